@@ -1,0 +1,1 @@
+"""ilnp-lab: namespaced testbeds, traffic, captures and analysis for ILNPv6."""

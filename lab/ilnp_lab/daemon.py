@@ -1,0 +1,120 @@
+"""Runs ilnpd inside a testbed node and talks to it with ilnpctl."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .testbed import Node, StepError, stop_process, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bin_dir() -> Path:
+    d = os.environ.get("ILNP_BIN_DIR")
+    return Path(d) if d else REPO / "target" / "release"
+
+
+def binary(name: str) -> str:
+    p = bin_dir() / name
+    if not p.exists():
+        raise StepError(f"{p} not found: build with `cargo build --release` or set ILNP_BIN_DIR")
+    return str(p)
+
+
+@dataclass
+class Peer:
+    name: str
+    nid: str
+    locators: list[tuple[str, int]]  # (l64 "2001:0db8:000b:0000", pref)
+
+
+@dataclass
+class Ilnpd:
+    node: Node
+    uplinks: list[str]
+    nid: str | None = None  # None → auto (EUI-64 of the first uplink)
+    datapath: str = "ebpf"
+    nonce_bits: int = 32
+    peers: list[Peer] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+    id_prefix: str = "fd69:6c6e:7000::/64"
+    proc: subprocess.Popen | None = None
+
+    @property
+    def dir(self) -> Path:
+        d = self.node.bed.workdir / f"ilnpd-{self.node.name}"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    @property
+    def socket(self) -> str:
+        return str(self.dir / "ctl.sock")
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "ilnpd.log"
+
+    def config_text(self) -> str:
+        lines = [
+            f"uplinks = {json.dumps(self.uplinks)}",
+            f'identifier_prefix = "{self.id_prefix}"',
+            f'nid = "{self.nid or "auto"}"',
+            f'datapath = "{self.datapath}"',
+            f"nonce_bits = {self.nonce_bits}",
+            f'control_socket = "{self.socket}"',
+            f'pin_dir = "/sys/fs/bpf/ilnp-{self.node.ns}"',
+            'log_level = "debug"',
+        ]
+        for k, v in self.extra.items():
+            lines.append(f"{k} = {json.dumps(v)}")
+        for p in self.peers:
+            locs = ", ".join(f'{{ l64 = "{l}", pref = {pref} }}' for l, pref in p.locators)
+            lines += ["", "[[peer]]", f'name = "{p.name}"', f'nid = "{p.nid}"', f"locators = [{locs}]"]
+        return "\n".join(lines) + "\n"
+
+    def start(self, wait: bool = True) -> "Ilnpd":
+        cfg = self.dir / "ilnpd.toml"
+        cfg.write_text(self.config_text())
+        logf = open(self.log, "w")
+        self.proc = self.node.spawn(binary("ilnpd"), "--config", str(cfg), stdout=logf, stderr=subprocess.STDOUT)
+        if wait:
+            try:
+                wait_for(lambda: self.proc.poll() is not None or self._ready(), timeout=15, what=f"ilnpd on {self.node.name}")
+            except TimeoutError:
+                raise StepError(f"ilnpd on {self.node.name} did not become ready:\n{self.log.read_text()[-3000:]}")
+            if self.proc.poll() is not None:
+                raise StepError(f"ilnpd on {self.node.name} exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+        return self
+
+    def _ready(self) -> bool:
+        if not os.path.exists(self.socket):
+            return False
+        r = self.ctl_raw("--json", "status", check=False)
+        return r.returncode == 0
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        rc = stop_process(self.proc)
+        return rc
+
+    def ctl_raw(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.node.run(binary("ilnpctl"), "-s", self.socket, *args, check=check)
+
+    def ctl(self, *args: str):
+        """ilnpctl --json ARGS → parsed JSON."""
+        out = self.ctl_raw("--json", *args).stdout
+        return json.loads(out)
+
+    def status(self) -> dict:
+        return self.ctl("status")
+
+    def stats(self) -> dict:
+        return self.ctl("stats")
+
+    def identifier_address(self) -> str:
+        return self.status()["identifier_address"]

@@ -1,0 +1,152 @@
+"""Reads ILNPv6 packets out of pcaps, independently of the Rust code.
+
+The parsing here is written from the RFC text, not from ilnp-wire, so the tests
+compare two implementations (three with tshark).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass
+
+from scapy.utils import RawPcapReader
+
+NONCE_OPT = 0x8B
+DSTOPTS = 60
+EXT_HDRS = {0, 43, 60}
+TCP, UDP, ICMPV6 = 6, 17, 58
+
+
+@dataclass
+class WirePacket:
+    ts: float
+    src: ipaddress.IPv6Address
+    dst: ipaddress.IPv6Address
+    nonces: list[bytes]  # every 0x8B option found in the Destination Options header
+    proto: int  # upper-layer protocol
+    l4: bytes  # upper-layer bytes (as captured)
+    payload_len: int
+    raw: bytes  # the IPv6 packet
+    truncated: bool
+
+    @property
+    def src_loc(self) -> int:
+        return int(self.src) >> 64
+
+    @property
+    def dst_loc(self) -> int:
+        return int(self.dst) >> 64
+
+    @property
+    def src_nid(self) -> int:
+        return int(self.src) & ((1 << 64) - 1)
+
+    @property
+    def dst_nid(self) -> int:
+        return int(self.dst) & ((1 << 64) - 1)
+
+    @property
+    def ports(self) -> tuple[int, int] | None:
+        if self.proc_has_ports and len(self.l4) >= 4:
+            return struct.unpack("!HH", self.l4[:4])
+        return None
+
+    @property
+    def proc_has_ports(self) -> bool:
+        return self.proto in (TCP, UDP)
+
+
+def _ipv6_from_frame(linktype: int, frame: bytes) -> bytes | None:
+    if linktype == 1:  # Ethernet
+        if len(frame) < 14:
+            return None
+        et = struct.unpack("!H", frame[12:14])[0]
+        return frame[14:] if et == 0x86DD else None
+    if linktype in (101, 229):  # raw / raw IPv6
+        return frame
+    if linktype == 113:  # Linux cooked
+        return frame[16:] if struct.unpack("!H", frame[14:16])[0] == 0x86DD else None
+    if linktype == 276:  # Linux cooked v2
+        return frame[20:] if struct.unpack("!H", frame[0:2])[0] == 0x86DD else None
+    return None
+
+
+def parse_ipv6(ts: float, pkt: bytes) -> WirePacket | None:
+    if len(pkt) < 40 or pkt[0] >> 4 != 6:
+        return None
+    plen = struct.unpack("!H", pkt[4:6])[0]
+    nh = pkt[6]
+    src = ipaddress.IPv6Address(pkt[8:24])
+    dst = ipaddress.IPv6Address(pkt[24:40])
+    off = 40
+    nonces: list[bytes] = []
+    truncated = False
+    while nh in EXT_HDRS:
+        if off + 2 > len(pkt):
+            truncated = True
+            break
+        hlen = (pkt[off + 1] + 1) * 8
+        if off + hlen > len(pkt):
+            truncated = True
+            break
+        if nh == DSTOPTS:
+            i = off + 2
+            while i < off + hlen:
+                t = pkt[i]
+                if t == 0:  # Pad1
+                    i += 1
+                    continue
+                if i + 2 > off + hlen:
+                    truncated = True
+                    break
+                ln = pkt[i + 1]
+                if t == NONCE_OPT:
+                    nonces.append(bytes(pkt[i + 2 : i + 2 + ln]))
+                i += 2 + ln
+        nh = pkt[off]
+        off += hlen
+    return WirePacket(ts, src, dst, nonces, nh, bytes(pkt[off:]), plen, bytes(pkt), truncated)
+
+
+def read(path: str) -> list[WirePacket]:
+    out = []
+    reader = RawPcapReader(path)
+    linktype = reader.linktype
+    for frame, meta in reader:
+        ts = meta.sec + meta.usec / 1e6 if hasattr(meta, "sec") else 0.0
+        pkt = _ipv6_from_frame(linktype, frame)
+        if pkt is None:
+            continue
+        p = parse_ipv6(ts, pkt)
+        if p:
+            out.append(p)
+    reader.close()
+    return out
+
+
+def ones_sum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+def transport_checksum_ok(p: WirePacket) -> bool:
+    """RFC 6744 §3: pseudo-header with the upper 64 bits (locators) of both addresses zeroed.
+
+    Only meaningful for packets captured whole (the L4 length equals the IPv6 payload
+    minus extension headers).
+    """
+    src = b"\0" * 8 + p.src.packed[8:]
+    dst = b"\0" * 8 + p.dst.packed[8:]
+    pseudo = src + dst + struct.pack("!IxxxB", len(p.l4), p.proto)
+    return ones_sum(pseudo + p.l4) == 0xFFFF
+
+
+def icmpv6_checksum_ok(p: WirePacket) -> bool:
+    """ICMPv6 (RFC 6741 §4.3): the ordinary full-address pseudo-header."""
+    pseudo = p.src.packed + p.dst.packed + struct.pack("!IxxxB", len(p.l4), ICMPV6)
+    return ones_sum(pseudo + p.l4) == 0xFFFF

@@ -1,0 +1,159 @@
+"""Namespaced testbeds: network namespaces, veth links, routers, processes.
+
+Every name is unique per run (a random tag), every process is tracked by pid and
+stopped by pid, and `Testbed.close()` removes everything it created even when a
+step failed half-way.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class StepError(RuntimeError):
+    """A testbed step failed; the message names the step and its output."""
+
+
+def run(cmd: list[str], check: bool = True, timeout: float = 60, **kw) -> subprocess.CompletedProcess:
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and p.returncode != 0:
+        raise StepError(f"{shlex.join(cmd)} failed ({p.returncode}): {p.stderr.strip() or p.stdout.strip()}")
+    return p
+
+
+@dataclass
+class Node:
+    bed: "Testbed"
+    name: str  # logical name (cn, r1, mn)
+    ns: str  # namespace name (unique per run)
+    ifaces: list[str] = field(default_factory=list)
+
+    def cmd(self, *args: str) -> list[str]:
+        return ["ip", "netns", "exec", self.ns, *args]
+
+    def run(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        return run(self.cmd(*args), check=check, timeout=timeout)
+
+    def sh(self, script: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        return run(self.cmd("sh", "-c", script), check=check, timeout=timeout)
+
+    def ip(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return run(["ip", "-n", self.ns, *args], check=check)
+
+    def sysctl(self, key: str, value: str) -> None:
+        self.run("sysctl", "-qw", f"{key}={value}")
+
+    def spawn(self, *args: str, stdout=None, stderr=None, env=None) -> subprocess.Popen:
+        return self.bed.spawn(self, list(args), stdout=stdout, stderr=stderr, env=env)
+
+
+class Testbed:
+    """A set of namespaces joined by veth links. Use as a context manager."""
+
+    def __init__(self, tag: str | None = None, workdir: Path | None = None):
+        self.tag = tag or f"il{os.getpid() % 10000}{secrets.token_hex(2)}"
+        self.nodes: dict[str, Node] = {}
+        self.procs: list[subprocess.Popen] = []
+        self.workdir = Path(workdir) if workdir else Path("/tmp") / f"ilnp-{self.tag}"
+        self.workdir.mkdir(parents=True, exist_ok=True)
+
+    # ---------- lifecycle
+    def __enter__(self) -> "Testbed":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for p in reversed(self.procs):
+            stop_process(p)
+        self.procs.clear()
+        for node in self.nodes.values():
+            run(["ip", "netns", "del", node.ns], check=False)
+        self.nodes.clear()
+
+    # ---------- topology
+    def add_node(self, name: str, router: bool = False) -> Node:
+        ns = f"{self.tag}-{name}"
+        run(["ip", "netns", "add", ns])
+        node = Node(self, name, ns)
+        self.nodes[name] = node
+        node.ip("link", "set", "lo", "up")
+        # deterministic headers for byte-level comparisons; no DAD delays in the lab
+        node.sysctl("net.ipv6.auto_flowlabels", "0")
+        node.sysctl("net.ipv6.conf.all.accept_dad", "0")
+        node.sysctl("net.ipv6.conf.default.accept_dad", "0")
+        if router:
+            node.sysctl("net.ipv6.conf.all.forwarding", "1")
+        return node
+
+    def link(self, a: Node, a_if: str, b: Node, b_if: str, mtu: int | None = None) -> None:
+        run(["ip", "-n", a.ns, "link", "add", a_if, "type", "veth", "peer", "name", b_if, "netns", b.ns])
+        for n, i in ((a, a_if), (b, b_if)):
+            if mtu:
+                n.ip("link", "set", i, "mtu", str(mtu))
+            n.ip("link", "set", i, "up")
+            n.ifaces.append(i)
+
+    def spawn(self, node: Node, args: list[str], stdout=None, stderr=None, env=None) -> subprocess.Popen:
+        p = subprocess.Popen(
+            node.cmd(*args),
+            stdout=stdout if stdout is not None else subprocess.DEVNULL,
+            stderr=stderr if stderr is not None else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        self.procs.append(p)
+        return p
+
+
+def stop_process(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10) -> int | None:
+    """Stops one process we started, by pid (never by name)."""
+    if p.poll() is None:
+        try:
+            os.kill(p.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=5)
+    return p.returncode
+
+
+def wait_for(pred, timeout: float = 10, interval: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def three_node(bed: Testbed, mtu_mn: int | None = None) -> tuple[Node, Node, Node]:
+    """CN — R1 — MN with static addressing; R1 is a plain Linux router.
+
+    CN: 2001:db8:a::c/64 on eth0 (locator 2001:db8:a:0)
+    MN: 2001:db8:b::d/64 on eth0 (locator 2001:db8:b:0)
+    """
+    cn, r1, mn = bed.add_node("cn"), bed.add_node("r1", router=True), bed.add_node("mn")
+    bed.link(cn, "eth0", r1, "eth-cn")
+    bed.link(r1, "eth-mn", mn, "eth0", mtu=mtu_mn)
+    r1.ip("addr", "add", "2001:db8:a::1/64", "dev", "eth-cn", "nodad")
+    r1.ip("addr", "add", "2001:db8:b::1/64", "dev", "eth-mn", "nodad")
+    cn.ip("addr", "add", "2001:db8:a::c/64", "dev", "eth0", "nodad")
+    mn.ip("addr", "add", "2001:db8:b::d/64", "dev", "eth0", "nodad")
+    cn.ip("-6", "route", "add", "default", "via", "2001:db8:a::1")
+    mn.ip("-6", "route", "add", "default", "via", "2001:db8:b::1")
+    return cn, r1, mn

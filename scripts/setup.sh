@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs everything ilnp needs on a fresh Debian 12 machine and builds it.
+# Idempotent; run as root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" != 0 ]; then echo "setup.sh: run as root (namespaces, BPF, apt-get)" >&2; exit 1; fi
+
+export DEBIAN_FRONTEND=noninteractive
+need_apt=0
+for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl; do
+  command -v "$b" >/dev/null 2>&1 || need_apt=1
+done
+[ -f /usr/include/bpf/bpf_helpers.h ] || need_apt=1
+if [ "$need_apt" = 1 ]; then
+  echo "== apt-get install"
+  apt-get update -q
+  # tshark asks about non-root capture on install; answer no
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  apt-get install -y -q clang llvm libbpf-dev bpftool linux-libc-dev gcc-multilib \
+    tshark tcpdump radvd iperf3 socat netcat-openbsd ethtool nftables curl python3-venv
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "== apt-get install cargo (no rustup toolchain found)"
+  apt-get install -y -q cargo rustc
+fi
+
+echo "== python venv (.venv) with the lab package"
+if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+.venv/bin/pip install -q --upgrade pip >/dev/null
+.venv/bin/pip install -q -e 'lab[test]'
+
+echo "== cargo build --release"
+cargo build --release --workspace --quiet
+echo "setup done: binaries in target/release"
