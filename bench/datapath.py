@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Data-path benchmark: ILNPv6 (eBPF fast path, userspace mode) vs plain IPv6,
+measured in the same run over the same namespaces (CN — R1 — MN).
+
+Prints numbers and ratios; asserts nothing. Run as root after scripts/setup.sh:
+
+    sudo .venv/bin/python bench/datapath.py [--seconds 5] [--rr 3000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import struct
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+
+from ilnp_lab.daemon import Ilnpd, Peer  # noqa: E402
+from ilnp_lab.testbed import Testbed, three_node, wait_for  # noqa: E402
+
+CN_NID, MN_NID = "0200:00ff:fe00:000c", "0200:00ff:fe00:000d"
+CN_L64, MN_L64 = "2001:0db8:000a:0000", "2001:0db8:000b:0000"
+MN_WIRE = "2001:db8:b:0:200:ff:fe00:d"
+
+RR_SERVER = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], 6200))
+while True:
+    d, a = s.recvfrom(2048)
+    s.sendto(d, a)
+"""
+
+RR_CLIENT = r"""
+import socket, sys, time, json
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.settimeout(1)
+dst = (sys.argv[1], 6200); n = int(sys.argv[2]); msg = b"x" * 64
+rtts = []
+for i in range(n + 200):
+    t0 = time.perf_counter_ns(); s.sendto(msg, dst); s.recv(2048); t1 = time.perf_counter_ns()
+    if i >= 200: rtts.append((t1 - t0) / 1000.0)
+rtts.sort()
+print(json.dumps({"median_us": rtts[len(rtts)//2], "p90_us": rtts[int(len(rtts)*0.9)]}))
+"""
+
+
+def iperf(cn, mn, server, seconds, streams):
+    srv = mn.spawn("iperf3", "-s", "-1", "-B", server)
+    time.sleep(0.3)
+    r = cn.run("iperf3", "-c", server, "-t", str(seconds), "-P", str(streams), "-J", check=False, timeout=seconds + 40)
+    srv.wait(timeout=15)
+    if r.returncode != 0:
+        return None
+    return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
+
+
+def rr(cn, mn, server, n):
+    srv = mn.spawn("python3", "-c", RR_SERVER, server)
+    time.sleep(0.3)
+    r = cn.run("python3", "-c", RR_CLIENT, server, str(n), check=False, timeout=120)
+    from ilnp_lab.testbed import stop_process
+    stop_process(srv)
+    return json.loads(r.stdout)["median_us"] if r.returncode == 0 else None
+
+
+def rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return None
+
+
+def ilcc_flood(r1, dst_wire, count):
+    """R1 sends one nonce-carrying UDP packet from each of `count` random NIDs in CN's locator."""
+    script = r"""
+import socket, struct, ipaddress, random, sys
+random.seed(7)
+dst = ipaddress.IPv6Address(sys.argv[1]); n = int(sys.argv[2]); loc = int(sys.argv[3], 16)
+s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for i in range(n):
+    nid = (random.getrandbits(64) & ~(3 << 56)) | (1 << 57)
+    src = ipaddress.IPv6Address((loc << 64) | nid)
+    udp = struct.pack("!HHHH", 40000, 9, 12, 0) + b"ping"
+    body = bytes([17, 0, 0x8B, 4]) + random.getrandbits(32).to_bytes(4, "big") + udp
+    pkt = struct.pack("!IHBB", 6 << 28, len(body), 60, 64) + src.packed + dst.packed + body
+    s.sendto(pkt, (str(dst), 0))
+"""
+    r1.run("python3", "-c", script, dst_wire, str(count), CN_L64.replace(":", ""), timeout=300)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--rr", type=int, default=3000, help="request/response round trips per measurement")
+    ap.add_argument("--entries", type=int, default=10000, help="ILCC entries for the memory measurement")
+    ap.add_argument("--json", help="write results here")
+    args = ap.parse_args()
+
+    res = {}
+    with Testbed() as bed:
+        cn, r1, mn = three_node(bed)
+        res["plain"] = {
+            "tcp1_gbps": iperf(cn, mn, "2001:db8:b::d", args.seconds, 1),
+            "tcp4_gbps": iperf(cn, mn, "2001:db8:b::d", args.seconds, 4),
+            "rr_us": rr(cn, mn, "2001:db8:b::d", args.rr),
+        }
+        for mode in ("ebpf", "userspace"):
+            dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath=mode, peers=[Peer("mn", MN_NID, [(MN_L64, 10)])]).start()
+            dmn = Ilnpd(mn, ["eth0"], nid=MN_NID, datapath=mode, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                        extra={"ilcc_max_entries": max(65536, args.entries * 2)}).start()
+            mn_id = dmn.identifier_address()
+            r = {
+                "tcp1_gbps": iperf(cn, mn, mn_id, args.seconds, 1),
+                "tcp4_gbps": iperf(cn, mn, mn_id, args.seconds, 4),
+                "rr_us": rr(cn, mn, mn_id, args.rr),
+            }
+            if mode == "ebpf":
+                # ilnpd runs under `ip netns exec`: its pid is the Popen pid (exec replaces ip)
+                r["rss_idle_kib"] = rss_kib(dmn.proc.pid)
+                before = len(dmn.ctl("ilcc", "show"))
+                t0 = time.monotonic()
+                ilcc_flood(r1, MN_WIRE, args.entries)
+                try:
+                    wait_for(lambda: len(dmn.ctl("ilcc", "show")) >= before + args.entries, timeout=60,
+                             interval=0.5, what="ILCC entries")
+                except TimeoutError:
+                    pass
+                r["ilcc_entries"] = len(dmn.ctl("ilcc", "show"))
+                r["flood_seconds"] = round(time.monotonic() - t0, 2)
+                r["rss_entries_kib"] = rss_kib(dmn.proc.pid)
+            res[mode] = r
+            dcn.stop()
+            dmn.stop()
+
+    base = res["plain"]
+    print(f"{'path':<12}{'TCP 1 stream':>16}{'TCP 4 streams':>16}{'UDP RR median':>16}")
+    for k, v in res.items():
+        def fmt(x, unit, b):
+            if x is None:
+                return "failed".rjust(16)
+            ratio = f" ({x / b:.2f}x)" if b and k != "plain" else ""
+            return f"{x:.2f} {unit}{ratio}".rjust(16)
+        print(f"{k:<12}{fmt(v['tcp1_gbps'], 'Gb/s', base['tcp1_gbps'])}{fmt(v['tcp4_gbps'], 'Gb/s', base['tcp4_gbps'])}"
+              f"{fmt(v['rr_us'], 'us', None)}")
+    for k in ("ebpf", "userspace"):
+        if res[k]["rr_us"] and base["rr_us"]:
+            print(f"added round trip, {k}: {res[k]['rr_us'] - base['rr_us']:+.1f} us")
+    e = res["ebpf"]
+    if e.get("rss_idle_kib"):
+        print(f"ilnpd RSS: idle {e['rss_idle_kib'] / 1024:.1f} MiB; with {e.get('ilcc_entries')} ILCC entries "
+              f"{e['rss_entries_kib'] / 1024:.1f} MiB (target < 64 MiB); flood took {e.get('flood_seconds')} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()
