@@ -157,3 +157,62 @@ def three_node(bed: Testbed, mtu_mn: int | None = None) -> tuple[Node, Node, Nod
     cn.ip("-6", "route", "add", "default", "via", "2001:db8:a::1")
     mn.ip("-6", "route", "add", "default", "via", "2001:db8:b::1")
     return cn, r1, mn
+
+
+RADVD_CONF = """interface {iface} {{
+    AdvSendAdvert on;
+    MinRtrAdvInterval {min_ra};
+    MaxRtrAdvInterval {max_ra};
+    AdvDefaultPreference {pref};
+    prefix {prefix} {{
+        AdvOnLink on;
+        AdvAutonomous on;
+        AdvValidLifetime {valid};
+        AdvPreferredLifetime {preferred};
+    }};
+}};
+"""
+
+
+def radvd(node: Node, iface: str, prefix: str, min_ra: float = 3, max_ra: float = 4,
+          pref: str = "medium", valid: int = 30, preferred: int = 20) -> subprocess.Popen:
+    """Runs radvd on `node` advertising `prefix` (a /64) on `iface`; returns the process."""
+    d = node.bed.workdir / f"radvd-{node.name}-{iface}"
+    d.mkdir(parents=True, exist_ok=True)
+    conf = d / "radvd.conf"
+    conf.write_text(RADVD_CONF.format(iface=iface, prefix=prefix, min_ra=min_ra, max_ra=max_ra, pref=pref,
+                                      valid=valid, preferred=preferred))
+    run(["radvd", "--configtest", "-C", str(conf)])
+    return node.spawn("radvd", "-n", "-C", str(conf), "-p", str(d / "radvd.pid"), "-m", "stderr")
+
+
+def mobility_topology(bed: Testbed) -> dict[str, Node]:
+    """Seed 000 Fig. 8: CN — R1 — {R2, R3} — MN. R2 advertises 2001:db8:2::/64 and R3
+    2001:db8:3::/64 to the MN with radvd; the MN starts with its R3 link down.
+
+    CN: 2001:db8:a::c/64 static.  R1—R2: 2001:db8:12::/64, R1—R3: 2001:db8:13::/64.
+    """
+    cn, r1 = bed.add_node("cn"), bed.add_node("r1", router=True)
+    r2, r3 = bed.add_node("r2", router=True), bed.add_node("r3", router=True)
+    mn = bed.add_node("mn")
+    bed.link(cn, "eth0", r1, "eth-cn")
+    bed.link(r1, "eth-r2", r2, "eth-r1")
+    bed.link(r1, "eth-r3", r3, "eth-r1")
+    bed.link(r2, "eth-mn", mn, "eth-r2")
+    bed.link(r3, "eth-mn", mn, "eth-r3")
+    for n, i, a in ((r1, "eth-cn", "2001:db8:a::1/64"), (cn, "eth0", "2001:db8:a::c/64"),
+                    (r1, "eth-r2", "2001:db8:12::1/64"), (r2, "eth-r1", "2001:db8:12::2/64"),
+                    (r1, "eth-r3", "2001:db8:13::1/64"), (r3, "eth-r1", "2001:db8:13::3/64"),
+                    (r2, "eth-mn", "2001:db8:2::1/64"), (r3, "eth-mn", "2001:db8:3::1/64")):
+        n.ip("addr", "add", a, "dev", i, "nodad")
+    cn.ip("-6", "route", "add", "default", "via", "2001:db8:a::1")
+    r1.ip("-6", "route", "add", "2001:db8:2::/64", "via", "2001:db8:12::2")
+    r1.ip("-6", "route", "add", "2001:db8:3::/64", "via", "2001:db8:13::3")
+    r2.ip("-6", "route", "add", "default", "via", "2001:db8:12::1")
+    r3.ip("-6", "route", "add", "default", "via", "2001:db8:13::1")
+    for i in ("eth-r2", "eth-r3"):
+        mn.sysctl(f"net.ipv6.conf.{i}.accept_ra", "2")
+        mn.sysctl(f"net.ipv6.conf.{i}.autoconf", "1")
+        mn.sysctl(f"net.ipv6.conf.{i}.optimistic_dad", "1")
+    mn.ip("link", "set", "eth-r3", "down")
+    return {"cn": cn, "r1": r1, "r2": r2, "r3": r3, "mn": mn}
