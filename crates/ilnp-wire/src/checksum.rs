@@ -1,0 +1,141 @@
+//! Internet checksums (RFC 1071/1624) and the two ILNPv6 pseudo-header rules.
+//!
+//! * TCP/UDP in an ILNPv6 session: the upper 64 bits (locators) of both addresses
+//!   are zeroed in the pseudo-header (RFC 6744 §3, RFC 6741 §4.2).
+//! * ICMPv6 (including Locator Updates): the ordinary full-address pseudo-header
+//!   (RFC 6741 §4.3, RFC 6743 §2).
+
+use std::net::Ipv6Addr;
+
+/// One's-complement sum of `data` (big-endian 16-bit words), not folded.
+pub fn sum(data: &[u8]) -> u32 {
+    let mut acc: u64 = 0;
+    let mut chunks = data.chunks_exact(2);
+    for c in &mut chunks {
+        acc += u16::from_be_bytes([c[0], c[1]]) as u64;
+    }
+    if let [b] = chunks.remainder() {
+        acc += (*b as u64) << 8;
+    }
+    fold64(acc)
+}
+
+fn fold64(mut acc: u64) -> u32 {
+    while acc >> 32 != 0 {
+        acc = (acc & 0xffff_ffff) + (acc >> 32);
+    }
+    acc as u32
+}
+
+/// Folds a 32-bit one's-complement accumulator to 16 bits (not inverted).
+pub fn fold(mut acc: u32) -> u16 {
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// Adds two one's-complement accumulators.
+pub fn add(a: u32, b: u32) -> u32 {
+    fold64(a as u64 + b as u64)
+}
+
+fn addr_sum(a: &Ipv6Addr) -> u32 {
+    sum(&a.octets())
+}
+
+/// Address with its upper 64 bits zeroed, as the ILNPv6 transport rule wants.
+pub fn nid_only(a: &Ipv6Addr) -> Ipv6Addr {
+    Ipv6Addr::from(u128::from(*a) & 0xffff_ffff_ffff_ffff)
+}
+
+/// Sum of the IPv6 pseudo-header (RFC 8200 §8.1).
+pub fn pseudo_header(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper_len: u32) -> u32 {
+    let mut acc = addr_sum(src);
+    acc = add(acc, addr_sum(dst));
+    acc = add(acc, upper_len >> 16);
+    acc = add(acc, upper_len & 0xffff);
+    add(acc, next_header as u32)
+}
+
+/// Checksum over pseudo-header + `upper` (whose checksum field must be zero).
+pub fn compute(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper: &[u8]) -> u16 {
+    let acc = add(pseudo_header(src, dst, next_header, upper.len() as u32), sum(upper));
+    !fold(acc)
+}
+
+/// TCP/UDP checksum of an ILNPv6 packet: locators zeroed (RFC 6744 §3).
+/// `upper` is the transport header + payload with the checksum field zeroed.
+/// A UDP result of 0 must be sent as 0xffff; `transport_checksum_wire` does that.
+pub fn transport_checksum_wire(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper: &[u8]) -> u16 {
+    let c = compute(&nid_only(src), &nid_only(dst), next_header, upper);
+    if next_header == crate::ipv6::PROTO_UDP && c == 0 {
+        0xffff
+    } else {
+        c
+    }
+}
+
+/// ICMPv6 checksum: full addresses (RFC 4443 §2.3).
+pub fn icmpv6_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, icmp: &[u8]) -> u16 {
+    compute(src, dst, crate::ipv6::PROTO_ICMPV6, icmp)
+}
+
+/// True if the checksum in `upper` verifies with the given pseudo-header addresses.
+pub fn verify(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper: &[u8]) -> bool {
+    let acc = add(pseudo_header(src, dst, next_header, upper.len() as u32), sum(upper));
+    fold(acc) == 0xffff
+}
+
+/// RFC 1624 incremental update: the checksum field `old_csum` covered data whose
+/// sum was `old_sum`; that data now sums to `new_sum`. Returns the new field value.
+pub fn update(old_csum: u16, old_sum: u32, new_sum: u32) -> u16 {
+    // HC' = ~(~HC + ~m + m')
+    let acc = add(add(!old_csum as u32, (!fold(old_sum)) as u32), new_sum);
+    !fold(acc)
+}
+
+/// Same as `update` for a field that holds a partial (pseudo-header-only,
+/// not inverted) sum, as with CHECKSUM_PARTIAL / virtio NEEDS_CSUM.
+pub fn update_partial(old_field: u16, old_sum: u32, new_sum: u32) -> u16 {
+    let acc = add(add(old_field as u32, (!fold(old_sum)) as u32), new_sum);
+    fold(acc)
+}
+
+/// Sum of the two addresses of a pseudo-header.
+pub fn addr_pair_sum(src: &Ipv6Addr, dst: &Ipv6Addr) -> u32 {
+    add(addr_sum(src), addr_sum(dst))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc1071_example() {
+        // RFC 1071 §3 example: 0001 f203 f4f5 f6f7 → sum ddf2
+        let d = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(fold(sum(&d)), 0xddf2);
+    }
+
+    #[test]
+    fn odd_length_pads_with_zero() {
+        assert_eq!(fold(sum(&[0x12, 0x34, 0x56])), 0x1234 + 0x5600);
+    }
+
+    #[test]
+    fn incremental_equals_full() {
+        let a: Ipv6Addr = "fd69:6c6e:7000::200:ff:fe00:c".parse().unwrap();
+        let b: Ipv6Addr = "fd69:6c6e:7000::200:ff:fe00:d".parse().unwrap();
+        let mut udp = vec![0x9c, 0x40, 0x17, 0x70, 0x00, 0x0d, 0, 0, b'h', b'e', b'l', b'l', b'o'];
+        let c = compute(&a, &b, 17, &udp);
+        udp[6..8].copy_from_slice(&c.to_be_bytes());
+        assert!(verify(&a, &b, 17, &udp));
+        let na = nid_only(&a);
+        let nb = nid_only(&b);
+        let c2 = update(c, addr_pair_sum(&a, &b), addr_pair_sum(&na, &nb));
+        udp[6..8].copy_from_slice(&c2.to_be_bytes());
+        assert!(verify(&na, &nb, 17, &udp));
+        assert!(!verify(&a, &b, 17, &udp));
+    }
+}

@@ -1,0 +1,202 @@
+//! IPv6 fixed header (RFC 8200 §3) view and builder, extension-header walk.
+
+use crate::Error;
+use std::net::Ipv6Addr;
+
+pub const HEADER_LEN: usize = 40;
+pub const PROTO_HOPOPTS: u8 = 0;
+pub const PROTO_TCP: u8 = 6;
+pub const PROTO_UDP: u8 = 17;
+pub const PROTO_ROUTING: u8 = 43;
+pub const PROTO_FRAGMENT: u8 = 44;
+pub const PROTO_ICMPV6: u8 = 58;
+pub const PROTO_NONE: u8 = 59;
+pub const PROTO_DSTOPTS: u8 = 60;
+
+mod field {
+    use core::ops::Range;
+    pub const VER_TC_FL: Range<usize> = 0..4;
+    pub const PAYLOAD_LEN: Range<usize> = 4..6;
+    pub const NEXT_HEADER: usize = 6;
+    pub const HOP_LIMIT: usize = 7;
+    pub const SRC: Range<usize> = 8..24;
+    pub const DST: Range<usize> = 24..40;
+}
+
+/// Zero-copy view of an IPv6 packet.
+#[derive(Debug, Clone, Copy)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Checks version 6, the fixed header length and that payload_len fits the buffer.
+    pub fn new_checked(buf: T) -> Result<Self, Error> {
+        let b = buf.as_ref();
+        if b.len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        if b[0] >> 4 != 6 {
+            return Err(Error::NotIpv6);
+        }
+        let p = Packet { buf };
+        if HEADER_LEN + p.payload_len() as usize > p.buf.as_ref().len() {
+            return Err(Error::Truncated);
+        }
+        Ok(p)
+    }
+    pub fn into_inner(self) -> T {
+        self.buf
+    }
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buf.as_ref()
+    }
+    pub fn ver_tc_fl(&self) -> u32 {
+        let b = &self.buf.as_ref()[field::VER_TC_FL];
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+    }
+    pub fn payload_len(&self) -> u16 {
+        let b = &self.buf.as_ref()[field::PAYLOAD_LEN];
+        u16::from_be_bytes([b[0], b[1]])
+    }
+    pub fn next_header(&self) -> u8 {
+        self.buf.as_ref()[field::NEXT_HEADER]
+    }
+    pub fn hop_limit(&self) -> u8 {
+        self.buf.as_ref()[field::HOP_LIMIT]
+    }
+    pub fn src(&self) -> Ipv6Addr {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&self.buf.as_ref()[field::SRC]);
+        Ipv6Addr::from(a)
+    }
+    pub fn dst(&self) -> Ipv6Addr {
+        let mut a = [0u8; 16];
+        a.copy_from_slice(&self.buf.as_ref()[field::DST]);
+        Ipv6Addr::from(a)
+    }
+    /// Everything after the fixed header, up to payload_len (link padding excluded).
+    pub fn payload(&self) -> &[u8] {
+        &self.buf.as_ref()[HEADER_LEN..HEADER_LEN + self.payload_len() as usize]
+    }
+    /// Bytes of the packet proper (fixed header + payload_len).
+    pub fn packet_bytes(&self) -> &[u8] {
+        &self.buf.as_ref()[..HEADER_LEN + self.payload_len() as usize]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    pub fn set_payload_len(&mut self, v: u16) {
+        self.buf.as_mut()[field::PAYLOAD_LEN].copy_from_slice(&v.to_be_bytes());
+    }
+    pub fn set_next_header(&mut self, v: u8) {
+        self.buf.as_mut()[field::NEXT_HEADER] = v;
+    }
+    pub fn set_src(&mut self, a: Ipv6Addr) {
+        self.buf.as_mut()[field::SRC].copy_from_slice(&a.octets());
+    }
+    pub fn set_dst(&mut self, a: Ipv6Addr) {
+        self.buf.as_mut()[field::DST].copy_from_slice(&a.octets());
+    }
+}
+
+/// Fields of a fixed header to emit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr {
+    pub src: Ipv6Addr,
+    pub dst: Ipv6Addr,
+    pub next_header: u8,
+    pub payload_len: u16,
+    pub hop_limit: u8,
+}
+
+impl Repr {
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(6u32 << 28).to_be_bytes());
+        out.extend_from_slice(&self.payload_len.to_be_bytes());
+        out.push(self.next_header);
+        out.push(self.hop_limit);
+        out.extend_from_slice(&self.src.octets());
+        out.extend_from_slice(&self.dst.octets());
+    }
+}
+
+/// Walks the extension-header chain from the fixed header.
+/// Returns (upper-layer protocol, offset of the upper-layer header from the start
+/// of the packet). Bounds-checked against the packet length.
+pub fn upper_layer(pkt: &[u8]) -> Result<(u8, usize), Error> {
+    let p = Packet::new_checked(pkt)?;
+    let end = HEADER_LEN + p.payload_len() as usize;
+    let mut nh = p.next_header();
+    let mut off = HEADER_LEN;
+    for _ in 0..16 {
+        match nh {
+            PROTO_HOPOPTS | PROTO_ROUTING | PROTO_DSTOPTS => {
+                if off + 2 > end {
+                    return Err(Error::Truncated);
+                }
+                let len = (pkt[off + 1] as usize + 1) * 8;
+                if off + len > end {
+                    return Err(Error::Truncated);
+                }
+                nh = pkt[off];
+                off += len;
+            }
+            PROTO_FRAGMENT => {
+                if off + 8 > end {
+                    return Err(Error::Truncated);
+                }
+                nh = pkt[off];
+                off += 8;
+            }
+            _ => return Ok((nh, off)),
+        }
+    }
+    Err(Error::Malformed("too many extension headers"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_emit() {
+        let r = Repr {
+            src: "2001:db8:a::c".parse().unwrap(),
+            dst: "2001:db8:b::d".parse().unwrap(),
+            next_header: PROTO_UDP,
+            payload_len: 8,
+            hop_limit: 64,
+        };
+        let mut v = Vec::new();
+        r.emit(&mut v);
+        v.extend_from_slice(&[0u8; 8]);
+        assert_eq!(&v[..8], &[0x60, 0, 0, 0, 0, 8, 17, 64]);
+        let p = Packet::new_checked(&v[..]).unwrap();
+        assert_eq!(p.src(), r.src);
+        assert_eq!(p.dst(), r.dst);
+        assert_eq!(upper_layer(&v).unwrap(), (PROTO_UDP, 40));
+    }
+
+    #[test]
+    fn rejects_short_and_wrong_version() {
+        assert_eq!(Packet::new_checked(&[0x60u8; 39][..]).unwrap_err(), Error::Truncated);
+        let mut v = vec![0u8; 40];
+        v[0] = 0x45;
+        assert_eq!(Packet::new_checked(&v[..]).unwrap_err(), Error::NotIpv6);
+        v[0] = 0x60;
+        v[5] = 1; // payload_len 1 but no payload
+        assert_eq!(Packet::new_checked(&v[..]).unwrap_err(), Error::Truncated);
+    }
+
+    #[test]
+    fn walks_destopts() {
+        let mut v = vec![0x60, 0, 0, 0, 0, 16, PROTO_DSTOPTS, 64];
+        v.extend_from_slice(&[0u8; 32]);
+        v.extend_from_slice(&[PROTO_UDP, 0, 0x8b, 4, 1, 2, 3, 4]);
+        v.extend_from_slice(&[0u8; 8]);
+        assert_eq!(upper_layer(&v).unwrap(), (PROTO_UDP, 48));
+        v[41] = 5; // hdr ext len beyond the packet
+        assert_eq!(upper_layer(&v).unwrap_err(), Error::Truncated);
+    }
+}

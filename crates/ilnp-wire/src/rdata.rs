@@ -1,0 +1,1 @@
+//! RFC 6742 RDATA (filled in below)
