@@ -260,6 +260,19 @@ pub fn icmp_error_to_identifier(pkt: &[u8], id_prefix: Locator) -> Result<(Vec<u
     q[6] = nh.next_header;
     q[8..24].copy_from_slice(&ilnp_addr(id_prefix, meta.local_nid).octets());
     q[24..40].copy_from_slice(&ilnp_addr(id_prefix, meta.peer_nid).octets());
+    // the quoted transport checksum back to the identifier pseudo-header, if quoted
+    if let Some(field) = csum_field(nh.next_header).filter(|_| nh.next_header != PROTO_ICMPV6) {
+        let at = ipv6::HEADER_LEN + field;
+        if q.len() >= at + 2 {
+            let old = u16::from_be_bytes([q[at], q[at + 1]]);
+            let (ws, wd) = (checksum::nid_only(&ilnp_addr(meta.local_loc, meta.local_nid)), checksum::nid_only(&ilnp_addr(meta.peer_loc, meta.peer_nid)));
+            let (is, id) = (ilnp_addr(id_prefix, meta.local_nid), ilnp_addr(id_prefix, meta.peer_nid));
+            if !(nh.next_header == PROTO_UDP && old == 0) {
+                let new = checksum::update(old, checksum::addr_pair_sum(&ws, &wd), checksum::addr_pair_sum(&is, &id));
+                q[at..at + 2].copy_from_slice(&new.to_be_bytes());
+            }
+        }
+    }
     let mut data = m.data_word();
     match m.msg_type() {
         icmpv6::TYPE_PACKET_TOO_BIG => data = data.saturating_sub(hlen as u32),

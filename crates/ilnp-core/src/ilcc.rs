@@ -1,0 +1,185 @@
+//! ILNP Communication Cache (RFC 6741 §5): one entry per correspondent.
+
+use crate::peers::ser_display;
+use crate::{IlccSnapshot, LocatorState};
+use ilnp_wire::icmpv6::LuEntry;
+use ilnp_wire::{Locator, Nid, Nonce};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// A correspondent's locator as this node knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RemoteLocator {
+    #[serde(rename = "l64", serialize_with = "ser_display")]
+    pub loc: Locator,
+    pub pref: u16,
+    /// seconds the locator may be treated as valid (from LU or DNS); 0 = unknown
+    pub lifetime_s: u16,
+    #[serde(serialize_with = "ser_state")]
+    pub state: LocatorState,
+    #[serde(skip)]
+    pub last_heard: Option<Instant>,
+}
+
+fn ser_state<S: serde::Serializer>(v: &LocatorState, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(match v {
+        LocatorState::Valid => "valid",
+        LocatorState::Active => "active",
+        LocatorState::Aged => "aged",
+        LocatorState::Expired => "expired",
+    })
+}
+
+fn ser_nonce<S: serde::Serializer>(v: &Nonce, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&hex(v.as_bytes()))
+}
+
+fn ser_opt_nonce<S: serde::Serializer>(v: &Option<Nonce>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(n) => s.collect_str(&hex(n.as_bytes())),
+        None => s.serialize_none(),
+    }
+}
+
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// A Locator Update we sent and wait to see acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingLu {
+    pub entries: Vec<LuEntry>,
+    pub first_sent: Instant,
+    pub attempts: u32,
+    pub next_at: Instant,
+}
+
+/// Per-correspondent state.
+#[derive(Debug, Clone, Serialize)]
+pub struct IlccEntry {
+    #[serde(serialize_with = "ser_display")]
+    pub nid: Nid,
+    /// locators of the correspondent, best first
+    pub remote_locators: Vec<RemoteLocator>,
+    /// the local locator we use as source towards this peer
+    #[serde(serialize_with = "ser_display")]
+    pub local_locator: Locator,
+    #[serde(serialize_with = "ser_nonce")]
+    pub nonce_tx: Nonce,
+    #[serde(serialize_with = "ser_opt_nonce")]
+    pub nonce_rx: Option<Nonce>,
+    /// true if we sent the first packet
+    pub initiator: bool,
+    #[serde(skip)]
+    pub created: Instant,
+    #[serde(skip)]
+    pub last_used: Instant,
+    /// seconds since the last packet either way (filled in for display)
+    pub idle_s: f64,
+    /// packets/bytes seen by the slow path (the fast path counts in its maps)
+    pub slow_pkts_in: u64,
+    pub slow_pkts_out: u64,
+    #[serde(skip)]
+    pub pending_lu: Option<PendingLu>,
+}
+
+impl IlccEntry {
+    /// The remote locator to send to: lowest preference among usable ones.
+    pub fn best_remote(&self) -> Option<&RemoteLocator> {
+        self.remote_locators
+            .iter()
+            .filter(|r| matches!(r.state, LocatorState::Active | LocatorState::Valid))
+            .min_by_key(|r| (r.state != LocatorState::Active, r.pref))
+    }
+
+    pub fn has_remote(&self, loc: Locator) -> bool {
+        self.remote_locators.iter().any(|r| r.loc == loc && r.state != LocatorState::Expired)
+    }
+
+    /// Marks `loc` as the active remote locator (others that were active become valid).
+    pub fn activate_remote(&mut self, loc: Locator) {
+        for r in &mut self.remote_locators {
+            if r.loc == loc {
+                r.state = LocatorState::Active;
+            } else if r.state == LocatorState::Active {
+                r.state = LocatorState::Valid;
+            }
+        }
+    }
+
+    pub fn snapshot(&self) -> Option<IlccSnapshot> {
+        let remote = self.best_remote()?;
+        Some(IlccSnapshot {
+            nid: self.nid,
+            local_loc: self.local_locator,
+            remote_loc: remote.loc,
+            remote_locs: self
+                .remote_locators
+                .iter()
+                .filter(|r| r.state != LocatorState::Expired)
+                .map(|r| r.loc)
+                .collect(),
+            nonce_tx: self.nonce_tx,
+            nonce_rx: self.nonce_rx,
+        })
+    }
+}
+
+/// The cache: bounded, keyed by remote NID (see docs/architecture.md on keying).
+#[derive(Debug, Default)]
+pub struct Ilcc {
+    entries: HashMap<Nid, IlccEntry>,
+    max_entries: usize,
+}
+
+impl Ilcc {
+    pub fn new(max_entries: usize) -> Ilcc {
+        Ilcc { entries: HashMap::new(), max_entries }
+    }
+    pub fn get(&self, nid: &Nid) -> Option<&IlccEntry> {
+        self.entries.get(nid)
+    }
+    pub fn get_mut(&mut self, nid: &Nid) -> Option<&mut IlccEntry> {
+        self.entries.get_mut(nid)
+    }
+    pub fn is_full(&self) -> bool {
+        self.entries.len() >= self.max_entries
+    }
+    /// Inserts unless full; never evicts an existing entry (a flood of new NIDs
+    /// must not push out established sessions).
+    pub fn insert(&mut self, e: IlccEntry) -> Result<&mut IlccEntry, IlccEntry> {
+        if self.is_full() && !self.entries.contains_key(&e.nid) {
+            return Err(e);
+        }
+        let nid = e.nid;
+        self.entries.insert(nid, e);
+        Ok(self.entries.get_mut(&nid).expect("just inserted"))
+    }
+    pub fn remove(&mut self, nid: &Nid) -> Option<IlccEntry> {
+        self.entries.remove(nid)
+    }
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &IlccEntry> {
+        self.entries.values()
+    }
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut IlccEntry> {
+        self.entries.values_mut()
+    }
+    pub fn clear(&mut self) -> Vec<Nid> {
+        self.entries.drain().map(|(k, _)| k).collect()
+    }
+    /// NIDs idle for at least `idle` at `now`.
+    pub fn idle(&self, now: Instant, idle: Duration) -> Vec<Nid> {
+        self.entries
+            .values()
+            .filter(|e| now.saturating_duration_since(e.last_used) >= idle && e.pending_lu.is_none())
+            .map(|e| e.nid)
+            .collect()
+    }
+}

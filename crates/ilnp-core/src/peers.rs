@@ -1,0 +1,190 @@
+//! Static peer database: correspondents the initiator can reach before DNS
+//! support exists. Two file forms:
+//!
+//! * the seeds' hosts-file form, one peer per line:
+//!   `<L64>|<pref>[,<L64>|<pref>...],<NID> <name> [alias...]`
+//!   e.g. `2001:0db8:000b:0000|10,0200:00ff:fe00:000d mn`; `#` starts a comment.
+//!   L64 and NID use the RFC 6742 presentation form (four 16-bit hex groups).
+//! * TOML: `[[peer]] name = "mn"`, `nid = "0200:00ff:fe00:000d"`,
+//!   `locators = [{ l64 = "2001:0db8:000b:0000", pref = 10 }]`.
+
+use crate::{Locator, Nid};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One correspondent: its NID and locators with preferences (lower preferred).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PeerRecord {
+    pub name: String,
+    #[serde(serialize_with = "ser_display")]
+    pub nid: Nid,
+    pub locators: Vec<PeerLocator>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PeerLocator {
+    #[serde(rename = "l64", serialize_with = "ser_display")]
+    pub loc: Locator,
+    pub pref: u16,
+}
+
+pub(crate) fn ser_display<T: fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+/// A peer-file error: where and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerFileError {
+    pub origin: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for PeerFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.origin, self.line, self.message)
+    }
+}
+
+impl std::error::Error for PeerFileError {}
+
+/// Parses a locator `L64|pref` token.
+fn parse_loc_pref(tok: &str) -> Result<PeerLocator, String> {
+    let (l, p) = tok.split_once('|').ok_or_else(|| format!("{tok:?}: expected L64|pref"))?;
+    let loc: Locator = l.parse()?;
+    let pref: u16 = p.parse().map_err(|_| format!("{tok:?}: preference {p:?} is not a number 0-65535"))?;
+    Ok(PeerLocator { loc, pref })
+}
+
+/// Parses the seeds' hosts-file form.
+pub fn load_hosts_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerFileError> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let err = |m: String| PeerFileError { origin: origin.to_string(), line: i + 1, message: m };
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let ilv = words.next().unwrap_or("");
+        let name = words.next().ok_or_else(|| err(format!("{ilv:?}: missing host name after the I-LV")))?;
+        let mut nid = None;
+        let mut locators = Vec::new();
+        for tok in ilv.split(',') {
+            if tok.contains('|') {
+                locators.push(parse_loc_pref(tok).map_err(err)?);
+            } else if nid.is_none() {
+                nid = Some(tok.parse::<Nid>().map_err(|e| err(format!("NID {e}")))?);
+            } else {
+                return Err(err(format!("{tok:?}: a second NID on one line")));
+            }
+        }
+        let nid = nid.ok_or_else(|| err(format!("{ilv:?}: no NID (want L64|pref,...,NID)")))?;
+        if locators.is_empty() {
+            return Err(err(format!("{ilv:?}: no locator (want L64|pref,...,NID)")));
+        }
+        out.push(PeerRecord { name: name.to_string(), nid, locators });
+    }
+    Ok(out)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlFile {
+    #[serde(default)]
+    peer: Vec<TomlPeer>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TomlPeer {
+    pub name: String,
+    pub nid: String,
+    pub locators: Vec<TomlLocator>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TomlLocator {
+    pub l64: String,
+    #[serde(default = "default_pref")]
+    pub pref: u16,
+}
+
+fn default_pref() -> u16 {
+    10
+}
+
+impl TomlPeer {
+    /// Validates one `[[peer]]` table (also used by ilnpd for peers inline in its config).
+    pub fn to_record(&self) -> Result<PeerRecord, String> {
+        let nid: Nid = self.nid.parse().map_err(|e| format!("peer {:?}: nid {e}", self.name))?;
+        if nid.is_group() {
+            return Err(format!("peer {:?}: nid {nid} has the group bit set", self.name));
+        }
+        if self.locators.is_empty() {
+            return Err(format!("peer {:?}: no locators", self.name));
+        }
+        let locators = self
+            .locators
+            .iter()
+            .map(|l| {
+                l.l64.parse::<Locator>().map(|loc| PeerLocator { loc, pref: l.pref }).map_err(|e| format!("peer {:?}: l64 {e}", self.name))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PeerRecord { name: self.name.clone(), nid, locators })
+    }
+}
+
+/// Parses the TOML form.
+pub fn load_toml_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerFileError> {
+    let f: TomlFile = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1).unwrap_or(0);
+        PeerFileError { origin: origin.to_string(), line, message: e.message().to_string() }
+    })?;
+    f.peer
+        .iter()
+        .map(|p| p.to_record().map_err(|m| PeerFileError { origin: origin.to_string(), line: 0, message: m }))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_form() {
+        let t = "# peers\n2001:0db8:000b:0000|10,2001:0db8:000c:0000|20,0200:00ff:fe00:000d mn mobile\n\n\
+                 2001:0db8:000a:0000|5,0200:00ff:fe00:000c cn # the correspondent\n";
+        let p = load_hosts_str(t, "hosts").unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].name, "mn");
+        assert_eq!(p[0].nid, Nid(0x0200_00ff_fe00_000d));
+        assert_eq!(p[0].locators[1], PeerLocator { loc: Locator(0x2001_0db8_000c_0000), pref: 20 });
+        assert_eq!(p[1].locators[0].pref, 5);
+    }
+
+    #[test]
+    fn hosts_errors_name_line_and_token() {
+        let e = load_hosts_str("\n2001:0db8:000b:0000|x,0200:00ff:fe00:000d mn\n", "h").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("\"x\""), "{e}");
+        let e = load_hosts_str("2001:0db8:000b:0000|10 mn\n", "h").unwrap_err();
+        assert!(e.message.contains("no NID"), "{e}");
+        let e = load_hosts_str("0200:00ff:fe00:000d mn\n", "h").unwrap_err();
+        assert!(e.message.contains("no locator"), "{e}");
+        let e = load_hosts_str("2001:db8::|10,0200:00ff:fe00:000d\n", "h").unwrap_err();
+        assert!(e.message.contains("missing host name"), "{e}");
+    }
+
+    #[test]
+    fn toml_form() {
+        let t = "[[peer]]\nname = \"mn\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{ l64 = \"2001:db8:b::/64\", pref = 7 }]\n";
+        let p = load_toml_str(t, "p.toml").unwrap();
+        assert_eq!(p[0].locators[0], PeerLocator { loc: Locator(0x2001_0db8_000b_0000), pref: 7 });
+        let e = load_toml_str("[[peer]]\nname = \"mn\"\nnid = \"1\"\nlocators = []\nextra = 1\n", "p.toml").unwrap_err();
+        assert!(e.message.contains("extra") && e.line == 5, "{e}");
+        let e = load_toml_str("[[peer]]\nname = \"mn\"\nnid = \"0300:0000:0000:0001\"\nlocators = [{l64=\"2001:db8::/64\"}]\n", "p").unwrap_err();
+        assert!(e.message.contains("group bit"), "{e}");
+    }
+}

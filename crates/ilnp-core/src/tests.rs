@@ -1,0 +1,300 @@
+//! Two cores exchanging real packets in memory: no OS, fake clock.
+
+use super::*;
+use ilnp_wire::checksum;
+
+const P: Locator = Locator(0xfd69_6c6e_7000_0000);
+const LA: Locator = Locator(0x2001_0db8_000a_0000);
+const LB: Locator = Locator(0x2001_0db8_000b_0000);
+const LB2: Locator = Locator(0x2001_0db8_000e_0000);
+const NA: Nid = Nid(0x0200_00ff_fe00_000c);
+const NB: Nid = Nid(0x0200_00ff_fe00_000d);
+
+/// xorshift64*: deterministic, good enough for tests.
+struct TestRng(u64);
+impl rand_core::RngCore for TestRng {
+    fn next_u32(&mut self) -> u32 {
+        self.next_u64() as u32
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        for c in dest.chunks_mut(8) {
+            let v = self.next_u64().to_be_bytes();
+            c.copy_from_slice(&v[..c.len()]);
+        }
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
+        self.fill_bytes(dest);
+        Ok(())
+    }
+}
+
+fn local(loc: Locator) -> LocalLocator {
+    LocalLocator { loc, ifindex: 2, pref: 10, lifetime_s: u32::MAX, state: LocatorState::Active }
+}
+
+fn core(nid: Nid, loc: Locator, seed: u64, peer: Option<(Nid, Locator)>) -> Core {
+    let mut c = Core::new(CoreConfig::new(P, nid), Box::new(TestRng(seed)));
+    c.set_local_locators(Instant::now(), vec![local(loc)]);
+    if let Some((n, l)) = peer {
+        c.add_peer(PeerRecord { name: "peer".into(), nid: n, locators: vec![PeerLocator { loc: l, pref: 10 }] });
+    }
+    c
+}
+
+fn udp(src: Nid, dst: Nid, payload: &[u8]) -> Vec<u8> {
+    let (s, d) = (ilnp_addr(P, src), ilnp_addr(P, dst));
+    let mut u = vec![0x9c, 0x41, 0x17, 0x70];
+    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend_from_slice(payload);
+    let c = checksum::compute(&s, &d, 17, &u);
+    u[6..8].copy_from_slice(&c.to_be_bytes());
+    let mut v = Vec::new();
+    ipv6::Repr { src: s, dst: d, next_header: 17, payload_len: u.len() as u16, hop_limit: 64 }.emit(&mut v);
+    v.extend_from_slice(&u);
+    v
+}
+
+fn wire(actions: &[Action]) -> Vec<Vec<u8>> {
+    actions.iter().filter_map(|a| if let Action::SendWire(w) = a { Some(w.clone()) } else { None }).collect()
+}
+fn delivered(actions: &[Action]) -> Vec<Vec<u8>> {
+    actions.iter().filter_map(|a| if let Action::DeliverLocal(w) = a { Some(w.clone()) } else { None }).collect()
+}
+fn nonce_of(w: &[u8]) -> Nonce {
+    ilnp_wire::destopts::find_nonce(w).unwrap().unwrap().nonce
+}
+
+/// A sends to B, B answers: returns (A, B, a→b wire, b→a wire).
+fn session() -> (Core, Core, Vec<u8>, Vec<u8>) {
+    let now = Instant::now();
+    let mut a = core(NA, LA, 1, Some((NB, LB)));
+    let mut b = core(NB, LB, 2, None);
+    let out = a.handle_outbound(now, &udp(NA, NB, b"hello"), Csum::Complete);
+    assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.nid == NB && s.nonce_rx.is_none())));
+    let ab = wire(&out).pop().expect("a sends");
+    let out = b.handle_inbound(now, &ab, Csum::Complete);
+    assert_eq!(delivered(&out), vec![udp(NA, NB, b"hello")]);
+    let out = b.handle_outbound(now, &udp(NB, NA, b"world"), Csum::Complete);
+    let ba = wire(&out).pop().expect("b answers");
+    let out = a.handle_inbound(now, &ba, Csum::Complete);
+    assert_eq!(delivered(&out), vec![udp(NB, NA, b"world")]);
+    (a, b, ab, ba)
+}
+
+#[test]
+fn nonces_differ_per_direction_and_stay_constant() {
+    let (mut a, mut b, ab, ba) = session();
+    assert_ne!(nonce_of(&ab), nonce_of(&ba));
+    let now = Instant::now();
+    for i in 0..5u8 {
+        let w1 = wire(&a.handle_outbound(now, &udp(NA, NB, &[i]), Csum::Complete)).pop().unwrap();
+        let w2 = wire(&b.handle_outbound(now, &udp(NB, NA, &[i]), Csum::Complete)).pop().unwrap();
+        assert_eq!(nonce_of(&w1), nonce_of(&ab));
+        assert_eq!(nonce_of(&w2), nonce_of(&ba));
+    }
+    let ea = a.ilcc_entries().next().unwrap();
+    assert_eq!(ea.nonce_rx, Some(nonce_of(&ba)));
+    assert_eq!(ea.nonce_tx, nonce_of(&ab));
+}
+
+#[test]
+fn wrong_nonce_is_dropped_and_counted() {
+    let (_a, mut b, ab, _) = session();
+    let mut forged = ab.clone();
+    forged[44] ^= 0xff; // first nonce byte
+    let out = b.handle_inbound(Instant::now(), &forged, Csum::Complete);
+    assert!(delivered(&out).is_empty());
+    assert_eq!(b.stats().get("bad_nonce"), 1);
+}
+
+#[test]
+fn unknown_peer_gets_unreachable() {
+    let mut a = core(NA, LA, 1, None);
+    let out = a.handle_outbound(Instant::now(), &udp(NA, NB, b"x"), Csum::Complete);
+    let d = delivered(&out);
+    assert_eq!(d.len(), 1);
+    assert_eq!(&d[0][40..42], &[1, 3]);
+    assert_eq!(a.stats().get("unknown_peer"), 1);
+}
+
+#[test]
+fn unknown_source_locator_learned_only_with_right_nonce() {
+    let (_a, mut b, ab, _) = session();
+    // same packet from a new source locator LB2? no: A moved to LA2
+    let la2 = Locator(0x2001_0db8_00aa_0000);
+    let mut moved = ab.clone();
+    moved[8..16].copy_from_slice(&la2.to_bytes());
+    // source locator is outside the transport checksum: still valid
+    let out = b.handle_inbound(Instant::now(), &moved, Csum::Complete);
+    assert_eq!(delivered(&out).len(), 1);
+    assert_eq!(b.stats().get("remote_locator_learned"), 1);
+    let mut bad = moved.clone();
+    bad[8..16].copy_from_slice(&Locator(0x2001_0db8_00bb_0000).to_bytes());
+    bad[44] ^= 1;
+    assert!(delivered(&b.handle_inbound(Instant::now(), &bad, Csum::Complete)).is_empty());
+    assert_eq!(b.stats().get("remote_locator_learned"), 1);
+}
+
+#[test]
+fn locator_update_replaces_set_and_ack_echoes_body() {
+    let (mut a, mut b, _, _) = session();
+    let t0 = Instant::now();
+    // B moves: LB → LB2
+    let out = b.set_local_locators(t0, vec![local(LB2)]);
+    let lus = wire(&out);
+    assert_eq!(lus.len(), 1);
+    let lu = translate::parse_lu_packet(&lus[0]).unwrap();
+    assert_eq!(lu.lu.operation, LuOperation::Advertisement);
+    assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2]);
+    assert_eq!(split_addr(lu.src).0, LB2);
+    let out = a.handle_inbound(t0, &lus[0], Csum::Complete);
+    let acks = wire(&out);
+    assert_eq!(acks.len(), 1);
+    let ack = translate::parse_lu_packet(&acks[0]).unwrap();
+    assert_eq!(ack.lu, lu.lu.ack());
+    assert_eq!(split_addr(ack.dst).0, LB2);
+    let e = a.ilcc_entries().next().unwrap();
+    assert_eq!(e.remote_locators.iter().map(|r| r.loc).collect::<Vec<_>>(), vec![LB2]);
+    // A's data now goes to LB2
+    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"after"), Csum::Complete)).pop().unwrap();
+    assert_eq!(split_addr(ipv6::Packet::new_checked(&w[..]).unwrap().dst()).0, LB2);
+    // B accepts the ack and stops retransmitting
+    let out = b.handle_inbound(t0 + Duration::from_millis(3), &acks[0], Csum::Complete);
+    assert!(out.iter().any(|x| matches!(x, Action::Event(Event::LuAcked { attempts: 1, .. }))));
+    assert!(wire(&b.handle_timeout(t0 + Duration::from_secs(2))).is_empty());
+}
+
+#[test]
+fn lu_is_retransmitted_with_backoff_then_given_up() {
+    let (_a, mut b, _, _) = session();
+    let t0 = Instant::now();
+    assert_eq!(wire(&b.set_local_locators(t0, vec![local(LB2)])).len(), 1);
+    let mut sends = 1;
+    let mut t = t0;
+    for _ in 0..100 {
+        t += Duration::from_millis(250);
+        sends += wire(&b.handle_timeout(t)).len();
+    }
+    assert_eq!(sends, 7, "max_attempts transmissions");
+    assert_eq!(b.stats().get("lu_failed"), 1);
+}
+
+#[test]
+fn forged_lu_is_rejected() {
+    let (mut a, _b, _, ba) = session();
+    let lu = LocatorUpdate {
+        operation: LuOperation::Advertisement,
+        entries: vec![LuEntry { locator: Locator(0xdead_0000_0000_0000), preference: 1, lifetime: 30 }],
+    };
+    let wrong = Nonce::N32([0, 0, 0, 0]);
+    let pkt = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &wrong, &lu).unwrap();
+    let out = a.handle_inbound(Instant::now(), &pkt, Csum::Complete);
+    assert!(wire(&out).is_empty());
+    assert_eq!(a.stats().get("lu_bad_nonce"), 1);
+    let e = a.ilcc_entries().next().unwrap();
+    assert_eq!(e.remote_locators[0].loc, LB);
+    // unknown peer
+    let pkt = translate::lu_packet(ilnp_addr(LB, Nid(77)), ilnp_addr(LA, NA), &nonce_of(&ba), &lu).unwrap();
+    a.handle_inbound(Instant::now(), &pkt, Csum::Complete);
+    assert_eq!(a.stats().get("lu_unknown_peer"), 1);
+}
+
+#[test]
+fn parameter_problem_on_nonce_means_non_ilnp_peer() {
+    let now = Instant::now();
+    let mut a = core(NA, LA, 1, Some((NB, LB)));
+    let syn = udp(NA, NB, b"syn");
+    let w = wire(&a.handle_outbound(now, &syn, Csum::Complete)).pop().unwrap();
+    let mut body = Vec::new();
+    icmpv6::emit_error(icmpv6::TYPE_PARAM_PROBLEM, 2, 42, &w, &mut body);
+    let (s, d) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
+    let c = checksum::icmpv6_checksum(&s, &d, &body);
+    body[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut pp = Vec::new();
+    ipv6::Repr { src: s, dst: d, next_header: 58, payload_len: body.len() as u16, hop_limit: 64 }.emit(&mut pp);
+    pp.extend_from_slice(&body);
+    let out = a.handle_inbound(now, &pp, Csum::Complete);
+    assert!(out.contains(&Action::IlccRemove(NB)));
+    let d = delivered(&out);
+    assert_eq!(d.len(), 1);
+    assert_eq!(&d[0][40..42], &[1, 3], "Destination Unreachable / address unreachable");
+    assert_eq!(&d[0][48..48 + syn.len()], &syn[..], "quotes the application's packet");
+    assert_eq!(a.stats().get("non_ilnp_peer"), 1);
+    assert!(a.peers().next().unwrap().non_ilnp);
+    // the next attempt fails at once without touching the wire
+    let out = a.handle_outbound(now, &syn, Csum::Complete);
+    assert!(wire(&out).is_empty());
+    assert_eq!(delivered(&out).len(), 1);
+}
+
+#[test]
+fn capacity_bound_never_evicts_established() {
+    let now = Instant::now();
+    let mut cfg = CoreConfig::new(P, NB);
+    cfg.ilcc_max_entries = 3;
+    let mut b = Core::new(cfg, Box::new(TestRng(9)));
+    b.set_local_locators(now, vec![local(LB)]);
+    let mut a = core(NA, LA, 1, Some((NB, LB)));
+    let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    b.handle_inbound(now, &w, Csum::Complete);
+    for i in 0..100u64 {
+        let n = Nid(0x0200_0000_0000_1000 + i);
+        let mut c = core(n, LA, 100 + i, Some((NB, LB)));
+        let w = wire(&c.handle_outbound(now, &udp(n, NB, b"flood"), Csum::Complete)).pop().unwrap();
+        b.handle_inbound(now, &w, Csum::Complete);
+    }
+    assert_eq!(b.ilcc_entries().count(), 3);
+    assert!(b.ilcc_entries().any(|e| e.nid == NA));
+    assert_eq!(b.stats().get("ilcc_full"), 98);
+    let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"still"), Csum::Complete)).pop().unwrap();
+    assert_eq!(delivered(&b.handle_inbound(now, &w, Csum::Complete)).len(), 1);
+}
+
+#[test]
+fn idle_entries_age_out_unless_active() {
+    let (mut a, _b, _, _) = session();
+    let t0 = Instant::now();
+    let idle = a.config().idle_timeout;
+    a.note_activity(NB, t0 + idle / 2);
+    assert!(a.handle_timeout(t0 + idle).iter().all(|x| !matches!(x, Action::IlccRemove(_))));
+    let out = a.handle_timeout(t0 + idle * 2);
+    assert!(out.contains(&Action::IlccRemove(NB)));
+    assert_eq!(a.ilcc_entries().count(), 0);
+}
+
+#[test]
+fn hard_handoff_ages_old_locator() {
+    let now = Instant::now();
+    let mut cfg = CoreConfig::new(P, NB);
+    cfg.handoff = HandoffMode::Hard;
+    let mut b = Core::new(cfg, Box::new(TestRng(5)));
+    b.set_local_locators(now, vec![local(LB)]);
+    let mut a = core(NA, LA, 1, Some((NB, LB)));
+    let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    assert_eq!(delivered(&b.handle_inbound(now, &w, Csum::Complete)).len(), 1);
+    b.set_local_locators(now, vec![local(LB2)]);
+    // a late packet to the old locator is dropped and counted
+    assert!(delivered(&b.handle_inbound(now, &w, Csum::Complete)).is_empty());
+    assert_eq!(b.stats().get("aged_local_locator"), 1);
+}
+
+#[test]
+fn ninety_six_bit_nonces() {
+    let now = Instant::now();
+    let mut cfg = CoreConfig::new(P, NA);
+    cfg.nonce_len = 12;
+    let mut a = Core::new(cfg, Box::new(TestRng(3)));
+    a.set_local_locators(now, vec![local(LA)]);
+    a.add_peer(PeerRecord { name: "b".into(), nid: NB, locators: vec![PeerLocator { loc: LB, pref: 1 }] });
+    let mut b = core(NB, LB, 2, None);
+    let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    assert_eq!(nonce_of(&w).len(), 12);
+    assert_eq!(delivered(&b.handle_inbound(now, &w, Csum::Complete)).len(), 1);
+}
