@@ -1,1 +1,310 @@
-fn main() {}
+//! ilnpctl — the operator CLI of ilnpd.
+//!
+//! `ip`-style objects and verbs; every command is one JSON request line on the
+//! daemon's control socket (docs/architecture.md, "Control socket") and one JSON
+//! reply line. `--json` prints the reply's `data` as the daemon sent it; without
+//! it the data is rendered as tables for people.
+
+mod show;
+
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+pub const DEFAULT_SOCKET: &str = "/run/ilnp/ilnpd.sock";
+
+/// Control and inspect the ILNPv6 daemon (ilnpd).
+#[derive(Parser, Debug)]
+#[command(version, about, propagate_version = true)]
+pub struct Cli {
+    /// control socket of the daemon
+    #[arg(short = 's', long = "socket", value_name = "PATH", default_value = DEFAULT_SOCKET, env = "ILNPD_SOCKET")]
+    pub socket: PathBuf,
+    /// print the daemon's JSON instead of tables
+    #[arg(short = 'j', long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub object: Object,
+}
+
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+pub enum Object {
+    /// identity, mode, uplinks, locators and counts
+    Status,
+    /// the ILNP Communication Cache (one entry per correspondent)
+    Ilcc {
+        #[command(subcommand)]
+        verb: Option<IlccVerb>,
+    },
+    /// this node's locators (one per global /64 on an uplink)
+    #[command(alias = "loc")]
+    Locator {
+        #[command(subcommand)]
+        verb: Option<ShowVerb>,
+    },
+    /// static correspondents (name, NID, locators)
+    Peer {
+        #[command(subcommand)]
+        verb: Option<PeerVerb>,
+    },
+    /// drop and outcome counters of the core and of the eBPF fast path
+    Stats,
+    /// stream events (sessions, Locator Updates, drops) until interrupted
+    Monitor,
+}
+
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+pub enum IlccVerb {
+    /// list the entries
+    #[command(alias = "list", alias = "ls")]
+    Show,
+    /// remove every entry (sessions re-establish on their next packet)
+    Flush,
+}
+
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+pub enum ShowVerb {
+    /// list
+    #[command(alias = "list", alias = "ls")]
+    Show,
+}
+
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+pub enum PeerVerb {
+    /// list the static peers
+    #[command(alias = "list", alias = "ls")]
+    Show,
+    /// add (or replace) a peer: `peer add mn 0200:00ff:fe00:000d 2001:db8:b::/64/10 2001:0db8:000c:0000/20`
+    Add {
+        /// a name for logs and tables
+        name: String,
+        /// the peer's NID, xxxx:xxxx:xxxx:xxxx
+        nid: String,
+        /// locators: L64[/PREF] (L64 as xxxx:xxxx:xxxx:xxxx or an IPv6 /64 prefix; PREF default 10, lower preferred)
+        #[arg(required = true, value_name = "L64[/PREF]")]
+        locators: Vec<String>,
+    },
+    /// delete a peer by NID
+    #[command(alias = "delete", alias = "remove")]
+    Del {
+        /// the peer's NID
+        nid: String,
+    },
+}
+
+/// Default preference of a locator given without one (as in the peer files).
+pub const DEFAULT_PREF: u16 = 10;
+
+/// Splits `L64[/PREF]` (or the hosts-file form `L64|PREF`) into the locator text
+/// and its preference. An IPv6 prefix may carry its own `/64`:
+/// `2001:db8:b::/64` → (`2001:db8:b::/64`, 10), `2001:db8:b::/64/20` → pref 20,
+/// `2001:0db8:000b:0000/20` → pref 20.
+pub fn parse_locator_arg(s: &str) -> Result<(String, u16), String> {
+    let pref = |p: &str| -> Result<u16, String> {
+        p.parse::<u16>().map_err(|_| format!("{s:?}: preference {p:?} is not a number 0-65535"))
+    };
+    if let Some((l, p)) = s.split_once('|') {
+        return Ok((l.to_string(), pref(p)?));
+    }
+    let parts: Vec<&str> = s.split('/').collect();
+    match parts.as_slice() {
+        [l] if !l.is_empty() => Ok((l.to_string(), DEFAULT_PREF)),
+        [l, p] if !l.is_empty() => {
+            // an IPv6 prefix (has "::" or fewer than four groups) followed by /64 is
+            // a prefix length, not a preference
+            let groups = l.split(':').count();
+            if *p == "64" && (l.contains("::") || groups != 4) {
+                Ok((format!("{l}/64"), DEFAULT_PREF))
+            } else {
+                Ok((l.to_string(), pref(p)?))
+            }
+        }
+        [l, "64", p] if !l.is_empty() => Ok((format!("{l}/64"), pref(p)?)),
+        _ => Err(format!("{s:?}: expected L64[/PREF], e.g. 2001:0db8:000b:0000/10 or 2001:db8:b::/64/10")),
+    }
+}
+
+/// The JSON request for a command (docs/architecture.md, "Control socket").
+pub fn request(obj: &Object) -> Result<Value, String> {
+    Ok(match obj {
+        Object::Status => json!({"cmd": "status"}),
+        Object::Ilcc { verb: None | Some(IlccVerb::Show) } => json!({"cmd": "ilcc_show"}),
+        Object::Ilcc { verb: Some(IlccVerb::Flush) } => json!({"cmd": "ilcc_flush"}),
+        Object::Locator { .. } => json!({"cmd": "locator_show"}),
+        Object::Peer { verb: None | Some(PeerVerb::Show) } => json!({"cmd": "peer_show"}),
+        Object::Peer { verb: Some(PeerVerb::Add { name, nid, locators }) } => {
+            let locs = locators
+                .iter()
+                .map(|a| parse_locator_arg(a).map(|(l64, pref)| json!({"l64": l64, "pref": pref})))
+                .collect::<Result<Vec<_>, _>>()?;
+            json!({"cmd": "peer_add", "name": name, "nid": nid, "locators": locs})
+        }
+        Object::Peer { verb: Some(PeerVerb::Del { nid }) } => json!({"cmd": "peer_del", "nid": nid}),
+        Object::Stats => json!({"cmd": "stats"}),
+        Object::Monitor => json!({"cmd": "monitor"}),
+    })
+}
+
+/// Opens the control socket, naming the likely cause when that fails.
+fn connect(path: &Path) -> Result<UnixStream, String> {
+    UnixStream::connect(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            format!("ilnpd is not running: no control socket at {} (use -s PATH for another)", path.display())
+        }
+        std::io::ErrorKind::ConnectionRefused => {
+            format!("ilnpd is not running at {} (stale socket: connection refused)", path.display())
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            format!("permission denied on {}: run as root or as a member of the socket's group", path.display())
+        }
+        _ => format!("cannot connect to ilnpd at {}: {e}", path.display()),
+    })
+}
+
+/// Unwraps a `{"ok": .., "data"|"error": ..}` reply.
+pub fn reply_data(line: &str) -> Result<Value, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("ilnpd sent a reply that is not JSON ({e}): {line}"))?;
+    match v.get("ok").and_then(Value::as_bool) {
+        Some(true) => Ok(v.get("data").cloned().unwrap_or(Value::Null)),
+        Some(false) => Err(v.get("error").and_then(Value::as_str).unwrap_or("unspecified error").to_string()),
+        None => Err(format!("ilnpd sent a reply without \"ok\": {line}")),
+    }
+}
+
+fn read_line(r: &mut impl BufRead, path: &Path) -> Result<Option<String>, String> {
+    let mut line = String::new();
+    match r.read_line(&mut line) {
+        Ok(0) => Ok(None),
+        Ok(_) => Ok(Some(line)),
+        Err(e) => Err(format!("reading from {}: {e}", path.display())),
+    }
+}
+
+fn run(cli: &Cli) -> Result<(), String> {
+    let req = request(&cli.object)?;
+    let stream = connect(&cli.socket)?;
+    let mut w = stream.try_clone().map_err(|e| e.to_string())?;
+    writeln!(w, "{req}").map_err(|e| format!("writing to {}: {e}", cli.socket.display()))?;
+    let mut r = BufReader::new(stream);
+    let first = read_line(&mut r, &cli.socket)?
+        .ok_or_else(|| format!("ilnpd at {} closed the connection without a reply", cli.socket.display()))?;
+    let data = reply_data(&first)?;
+    if cli.object == Object::Monitor {
+        // the first reply confirms the subscription; events follow, one per line
+        let mut out = std::io::stdout().lock();
+        while let Some(line) = read_line(&mut r, &cli.socket)? {
+            let text = if cli.json { line.trim_end().to_string() } else { show::event_line(line.trim_end()) };
+            if writeln!(out, "{text}").and_then(|_| out.flush()).is_err() {
+                return Ok(()); // stdout closed (e.g. `| head`)
+            }
+        }
+        return Err("ilnpd closed the monitor stream (daemon stopped?)".into());
+    }
+    let text = if cli.json {
+        serde_json::to_string_pretty(&data).unwrap_or_default()
+    } else {
+        show::render(&cli.object, &data)
+    };
+    if !text.is_empty() {
+        println!("{text}");
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ilnpctl: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("ilnpctl").chain(args.iter().copied()))
+    }
+
+    fn req(args: &[&str]) -> Value {
+        request(&parse(args).unwrap().object).unwrap()
+    }
+
+    #[test]
+    fn objects_and_verbs_map_to_commands() {
+        assert_eq!(req(&["status"]), json!({"cmd": "status"}));
+        assert_eq!(req(&["ilcc", "show"]), json!({"cmd": "ilcc_show"}));
+        assert_eq!(req(&["ilcc"]), json!({"cmd": "ilcc_show"}));
+        assert_eq!(req(&["ilcc", "flush"]), json!({"cmd": "ilcc_flush"}));
+        assert_eq!(req(&["locator", "show"]), json!({"cmd": "locator_show"}));
+        assert_eq!(req(&["loc"]), json!({"cmd": "locator_show"}));
+        assert_eq!(req(&["peer", "show"]), json!({"cmd": "peer_show"}));
+        assert_eq!(req(&["peer", "del", "0200:00ff:fe00:000d"]), json!({"cmd": "peer_del", "nid": "0200:00ff:fe00:000d"}));
+        assert_eq!(req(&["stats"]), json!({"cmd": "stats"}));
+        assert_eq!(req(&["monitor"]), json!({"cmd": "monitor"}));
+    }
+
+    #[test]
+    fn peer_add_with_preferences() {
+        let r = req(&["peer", "add", "mn", "0200:00ff:fe00:000d", "2001:0db8:000b:0000/20", "2001:db8:c::/64", "2001:db8:e::/64/5"]);
+        assert_eq!(
+            r,
+            json!({"cmd": "peer_add", "name": "mn", "nid": "0200:00ff:fe00:000d", "locators": [
+                {"l64": "2001:0db8:000b:0000", "pref": 20},
+                {"l64": "2001:db8:c::/64", "pref": 10},
+                {"l64": "2001:db8:e::/64", "pref": 5},
+            ]})
+        );
+    }
+
+    #[test]
+    fn locator_argument_forms() {
+        assert_eq!(parse_locator_arg("2001:0db8:000b:0000").unwrap(), ("2001:0db8:000b:0000".into(), 10));
+        assert_eq!(parse_locator_arg("2001:0db8:000b:0000/64").unwrap(), ("2001:0db8:000b:0000".into(), 64));
+        assert_eq!(parse_locator_arg("2001:0db8:000b:0000|7").unwrap(), ("2001:0db8:000b:0000".into(), 7));
+        assert_eq!(parse_locator_arg("2001:db8:b::").unwrap(), ("2001:db8:b::".into(), 10));
+        assert!(parse_locator_arg("2001:0db8:000b:0000/x").unwrap_err().contains("\"x\""));
+        assert!(parse_locator_arg("2001:0db8:000b:0000/70000").is_err());
+        assert!(parse_locator_arg("a/b/c/d").is_err());
+        assert!(parse_locator_arg("").is_err());
+    }
+
+    #[test]
+    fn bad_arguments_are_rejected() {
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["peer", "add", "mn", "0200:00ff:fe00:000d"]).is_err(), "a peer needs a locator");
+        assert!(parse(&["peer", "del"]).is_err());
+        assert!(parse(&["ilcc", "frob"]).is_err());
+        assert!(parse(&["bogus"]).is_err());
+    }
+
+    #[test]
+    fn global_options() {
+        let c = parse(&["-s", "/tmp/x.sock", "--json", "status"]).unwrap();
+        assert_eq!(c.socket, PathBuf::from("/tmp/x.sock"));
+        assert!(c.json);
+        let c = parse(&["ilcc", "show", "--json"]).unwrap();
+        assert!(c.json, "--json is accepted after the verb too");
+        assert_eq!(parse(&["status"]).unwrap().socket, PathBuf::from(DEFAULT_SOCKET));
+    }
+
+    #[test]
+    fn replies() {
+        assert_eq!(reply_data(r#"{"ok":true,"data":[1]}"#).unwrap(), json!([1]));
+        assert_eq!(reply_data(r#"{"ok":false,"error":"no peer"}"#).unwrap_err(), "no peer");
+        assert!(reply_data("garbage").unwrap_err().contains("not JSON"));
+    }
+
+    #[test]
+    fn missing_socket_says_daemon_not_running() {
+        let e = connect(Path::new("/nonexistent/ilnpd.sock")).unwrap_err();
+        assert!(e.contains("not running") && e.contains("/nonexistent/ilnpd.sock"), "{e}");
+    }
+}
