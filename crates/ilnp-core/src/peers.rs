@@ -95,7 +95,7 @@ struct TomlFile {
     peer: Vec<TomlPeer>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TomlPeer {
     pub name: String,
@@ -103,7 +103,7 @@ pub struct TomlPeer {
     pub locators: Vec<TomlLocator>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TomlLocator {
     pub l64: String,

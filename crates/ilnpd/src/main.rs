@@ -1,1 +1,80 @@
-fn main() {}
+//! ilnpd — ILNPv6 for unmodified applications on a stock Linux kernel.
+
+mod bpf;
+mod config;
+mod control;
+mod daemon;
+mod netlink;
+mod tun;
+
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// ILNPv6 host daemon. Runs in the foreground; SIGTERM removes everything it created.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// TOML configuration file (see dist/ilnpd.toml)
+    #[arg(short, long)]
+    config: Option<PathBuf>,
+    /// uplink interface (repeatable); overrides `uplinks` in the file
+    #[arg(short, long = "uplink")]
+    uplinks: Vec<String>,
+    /// data path: ebpf (fast path) or userspace (reference)
+    #[arg(long)]
+    datapath: Option<String>,
+    /// this node's NID (xxxx:xxxx:xxxx:xxxx) or "auto"
+    #[arg(long)]
+    nid: Option<String>,
+    /// control socket path
+    #[arg(short = 's', long)]
+    control_socket: Option<PathBuf>,
+    /// error, warn, info, debug or trace (RUST_LOG overrides)
+    #[arg(long)]
+    log_level: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let ov = config::Overrides {
+        uplinks: args.uplinks,
+        datapath: args.datapath,
+        control_socket: args.control_socket,
+        log_level: args.log_level,
+        nid: args.nid,
+    };
+    let cfg = match config::Config::load(args.config.as_deref(), &ov) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ilnpd: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("ilnpd={0},ilnp_core={0}", cfg.log_level)));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("ilnpd: starting the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async {
+        let (d, req) = match daemon::Daemon::start(cfg).await {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("ilnpd: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match d.run(req).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ilnpd: {e:#}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}

@@ -1,0 +1,231 @@
+//! ilnpd configuration: a TOML file plus command-line overrides.
+//! Unknown keys and bad values are errors that name the key and the line.
+
+use anyhow::{anyhow, bail, Context, Result};
+use ilnp_core::peers::TomlPeer;
+use ilnp_core::{HandoffMode, PeerRecord};
+use ilnp_wire::{split_addr, Locator, Nid};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const DEFAULT_ID_PREFIX: &str = "fd69:6c6e:7000::/64";
+
+/// The file, as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub uplinks: Option<Vec<String>>,
+    pub identifier_prefix: Option<String>,
+    pub nid: Option<String>,
+    pub tun_name: Option<String>,
+    pub datapath: Option<String>,
+    pub nonce_bits: Option<u32>,
+    pub control_socket: Option<PathBuf>,
+    pub hosts_file: Option<PathBuf>,
+    pub peers_file: Option<PathBuf>,
+    pub ilcc_max_entries: Option<u32>,
+    pub idle_timeout_s: Option<u64>,
+    pub log_level: Option<String>,
+    pub handoff: Option<String>,
+    /// preference per uplink (lower preferred), default 10
+    pub locator_pref: Option<BTreeMap<String, u16>>,
+    /// seeds the nonce generator: reproducible runs for tests and the lab only
+    pub rng_seed: Option<u64>,
+    pub lu_initial_rto_ms: Option<u64>,
+    pub lu_max_attempts: Option<u32>,
+    #[serde(default)]
+    pub peer: Vec<TomlPeer>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Datapath {
+    Ebpf,
+    Userspace,
+}
+
+/// Validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub uplinks: Vec<String>,
+    pub id_prefix: Locator,
+    /// None = derive from the first uplink's MAC
+    pub nid: Option<Nid>,
+    pub tun_name: String,
+    pub datapath: Datapath,
+    pub nonce_len: usize,
+    pub control_socket: PathBuf,
+    pub peers: Vec<PeerRecord>,
+    pub ilcc_max_entries: u32,
+    pub idle_timeout: Duration,
+    pub log_level: String,
+    pub handoff: HandoffMode,
+    pub locator_pref: BTreeMap<String, u16>,
+    pub rng_seed: Option<u64>,
+    pub lu_initial_rto: Duration,
+    pub lu_max_attempts: u32,
+}
+
+/// Command-line overrides (clap fills these in main.rs).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub uplinks: Vec<String>,
+    pub datapath: Option<String>,
+    pub control_socket: Option<PathBuf>,
+    pub log_level: Option<String>,
+    pub nid: Option<String>,
+}
+
+fn parse_prefix64(key: &str, s: &str) -> Result<Locator> {
+    let (addr, len) = s.split_once('/').unwrap_or((s, "64"));
+    if len != "64" {
+        bail!("{key}: {s:?} must be a /64");
+    }
+    let a: Ipv6Addr = addr.parse().map_err(|_| anyhow!("{key}: {s:?} is not an IPv6 prefix"))?;
+    let (l, n) = split_addr(a);
+    if n.0 != 0 {
+        bail!("{key}: {s:?} has bits set below /64");
+    }
+    Ok(l)
+}
+
+pub fn parse_file(text: &str, origin: &Path) -> Result<FileConfig> {
+    toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+        match line {
+            Some(l) => anyhow!("{}: line {l}: {}", origin.display(), e.message()),
+            None => anyhow!("{}: {}", origin.display(), e.message()),
+        }
+    })
+}
+
+impl Config {
+    pub fn load(path: Option<&Path>, ov: &Overrides) -> Result<Config> {
+        let file = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).with_context(|| format!("reading config {}", p.display()))?;
+                parse_file(&text, p)?
+            }
+            None => FileConfig::default(),
+        };
+        Config::from_file(file, ov)
+    }
+
+    pub fn from_file(f: FileConfig, ov: &Overrides) -> Result<Config> {
+        let uplinks = if !ov.uplinks.is_empty() { ov.uplinks.clone() } else { f.uplinks.unwrap_or_default() };
+        if uplinks.is_empty() {
+            bail!("uplinks: at least one uplink interface is required (config key `uplinks` or --uplink)");
+        }
+        let id_prefix = parse_prefix64("identifier_prefix", f.identifier_prefix.as_deref().unwrap_or(DEFAULT_ID_PREFIX))?;
+        let nid = match ov.nid.as_deref().or(f.nid.as_deref()) {
+            None | Some("auto") => None,
+            Some(s) => {
+                let n: Nid = s.parse().map_err(|e| anyhow!("nid: {e}"))?;
+                if n.is_group() {
+                    bail!("nid: {n} has the group (g) bit set; a unicast NID needs g = 0 (RFC 6740 §3.1.2)");
+                }
+                if n.0 == 0 {
+                    bail!("nid: the all-zero NID is not usable");
+                }
+                Some(n)
+            }
+        };
+        let datapath = match ov.datapath.as_deref().or(f.datapath.as_deref()).unwrap_or("ebpf") {
+            "ebpf" => Datapath::Ebpf,
+            "userspace" => Datapath::Userspace,
+            o => bail!("datapath: {o:?} is not \"ebpf\" or \"userspace\""),
+        };
+        let nonce_len = match f.nonce_bits.unwrap_or(32) {
+            32 => 4,
+            96 => 12,
+            o => bail!("nonce_bits: {o} is not 32 or 96 (RFC 6744 §2)"),
+        };
+        let handoff = match f.handoff.as_deref().unwrap_or("soft") {
+            "soft" => HandoffMode::Soft,
+            "hard" => HandoffMode::Hard,
+            o => bail!("handoff: {o:?} is not \"soft\" or \"hard\""),
+        };
+        let log_level = ov.log_level.clone().or(f.log_level).unwrap_or_else(|| "info".into());
+        if !["error", "warn", "info", "debug", "trace"].contains(&log_level.as_str()) {
+            bail!("log_level: {log_level:?} is not one of error, warn, info, debug, trace");
+        }
+        let mut peers = Vec::new();
+        for p in &f.peer {
+            peers.push(p.to_record().map_err(|e| anyhow!("[[peer]]: {e}"))?);
+        }
+        if let Some(h) = &f.hosts_file {
+            let text = std::fs::read_to_string(h).with_context(|| format!("hosts_file: reading {}", h.display()))?;
+            peers.extend(ilnp_core::peers::load_hosts_str(&text, &h.display().to_string())?);
+        }
+        if let Some(h) = &f.peers_file {
+            let text = std::fs::read_to_string(h).with_context(|| format!("peers_file: reading {}", h.display()))?;
+            peers.extend(ilnp_core::peers::load_toml_str(&text, &h.display().to_string())?);
+        }
+        let ilcc_max_entries = f.ilcc_max_entries.unwrap_or(65536);
+        if ilcc_max_entries == 0 {
+            bail!("ilcc_max_entries: must be at least 1");
+        }
+        Ok(Config {
+            uplinks,
+            id_prefix,
+            nid,
+            tun_name: f.tun_name.unwrap_or_else(|| "ilnp0".into()),
+            datapath,
+            nonce_len,
+            control_socket: ov.control_socket.clone().or(f.control_socket).unwrap_or_else(|| "/run/ilnp/ilnpd.sock".into()),
+            peers,
+            ilcc_max_entries,
+            idle_timeout: Duration::from_secs(f.idle_timeout_s.unwrap_or(600)),
+            log_level,
+            handoff,
+            locator_pref: f.locator_pref.unwrap_or_default(),
+            rng_seed: f.rng_seed,
+            lu_initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
+            lu_max_attempts: f.lu_max_attempts.unwrap_or(7),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(text: &str) -> Result<Config> {
+        Config::from_file(parse_file(text, Path::new("t.toml"))?, &Overrides::default())
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let e = load("uplinks = [\"eth0\"]\n\nbogus_key = 1\n").unwrap_err().to_string();
+        assert!(e.contains("bogus_key") && e.contains("line 3"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        for (t, key) in [
+            ("uplinks = [\"e\"]\nnonce_bits = 48\n", "nonce_bits"),
+            ("uplinks = [\"e\"]\ndatapath = \"xdp\"\n", "datapath"),
+            ("uplinks = [\"e\"]\nidentifier_prefix = \"fd00::/48\"\n", "identifier_prefix"),
+            ("uplinks = [\"e\"]\nnid = \"0300:0000:0000:0001\"\n", "nid"),
+            ("uplinks = [\"e\"]\nhandoff = \"sometimes\"\n", "handoff"),
+            ("nid = \"auto\"\n", "uplinks"),
+            ("uplinks = [\"e\"]\nnonce_bits = \"x\"\n", "nonce_bits"),
+        ] {
+            let e = load(t).unwrap_err().to_string();
+            assert!(e.contains(key), "{t:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn defaults_and_peers() {
+        let c = load("uplinks = [\"eth0\"]\n[[peer]]\nname = \"mn\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{ l64 = \"2001:0db8:000b:0000\", pref = 10 }]\n").unwrap();
+        assert_eq!(c.id_prefix, Locator(0xfd69_6c6e_7000_0000));
+        assert_eq!(c.nonce_len, 4);
+        assert_eq!(c.datapath, Datapath::Ebpf);
+        assert_eq!(c.peers[0].nid, Nid(0x0200_00ff_fe00_000d));
+        let e = load("uplinks = [\"eth0\"]\n[[peer]]\nname = \"mn\"\nnid = \"zz\"\nlocators = []\n").unwrap_err().to_string();
+        assert!(e.contains("peer"), "{e}");
+    }
+}

@@ -1,0 +1,530 @@
+//! The daemon shell: wires the sans-IO core to the TUN, the raw socket, the BPF
+//! maps, netlink and the control socket. No protocol decisions here.
+
+use crate::bpf::{self, Datapath, DatapathConfig};
+use crate::config::{self, Config};
+use crate::control::{self, Request};
+use crate::netlink::{self, Netlink};
+use crate::tun::Tun;
+use anyhow::{bail, Context, Result};
+use futures::StreamExt;
+use ilnp_core::{Action, Core, CoreConfig, Event, LocalLocator, LocatorState, LuTimers, PeerLocator, PeerRecord};
+use ilnp_wire::translate::Csum;
+use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
+use rand::SeedableRng;
+use serde_json::{json, Value};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{Ipv6Addr, SocketAddrV6};
+use std::time::{Duration, Instant};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{broadcast, mpsc};
+
+/// Uplink interface the daemon serves.
+#[derive(Debug, Clone)]
+struct Uplink {
+    name: String,
+    index: u32,
+}
+
+pub struct Daemon {
+    cfg: Config,
+    nl: Netlink,
+    core: Core,
+    tun: Tun,
+    tun_index: u32,
+    raw: Socket,
+    dp: Option<Datapath>,
+    uplinks: Vec<Uplink>,
+    local_nid: Nid,
+    /// L64:NID addresses we added on uplinks (removed on exit)
+    added: BTreeSet<(u32, Ipv6Addr)>,
+    events: broadcast::Sender<String>,
+    started: Instant,
+    /// rate limit for drop logs: reason -> (window start, count)
+    drop_log: HashMap<&'static str, (Instant, u32)>,
+    counters: BTreeMap<&'static str, u64>,
+}
+
+fn is_identifier_overlap(id: Locator, addr: Ipv6Addr, len: u8) -> bool {
+    let (l, _) = split_addr(addr);
+    let len = len.min(64) as u32;
+    let mask = if len == 0 { 0 } else { u64::MAX << (64 - len) };
+    (l.0 & mask) == (id.0 & mask)
+}
+
+impl Daemon {
+    /// Everything that can fail on bad configuration is checked before anything
+    /// is created, so a failed start leaves the host untouched.
+    pub async fn start(cfg: Config) -> Result<(Daemon, mpsc::Receiver<Request>)> {
+        let nl = Netlink::connect()?;
+        let mut uplinks = Vec::new();
+        let mut macs = Vec::new();
+        let mut min_mtu = u32::MAX;
+        for name in &cfg.uplinks {
+            let l = nl.link(name).await.with_context(|| format!("uplinks: {name:?}"))?;
+            min_mtu = min_mtu.min(l.mtu);
+            macs.push(l.mac);
+            uplinks.push(Uplink { name: name.clone(), index: l.index });
+        }
+        for a in nl.addresses().await? {
+            if a.global && a.ifindex != 0 && is_identifier_overlap(cfg.id_prefix, a.addr, a.prefix_len) {
+                bail!(
+                    "identifier_prefix {}::/64 overlaps address {}/{} on ifindex {}: choose another identifier prefix",
+                    cfg.id_prefix.prefix(),
+                    a.addr,
+                    a.prefix_len,
+                    a.ifindex
+                );
+            }
+        }
+        let local_nid = match cfg.nid {
+            Some(n) => n,
+            None => match macs.first().copied().flatten() {
+                Some(mac) => Nid::from_mac(mac),
+                None => bail!("nid = \"auto\" needs a MAC address on the first uplink {:?}; configure `nid`", cfg.uplinks[0]),
+            },
+        };
+        if std::path::Path::new(&format!("/sys/class/net/{}", cfg.tun_name)).exists() {
+            bail!("tun_name: interface {} already exists (another ilnpd?)", cfg.tun_name);
+        }
+        let raw = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::from(libc::IPPROTO_RAW)))
+            .context("opening a raw IPv6 socket (needs CAP_NET_RAW)")?;
+
+        // ---- from here on we change the host; cleanup() undoes it
+        let ebpf = cfg.datapath == config::Datapath::Ebpf;
+        let tun = Tun::create(&cfg.tun_name, ebpf)?;
+        let tl = nl.link(&cfg.tun_name).await?;
+        let mtu = min_mtu.saturating_sub(ilnp_wire::destopts::header_len(cfg.nonce_len) as u32).max(1280);
+        for (k, v) in [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1")] {
+            let p = format!("/proc/sys/net/ipv6/conf/{}/{k}", cfg.tun_name);
+            let _ = std::fs::write(&p, v);
+        }
+        nl.set_link_up(tl.index, mtu).await?;
+        let my_id = ilnp_addr(cfg.id_prefix, local_nid);
+        nl.add_address(tl.index, my_id, 128).await?;
+        nl.add_route(cfg.id_prefix.prefix(), 64, tl.index).await?;
+
+        let mut cc = CoreConfig::new(cfg.id_prefix, local_nid);
+        cc.nonce_len = cfg.nonce_len;
+        cc.ilcc_max_entries = cfg.ilcc_max_entries as usize;
+        cc.idle_timeout = cfg.idle_timeout;
+        cc.handoff = cfg.handoff;
+        cc.lu = LuTimers { initial_rto: cfg.lu_initial_rto, max_attempts: cfg.lu_max_attempts, ..LuTimers::default() };
+        let rng: Box<dyn rand_core_compat::RngCore + Send> = match cfg.rng_seed {
+            Some(s) => Box::new(rand::rngs::StdRng::seed_from_u64(s)),
+            None => Box::new(rand::rngs::StdRng::from_entropy()),
+        };
+        let mut core = Core::new(cc, rng);
+        for p in &cfg.peers {
+            core.add_peer(p.clone());
+        }
+        let (events, _) = broadcast::channel(1024);
+        let mut d = Daemon {
+            cfg,
+            nl,
+            core,
+            tun,
+            tun_index: tl.index,
+            raw,
+            dp: None,
+            uplinks,
+            local_nid,
+            added: BTreeSet::new(),
+            events,
+            started: Instant::now(),
+            drop_log: HashMap::new(),
+            counters: BTreeMap::new(),
+        };
+        if let Err(e) = d.attach_datapath() {
+            d.cleanup().await;
+            return Err(e);
+        }
+        if let Err(e) = d.sync_locators().await {
+            d.cleanup().await;
+            return Err(e);
+        }
+        let (tx, rx) = mpsc::channel(64);
+        match control::start(&d.cfg.control_socket, tx, d.events.clone()) {
+            Ok(()) => {}
+            Err(e) => {
+                d.cleanup().await;
+                return Err(e);
+            }
+        }
+        tracing::info!(
+            "ilnpd up: NID {} identifier address {} on {} ({:?} data path), uplinks {:?}",
+            d.local_nid,
+            my_id,
+            d.tun.name,
+            d.cfg.datapath,
+            d.cfg.uplinks
+        );
+        Ok((d, rx))
+    }
+
+    fn attach_datapath(&mut self) -> Result<()> {
+        let mode = if self.cfg.datapath == config::Datapath::Ebpf { bpf::Mode::Ebpf } else { bpf::Mode::Userspace };
+        let mut dp = Datapath::load(&DatapathConfig {
+            mode,
+            ilnp0: self.tun.name.clone(),
+            ilnp0_ifindex: self.tun_index,
+            id_prefix: self.cfg.id_prefix,
+            local_nid: self.local_nid,
+            ilcc_max_entries: self.cfg.ilcc_max_entries,
+        })?;
+        for u in &self.uplinks {
+            dp.attach_uplink(&u.name)?;
+        }
+        self.dp = Some(dp);
+        Ok(())
+    }
+
+    /// Re-reads the kernel's addresses and derives the local locator set.
+    async fn sync_locators(&mut self) -> Result<()> {
+        let addrs = self.nl.addresses().await?;
+        let mut locs: BTreeMap<Locator, LocalLocator> = BTreeMap::new();
+        let mut ours_present: BTreeSet<(u32, Ipv6Addr)> = BTreeSet::new();
+        for u in &self.uplinks {
+            let up = self.nl.link_by_index(u.index).await.map(|l| l.up).unwrap_or(false);
+            for a in addrs.iter().filter(|a| a.ifindex == u.index && a.global && a.prefix_len == 64) {
+                let (l, n) = split_addr(a.addr);
+                if n == self.local_nid {
+                    ours_present.insert((u.index, a.addr));
+                    continue;
+                }
+                if !up || l == self.cfg.id_prefix {
+                    continue;
+                }
+                let pref = self.cfg.locator_pref.get(&u.name).copied().unwrap_or(10);
+                locs.entry(l).or_insert(LocalLocator {
+                    loc: l,
+                    ifindex: u.index,
+                    pref,
+                    lifetime_s: a.valid_lft,
+                    state: LocatorState::Active,
+                });
+            }
+        }
+        // L64:NID on each uplink so Neighbour Discovery answers for it
+        for l in locs.values() {
+            let a = ilnp_addr(l.loc, self.local_nid);
+            if !ours_present.contains(&(l.ifindex, a)) {
+                self.nl.add_address(l.ifindex, a, 64).await?;
+                self.added.insert((l.ifindex, a));
+            }
+        }
+        // locators that went away: remove our address for them
+        for (idx, a) in ours_present {
+            let (l, _) = split_addr(a);
+            if !locs.contains_key(&l) && self.added.contains(&(idx, a)) {
+                self.nl.del_address(idx, a, 64).await?;
+                self.added.remove(&(idx, a));
+            }
+        }
+        let now = Instant::now();
+        let actions = self.core.set_local_locators(now, locs.into_values().collect());
+        self.run_actions(actions);
+        Ok(())
+    }
+
+    fn bump(&mut self, k: &'static str) {
+        *self.counters.entry(k).or_insert(0) += 1;
+    }
+
+    fn run_actions(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::SendWire(pkt) => {
+                    let dst = match ilnp_wire::ipv6::Packet::new_checked(&pkt[..]) {
+                        Ok(p) => p.dst(),
+                        Err(_) => continue,
+                    };
+                    let sa = SockAddr::from(SocketAddrV6::new(dst, 0, 0, 0));
+                    if let Err(e) = self.raw.send_to(&pkt, &sa) {
+                        self.bump("send_error");
+                        tracing::debug!("sending {} bytes to {dst}: {e}", pkt.len());
+                    }
+                }
+                Action::DeliverLocal(pkt) => {
+                    if let Err(e) = self.tun.send(&pkt) {
+                        self.bump("deliver_error");
+                        tracing::debug!("{e:#}");
+                    }
+                }
+                Action::IlccUpsert(s) => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.upsert_peer(&s) {
+                            tracing::warn!("{e:#}");
+                        }
+                    }
+                }
+                Action::IlccRemove(nid) => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.remove_peer(nid) {
+                            tracing::warn!("removing {nid} from the fast path: {e:#}");
+                        }
+                    }
+                }
+                Action::LocalLocators(l) => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.set_local_locators(&l) {
+                            tracing::warn!("{e:#}");
+                        }
+                    }
+                }
+                Action::Event(ev) => self.emit(ev),
+            }
+        }
+    }
+
+    fn emit(&mut self, ev: Event) {
+        if let Event::Drop { reason, .. } = &ev {
+            // at most 10 log lines per reason per second; all are counted
+            let now = Instant::now();
+            let e = self.drop_log.entry(reason).or_insert((now, 0));
+            if now.duration_since(e.0) > Duration::from_secs(1) {
+                *e = (now, 0);
+            }
+            e.1 += 1;
+            if e.1 <= 10 {
+                tracing::warn!("{ev}");
+            }
+        } else {
+            tracing::info!("{ev}");
+        }
+        if let Ok(j) = serde_json::to_string(&ev) {
+            let _ = self.events.send(j);
+        }
+    }
+
+    fn on_tun_packet(&mut self, pkt: &[u8], meta: crate::tun::PacketMeta) {
+        let now = Instant::now();
+        let csum = if meta.needs_csum { Csum::Partial } else { Csum::Complete };
+        if pkt.len() < 40 {
+            self.bump("tun_runt");
+            return;
+        }
+        let (sl, _) = split_addr(Ipv6Addr::from(<[u8; 16]>::try_from(&pkt[8..24]).expect("len checked")));
+        let outbound = sl == self.cfg.id_prefix;
+        let mut actions =
+            if outbound { self.core.handle_outbound(now, pkt, csum) } else { self.core.handle_inbound(now, pkt, csum) };
+        if meta.gso_type != 0 && outbound {
+            // A GSO super-packet missed the fast path (its entry was just created
+            // or flushed). The entry is installed now; the raw socket cannot send
+            // a GSO packet, and TCP's retransmission takes the fast path.
+            let before = actions.len();
+            actions.retain(|a| !matches!(a, Action::SendWire(_)));
+            if actions.len() != before {
+                self.bump("slow_path_gso_deferred");
+            }
+        }
+        self.run_actions(actions);
+    }
+
+    fn on_timer(&mut self) {
+        let actions = self.core.handle_timeout(Instant::now());
+        self.run_actions(actions);
+    }
+
+    /// Keeps entries the fast path is using from ageing out.
+    fn refresh_activity(&mut self, last: &mut HashMap<Nid, u64>) {
+        let Some(dp) = self.dp.as_ref() else { return };
+        let Ok(c) = dp.peer_counters() else { return };
+        let now = Instant::now();
+        for (nid, pc) in c {
+            let total = pc.tx_pkts + pc.rx_pkts;
+            if last.insert(nid, total) != Some(total) {
+                self.core.note_activity(nid, now);
+            }
+        }
+    }
+
+    fn handle_request(&mut self, body: &Value) -> Value {
+        match self.request(body) {
+            Ok(data) => json!({"ok": true, "data": data}),
+            Err(e) => json!({"ok": false, "error": format!("{e:#}")}),
+        }
+    }
+
+    fn request(&mut self, body: &Value) -> Result<Value> {
+        let cmd = body.get("cmd").and_then(Value::as_str).unwrap_or("");
+        let now = Instant::now();
+        Ok(match cmd {
+            "status" => json!({
+                "nid": self.local_nid.to_string(),
+                "identifier_prefix": format!("{}/64", self.cfg.id_prefix.prefix()),
+                "identifier_address": ilnp_addr(self.cfg.id_prefix, self.local_nid).to_string(),
+                "tun": self.tun.name,
+                "datapath": match self.cfg.datapath { config::Datapath::Ebpf => "ebpf", config::Datapath::Userspace => "userspace" },
+                "handoff": self.cfg.handoff,
+                "nonce_bits": self.cfg.nonce_len * 8,
+                "uplinks": self.uplinks.iter().map(|u| json!({"name": u.name, "ifindex": u.index})).collect::<Vec<_>>(),
+                "locators": self.locator_view(),
+                "ilcc_entries": self.core.ilcc_entries().count(),
+                "peers": self.core.peers().count(),
+                "uptime_s": self.started.elapsed().as_secs(),
+                "version": env!("CARGO_PKG_VERSION"),
+            }),
+            "ilcc_show" => {
+                let fast: HashMap<Nid, bpf::PeerCounters> =
+                    self.dp.as_ref().and_then(|d| d.peer_counters().ok()).unwrap_or_default().into_iter().collect();
+                let v: Vec<Value> = self
+                    .core
+                    .ilcc_view(now)
+                    .into_iter()
+                    .map(|e| {
+                        let mut j = serde_json::to_value(&e).unwrap_or(Value::Null);
+                        if let (Some(o), Some(f)) = (j.as_object_mut(), fast.get(&e.nid)) {
+                            o.insert("fast".into(), serde_json::to_value(f).unwrap_or(Value::Null));
+                        }
+                        j
+                    })
+                    .collect();
+                Value::Array(v)
+            }
+            "ilcc_flush" => {
+                let a = self.core.flush_ilcc();
+                let n = a.iter().filter(|x| matches!(x, Action::IlccRemove(_))).count();
+                self.run_actions(a);
+                json!({"flushed": n})
+            }
+            "locator_show" => Value::Array(self.locator_view()),
+            "peer_show" => serde_json::to_value(self.core.peers().collect::<Vec<_>>())?,
+            "peer_add" => {
+                let name = body.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                let nid: Nid = body
+                    .get("nid")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| anyhow::anyhow!("peer add: missing nid"))?
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("peer add: nid {e}"))?;
+                let mut locators = Vec::new();
+                for l in body.get("locators").and_then(Value::as_array).cloned().unwrap_or_default() {
+                    let loc: Locator = l
+                        .get("l64")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .parse()
+                        .map_err(|e| anyhow::anyhow!("peer add: l64 {e}"))?;
+                    let pref = l.get("pref").and_then(Value::as_u64).unwrap_or(10);
+                    let pref = u16::try_from(pref).map_err(|_| anyhow::anyhow!("peer add: pref {pref} > 65535"))?;
+                    locators.push(PeerLocator { loc, pref });
+                }
+                if locators.is_empty() {
+                    bail!("peer add: at least one locator is needed");
+                }
+                self.core.add_peer(PeerRecord { name, nid, locators });
+                json!({"added": nid.to_string()})
+            }
+            "peer_del" => {
+                let nid: Nid = body
+                    .get("nid")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| anyhow::anyhow!("peer del: missing nid"))?
+                    .parse()
+                    .map_err(|e| anyhow::anyhow!("peer del: nid {e}"))?;
+                if !self.core.del_peer(nid) {
+                    bail!("peer del: no peer with NID {nid}");
+                }
+                json!({"deleted": nid.to_string()})
+            }
+            "stats" => {
+                let mut core: BTreeMap<String, u64> =
+                    self.core.stats().counters.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+                for (k, v) in &self.counters {
+                    *core.entry(k.to_string()).or_insert(0) += v;
+                }
+                let dp: BTreeMap<&str, u64> =
+                    self.dp.as_ref().and_then(|d| d.stats().ok()).unwrap_or_default().into_iter().collect();
+                json!({"core": core, "datapath": dp})
+            }
+            other => bail!("unknown command {other:?}"),
+        })
+    }
+
+    fn locator_view(&self) -> Vec<Value> {
+        self.core
+            .local_locators()
+            .iter()
+            .map(|l| {
+                let ifname = self.uplinks.iter().find(|u| u.index == l.ifindex).map(|u| u.name.clone()).unwrap_or_default();
+                json!({
+                    "l64": l.loc.to_string(),
+                    "address": ilnp_addr(l.loc, self.local_nid).to_string(),
+                    "interface": ifname,
+                    "pref": l.pref,
+                    "lifetime_s": l.lifetime_s,
+                    "state": l.state,
+                })
+            })
+            .collect()
+    }
+
+    /// Undoes everything start() did.
+    async fn cleanup(&mut self) {
+        if let Some(dp) = self.dp.take() {
+            if let Err(e) = dp.shutdown() {
+                tracing::warn!("detaching eBPF programs: {e:#}");
+            }
+        }
+        for (idx, a) in std::mem::take(&mut self.added) {
+            if let Err(e) = self.nl.del_address(idx, a, 64).await {
+                tracing::warn!("{e:#}");
+            }
+        }
+        // closing the TUN removes ilnp0 with its address and route
+        let _ = std::fs::remove_file(&self.cfg.control_socket);
+    }
+
+    pub async fn run(mut self, mut requests: mpsc::Receiver<Request>) -> Result<()> {
+        let mut events = netlink::subscribe()?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut buf = vec![0u8; 65536 + crate::tun::VNET_HDR_LEN];
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let mut activity: HashMap<Nid, u64> = HashMap::new();
+        loop {
+            let deadline = self.core.poll_timeout().map(tokio::time::Instant::from_std);
+            let timer = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => futures::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = self.tun.recv(&mut buf) => {
+                    match r {
+                        Ok((off, n, meta)) => {
+                            let pkt = buf[off..off + n].to_vec();
+                            self.on_tun_packet(&pkt, meta);
+                        }
+                        Err(e) => { tracing::error!("reading {}: {e:#}", self.tun.name); break; }
+                    }
+                }
+                Some(()) = events.next() => {
+                    // coalesce bursts of address events into one resync
+                    while events.try_recv().is_ok() {}
+                    if let Err(e) = self.sync_locators().await {
+                        tracing::warn!("locator sync: {e:#}");
+                    }
+                }
+                _ = timer => self.on_timer(),
+                _ = tick.tick() => self.refresh_activity(&mut activity),
+                Some(req) = requests.recv() => {
+                    let reply = self.handle_request(&req.body);
+                    let _ = req.reply.send(reply);
+                }
+                _ = term.recv() => { tracing::info!("SIGTERM: cleaning up"); break; }
+                _ = int.recv() => { tracing::info!("SIGINT: cleaning up"); break; }
+            }
+        }
+        self.cleanup().await;
+        Ok(())
+    }
+}
+
+/// rand 0.8 re-exports rand_core 0.6, the trait the core takes.
+mod rand_core_compat {
+    pub use rand::RngCore;
+}

@@ -1,0 +1,174 @@
+//! Kernel plumbing over rtnetlink: links, addresses, routes, and the event stream
+//! that tells us when locators change.
+
+use anyhow::{anyhow, Context, Result};
+use futures::stream::TryStreamExt;
+use futures::StreamExt;
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, AddressScope};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::AddressFamily;
+use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
+use std::net::{IpAddr, Ipv6Addr};
+
+pub struct Netlink {
+    pub handle: Handle,
+}
+
+#[derive(Debug, Clone)]
+pub struct Link {
+    pub name: String,
+    pub index: u32,
+    pub mac: Option<[u8; 6]>,
+    pub mtu: u32,
+    pub up: bool,
+}
+
+/// One IPv6 address the kernel reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Addr6 {
+    pub ifindex: u32,
+    pub addr: Ipv6Addr,
+    pub prefix_len: u8,
+    pub global: bool,
+    pub tentative: bool,
+    /// seconds; u32::MAX = forever
+    pub valid_lft: u32,
+}
+
+fn link_from_msg(m: &LinkMessage) -> Link {
+    let mut l = Link {
+        name: String::new(),
+        index: m.header.index,
+        mac: None,
+        mtu: 1500,
+        up: m.header.flags.contains(LinkFlags::Up) && m.header.flags.contains(LinkFlags::LowerUp),
+    };
+    for a in &m.attributes {
+        match a {
+            LinkAttribute::IfName(n) => l.name = n.clone(),
+            LinkAttribute::Mtu(v) => l.mtu = *v,
+            LinkAttribute::Address(b) if b.len() == 6 => l.mac = Some([b[0], b[1], b[2], b[3], b[4], b[5]]),
+            _ => {}
+        }
+    }
+    l
+}
+
+impl Netlink {
+    /// Opens a netlink connection (driven by a spawned task).
+    pub fn connect() -> Result<Netlink> {
+        let (conn, handle, _) = rtnetlink::new_connection().context("opening a netlink socket")?;
+        tokio::spawn(conn);
+        Ok(Netlink { handle })
+    }
+
+    pub async fn link(&self, name: &str) -> Result<Link> {
+        let h = self.handle.clone();
+        let mut s = h.link().get().match_name(name.to_string()).execute();
+        match s.try_next().await {
+            Ok(Some(m)) => Ok(link_from_msg(&m)),
+            Ok(None) | Err(_) => Err(anyhow!("interface {name:?}: no such interface")),
+        }
+    }
+
+    pub async fn link_by_index(&self, index: u32) -> Result<Link> {
+        let h = self.handle.clone();
+        let mut s = h.link().get().match_index(index).execute();
+        s.try_next().await?.map(|m| link_from_msg(&m)).ok_or_else(|| anyhow!("ifindex {index}: no such interface"))
+    }
+
+    pub async fn set_link_up(&self, index: u32, mtu: u32) -> Result<()> {
+        self.handle
+            .link()
+            .set(LinkUnspec::new_with_index(index).mtu(mtu).up().build())
+            .execute()
+            .await
+            .with_context(|| format!("setting ifindex {index} up with mtu {mtu}"))
+    }
+
+    /// All IPv6 addresses on the host (this namespace).
+    pub async fn addresses(&self) -> Result<Vec<Addr6>> {
+        let mut out = Vec::new();
+        let mut s = self.handle.address().get().execute();
+        while let Some(m) = s.try_next().await? {
+            if m.header.family != AddressFamily::Inet6 {
+                continue;
+            }
+            let mut addr = None;
+            let mut flags = AddressFlags::empty();
+            let mut valid_lft = u32::MAX;
+            for a in &m.attributes {
+                match a {
+                    AddressAttribute::Address(IpAddr::V6(v)) => addr = Some(*v),
+                    AddressAttribute::Flags(f) => flags = *f,
+                    AddressAttribute::CacheInfo(c) => valid_lft = c.ifa_valid,
+                    _ => {}
+                }
+            }
+            if let Some(addr) = addr {
+                out.push(Addr6 {
+                    ifindex: m.header.index,
+                    addr,
+                    prefix_len: m.header.prefix_len,
+                    global: m.header.scope == AddressScope::Universe,
+                    tentative: flags.contains(AddressFlags::Tentative),
+                    valid_lft,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Adds `addr/len` without DAD (the identifier address, and `L64:NID` on
+    /// uplinks: the NID is ours on every locator; waiting 1–2 s for DAD is what
+    /// the seeds measured as lost handoff time).
+    pub async fn add_address(&self, index: u32, addr: Ipv6Addr, len: u8) -> Result<()> {
+        let mut req = self.handle.address().add(index, IpAddr::V6(addr), len);
+        req.message_mut().attributes.push(AddressAttribute::Flags(AddressFlags::Nodad));
+        match req.execute().await {
+            Ok(()) => Ok(()),
+            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EEXIST => Ok(()),
+            Err(e) => Err(anyhow!("adding {addr}/{len} to ifindex {index}: {e}")),
+        }
+    }
+
+    pub async fn del_address(&self, index: u32, addr: Ipv6Addr, len: u8) -> Result<()> {
+        let mut m = AddressMessage::default();
+        m.header.family = AddressFamily::Inet6;
+        m.header.index = index;
+        m.header.prefix_len = len;
+        m.attributes.push(AddressAttribute::Address(IpAddr::V6(addr)));
+        match self.handle.address().del(m).execute().await {
+            Ok(()) => Ok(()),
+            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EADDRNOTAVAIL || e.raw_code() == -libc::ENODEV => Ok(()),
+            Err(e) => Err(anyhow!("removing {addr}/{len} from ifindex {index}: {e}")),
+        }
+    }
+
+    pub async fn add_route(&self, prefix: Ipv6Addr, len: u8, index: u32) -> Result<()> {
+        let r = RouteMessageBuilder::<Ipv6Addr>::new().destination_prefix(prefix, len).output_interface(index).build();
+        match self.handle.route().add(r).execute().await {
+            Ok(()) => Ok(()),
+            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EEXIST => Ok(()),
+            Err(e) => Err(anyhow!("adding route {prefix}/{len} dev ifindex {index}: {e}")),
+        }
+    }
+}
+
+/// A stream that yields whenever an IPv6 address or a link changes.
+pub fn subscribe() -> Result<futures::channel::mpsc::UnboundedReceiver<()>> {
+    use netlink_sys::{AsyncSocket, SocketAddr};
+    let (mut conn, _handle, mut messages) = rtnetlink::new_connection().context("opening a netlink event socket")?;
+    let groups = (1 << (libc::RTNLGRP_LINK - 1)) | (1 << (libc::RTNLGRP_IPV6_IFADDR - 1)) | (1 << (libc::RTNLGRP_IPV6_PREFIX - 1));
+    conn.socket_mut().socket_mut().bind(&SocketAddr::new(0, groups)).context("subscribing to address/link events")?;
+    tokio::spawn(conn);
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    tokio::spawn(async move {
+        while messages.next().await.is_some() {
+            if tx.unbounded_send(()).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(rx)
+}

@@ -1,0 +1,123 @@
+//! The `ilnp0` TUN device. In eBPF mode it is opened with IFF_VNET_HDR and
+//! checksum/TSO offloads so the kernel's TCP builds large GSO packets for it (the
+//! tc egress program translates them without ever reaching the TUN queue); the
+//! slow path then sees a virtio-net header in front of every packet.
+
+use anyhow::{bail, Context, Result};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use tokio::io::unix::AsyncFd;
+
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+const IFF_TUN: i16 = 0x0001;
+const IFF_NO_PI: i16 = 0x1000;
+const IFF_VNET_HDR: i16 = 0x4000;
+const TUN_F_CSUM: libc::c_ulong = 0x01;
+const TUN_F_TSO4: libc::c_ulong = 0x02;
+const TUN_F_TSO6: libc::c_ulong = 0x04;
+
+/// struct virtio_net_hdr (10 bytes, little-endian on this host).
+pub const VNET_HDR_LEN: usize = 10;
+const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    flags: i16,
+    _pad: [u8; 22],
+}
+
+/// What the virtio-net header said about a packet read from the TUN.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PacketMeta {
+    /// the transport checksum field holds only the pseudo-header sum
+    pub needs_csum: bool,
+    /// non-zero: a GSO super-packet
+    pub gso_type: u8,
+}
+
+pub struct Tun {
+    fd: AsyncFd<OwnedFd>,
+    pub name: String,
+    pub vnet: bool,
+}
+
+impl Tun {
+    pub fn create(name: &str, offloads: bool) -> Result<Tun> {
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+            bail!("tun_name: {name:?} must be 1-15 characters");
+        }
+        // SAFETY: plain open(2) of a device node; the fd is owned below.
+        let raw = unsafe { libc::open(c"/dev/net/tun".as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        if raw < 0 {
+            return Err(std::io::Error::last_os_error()).context("opening /dev/net/tun");
+        }
+        // SAFETY: raw is a fresh valid fd.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut req = IfReq { name: [0; libc::IFNAMSIZ], flags: IFF_TUN | IFF_NO_PI, _pad: [0; 22] };
+        if offloads {
+            req.flags |= IFF_VNET_HDR;
+        }
+        req.name[..name.len()].copy_from_slice(name.as_bytes());
+        // SAFETY: TUNSETIFF takes a struct ifreq; IfReq has its layout.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) } < 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("creating TUN device {name}"));
+        }
+        if offloads {
+            let f = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+            // SAFETY: TUNSETOFFLOAD takes an unsigned long by value.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, f) } < 0 {
+                return Err(std::io::Error::last_os_error()).context("enabling TUN offloads");
+            }
+        }
+        // SAFETY: `fd` is an owned, open, non-blocking descriptor that AsyncFd keeps
+        // open for as long as it is registered.
+        let fd = unsafe { AsyncFd::register(fd)? };
+        Ok(Tun { fd, name: name.to_string(), vnet: offloads })
+    }
+
+    /// Reads one packet into `buf`; returns (offset of the IPv6 header, length, meta).
+    pub async fn recv(&self, buf: &mut [u8]) -> Result<(usize, usize, PacketMeta)> {
+        loop {
+            let mut guard = self.fd.readable().await?;
+            // SAFETY: reading into a valid mutable buffer of buf.len() bytes.
+            let n = unsafe { libc::read(self.fd.get_ref().as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::WouldBlock {
+                    guard.clear_ready();
+                    continue;
+                }
+                return Err(e.into());
+            }
+            let n = n as usize;
+            if !self.vnet {
+                return Ok((0, n, PacketMeta::default()));
+            }
+            if n < VNET_HDR_LEN {
+                continue;
+            }
+            let meta = PacketMeta { needs_csum: buf[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0, gso_type: buf[1] };
+            return Ok((VNET_HDR_LEN, n - VNET_HDR_LEN, meta));
+        }
+    }
+
+    /// Writes one complete packet (checksum complete, no GSO) towards the kernel.
+    pub fn send(&self, pkt: &[u8]) -> Result<()> {
+        let mut v;
+        let data = if self.vnet {
+            v = Vec::with_capacity(VNET_HDR_LEN + pkt.len());
+            v.extend_from_slice(&[0u8; VNET_HDR_LEN]);
+            v.extend_from_slice(pkt);
+            &v[..]
+        } else {
+            pkt
+        };
+        // SAFETY: writing a valid buffer.
+        let n = unsafe { libc::write(self.fd.get_ref().as_raw_fd(), data.as_ptr().cast(), data.len()) };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error()).with_context(|| format!("writing to {}", self.name));
+        }
+        Ok(())
+    }
+}
