@@ -4,7 +4,8 @@
 //! Model, per frame arriving at `now`:
 //! 1. random loss with probability `loss` (one RNG draw per frame, so a seeded run
 //!    makes the same decisions for the same frame sequence);
-//! 2. tail drop when `limit` frames are already held (delayed or waiting for the rate);
+//! 2. tail drop when holding it would exceed `limit` packets (delayed or waiting for the
+//!    rate), counted in segments so a 64 KB GSO super-frame weighs what it is on the wire;
 //! 3. serialization: with a rate, the frame leaves the emulated sender at
 //!    `tx_end = max(now, previous tx_end) + wire_bits / rate`, otherwise at `now`;
 //! 4. propagation: it is released at `tx_end + delay`.
@@ -32,7 +33,7 @@ pub struct DirConfig {
     pub loss: f64,
     /// Bits per second; `None` = unlimited.
     pub rate_bps: Option<f64>,
-    /// Maximum frames held (delay queue + rate backlog).
+    /// Maximum packets (segments) held: delay queue + rate backlog, like netem's limit.
     pub limit: usize,
 }
 
@@ -48,7 +49,7 @@ pub struct DirStats {
     pub forwarded_bytes: u64,
     /// Dropped by the random loss model.
     pub lost_random: u64,
-    /// Tail-dropped because --queue-packets frames were already held.
+    /// Frames tail-dropped because --queue-packets segments were already held.
     pub dropped_queue_full: u64,
     /// The output interface refused the frame (sendmmsg error).
     pub dropped_send_error: u64,
@@ -59,6 +60,7 @@ pub struct DirStats {
     /// Still queued when the line was stopped.
     pub unsent_at_exit: u64,
     pub max_queue_frames: u64,
+    pub max_queue_segments: u64,
     /// How late frames were sent relative to their release time.
     pub release_late_us_avg: f64,
     pub release_late_us_max: f64,
@@ -86,6 +88,7 @@ pub struct Frame {
 pub struct Direction {
     cfg: DirConfig,
     queue: VecDeque<Frame>,
+    held_segments: usize,
     tx_end_ns: u64,
     rng: ChaCha8Rng,
     stats: DirStats,
@@ -127,6 +130,7 @@ impl Direction {
         Direction {
             cfg,
             queue: VecDeque::new(),
+            held_segments: 0,
             tx_end_ns: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             stats: DirStats::default(),
@@ -147,7 +151,8 @@ impl Direction {
             self.stats.lost_random += 1;
             return Verdict::Lost;
         }
-        if self.queue.len() >= self.cfg.limit {
+        // An empty queue always takes the frame, so an oversized one cannot wedge the line.
+        if !self.queue.is_empty() && self.held_segments + segments as usize > self.cfg.limit {
             self.stats.dropped_queue_full += 1;
             return Verdict::QueueFull;
         }
@@ -160,8 +165,16 @@ impl Direction {
         };
         self.tx_end_ns = tx_end;
         let release_ns = tx_end + self.cfg.delay_ns;
-        self.queue.push_back(Frame { release_ns, data, wire_bytes, segments });
+        self.queue.push_back(Frame {
+            release_ns,
+            data,
+            wire_bytes,
+            segments,
+        });
+        self.held_segments += segments as usize;
         self.stats.max_queue_frames = self.stats.max_queue_frames.max(self.queue.len() as u64);
+        self.stats.max_queue_segments =
+            self.stats.max_queue_segments.max(self.held_segments as u64);
         Verdict::Queued
     }
 
@@ -172,7 +185,9 @@ impl Direction {
     /// Next frame whose release time has come.
     pub fn pop_due(&mut self, now_ns: u64) -> Option<Frame> {
         if self.queue.front()?.release_ns <= now_ns {
-            self.queue.pop_front()
+            let f = self.queue.pop_front()?;
+            self.held_segments -= f.segments as usize;
+            Some(f)
         } else {
             None
         }
@@ -226,7 +241,12 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn cfg(delay_ms: u64, loss: f64, rate: Option<f64>, limit: usize) -> DirConfig {
-        DirConfig { delay_ns: delay_ms * MS, loss, rate_bps: rate, limit }
+        DirConfig {
+            delay_ns: delay_ms * MS,
+            loss,
+            rate_bps: rate,
+            limit,
+        }
     }
 
     /// Plain (non-GSO) frame: zero vnet header + `len` bytes of L2.
@@ -258,7 +278,9 @@ mod tests {
         for _ in 0..3 {
             d.offer(0, plain(1000));
         }
-        let rel: Vec<u64> = std::iter::from_fn(|| d.pop_due(u64::MAX)).map(|f| f.release_ns).collect();
+        let rel: Vec<u64> = std::iter::from_fn(|| d.pop_due(u64::MAX))
+            .map(|f| f.release_ns)
+            .collect();
         assert_eq!(rel, vec![11 * MS, 12 * MS, 13 * MS]);
         // After an idle gap the link is free again: serialization starts at arrival.
         d.offer(100 * MS, plain(1000));
@@ -276,7 +298,10 @@ mod tests {
         for i in 0..1000u64 {
             d.offer(i * MS, plain(1250));
         }
-        let last = std::iter::from_fn(|| d.pop_due(u64::MAX)).last().unwrap().release_ns;
+        let last = std::iter::from_fn(|| d.pop_due(u64::MAX))
+            .last()
+            .unwrap()
+            .release_ns;
         assert_eq!(last, 5000 * MS);
     }
 
@@ -289,16 +314,46 @@ mod tests {
         d.pop_due(u64::MAX);
         assert_eq!(d.offer(10, plain(60)), Verdict::Queued);
         let s = d.finish();
-        assert_eq!((s.dropped_queue_full, s.lost_random, s.unsent_at_exit), (2, 0, 3));
+        assert_eq!(
+            (s.dropped_queue_full, s.lost_random, s.unsent_at_exit),
+            (2, 0, 3)
+        );
         assert_eq!(s.received_frames, 6);
         assert_eq!(s.max_queue_frames, 3);
+    }
+
+    #[test]
+    fn limit_counts_gso_segments() {
+        let mut d = Direction::new(cfg(50, 0.0, None, 20), 1);
+        // 11 segments each: the first is taken, the second would make 22 > 20.
+        assert_eq!(d.offer(0, tcp6_gso(1428 * 10 + 1, 1428)), Verdict::Queued);
+        assert_eq!(
+            d.offer(0, tcp6_gso(1428 * 10 + 1, 1428)),
+            Verdict::QueueFull
+        );
+        for _ in 0..9 {
+            assert_eq!(d.offer(0, plain(100)), Verdict::Queued);
+        }
+        assert_eq!(d.offer(0, plain(100)), Verdict::QueueFull);
+        d.pop_due(u64::MAX);
+        assert_eq!(d.offer(0, tcp6_gso(1428 * 10 + 1, 1428)), Verdict::Queued);
+        // A frame larger than the whole limit still passes an empty line.
+        let mut small = Direction::new(cfg(0, 0.0, None, 5), 1);
+        assert_eq!(
+            small.offer(0, tcp6_gso(1428 * 10 + 1, 1428)),
+            Verdict::Queued
+        );
+        let s = d.finish();
+        assert_eq!((s.max_queue_segments, s.dropped_queue_full), (20, 2));
     }
 
     #[test]
     fn loss_rate_and_seed_reproducibility() {
         let run = |seed| {
             let mut d = Direction::new(cfg(0, 0.2, None, usize::MAX), seed);
-            (0..100_000).map(|i| d.offer(i, plain(10))).collect::<Vec<_>>()
+            (0..100_000)
+                .map(|i| d.offer(i, plain(10)))
+                .collect::<Vec<_>>()
         };
         let a = run(42);
         assert_eq!(a, run(42));
@@ -340,6 +395,6 @@ mod tests {
         // Rate accounting uses the wire size: 11 segments at 1 Gbit/s.
         let mut d = Direction::new(cfg(0, 0.0, Some(1e9), 10), 1);
         d.offer(0, tcp6_gso(1428 * 10 + 1, 1428));
-        assert_eq!(d.next_release(), Some((bytes * 8) as u64));
+        assert_eq!(d.next_release(), Some(bytes * 8));
     }
 }

@@ -5,6 +5,12 @@
 //! (line.rs), sleep with ppoll until the next release time or new input, send the due
 //! frames as a batch (sendmmsg) on the other interface. PACKET_VNET_HDR keeps GSO
 //! super-frames intact, so 64 KB TSO frames from veth pass through unsegmented.
+//!
+//! Typical use: R1 <-veth-> [dl-a | ilnp-delayline | dl-b] <-veth-> R2, the middle in its
+//! own namespace with `net.ipv6.conf.dl-{a,b}.disable_ipv6=1` so its stack stays silent:
+//!   ip netns exec dl ilnp-delayline --a dl-a --b dl-b --delay-ms 20 --loss 1 --seed 7
+//! Loss and the queue limit act per frame as received: a GSO super-frame is lost whole
+//! (turn TSO/GSO off on the senders for per-segment loss).
 
 mod line;
 mod sock;
@@ -31,7 +37,7 @@ const MAX_IDLE_NS: u64 = 100_000_000;
 
 fn parse_ms(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    if v.is_finite() && v >= 0.0 && v <= 3_600_000.0 {
+    if (0.0..=3_600_000.0).contains(&v) {
         Ok(v)
     } else {
         Err("must be between 0 and 3600000 ms".into())
@@ -88,12 +94,18 @@ struct Cli {
     /// Rate limit per direction in Mbit/s (L2 bytes; default unlimited)
     #[arg(long, value_name = "MBIT", value_parser = parse_rate)]
     rate_mbit: Option<f64>,
-    /// Maximum frames held per direction (delayed + waiting for the rate); tail drop beyond
-    #[arg(long, value_name = "N", default_value_t = 20000, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Maximum packets held per direction, delayed or waiting for the rate (like netem's
+    /// limit; a GSO super-frame counts as its segments); tail drop beyond. With --rate-mbit,
+    /// about rate x delay plus the router buffer you want
+    #[arg(long, value_name = "N", default_value_t = 50000, value_parser = clap::value_parser!(u32).range(1..))]
     queue_packets: u32,
     /// RNG seed for the loss decisions (default: from the clock, and logged)
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
+    /// Run the two forwarding threads SCHED_FIFO at this priority (1-99): keeps the
+    /// release times accurate when other work competes for the CPUs
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(i32).range(1..=99))]
+    rt_prio: Option<i32>,
     /// Write the final counters as JSON to this file on exit
     #[arg(long, value_name = "PATH")]
     stats_json: Option<std::path::PathBuf>,
@@ -116,10 +128,31 @@ fn install_signals() {
 }
 
 /// Forwards `rx` -> `tx` until STOP. Returns the direction for its counters.
-fn run_direction(tag: &str, rx: &PacketSock, tx: &PacketSock, mut line: Direction) -> Result<DirStats, String> {
+fn run_direction(
+    tag: &str,
+    rx: &PacketSock,
+    tx: &PacketSock,
+    mut line: Direction,
+    rt_prio: Option<i32>,
+) -> Result<DirStats, String> {
     // 1 us timer slack (default 50 us) for release-time accuracy.
     // SAFETY: prctl with integer args.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
+    if let Some(prio) = rt_prio {
+        let param = libc::sched_param {
+            sched_priority: prio,
+        };
+        // SAFETY: param is valid; applies to this thread only.
+        let r =
+            unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+        if r != 0 {
+            log!(
+                "WARN",
+                "{tag}: --rt-prio {prio}: SCHED_FIFO refused: {}",
+                std::io::Error::from_raw_os_error(r)
+            );
+        }
+    }
     let mut rxb = RxBatch::new(BATCH, SLOT_BYTES);
     let mut due: Vec<Frame> = Vec::with_capacity(BATCH);
     let (mut iovs, mut msgs) = (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH));
@@ -153,7 +186,11 @@ fn run_direction(tag: &str, rx: &PacketSock, tx: &PacketSock, mut line: Directio
             for (_, e) in errs {
                 line.record_send_error();
                 if last_send_err != e.raw_os_error() {
-                    log!("WARN", "{tag}: send on {} failed: {e} (counted as dropped_send_error)", tx.name);
+                    log!(
+                        "WARN",
+                        "{tag}: send on {} failed: {e} (counted as dropped_send_error)",
+                        tx.name
+                    );
                     last_send_err = e.raw_os_error();
                 }
             }
@@ -181,8 +218,14 @@ fn run_direction(tag: &str, rx: &PacketSock, tx: &PacketSock, mut line: Directio
                         line.record_truncated();
                         continue;
                     }
-                    if line.offer(now, r.data.to_vec()) == Verdict::QueueFull && line.stats().dropped_queue_full == 1 {
-                        log!("WARN", "{tag}: queue full ({} frames), tail-dropping", line.queued());
+                    if line.offer(now, r.data.to_vec()) == Verdict::QueueFull
+                        && line.stats().dropped_queue_full == 1
+                    {
+                        log!(
+                            "WARN",
+                            "{tag}: queue full ({} frames), tail-dropping",
+                            line.queued()
+                        );
                     }
                 }
             }
@@ -215,10 +258,10 @@ struct Report<'a> {
 fn print_stats(tag: &str, s: &DirStats) {
     log!(
         "INFO",
-        "{tag}: received {} frames, forwarded {} frames / {} segments / {} bytes, lost(random) {}, dropped(queue full) {}, dropped(send error) {}, dropped(truncated) {}, kernel rx drops {}, unsent at exit {}, max queue {}, release lateness avg {:.1} us max {:.1} us",
+        "{tag}: received {} frames, forwarded {} frames / {} segments / {} bytes, lost(random) {}, dropped(queue full) {}, dropped(send error) {}, dropped(truncated) {}, kernel rx drops {}, unsent at exit {}, max queue {} frames / {} packets, release lateness avg {:.1} us max {:.1} us",
         s.received_frames, s.forwarded_frames, s.forwarded_segments, s.forwarded_bytes, s.lost_random,
         s.dropped_queue_full, s.dropped_send_error, s.dropped_truncated, s.kernel_rx_drops, s.unsent_at_exit,
-        s.max_queue_frames, s.release_late_us_avg, s.release_late_us_max
+        s.max_queue_frames, s.max_queue_segments, s.release_late_us_avg, s.release_late_us_max
     );
 }
 
@@ -226,28 +269,35 @@ fn run(cli: &Cli) -> Result<(), String> {
     if cli.a == cli.b {
         return Err(format!("--a and --b name the same interface {}", cli.a));
     }
-    let seed = cli.seed.unwrap_or_else(|| mono_ns() ^ ((std::process::id() as u64) << 32));
+    let seed = cli
+        .seed
+        .unwrap_or_else(|| mono_ns() ^ ((std::process::id() as u64) << 32));
     let dir = |delay: Option<f64>, loss: Option<f64>| DirConfig {
         delay_ns: (delay.unwrap_or(cli.delay_ms) * 1e6).round() as u64,
         loss: loss.unwrap_or(cli.loss) / 100.0,
         rate_bps: cli.rate_mbit.map(|m| m * 1e6),
         limit: cli.queue_packets as usize,
     };
-    let (cab, cba) = (dir(cli.delay_ms_ab, cli.loss_ab), dir(cli.delay_ms_ba, cli.loss_ba));
+    let (cab, cba) = (
+        dir(cli.delay_ms_ab, cli.loss_ab),
+        dir(cli.delay_ms_ba, cli.loss_ba),
+    );
     let sa = Arc::new(PacketSock::open("--a", &cli.a)?);
     let sb = Arc::new(PacketSock::open("--b", &cli.b)?);
     install_signals();
-    let spawn = |tag: &'static str, rx: Arc<PacketSock>, tx: Arc<PacketSock>, cfg: DirConfig, seed: u64| {
-        std::thread::Builder::new()
-            .name(tag.into())
-            .spawn(move || run_direction(tag, &rx, &tx, Direction::new(cfg, seed)))
-            .map_err(|e| format!("spawn thread: {e}"))
-    };
+    let rt = cli.rt_prio;
+    let spawn =
+        |tag: &'static str, rx: Arc<PacketSock>, tx: Arc<PacketSock>, cfg: DirConfig, seed: u64| {
+            std::thread::Builder::new()
+                .name(tag.into())
+                .spawn(move || run_direction(tag, &rx, &tx, Direction::new(cfg, seed), rt))
+                .map_err(|e| format!("spawn thread: {e}"))
+        };
     let tab = spawn("a->b", sa.clone(), sb.clone(), cab, seed)?;
     let tba = spawn("b->a", sb, sa, cba, seed.wrapping_add(1))?;
     log!(
         "INFO",
-        "ready: {} <-> {}; a->b delay {} ms loss {}%; b->a delay {} ms loss {}%; rate {}; queue {} frames; seed {seed}",
+        "ready: {} <-> {}; a->b delay {} ms loss {}%; b->a delay {} ms loss {}%; rate {}; queue {} packets; seed {seed}",
         cli.a,
         cli.b,
         cab.delay_ns as f64 / 1e6,
@@ -266,9 +316,17 @@ fn run(cli: &Cli) -> Result<(), String> {
     print_stats("a->b", &ab);
     print_stats("b->a", &ba);
     if let Some(path) = &cli.stats_json {
-        let rep = Report { a: &cli.a, b: &cli.b, seed, config: cli, a_to_b: &ab, b_to_a: &ba };
+        let rep = Report {
+            a: &cli.a,
+            b: &cli.b,
+            seed,
+            config: cli,
+            a_to_b: &ab,
+            b_to_a: &ba,
+        };
         let text = serde_json::to_string_pretty(&rep).map_err(|e| format!("stats json: {e}"))?;
-        std::fs::write(path, text + "\n").map_err(|e| format!("--stats-json {}: {e}", path.display()))?;
+        std::fs::write(path, text + "\n")
+            .map_err(|e| format!("--stats-json {}: {e}", path.display()))?;
     }
     Ok(())
 }
