@@ -76,6 +76,23 @@ pub struct Overrides {
     pub control_socket: Option<PathBuf>,
     pub log_level: Option<String>,
     pub nid: Option<String>,
+    pub identifier_prefix: Option<String>,
+    pub tun_name: Option<String>,
+    pub nonce_bits: Option<u32>,
+    pub hosts_file: Option<PathBuf>,
+    pub handoff: Option<String>,
+    pub ilcc_max_entries: Option<u32>,
+    pub idle_timeout_s: Option<u64>,
+}
+
+/// Line (1-based) of the first `key = ...` in a TOML text, for errors about a
+/// value that parsed but is not acceptable.
+fn key_line(text: &str, key: &str) -> Option<usize> {
+    text.lines().position(|l| {
+        let t = l.trim_start();
+        t.strip_prefix(key).map(|r| r.trim_start().starts_with('=')).unwrap_or(false)
+    })
+    .map(|i| i + 1)
 }
 
 fn parse_prefix64(key: &str, s: &str) -> Result<Locator> {
@@ -95,7 +112,13 @@ pub fn parse_file(text: &str, origin: &Path) -> Result<FileConfig> {
     toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         match line {
-            Some(l) => anyhow!("{}: line {l}: {}", origin.display(), e.message()),
+            // quote the line: type errors ("expected u32") do not name the key
+            Some(l) => anyhow!(
+                "{}: line {l}: {} (`{}`)",
+                origin.display(),
+                e.message(),
+                text.lines().nth(l - 1).unwrap_or("").trim()
+            ),
             None => anyhow!("{}: {}", origin.display(), e.message()),
         }
     })
@@ -103,14 +126,17 @@ pub fn parse_file(text: &str, origin: &Path) -> Result<FileConfig> {
 
 impl Config {
     pub fn load(path: Option<&Path>, ov: &Overrides) -> Result<Config> {
-        let file = match path {
-            Some(p) => {
-                let text = std::fs::read_to_string(p).with_context(|| format!("reading config {}", p.display()))?;
-                parse_file(&text, p)?
+        let Some(p) = path else { return Config::from_file(FileConfig::default(), ov) };
+        let text = std::fs::read_to_string(p).with_context(|| format!("reading config {}", p.display()))?;
+        Config::from_file(parse_file(&text, p)?, ov).map_err(|e| {
+            // validation errors start with the key: point at its line in the file
+            let msg = format!("{e:#}");
+            let key = msg.split([':', ' ']).next().unwrap_or("");
+            match key_line(&text, key) {
+                Some(l) if !key.is_empty() => anyhow!("{}: line {l}: {msg}", p.display()),
+                _ => anyhow!("{}: {msg}", p.display()),
             }
-            None => FileConfig::default(),
-        };
-        Config::from_file(file, ov)
+        })
     }
 
     pub fn from_file(f: FileConfig, ov: &Overrides) -> Result<Config> {
@@ -118,7 +144,10 @@ impl Config {
         if uplinks.is_empty() {
             bail!("uplinks: at least one uplink interface is required (config key `uplinks` or --uplink)");
         }
-        let id_prefix = parse_prefix64("identifier_prefix", f.identifier_prefix.as_deref().unwrap_or(DEFAULT_ID_PREFIX))?;
+        let id_prefix = parse_prefix64(
+            "identifier_prefix",
+            ov.identifier_prefix.as_deref().or(f.identifier_prefix.as_deref()).unwrap_or(DEFAULT_ID_PREFIX),
+        )?;
         let nid = match ov.nid.as_deref().or(f.nid.as_deref()) {
             None | Some("auto") => None,
             Some(s) => {
@@ -137,12 +166,12 @@ impl Config {
             "userspace" => Datapath::Userspace,
             o => bail!("datapath: {o:?} is not \"ebpf\" or \"userspace\""),
         };
-        let nonce_len = match f.nonce_bits.unwrap_or(32) {
+        let nonce_len = match ov.nonce_bits.or(f.nonce_bits).unwrap_or(32) {
             32 => 4,
             96 => 12,
             o => bail!("nonce_bits: {o} is not 32 or 96 (RFC 6744 §2)"),
         };
-        let handoff = match f.handoff.as_deref().unwrap_or("soft") {
+        let handoff = match ov.handoff.as_deref().or(f.handoff.as_deref()).unwrap_or("soft") {
             "soft" => HandoffMode::Soft,
             "hard" => HandoffMode::Hard,
             o => bail!("handoff: {o:?} is not \"soft\" or \"hard\""),
@@ -155,7 +184,7 @@ impl Config {
         for p in &f.peer {
             peers.push(p.to_record().map_err(|e| anyhow!("[[peer]]: {e}"))?);
         }
-        if let Some(h) = &f.hosts_file {
+        if let Some(h) = ov.hosts_file.as_ref().or(f.hosts_file.as_ref()) {
             let text = std::fs::read_to_string(h).with_context(|| format!("hosts_file: reading {}", h.display()))?;
             peers.extend(ilnp_core::peers::load_hosts_str(&text, &h.display().to_string())?);
         }
@@ -163,7 +192,7 @@ impl Config {
             let text = std::fs::read_to_string(h).with_context(|| format!("peers_file: reading {}", h.display()))?;
             peers.extend(ilnp_core::peers::load_toml_str(&text, &h.display().to_string())?);
         }
-        let ilcc_max_entries = f.ilcc_max_entries.unwrap_or(65536);
+        let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(65536);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
         }
@@ -171,13 +200,13 @@ impl Config {
             uplinks,
             id_prefix,
             nid,
-            tun_name: f.tun_name.unwrap_or_else(|| "ilnp0".into()),
+            tun_name: ov.tun_name.clone().or(f.tun_name).unwrap_or_else(|| "ilnp0".into()),
             datapath,
             nonce_len,
             control_socket: ov.control_socket.clone().or(f.control_socket).unwrap_or_else(|| "/run/ilnp/ilnpd.sock".into()),
             peers,
             ilcc_max_entries,
-            idle_timeout: Duration::from_secs(f.idle_timeout_s.unwrap_or(600)),
+            idle_timeout: Duration::from_secs(ov.idle_timeout_s.or(f.idle_timeout_s).unwrap_or(600)),
             log_level,
             handoff,
             locator_pref: f.locator_pref.unwrap_or_default(),
@@ -216,6 +245,48 @@ mod tests {
             let e = load(t).unwrap_err().to_string();
             assert!(e.contains(key), "{t:?}: {e}");
         }
+    }
+
+    #[test]
+    fn bad_value_names_key_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, "uplinks = [\"e\"]\n# comment\n  nonce_bits = 48\n").unwrap();
+        let e = format!("{:#}", Config::load(Some(&p), &Overrides::default()).unwrap_err());
+        assert!(e.contains("nonce_bits") && e.contains("line 3") && e.contains("c.toml"), "{e}");
+        std::fs::write(&p, "uplinks = [\"e\"]\nidentifier_prefix = \"fd00:1::/48\"\n").unwrap();
+        let e = format!("{:#}", Config::load(Some(&p), &Overrides::default()).unwrap_err());
+        assert!(e.contains("identifier_prefix") && e.contains("line 2"), "{e}");
+        assert_eq!(key_line("a = 1\nnid_x = 2\nnid = 3\n", "nid"), Some(3));
+    }
+
+    #[test]
+    fn command_line_overrides_the_file() {
+        let f = parse_file("uplinks = [\"eth0\"]\nnonce_bits = 32\ntun_name = \"a\"\n", Path::new("t")).unwrap();
+        let ov = Overrides {
+            uplinks: vec!["eth9".into()],
+            nonce_bits: Some(96),
+            tun_name: Some("ilnp7".into()),
+            identifier_prefix: Some("fd00:1:2:3::/64".into()),
+            handoff: Some("hard".into()),
+            idle_timeout_s: Some(5),
+            ..Overrides::default()
+        };
+        let c = Config::from_file(f, &ov).unwrap();
+        assert_eq!(c.uplinks, vec!["eth9".to_string()]);
+        assert_eq!((c.nonce_len, c.tun_name.as_str()), (12, "ilnp7"));
+        assert_eq!(c.id_prefix, Locator(0xfd00_0001_0002_0003));
+        assert_eq!(c.handoff, HandoffMode::Hard);
+        assert_eq!(c.idle_timeout, Duration::from_secs(5));
+        let e = Config::from_file(FileConfig::default(), &Overrides { nonce_bits: Some(7), ..ov }).unwrap_err();
+        assert!(e.to_string().contains("nonce_bits"), "{e}");
+    }
+
+    #[test]
+    fn example_config_in_dist_parses() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/ilnpd.toml");
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c.uplinks, vec!["eth0".to_string()]);
     }
 
     #[test]

@@ -70,7 +70,7 @@ impl Daemon {
         for a in nl.addresses().await? {
             if a.global && a.ifindex != 0 && is_identifier_overlap(cfg.id_prefix, a.addr, a.prefix_len) {
                 bail!(
-                    "identifier_prefix {}::/64 overlaps address {}/{} on ifindex {}: choose another identifier prefix",
+                    "identifier_prefix {}/64 overlaps address {}/{} on ifindex {}: choose another identifier prefix",
                     cfg.id_prefix.prefix(),
                     a.addr,
                     a.prefix_len,
@@ -527,4 +527,21 @@ impl Daemon {
 /// rand 0.8 re-exports rand_core 0.6, the trait the core takes.
 mod rand_core_compat {
     pub use rand::RngCore;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifier_prefix_overlap() {
+        let p = Locator(0xfd69_6c6e_7000_0000);
+        let a = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+        assert!(is_identifier_overlap(p, a("fd69:6c6e:7000::1"), 64));
+        assert!(is_identifier_overlap(p, a("fd69:6c6e:7000::1"), 128), "an address inside P");
+        assert!(is_identifier_overlap(p, a("fd69::1"), 16), "a shorter prefix covering P");
+        assert!(is_identifier_overlap(p, a("fd00::1"), 8));
+        assert!(!is_identifier_overlap(p, a("fd69:6c6e:7001::1"), 64));
+        assert!(!is_identifier_overlap(p, a("2001:db8:a::c"), 64));
+    }
 }

@@ -33,6 +33,27 @@ struct Args {
     /// error, warn, info, debug or trace (RUST_LOG overrides)
     #[arg(long)]
     log_level: Option<String>,
+    /// host-local identifier /64 (default fd69:6c6e:7000::/64)
+    #[arg(long, value_name = "PREFIX/64")]
+    identifier_prefix: Option<String>,
+    /// name of the TUN device (default ilnp0)
+    #[arg(long, value_name = "NAME")]
+    tun_name: Option<String>,
+    /// nonce option size: 32 or 96
+    #[arg(long, value_name = "BITS")]
+    nonce_bits: Option<u32>,
+    /// static peers in the seeds' hosts-file form
+    #[arg(long, value_name = "PATH")]
+    hosts_file: Option<PathBuf>,
+    /// soft or hard
+    #[arg(long)]
+    handoff: Option<String>,
+    /// bound on ILCC entries
+    #[arg(long, value_name = "N")]
+    ilcc_max_entries: Option<u32>,
+    /// seconds without traffic before an ILCC entry is aged out
+    #[arg(long, value_name = "SECONDS")]
+    idle_timeout_s: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -43,6 +64,13 @@ fn main() -> ExitCode {
         control_socket: args.control_socket,
         log_level: args.log_level,
         nid: args.nid,
+        identifier_prefix: args.identifier_prefix,
+        tun_name: args.tun_name,
+        nonce_bits: args.nonce_bits,
+        hosts_file: args.hosts_file,
+        handoff: args.handoff,
+        ilcc_max_entries: args.ilcc_max_entries,
+        idle_timeout_s: args.idle_timeout_s,
     };
     let cfg = match config::Config::load(args.config.as_deref(), &ov) {
         Ok(c) => c,
