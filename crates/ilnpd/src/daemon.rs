@@ -27,6 +27,21 @@ struct Uplink {
     index: u32,
 }
 
+/// SIGTERM and SIGINT streams (both mean: clean up and exit 0).
+pub struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    pub fn install() -> Result<Signals> {
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
+    }
+}
+
 pub struct Daemon {
     cfg: Config,
     nl: Netlink,
@@ -96,7 +111,10 @@ impl Daemon {
         let tun = Tun::create(&cfg.tun_name, ebpf)?;
         let tl = nl.link(&cfg.tun_name).await?;
         let mtu = min_mtu.saturating_sub(ilnp_wire::destopts::header_len(cfg.nonce_len) as u32).max(1280);
-        for (k, v) in [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1")] {
+        // forwarding on ilnp0 only: bpf_fib_lookup() refuses to route for an
+        // interface without it; packets are still never forwarded between
+        // interfaces (that needs net.ipv6.conf.all.forwarding).
+        for (k, v) in [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1"), ("forwarding", "1")] {
             let p = format!("/proc/sys/net/ipv6/conf/{}/{k}", cfg.tun_name);
             let _ = std::fs::write(&p, v);
         }
@@ -305,20 +323,33 @@ impl Daemon {
             self.bump("tun_runt");
             return;
         }
-        let (sl, _) = split_addr(Ipv6Addr::from(<[u8; 16]>::try_from(&pkt[8..24]).expect("len checked")));
+        let Ok(ip) = ilnp_wire::ipv6::Packet::new_checked(pkt) else {
+            self.bump("tun_runt");
+            return;
+        };
+        let (sl, _) = split_addr(ip.src());
         let outbound = sl == self.cfg.id_prefix;
-        let mut actions =
-            if outbound { self.core.handle_outbound(now, pkt, csum) } else { self.core.handle_inbound(now, pkt, csum) };
         if meta.gso_type != 0 && outbound {
-            // A GSO super-packet missed the fast path (its entry was just created
-            // or flushed). The entry is installed now; the raw socket cannot send
-            // a GSO packet, and TCP's retransmission takes the fast path.
-            let before = actions.len();
-            actions.retain(|a| !matches!(a, Action::SendWire(_)));
-            if actions.len() != before {
-                self.bump("slow_path_gso_deferred");
+            // A GSO super-packet missed the fast path (first burst after a flush,
+            // an entry just created): the raw socket cannot send it whole, so it
+            // is cut into MSS-sized segments with complete checksums.
+            match crate::gso::split(pkt, &meta.vnet_hdr) {
+                Ok(segs) => {
+                    self.bump("slow_path_gso_split");
+                    for s in segs {
+                        let actions = self.core.handle_outbound(now, &s, Csum::Complete);
+                        self.run_actions(actions);
+                    }
+                }
+                Err(e) => {
+                    self.bump("slow_path_gso_bad");
+                    tracing::debug!("GSO packet from {}: {e}", self.tun.name);
+                }
             }
+            return;
         }
+        let actions =
+            if outbound { self.core.handle_outbound(now, pkt, csum) } else { self.core.handle_inbound(now, pkt, csum) };
         self.run_actions(actions);
     }
 
@@ -477,10 +508,18 @@ impl Daemon {
         let _ = std::fs::remove_file(&self.cfg.control_socket);
     }
 
-    pub async fn run(mut self, mut requests: mpsc::Receiver<Request>) -> Result<()> {
-        let mut events = netlink::subscribe()?;
-        let mut term = signal(SignalKind::terminate())?;
-        let mut int = signal(SignalKind::interrupt())?;
+    /// `signals` are installed by the caller before `start()`, so a SIGTERM that
+    /// arrives while the host is being set up waits here and cleans up instead of
+    /// killing the process half-way (default action) and leaving ilnp0 behind.
+    pub async fn run(mut self, mut requests: mpsc::Receiver<Request>, signals: Signals) -> Result<()> {
+        let Signals { mut term, mut int } = signals;
+        let mut events = match netlink::subscribe() {
+            Ok(e) => e,
+            Err(e) => {
+                self.cleanup().await;
+                return Err(e);
+            }
+        };
         let mut buf = vec![0u8; 65536 + crate::tun::VNET_HDR_LEN];
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut activity: HashMap<Nid, u64> = HashMap::new();

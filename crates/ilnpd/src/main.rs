@@ -4,6 +4,7 @@ mod bpf;
 mod config;
 mod control;
 mod daemon;
+mod gso;
 mod netlink;
 mod tun;
 
@@ -90,6 +91,13 @@ fn main() -> ExitCode {
         }
     };
     rt.block_on(async {
+        let signals = match daemon::Signals::install() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("ilnpd: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        };
         let (d, req) = match daemon::Daemon::start(cfg).await {
             Ok(x) => x,
             Err(e) => {
@@ -97,7 +105,7 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        match d.run(req).await {
+        match d.run(req, signals).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("ilnpd: {e:#}");

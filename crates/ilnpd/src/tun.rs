@@ -34,6 +34,8 @@ pub struct PacketMeta {
     pub needs_csum: bool,
     /// non-zero: a GSO super-packet
     pub gso_type: u8,
+    /// the whole virtio-net header, for segmentation (crate::gso)
+    pub vnet_hdr: [u8; VNET_HDR_LEN],
 }
 
 pub struct Tun {
@@ -97,7 +99,10 @@ impl Tun {
             if n < VNET_HDR_LEN {
                 continue;
             }
-            let meta = PacketMeta { needs_csum: buf[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0, gso_type: buf[1] };
+            let mut vnet_hdr = [0u8; VNET_HDR_LEN];
+            vnet_hdr.copy_from_slice(&buf[..VNET_HDR_LEN]);
+            let meta =
+                PacketMeta { needs_csum: buf[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0, gso_type: buf[1], vnet_hdr };
             return Ok((VNET_HDR_LEN, n - VNET_HDR_LEN, meta));
         }
     }
