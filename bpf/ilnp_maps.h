@@ -65,8 +65,10 @@ enum ilnp_reason {
 	ILNP_R_EGRESS_FAST = 0,     /* translated and redirected by the fast path */
 	ILNP_R_EGRESS_MISS,         /* no ILCC entry: to the daemon */
 	ILNP_R_EGRESS_PUNT,         /* userspace mode or unsupported protocol: to the daemon */
-	ILNP_R_EGRESS_FIB_FAIL,     /* no route for the wire destination: to the daemon */
+	ILNP_R_EGRESS_FIB_FAIL,     /* source locator not usable here: to the daemon */
 	ILNP_R_EGRESS_ERROR,        /* a helper failed: dropped */
+	ILNP_R_EGRESS_NEIGH,        /* next hop not resolved yet: to the daemon (its send resolves it) */
+	ILNP_R_EGRESS_NO_ROUTE,     /* no route to the destination locator: to the daemon */
 	ILNP_R_INGRESS_FAST,        /* translated and passed up by the fast path */
 	ILNP_R_PUNT_MISS,           /* unknown correspondent */
 	ILNP_R_PUNT_LU,             /* Locator Update */

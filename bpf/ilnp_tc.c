@@ -122,7 +122,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	struct ilnp_cfg *cfg = get_cfg();
 	struct ipv6hdr ip6;
 	struct ilnp_ilcc_val *e;
-	__u64 nid_d, nid_s;
+	__u64 nid_d;
 	__u8 hdr[16] = {};
 	__u32 hlen;
 	__u16 plen;
@@ -143,12 +143,48 @@ int ilnp_egress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	}
 	nid_d = *(__u64 *)&ip6.daddr.s6_addr[8];
-	nid_s = *(__u64 *)&ip6.saddr.s6_addr[8];
 	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_d);
 	if (!e || (e->nonce_tx_len != 4 && e->nonce_tx_len != 12)) {
 		count(ILNP_R_EGRESS_MISS);
 		return TC_ACT_OK;
 	}
+
+	/* the source locator must still be ours */
+	struct ilnp_local_val *lv = bpf_map_lookup_elem(&ilnp_locals, &e->local_loc);
+	if (!lv || lv->state >= ILNP_LOC_AGED) {
+		count(ILNP_R_EGRESS_FIB_FAIL);
+		return TC_ACT_OK; /* ilnpd decides */
+	}
+
+	/*
+	 * Route the wire packet as if it arrived on ilnp0 (ilnpd enables forwarding
+	 * on ilnp0 only, which the helper requires); source-specific routes and
+	 * rules pick the uplink of the source locator. Done before any rewrite so
+	 * that anything the fast path cannot finish goes to ilnpd untouched.
+	 */
+	struct bpf_fib_lookup fib = {};
+	fib.family = AF_INET6;
+	fib.l4_protocol = ip6.nexthdr;
+	fib.tot_len = 0; /* 0: the helper checks the MTU with GSO in mind */
+	fib.ifindex = skb->ifindex;
+	__builtin_memcpy(fib.ipv6_src, &e->local_loc, 8);
+	__builtin_memcpy(&fib.ipv6_src[2], &ip6.saddr.s6_addr[8], 8);
+	__builtin_memcpy(fib.ipv6_dst, &e->remote_loc, 8);
+	__builtin_memcpy(&fib.ipv6_dst[2], &nid_d, 8);
+	int rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+		/* the slow path's send makes the kernel resolve the next hop */
+		count(ILNP_R_EGRESS_NEIGH);
+		return TC_ACT_OK;
+	}
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+		count(ILNP_R_EGRESS_NO_ROUTE);
+		return TC_ACT_OK;
+	}
+	struct ethhdr eth;
+	__builtin_memcpy(eth.h_dest, fib.dmac, ETH_ALEN);
+	__builtin_memcpy(eth.h_source, fib.smac, ETH_ALEN);
+	eth.h_proto = bpf_htons(ETH_P_IPV6);
 
 	/* checksums first, while the upper layer still sits at offset 40 */
 	if (ip6.nexthdr == IPPROTO_ICMPV6_) {
@@ -186,25 +222,12 @@ int ilnp_egress(struct __sk_buff *skb)
 	__sync_fetch_and_add(&e->tx_pkts, 1);
 	__sync_fetch_and_add(&e->tx_bytes, skb->len);
 
-	struct bpf_fib_lookup fib = {};
-	fib.family = AF_INET6;
-	fib.l4_protocol = hdr[0];
-	fib.tot_len = skb->len;
-	fib.ifindex = skb->ifindex;
-	__builtin_memcpy(fib.ipv6_src, &ip6.saddr, 16);
-	__builtin_memcpy(fib.ipv6_dst, &ip6.daddr, 16);
-	int rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_OUTPUT);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
-		/* no route to the wire destination: dropped and counted */
-		count(ILNP_R_EGRESS_FIB_FAIL);
-		return TC_ACT_SHOT;
-	}
-	struct bpf_redir_neigh nh = {};
-	nh.nh_family = AF_INET6;
-	__builtin_memcpy(nh.ipv6_nh, fib.ipv6_dst, 16);
+	if (bpf_skb_change_head(skb, ETH_HLEN, 0))
+		goto err;
+	if (bpf_skb_store_bytes(skb, 0, &eth, sizeof(eth), 0))
+		goto err;
 	count(ILNP_R_EGRESS_FAST);
-	(void)nid_s;
-	return bpf_redirect_neigh(fib.ifindex, &nh, sizeof(nh), 0);
+	return bpf_redirect(fib.ifindex, 0);
 err:
 	count(ILNP_R_EGRESS_ERROR);
 	return TC_ACT_SHOT;

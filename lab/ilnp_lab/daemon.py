@@ -66,7 +66,6 @@ class Ilnpd:
             f'datapath = "{self.datapath}"',
             f"nonce_bits = {self.nonce_bits}",
             f'control_socket = "{self.socket}"',
-            f'pin_dir = "/sys/fs/bpf/ilnp-{self.node.ns}"',
             'log_level = "debug"',
         ]
         for k, v in self.extra.items():

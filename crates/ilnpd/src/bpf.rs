@@ -9,7 +9,8 @@ use aya::{Ebpf, EbpfLoader, Pod};
 use ilnp_core::{IlccSnapshot, LocalLocator, LocatorState};
 use ilnp_wire::{Locator, Nid};
 
-static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ilnp_tc.o"));
+// the ELF parser needs the object 8-byte aligned
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ilnp_tc.o"));
 
 pub const MAX_REMOTE_LOCS: usize = 8;
 pub const NONCE_MAX: usize = 12;
@@ -60,8 +61,10 @@ pub const REASONS: &[&str] = &[
     "egress_fast",
     "egress_miss",
     "egress_punt",
-    "egress_fib_fail",
+    "egress_no_uplink",
     "egress_error",
+    "egress_neigh",
+    "egress_no_route",
     "ingress_fast",
     "punt_miss",
     "punt_lu",

@@ -209,7 +209,11 @@ impl Daemon {
                 let (l, n) = split_addr(a.addr);
                 if n == self.local_nid {
                     ours_present.insert((u.index, a.addr));
-                    continue;
+                    // an L64:NID we added is not evidence of a locator; one the kernel
+                    // made itself (SLAAC with NID = EUI-64 of the MAC, nid = "auto") is
+                    if self.added.contains(&(u.index, a.addr)) {
+                        continue;
+                    }
                 }
                 if !up || l == self.cfg.id_prefix {
                     continue;
@@ -228,8 +232,9 @@ impl Daemon {
         for l in locs.values() {
             let a = ilnp_addr(l.loc, self.local_nid);
             if !ours_present.contains(&(l.ifindex, a)) {
-                self.nl.add_address(l.ifindex, a, 64).await?;
-                self.added.insert((l.ifindex, a));
+                if self.nl.add_address(l.ifindex, a, 64).await? {
+                    self.added.insert((l.ifindex, a));
+                }
             }
         }
         // locators that went away: remove our address for them
@@ -327,6 +332,11 @@ impl Daemon {
             self.bump("tun_runt");
             return;
         };
+        if ip.dst().is_multicast() {
+            // MLD and the like that the kernel sends on ilnp0: nothing to carry
+            self.bump("tun_multicast_ignored");
+            return;
+        }
         let (sl, _) = split_addr(ip.src());
         let outbound = sl == self.cfg.id_prefix;
         if meta.gso_type != 0 && outbound {
