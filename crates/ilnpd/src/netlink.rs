@@ -122,12 +122,14 @@ impl Netlink {
     /// Adds `addr/len` without DAD (the identifier address, and `L64:NID` on
     /// uplinks: the NID is ours on every locator; waiting 1–2 s for DAD is what
     /// the seeds measured as lost handoff time).
-    pub async fn add_address(&self, index: u32, addr: Ipv6Addr, len: u8) -> Result<()> {
+    /// Returns false if the address was already there (not ours to remove on exit:
+    /// e.g. the kernel's own SLAAC address when the NID is the EUI-64 of the MAC).
+    pub async fn add_address(&self, index: u32, addr: Ipv6Addr, len: u8) -> Result<bool> {
         let mut req = self.handle.address().add(index, IpAddr::V6(addr), len);
         req.message_mut().attributes.push(AddressAttribute::Flags(AddressFlags::Nodad));
         match req.execute().await {
-            Ok(()) => Ok(()),
-            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EEXIST => Ok(()),
+            Ok(()) => Ok(true),
+            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EEXIST => Ok(false),
             Err(e) => Err(anyhow!("adding {addr}/{len} to ifindex {index}: {e}")),
         }
     }
