@@ -141,6 +141,16 @@ def wait_for(pred, timeout: float = 10, interval: float = 0.05, what: str = "con
     raise TimeoutError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+def nic_segmentation(node: Node, iface: str) -> None:
+    """Makes a host's veth segment TCP itself, as a real NIC does, instead of
+    handing 64 KB GSO packets to the next namespace. Linux's forwarding path
+    (ip6_forward's GSO length check) reads the first extension header as the TCP
+    header, so a plain router namespace wrongly rejects forwarded GSO packets
+    that carry any IPv6 extension header, the ILNPv6 nonce included, with
+    Packet Too Big. Plain IPv6 baselines use the same setting. GSO stays on."""
+    node.run("ethtool", "-K", iface, "tso", "off")
+
+
 def three_node(bed: Testbed, mtu_mn: int | None = None) -> tuple[Node, Node, Node]:
     """CN — R1 — MN with static addressing; R1 is a plain Linux router.
 
@@ -156,6 +166,8 @@ def three_node(bed: Testbed, mtu_mn: int | None = None) -> tuple[Node, Node, Nod
     mn.ip("addr", "add", "2001:db8:b::d/64", "dev", "eth0", "nodad")
     cn.ip("-6", "route", "add", "default", "via", "2001:db8:a::1")
     mn.ip("-6", "route", "add", "default", "via", "2001:db8:b::1")
+    nic_segmentation(cn, "eth0")
+    nic_segmentation(mn, "eth0")
     return cn, r1, mn
 
 
@@ -214,5 +226,8 @@ def mobility_topology(bed: Testbed) -> dict[str, Node]:
         mn.sysctl(f"net.ipv6.conf.{i}.accept_ra", "2")
         mn.sysctl(f"net.ipv6.conf.{i}.autoconf", "1")
         mn.sysctl(f"net.ipv6.conf.{i}.optimistic_dad", "1")
+    nic_segmentation(cn, "eth0")
+    for i in ("eth-r2", "eth-r3"):
+        nic_segmentation(mn, i)
     mn.ip("link", "set", "eth-r3", "down")
     return {"cn": cn, "r1": r1, "r2": r2, "r3": r3, "mn": mn}
