@@ -46,7 +46,7 @@ class Capture:
 
     def __init__(self, node, iface, path, filt="ip6"):
         self.node, self.path = node, str(path)
-        self.proc = node.spawn("tcpdump", "-i", iface, "-U", "-n", "-s", "0", "-w", self.path, filt,
+        self.proc = node.spawn("tcpdump", "-i", iface, "-U", "--immediate-mode", "-n", "-s", "0", "-w", self.path, filt,
                                stderr=subprocess.PIPE)
         # tcpdump prints "listening on" once the capture is live
         line = self.proc.stderr.readline().decode()

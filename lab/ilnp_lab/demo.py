@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         print(dcn.ctl_raw("locator", "show").stdout)
 
         cap = bed.workdir / "r1.pcap"
-        tcpd = r1.spawn("tcpdump", "-i", "eth-mn", "-U", "-n", "-s", "200", "-w", str(cap), "ip6")
+        tcpd = r1.spawn("tcpdump", "-i", "eth-mn", "-U", "--immediate-mode", "-n", "-s", "200", "-w", str(cap), "ip6")
         time.sleep(0.5)
         say(f"unmodified iperf3: CN → [{mn_id}] for {args.seconds}s")
         srv = mn.spawn("iperf3", "-s", "-1", "-B", mn_id)
