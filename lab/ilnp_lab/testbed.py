@@ -159,7 +159,10 @@ def three_node(bed: Testbed, mtu_mn: int | None = None) -> tuple[Node, Node, Nod
     """
     cn, r1, mn = bed.add_node("cn"), bed.add_node("r1", router=True), bed.add_node("mn")
     bed.link(cn, "eth0", r1, "eth-cn")
-    bed.link(r1, "eth-mn", mn, "eth0", mtu=mtu_mn)
+    bed.link(r1, "eth-mn", mn, "eth0")
+    if mtu_mn:
+        # only R1's side: hosts do not know it, so R1 must send Packet Too Big
+        r1.ip("link", "set", "eth-mn", "mtu", str(mtu_mn))
     r1.ip("addr", "add", "2001:db8:a::1/64", "dev", "eth-cn", "nodad")
     r1.ip("addr", "add", "2001:db8:b::1/64", "dev", "eth-mn", "nodad")
     cn.ip("addr", "add", "2001:db8:a::c/64", "dev", "eth0", "nodad")
