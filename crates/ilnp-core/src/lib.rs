@@ -13,7 +13,7 @@ use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{ilnp_addr, ipv6, split_addr, Error as WireError};
 use peers::ser_display;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -252,6 +252,10 @@ pub struct Core {
     ilcc: ilcc::Ilcc,
     peers: BTreeMap<Nid, PeerInfo>,
     local: Vec<LocalLocator>,
+    /// when each local locator first appeared: among equal preferences the
+    /// newest wins, so a host that moves uses the network it just joined
+    /// (make-before-break; the seeds' kernels did the same with route metrics)
+    first_seen: HashMap<Locator, Instant>,
     stats: Stats,
 }
 
@@ -262,7 +266,15 @@ fn loc_list(entries: &[LuEntry]) -> Vec<String> {
 impl Core {
     pub fn new(cfg: CoreConfig, rng: Box<dyn rand_core::RngCore + Send>) -> Core {
         let max = cfg.ilcc_max_entries;
-        Core { cfg, rng, ilcc: ilcc::Ilcc::new(max), peers: BTreeMap::new(), local: Vec::new(), stats: Stats::default() }
+        Core {
+            cfg,
+            rng,
+            ilcc: ilcc::Ilcc::new(max),
+            peers: BTreeMap::new(),
+            local: Vec::new(),
+            first_seen: HashMap::new(),
+            stats: Stats::default(),
+        }
     }
 
     pub fn config(&self) -> &CoreConfig {
@@ -308,8 +320,9 @@ impl Core {
         self.local.iter().filter(|l| matches!(l.state, LocatorState::Active | LocatorState::Valid))
     }
 
+    /// `self.local` is kept in preference order (lower pref, then newest first).
     fn best_local(&self) -> Option<Locator> {
-        self.usable_local().min_by_key(|l| (l.pref, l.loc)).map(|l| l.loc)
+        self.usable_local().next().map(|l| l.loc)
     }
 
     /// The kernel's view of our locators changed. Sends Locator Updates listing all
@@ -317,7 +330,12 @@ impl Core {
     /// (RFC 6743 §2, RFC 6740 §6).
     pub fn set_local_locators(&mut self, now: Instant, mut locs: Vec<LocalLocator>) -> Vec<Action> {
         let mut out = Vec::new();
-        locs.sort_by_key(|l| (l.pref, l.loc));
+        for l in &locs {
+            self.first_seen.entry(l.loc).or_insert(now);
+        }
+        self.first_seen.retain(|k, _| locs.iter().any(|l| l.loc == *k));
+        let seen = &self.first_seen;
+        locs.sort_by_key(|l| (l.pref, std::cmp::Reverse(seen.get(&l.loc).copied()), l.loc));
         let old: BTreeSet<Locator> = self.usable_local().map(|l| l.loc).collect();
         let old_best = self.best_local();
         // hard handoff: locators that disappeared are kept as Aged so late packets

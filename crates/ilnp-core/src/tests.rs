@@ -298,3 +298,21 @@ fn ninety_six_bit_nonces() {
     assert_eq!(nonce_of(&w).len(), 12);
     assert_eq!(delivered(&b.handle_inbound(now, &w, Csum::Complete)).len(), 1);
 }
+
+#[test]
+fn newest_locator_is_preferred_on_join_and_advertised_first() {
+    let (mut a, mut b, _, _) = session();
+    let t0 = Instant::now();
+    // B joins a second network: both locators valid, the new one preferred
+    let out = b.set_local_locators(t0 + Duration::from_secs(1), vec![local(LB), local(LB2)]);
+    let lu = translate::parse_lu_packet(&wire(&out)[0]).unwrap();
+    assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2, LB]);
+    assert_eq!(split_addr(lu.src).0, LB2, "data and the LU leave from the new network");
+    a.handle_inbound(t0, &wire(&out)[0], Csum::Complete);
+    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    assert_eq!(split_addr(ipv6::Packet::new_checked(&w[..]).unwrap().dst()).0, LB2);
+    // soft handoff: B still accepts on the old locator meanwhile
+    let mut to_old = w.clone();
+    to_old[24..32].copy_from_slice(&LB.to_bytes());
+    assert_eq!(delivered(&b.handle_inbound(t0, &to_old, Csum::Complete)).len(), 1);
+}

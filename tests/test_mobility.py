@@ -1,0 +1,150 @@
+"""Mobility (issue #3): the MN moves from R2's network to R3's while TCP and UDP run.
+
+Topology of seed 000 Fig. 8: CN — R1 — {R2, R3} — MN; R2 and R3 advertise
+2001:db8:2::/64 and 2001:db8:3::/64 with radvd; routers run no ilnpd. The MN
+joins R3 (link up: SLAAC gives a second locator) and later leaves R2 (link down).
+"""
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from ilnp_lab.daemon import Ilnpd, Peer, binary
+from ilnp_lab.testbed import mobility_topology, radvd, stop_process, wait_for
+from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID
+
+L2 = "2001:0db8:0002:0000"
+L3 = "2001:0db8:0003:0000"
+
+PROBE = r"""
+import socket, sys, time, json, select
+me, peer, port, secs, rate, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind((me, port))
+s.setblocking(False)
+got, sent, seq = set(), 0, 0
+t0 = time.monotonic(); nxt = t0
+while time.monotonic() - t0 < secs + 1.0:
+    now = time.monotonic()
+    if now >= nxt and now - t0 < secs:
+        try:
+            s.sendto(seq.to_bytes(4, "big"), (peer, port)); sent += 1
+        except OSError:
+            pass
+        seq += 1; nxt += 1.0 / rate
+    r, _, _ = select.select([s], [], [], 0.002)
+    while r:
+        try:
+            d, a = s.recvfrom(64); got.add(int.from_bytes(d[:4], "big"))
+        except BlockingIOError:
+            break
+json.dump({"sent": sent, "got": sorted(got)}, open(out, "w"))
+"""
+
+
+def mobile_pair(bed, handoff="soft"):
+    t = mobility_topology(bed)
+    cn, mn = t["cn"], t["mn"]
+    radvd(t["r2"], "eth-mn", "2001:db8:2::/64")
+    radvd(t["r3"], "eth-mn", "2001:db8:3::/64")
+    wait_for(lambda: "2001:db8:2:" in mn.ip("-6", "addr", "show", "eth-r2").stdout, timeout=15, what="SLAAC on R2's link")
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])], extra={"handoff": handoff}).start()
+    dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra={"handoff": handoff}).start()
+    return t, dcn, dmn
+
+
+def monitor(d, path):
+    f = open(path, "w")
+    return d.node.spawn(binary("ilnpctl"), "-s", d.socket, "--json", "monitor", stdout=f)
+
+
+def events(path, kind):
+    out = []
+    for line in open(path):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("event") == kind:
+            out.append(e)
+    return out
+
+
+@pytest.mark.parametrize("handoff", ["soft"])
+def test_session_survives_move_between_networks(bed, tmp_path, handoff):
+    t, dcn, dmn = mobile_pair(bed, handoff)
+    cn, mn = t["cn"], t["mn"]
+    mon = monitor(dmn, tmp_path / "mn-events.jsonl")
+    secs = 9
+    pm = mn.spawn("python3", "-c", PROBE, MN_ID, CN_ID, "7100", str(secs), "100", str(tmp_path / "mn-probe.json"))
+    pc = cn.spawn("python3", "-c", PROBE, CN_ID, MN_ID, "7100", str(secs), "100", str(tmp_path / "cn-probe.json"))
+    srv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
+    time.sleep(0.3)
+    ip = cn.spawn("iperf3", "-c", MN_ID, "-t", str(secs - 1), "-b", "100M", "-J", stdout=open(tmp_path / "iperf.json", "w"))
+    time.sleep(2)
+    mn.ip("link", "set", "eth-r3", "up")  # join R3's network
+    wait_for(lambda: any(l["l64"] == L3 for l in dmn.ctl("locator", "show")), timeout=10, what="MN learns L3")
+    time.sleep(2)
+    mn.ip("link", "set", "eth-r2", "down")  # leave R2's network
+    wait_for(lambda: [l["l64"] for l in dmn.ctl("locator", "show")] == [L3], timeout=10, what="MN drops L2")
+    for p in (pm, pc, ip, srv):
+        p.wait(timeout=30)
+    stop_process(mon)
+
+    res = json.loads((tmp_path / "iperf.json").read_text())
+    assert "error" not in res, res.get("error")
+    assert res["end"]["sum_received"]["bytes"] > 10_000_000
+    # CN now sends to the MN's new locator only
+    entry = [e for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID][0]
+    assert [r["l64"] for r in entry["remote_locators"]] == [L3], entry
+    # no datagram lost in either direction (soft handoff)
+    for name in ("mn-probe.json", "cn-probe.json"):
+        p = json.loads((tmp_path / name).read_text())
+        assert p["sent"] >= 100 * (secs - 1)
+    sent_by_cn = json.loads((tmp_path / "cn-probe.json").read_text())["sent"]
+    got_by_mn = json.loads((tmp_path / "mn-probe.json").read_text())["got"]
+    sent_by_mn = json.loads((tmp_path / "mn-probe.json").read_text())["sent"]
+    got_by_cn = json.loads((tmp_path / "cn-probe.json").read_text())["got"]
+    lost_to_mn = sent_by_cn - len(got_by_mn)
+    lost_to_cn = sent_by_mn - len(got_by_cn)
+    # both LUs (join, leave) were acknowledged, in about one RTT on this LAN
+    acks = events(tmp_path / "mn-events.jsonl", "lu_acked")
+    assert len(acks) >= 2, open(tmp_path / "mn-events.jsonl").read()
+    rtts_ms = [a["rtt_us"] / 1000 for a in acks]
+    print(f"handoff (LU -> ack) ms: {rtts_ms}; lost CN->MN {lost_to_mn}, MN->CN {lost_to_cn}")
+    assert max(rtts_ms) < 50, rtts_ms
+    assert lost_to_mn == 0 and lost_to_cn == 0, (lost_to_mn, lost_to_cn)
+
+
+def test_forged_lu_rejected_during_session(bed, tmp_path):
+    """An LU with a wrong nonce from a third namespace does not move the session."""
+    t, dcn, dmn = mobile_pair(bed)
+    cn, mn, r1 = t["cn"], t["mn"], t["r1"]
+    mn.spawn("socat", "-u", f"UDP6-RECV:9,bind=[{MN_ID}]", "OPEN:/dev/null")
+    time.sleep(0.2)
+    cn.run("sh", "-c", f"echo hi | socat -u - UDP6-SENDTO:[{MN_ID}]:9")
+    wait_for(lambda: any(e["nid"] == MN_NID for e in dcn.ctl("ilcc", "show")), what="CN ILCC entry")
+    import ipaddress
+    import struct
+    mn_wire = str(ipaddress.IPv6Address((0x20010DB800020000 << 64) | int(MN_NID.replace(":", ""), 16)))
+    cn_wire = str(ipaddress.IPv6Address((0x20010DB8000A0000 << 64) | int(CN_NID.replace(":", ""), 16)))
+    body = bytearray(struct.pack("!BBHBBH", 156, 0, 0, 1, 1, 0) + struct.pack("!QHH", 0x20010DB8DEAD0000, 1, 300))
+    src, dst = ipaddress.IPv6Address(mn_wire).packed, ipaddress.IPv6Address(cn_wire).packed
+    pseudo = src + dst + struct.pack("!IxxxB", len(body), 58)
+    data = pseudo + bytes(body)
+    s = sum(struct.unpack(f"!{len(data)//2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    struct.pack_into("!H", body, 2, ~s & 0xFFFF)
+    dest = bytes([58, 0, 0x8B, 4]) + b"\x13\x37\x13\x37"
+    pkt = struct.pack("!IHBB", 6 << 28, len(dest) + len(body), 60, 64) + src + dst + dest + bytes(body)
+    r1.run("python3", "-c",
+           "import socket,sys;s=socket.socket(socket.AF_INET6,socket.SOCK_RAW,socket.IPPROTO_RAW);"
+           f"s.sendto(bytes.fromhex('{pkt.hex()}'),('{cn_wire}',0))")
+    time.sleep(0.5)
+    assert dcn.stats()["core"].get("lu_bad_nonce", 0) == 1
+    entry = [e for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID][0]
+    assert [r["l64"] for r in entry["remote_locators"]] == [L2]
