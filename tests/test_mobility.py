@@ -25,7 +25,9 @@ s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
 s.bind((me, port))
 s.setblocking(False)
 got, sent, seq = set(), 0, 0
-t0 = time.monotonic(); nxt = t0
+t0 = time.monotonic() + 0.5; nxt = t0   # both ends are listening before the first datagram
+while time.monotonic() < t0:
+    time.sleep(0.01)
 while time.monotonic() - t0 < secs + 1.0:
     now = time.monotonic()
     if now >= nxt and now - t0 < secs:
@@ -114,7 +116,9 @@ def test_session_survives_move_between_networks(bed, tmp_path, handoff):
     acks = events(tmp_path / "mn-events.jsonl", "lu_acked")
     assert len(acks) >= 2, open(tmp_path / "mn-events.jsonl").read()
     rtts_ms = [a["rtt_us"] / 1000 for a in acks]
-    print(f"handoff (LU -> ack) ms: {rtts_ms}; lost CN->MN {lost_to_mn}, MN->CN {lost_to_cn}")
+    missing = sorted(set(range(sent_by_mn)) - set(got_by_cn))
+    print(f"handoff (LU -> ack) ms: {rtts_ms}; lost CN->MN {lost_to_mn}, MN->CN {lost_to_cn} {missing}")
+    print("MN", dmn.stats(), "CN", dcn.stats())
     assert max(rtts_ms) < 50, rtts_ms
     assert lost_to_mn == 0 and lost_to_cn == 0, (lost_to_mn, lost_to_cn)
 
