@@ -59,17 +59,17 @@ class Ilnpd:
         return self.dir / "ilnpd.log"
 
     def config_text(self) -> str:
-        lines = [
-            f"uplinks = {json.dumps(self.uplinks)}",
-            f'identifier_prefix = "{self.id_prefix}"',
-            f'nid = "{self.nid or "auto"}"',
-            f'datapath = "{self.datapath}"',
-            f"nonce_bits = {self.nonce_bits}",
-            f'control_socket = "{self.socket}"',
-            'log_level = "debug"',
-        ]
-        for k, v in self.extra.items():
-            lines.append(f"{k} = {json.dumps(v)}")
+        keys = {
+            "uplinks": self.uplinks,
+            "identifier_prefix": self.id_prefix,
+            "nid": self.nid or "auto",
+            "datapath": self.datapath,
+            "nonce_bits": self.nonce_bits,
+            "control_socket": self.socket,
+            "log_level": "debug",
+        }
+        keys.update(self.extra)
+        lines = [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
         for p in self.peers:
             locs = ", ".join(f'{{ l64 = "{l}", pref = {pref} }}' for l, pref in p.locators)
             lines += ["", "[[peer]]", f'name = "{p.name}"', f'nid = "{p.nid}"', f"locators = [{locs}]"]
