@@ -1,0 +1,180 @@
+//! Golden tests: bytes we emit, decoded by an independent dissector (tshark).
+//! tshark must be installed (scripts/setup.sh installs it); a missing tshark fails.
+
+use ilnp_wire::checksum;
+use ilnp_wire::icmpv6::{LocatorUpdate, LuEntry, LuOperation};
+use ilnp_wire::rdata::Rdata;
+use ilnp_wire::translate::{self, Csum};
+use ilnp_wire::{ilnp_addr, ipv6, Locator, Nid, Nonce};
+use std::net::Ipv6Addr;
+use std::path::Path;
+use std::process::Command;
+
+const P: Locator = Locator(0xfd69_6c6e_7000_0000);
+const LA: Locator = Locator(0x2001_0db8_000a_0000);
+const LB: Locator = Locator(0x2001_0db8_000b_0000);
+const NA: Nid = Nid(0x0200_00ff_fe00_000c);
+const NB: Nid = Nid(0x0200_00ff_fe00_000d);
+
+/// pcap with LINKTYPE_RAW (101): each record is an IP packet.
+fn write_pcap(path: &Path, pkts: &[Vec<u8>]) {
+    let mut f = Vec::new();
+    f.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    f.extend_from_slice(&2u16.to_le_bytes());
+    f.extend_from_slice(&4u16.to_le_bytes());
+    f.extend_from_slice(&0i32.to_le_bytes());
+    f.extend_from_slice(&0u32.to_le_bytes());
+    f.extend_from_slice(&65535u32.to_le_bytes());
+    f.extend_from_slice(&101u32.to_le_bytes());
+    for (i, p) in pkts.iter().enumerate() {
+        f.extend_from_slice(&(i as u32).to_le_bytes());
+        f.extend_from_slice(&0u32.to_le_bytes());
+        f.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        f.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        f.extend_from_slice(p);
+    }
+    std::fs::write(path, f).unwrap();
+}
+
+/// tshark -T fields for one packet: field name -> value.
+fn tshark(pkts: &[Vec<u8>], fields: &[&str]) -> Vec<Vec<String>> {
+    let dir = std::env::temp_dir().join(format!("ilnp-golden-{}-{}", std::process::id(), fields.join("_").len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("g{}.pcap", fields.len()));
+    write_pcap(&path, pkts);
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-r").arg(&path).args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("tshark is required for the golden tests (apt-get install tshark)");
+    assert!(out.status.success(), "tshark failed: {}", String::from_utf8_lossy(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.split('\t').map(|s| s.replace(':', "")).collect())
+        .collect()
+}
+
+fn udp(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut u = Vec::new();
+    u.extend_from_slice(&sport.to_be_bytes());
+    u.extend_from_slice(&dport.to_be_bytes());
+    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    u.extend_from_slice(&[0, 0]);
+    u.extend_from_slice(payload);
+    let c = checksum::compute(&src, &dst, 17, &u);
+    u[6..8].copy_from_slice(&c.to_be_bytes());
+    let mut v = Vec::new();
+    ipv6::Repr { src, dst, next_header: 17, payload_len: u.len() as u16, hop_limit: 64 }.emit(&mut v);
+    v.extend_from_slice(&u);
+    v
+}
+
+#[test]
+fn nonce_option_32_and_96_bit() {
+    let id = udp(ilnp_addr(P, NA), ilnp_addr(P, NB), 40000, 6000, b"hello");
+    let w32 = translate::to_wire(&id, P, LA, LB, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]), Csum::Complete).unwrap();
+    let n96 = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+    let w96 = translate::to_wire(&id, P, LA, LB, &Nonce::N96(n96), Csum::Complete).unwrap();
+    let rows = tshark(&[w32, w96], &["ipv6.src", "ipv6.dst", "ipv6.opt.ilnp_nonce", "udp.dstport"]);
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0][0], "2001db8a0200fffe00c");
+    assert_eq!(rows[0][1], "2001db8b0200fffe00d");
+    assert_eq!(rows[0][2], "deadbeef");
+    assert_eq!(rows[0][3], "6000");
+    assert_eq!(rows[1][2], "0102030405060708090a0b0c");
+}
+
+#[test]
+fn locator_update_advertisement_and_ack() {
+    let lu = LocatorUpdate {
+        operation: LuOperation::Advertisement,
+        entries: vec![
+            LuEntry { locator: Locator(0x2001_0db8_0002_0000), preference: 10, lifetime: 30 },
+            LuEntry { locator: Locator(0x2001_0db8_0003_0000), preference: 20, lifetime: 300 },
+        ],
+    };
+    let n = Nonce::N32([0x11, 0x22, 0x33, 0x44]);
+    let adv = translate::lu_packet(ilnp_addr(LA, NA), ilnp_addr(LB, NB), &n, &lu).unwrap();
+    let ack = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &n, &lu.ack()).unwrap();
+    let rows = tshark(
+        &[adv, ack],
+        &[
+            "icmpv6.type",
+            "icmpv6.code",
+            "icmpv6.checksum.status",
+            "ipv6.opt.ilnp_nonce",
+            "icmpv6.ilnp.nb_locs",
+            "icmpv6.ilnp.nb_locator",
+            "icmpv6.ilnp.nb_preference",
+            "icmpv6.ilnp.nb_lifetime",
+        ],
+    );
+    for r in &rows {
+        assert_eq!(r[0], "156");
+        assert_eq!(r[1], "0", "Code 0 (RFC 6743 prose; Operation carries advert/ack)");
+        assert_eq!(r[2], "1", "tshark verifies our ICMPv6 checksum (1 = good)");
+        assert_eq!(r[3], "11223344");
+        assert_eq!(r[4], "2");
+    }
+    for r in &rows {
+        assert_eq!(r[5], "0x20010db800020000,0x20010db800030000");
+        assert_eq!(r[6], "10,20");
+        assert_eq!(r[7], "30,300");
+    }
+}
+
+fn dns_answer(name: &[u8], rdata: &Rdata) -> Vec<u8> {
+    let mut v = name.to_vec();
+    v.extend_from_slice(&rdata.rr_type().to_be_bytes());
+    v.extend_from_slice(&1u16.to_be_bytes()); // IN
+    v.extend_from_slice(&60u32.to_be_bytes());
+    let mut rd = Vec::new();
+    rdata.emit(&mut rd).unwrap();
+    v.extend_from_slice(&(rd.len() as u16).to_be_bytes());
+    v.extend_from_slice(&rd);
+    v
+}
+
+#[test]
+fn dns_ilnp_records() {
+    let recs = [
+        Rdata::from_presentation("NID", "10 0014:4fff:ff20:ee64").unwrap(),
+        Rdata::from_presentation("L64", "20 2001:0DB8:1140:1000").unwrap(),
+        Rdata::from_presentation("L32", "30 10.1.2.0").unwrap(),
+        Rdata::from_presentation("LP", "40 l64-subnet1.example.com.").unwrap(),
+    ];
+    // mn.example. in wire form
+    let name: &[u8] = b"\x02mn\x07example\x00";
+    let mut dns = vec![0x12, 0x34, 0x81, 0x80, 0, 1, 0, recs.len() as u8, 0, 0, 0, 0];
+    dns.extend_from_slice(name);
+    dns.extend_from_slice(&[0, 104, 0, 1]); // QTYPE NID, IN
+    for r in &recs {
+        dns.extend_from_slice(&dns_answer(name, r));
+    }
+    let pkt = udp("2001:db8::53".parse().unwrap(), "2001:db8::1".parse().unwrap(), 53, 40000, &dns);
+    let rows = tshark(
+        &[pkt],
+        &[
+            "dns.ilnp.nid.preference",
+            "dns.ilnp.nid",
+            "dns.ilnp.l64.preference",
+            "dns.ilnp.l64",
+            "dns.ilnp.l32.preference",
+            "dns.ilnp.l32",
+            "dns.ilnp.lp.preference",
+            "dns.ilnp.lp",
+        ],
+    );
+    let r = &rows[0];
+    assert_eq!(r[0], "10");
+    assert_eq!(r[1], "00144fffff20ee64");
+    assert_eq!(r[2], "20");
+    assert_eq!(r[3], "20010db811401000");
+    assert_eq!(r[4], "30");
+    assert_eq!(r[5], "10.1.2.0");
+    assert_eq!(r[6], "40");
+    assert_eq!(r[7], "l64-subnet1.example.com");
+}
