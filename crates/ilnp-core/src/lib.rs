@@ -6,6 +6,8 @@ pub mod peers;
 
 pub use ilcc::{IlccEntry, RemoteLocator};
 pub use ilnp_wire::{Locator, Nid, Nonce};
+/// The randomness the core takes (re-exported so shells and fuzzers use the same trait).
+pub use rand_core::{Error as RngError, RngCore};
 pub use peers::{PeerLocator, PeerRecord};
 
 use ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation};

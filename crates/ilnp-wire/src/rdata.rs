@@ -122,7 +122,10 @@ impl Rdata {
             }
             "LP" => {
                 let name = v.trim_end_matches('.');
-                if name.is_empty() || name.split('.').any(|l| l.is_empty() || l.len() > 63) || name.len() > 253 {
+                if name.is_empty()
+                    || name.split('.').any(|l| l.is_empty() || l.len() > 63 || !l.bytes().all(presentable))
+                    || name.len() > 253
+                {
                     return Err(format!("LP: {v:?} is not a domain name"));
                 }
                 Ok(Rdata::Lp { preference, fqdn: name.to_string() })
@@ -160,6 +163,9 @@ fn parse_name(b: &[u8]) -> Result<String, Error> {
             return Err(Error::Malformed("LP name compressed or label too long"));
         }
         let l = b.get(i + 1..i + 1 + len).ok_or(Error::Truncated)?;
+        if !l.iter().all(|&c| presentable(c)) {
+            return Err(Error::Malformed("LP label with a dot, space or non-ASCII byte"));
+        }
         labels.push(String::from_utf8_lossy(l).into_owned());
         i += 1 + len;
         if i > 255 {
@@ -170,6 +176,11 @@ fn parse_name(b: &[u8]) -> Result<String, Error> {
         return Err(Error::Malformed("LP name is the root"));
     }
     Ok(labels.join("."))
+}
+
+/// Label bytes we present without escapes (host names need no more).
+fn presentable(c: u8) -> bool {
+    c.is_ascii_graphic() && c != b'.' && c != b'\\'
 }
 
 fn emit_name(name: &str, out: &mut Vec<u8>) -> Result<(), Error> {
@@ -236,6 +247,8 @@ mod tests {
         assert!(Rdata::parse(TYPE_NID, &[0, 1, 2]).is_err());
         assert!(Rdata::parse(TYPE_LP, &[0, 1, 0xc0, 0x0c]).is_err(), "compressed LP name");
         assert!(Rdata::parse(TYPE_LP, &[0, 1, 3, b'a']).is_err());
+        // found by the fuzzer: a label holding a dot or a NUL cannot round-trip through text
+        assert!(Rdata::parse(TYPE_LP, &[0x12, 0x23, 2, 0, b'.', 0]).is_err());
         for len in 0..40 {
             let v: Vec<u8> = (0..len).map(|i| (i * 37 % 251) as u8).collect();
             for t in [TYPE_NID, TYPE_L32, TYPE_L64, TYPE_LP, 1] {

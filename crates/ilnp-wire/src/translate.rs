@@ -69,9 +69,15 @@ fn fix_upper_checksum(
     }
     let upper_len = end - off;
     if proto == PROTO_ICMPV6 {
-        pkt[off + 2..off + 4].copy_from_slice(&[0, 0]);
-        let c = checksum::icmpv6_checksum(&new_src, &new_dst, &pkt[off..end]);
-        pkt[off + 2..off + 4].copy_from_slice(&c.to_be_bytes());
+        // full addresses in both forms; adjust incrementally so a corrupt
+        // checksum stays corrupt (the receiver must still reject it)
+        let old = u16::from_be_bytes([pkt[off + 2], pkt[off + 3]]);
+        let new = checksum::update(
+            old,
+            checksum::addr_pair_sum(&old_src, &old_dst),
+            checksum::addr_pair_sum(&new_src, &new_dst),
+        );
+        pkt[off + 2..off + 4].copy_from_slice(&new.to_be_bytes());
         return Ok(());
     }
     let pseudo = |s: &Ipv6Addr, d: &Ipv6Addr, wire: bool| {
