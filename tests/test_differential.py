@@ -67,7 +67,8 @@ def test_ebpf_and_userspace_are_byte_identical(tmp_path):
     wire_e, recv_e, back_e = one_run("ebpf", tmp_path / "ebpf")
     wire_u, recv_u, back_u = one_run("userspace", tmp_path / "user")
     assert len(recv_e) == len(SIZES), recv_e
-    assert len(wire_e) == 2 * len(SIZES), f"{len(wire_e)} ILNP packets on the wire"
+    # each datagram and its echo, plus the responder's nonce-only packet (RFC 6741 §13.1)
+    assert len(wire_e) == 2 * len(SIZES) + 1, f"{len(wire_e)} ILNP packets on the wire"
     assert recv_e == recv_u
     assert back_e == back_u
     assert [w.hex() for w in wire_e] == [w.hex() for w in wire_u]

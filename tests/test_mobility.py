@@ -75,7 +75,7 @@ def events(path, kind):
     return out
 
 
-@pytest.mark.parametrize("handoff", ["soft"])
+@pytest.mark.parametrize("handoff", ["soft", "hard"])
 def test_session_survives_move_between_networks(bed, tmp_path, handoff):
     t, dcn, dmn = mobile_pair(bed, handoff)
     cn, mn = t["cn"], t["mn"]
@@ -91,7 +91,8 @@ def test_session_survives_move_between_networks(bed, tmp_path, handoff):
     wait_for(lambda: any(l["l64"] == L3 for l in dmn.ctl("locator", "show")), timeout=10, what="MN learns L3")
     time.sleep(2)
     mn.ip("link", "set", "eth-r2", "down")  # leave R2's network
-    wait_for(lambda: [l["l64"] for l in dmn.ctl("locator", "show")] == [L3], timeout=10, what="MN drops L2")
+    wait_for(lambda: [l["l64"] for l in dmn.ctl("locator", "show") if l["state"] in ("active", "valid")] == [L3],
+             timeout=10, what="MN drops L2")
     for p in (pm, pc, ip, srv):
         p.wait(timeout=30)
     stop_process(mon)
@@ -114,13 +115,20 @@ def test_session_survives_move_between_networks(bed, tmp_path, handoff):
     lost_to_cn = sent_by_mn - len(got_by_cn)
     # both LUs (join, leave) were acknowledged, in about one RTT on this LAN
     acks = events(tmp_path / "mn-events.jsonl", "lu_acked")
-    assert len(acks) >= 2, open(tmp_path / "mn-events.jsonl").read()
+    # soft: one LU on joining R3, one on leaving R2; hard: leaving changes nothing
+    # more (R2's locator was aged on joining R3)
+    assert len(acks) >= (2 if handoff == "soft" else 1), open(tmp_path / "mn-events.jsonl").read()
     rtts_ms = [a["rtt_us"] / 1000 for a in acks]
     missing = sorted(set(range(sent_by_mn)) - set(got_by_cn))
     print(f"handoff (LU -> ack) ms: {rtts_ms}; lost CN->MN {lost_to_mn}, MN->CN {lost_to_cn} {missing}")
     print("MN", dmn.stats(), "CN", dcn.stats())
     assert max(rtts_ms) < 50, rtts_ms
-    assert lost_to_mn == 0 and lost_to_cn == 0, (lost_to_mn, lost_to_cn)
+    if handoff == "soft":
+        assert lost_to_mn == 0 and lost_to_cn == 0, (lost_to_mn, lost_to_cn)
+    else:
+        # break-before-make: what was in flight to the old locator (RTT < 1 ms
+        # here, 100 datagrams/s) may be lost, and is counted
+        assert lost_to_mn <= 2 and lost_to_cn <= 2, (lost_to_mn, lost_to_cn)
 
 
 def test_forged_lu_rejected_during_session(bed, tmp_path):
@@ -152,3 +160,29 @@ def test_forged_lu_rejected_during_session(bed, tmp_path):
     assert dcn.stats()["core"].get("lu_bad_nonce", 0) == 1
     entry = [e for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID][0]
     assert [r["l64"] for r in entry["remote_locators"]] == [L2]
+
+
+def test_first_lu_dropped_is_retried(bed, tmp_path):
+    """R1 drops the first Locator Update it sees (nftables quota): the MN retries
+    and the handshake completes."""
+    t, dcn, dmn = mobile_pair(bed)
+    cn, mn, r1 = t["cn"], t["mn"], t["r1"]
+    mn.spawn("socat", "-u", f"UDP6-RECV:9,bind=[{MN_ID}]", "OPEN:/dev/null")
+    time.sleep(0.2)
+    cn.run("sh", "-c", f"echo hi | socat -u - UDP6-SENDTO:[{MN_ID}]:9")
+    wait_for(lambda: any(e["nid"] == CN_NID for e in dmn.ctl("ilcc", "show")), what="MN ILCC entry")
+    r1.run("nft", "add table ip6 lossy")
+    r1.run("nft", "add chain ip6 lossy forwarded { type filter hook forward priority 0 ; }")
+    # ICMPv6 type 156 behind the nonce header: nft finds the upper layer past extension headers
+    r1.run("nft", "add rule ip6 lossy forwarded icmpv6 type 156 quota until 100 bytes counter drop")
+    mon = monitor(dmn, tmp_path / "ev.jsonl")
+    time.sleep(0.3)
+    mn.ip("link", "set", "eth-r3", "up")
+    wait_for(lambda: [r["l64"] for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID for r in e["remote_locators"]][:1] == [L3],
+             timeout=10, what="CN switches to L3 after the retried LU")
+    time.sleep(0.3)
+    stop_process(mon)
+    acks = events(tmp_path / "ev.jsonl", "lu_acked")
+    assert acks and acks[0]["attempts"] >= 2, acks
+    dropped = r1.run("nft", "list chain ip6 lossy forwarded").stdout
+    assert "counter packets 1 " in dropped, dropped

@@ -258,6 +258,8 @@ pub struct Core {
     /// newest wins, so a host that moves uses the network it just joined
     /// (make-before-break; the seeds' kernels did the same with route metrics)
     first_seen: HashMap<Locator, Instant>,
+    /// hard handoff: locators still configured but aged because a newer one took over
+    hard_aged: BTreeSet<Locator>,
     stats: Stats,
 }
 
@@ -275,6 +277,7 @@ impl Core {
             peers: BTreeMap::new(),
             local: Vec::new(),
             first_seen: HashMap::new(),
+            hard_aged: BTreeSet::new(),
             stats: Stats::default(),
         }
     }
@@ -343,6 +346,18 @@ impl Core {
         // hard handoff: locators that disappeared are kept as Aged so late packets
         // to them are recognised and dropped (and counted)
         if self.cfg.handoff == HandoffMode::Hard {
+            // and when a new locator takes over, the previous ones are aged at once
+            // (break-before-make, RFC 6740 §6): not advertised, not accepted
+            self.hard_aged.retain(|a| locs.iter().any(|n| n.loc == *a));
+            let newest = locs.iter().find(|l| !self.hard_aged.contains(&l.loc)).map(|l| l.loc);
+            if let Some(nb) = newest.filter(|nb| !old.is_empty() && !old.contains(nb)) {
+                self.hard_aged.extend(old.iter().copied().filter(|o| *o != nb));
+            }
+            for l in &mut locs {
+                if self.hard_aged.contains(&l.loc) {
+                    l.state = LocatorState::Aged;
+                }
+            }
             for l in &self.local {
                 if !locs.iter().any(|n| n.loc == l.loc) {
                     let mut aged = l.clone();
@@ -627,6 +642,13 @@ impl Core {
                 remote_locator: meta.src_loc,
             }));
             out.extend(snap.map(Action::IlccUpsert));
+            // tell the initiator our nonce now, even if the application never
+            // answers (one-way UDP): our Locator Updates must verify (RFC 6741 §13.1)
+            out.push(Action::SendWire(translate::nonce_only_packet(
+                ilnp_addr(meta.dst_loc, self.cfg.local_nid),
+                ilnp_addr(meta.src_loc, nid),
+                &nonce_tx,
+            )));
         } else {
             let e = self.ilcc.get_mut(&nid).expect("checked");
             match e.nonce_rx {
@@ -661,6 +683,11 @@ impl Core {
         e.slow_pkts_in += 1;
         if let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == meta.src_loc) {
             r.last_heard = Some(now);
+        }
+        if meta.proto == ipv6::PROTO_NONE {
+            // a nonce-only packet: nothing for the stack
+            self.stats.bump("nonce_only_received");
+            return out;
         }
         out.push(Action::DeliverLocal(ident));
         out

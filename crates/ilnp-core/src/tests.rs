@@ -316,3 +316,43 @@ fn newest_locator_is_preferred_on_join_and_advertised_first() {
     to_old[24..32].copy_from_slice(&LB.to_bytes());
     assert_eq!(delivered(&b.handle_inbound(t0, &to_old, Csum::Complete)).len(), 1);
 }
+
+#[test]
+fn hard_handoff_ages_previous_locator_on_join() {
+    let now = Instant::now();
+    let mut cfg = CoreConfig::new(P, NB);
+    cfg.handoff = HandoffMode::Hard;
+    let mut b = Core::new(cfg, Box::new(TestRng(5)));
+    b.set_local_locators(now, vec![local(LB)]);
+    let mut a = core(NA, LA, 1, Some((NB, LB)));
+    let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    assert_eq!(delivered(&b.handle_inbound(now, &w, Csum::Complete)).len(), 1);
+    // B joins a new network while the old link is still up: the LU lists only the new locator
+    let out = b.set_local_locators(now + Duration::from_secs(1), vec![local(LB), local(LB2)]);
+    let lu = translate::parse_lu_packet(&wire(&out)[0]).unwrap();
+    assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2]);
+    // the kernel still reports LB on the next sync: it stays aged
+    b.set_local_locators(now + Duration::from_secs(2), vec![local(LB), local(LB2)]);
+    assert!(delivered(&b.handle_inbound(now, &w, Csum::Complete)).is_empty());
+    assert_eq!(b.stats().get("aged_local_locator"), 1);
+}
+
+#[test]
+fn responder_sends_its_nonce_so_one_way_flows_can_be_updated() {
+    let now = Instant::now();
+    let mut a = core(NA, LA, 1, Some((NB, LB)));
+    let mut b = core(NB, LB, 2, None);
+    let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"one-way"), Csum::Complete)).pop().unwrap();
+    let out = b.handle_inbound(now, &w, Csum::Complete);
+    let back = wire(&out);
+    assert_eq!(back.len(), 1, "a nonce-only packet back to the initiator");
+    assert_eq!(back[0][6], 60);
+    assert_eq!(back[0][40], ipv6::PROTO_NONE);
+    let out = a.handle_inbound(now, &back[0], Csum::Complete);
+    assert!(delivered(&out).is_empty(), "nothing for the stack");
+    assert_eq!(a.ilcc_entries().next().unwrap().nonce_rx, Some(nonce_of(&back[0])));
+    // so B's Locator Update now verifies at A
+    let out = b.set_local_locators(now, vec![local(LB2)]);
+    let acks = wire(&a.handle_inbound(now, &wire(&out)[0], Csum::Complete));
+    assert_eq!(acks.len(), 1);
+}

@@ -331,6 +331,17 @@ pub fn lu_packet(src: Ipv6Addr, dst: Ipv6Addr, nonce: &Nonce, lu: &LocatorUpdate
     Ok(out)
 }
 
+/// A wire-form packet carrying only our nonce (Next Header = No Next Header):
+/// how a responder tells the initiator its nonce when the session has nothing
+/// else to send back (RFC 6741 §13.1), so that later Locator Updates verify.
+pub fn nonce_only_packet(src: Ipv6Addr, dst: Ipv6Addr, nonce: &Nonce) -> Vec<u8> {
+    let hlen = destopts::header_len(nonce.len());
+    let mut out = Vec::with_capacity(ipv6::HEADER_LEN + hlen);
+    ipv6::Repr { src, dst, next_header: PROTO_DSTOPTS, payload_len: hlen as u16, hop_limit: 64 }.emit(&mut out);
+    destopts::emit_nonce_header(ipv6::PROTO_NONE, nonce, &mut out);
+    out
+}
+
 /// A parsed wire-form Locator Update with its addressing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LuPacket {
