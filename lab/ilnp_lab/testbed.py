@@ -102,6 +102,29 @@ class Testbed:
             n.ip("link", "set", i, "up")
             n.ifaces.append(i)
 
+    def delay_link(self, a: Node, a_if: str, b: Node, b_if: str, delay_ms: float, loss_pct: float = 0.0,
+                   seed: int = 1) -> subprocess.Popen:
+        """A link with one-way delay (and loss) in both directions through the lab's
+        own delay line (this kernel has no netem): a —[dl namespace]— b."""
+        from .daemon import binary
+        dl = self.add_node(f"dl{len(self.nodes)}")
+        run(["ip", "-n", a.ns, "link", "add", a_if, "type", "veth", "peer", "name", "dla", "netns", dl.ns])
+        run(["ip", "-n", b.ns, "link", "add", b_if, "type", "veth", "peer", "name", "dlb", "netns", dl.ns])
+        for i in ("dla", "dlb"):
+            dl.sysctl(f"net.ipv6.conf.{i}.disable_ipv6", "1")  # the line's namespace stays silent
+            dl.ip("link", "set", i, "up")
+        for n, i in ((a, a_if), (b, b_if)):
+            n.ip("link", "set", i, "up")
+            n.ifaces.append(i)
+        log = open(self.workdir / f"{dl.name}.log", "w")
+        p = dl.spawn(binary("ilnp-delayline"), "--a", "dla", "--b", "dlb", "--delay-ms", str(delay_ms),
+                     "--loss", str(loss_pct), "--seed", str(seed), stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: "ready" in (self.workdir / f"{dl.name}.log").read_text() or p.poll() is not None,
+                 timeout=10, what="delay line ready")
+        if p.poll() is not None:
+            raise StepError(f"delay line exited: {(self.workdir / f'{dl.name}.log').read_text()}")
+        return p
+
     def spawn(self, node: Node, args: list[str], stdout=None, stderr=None, env=None) -> subprocess.Popen:
         p = subprocess.Popen(
             node.cmd(*args),
@@ -201,9 +224,10 @@ def radvd(node: Node, iface: str, prefix: str, min_ra: float = 3, max_ra: float 
     return node.spawn("radvd", "-n", "-C", str(conf), "-p", str(d / "radvd.pid"), "-m", "stderr")
 
 
-def mobility_topology(bed: Testbed) -> dict[str, Node]:
+def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0) -> dict[str, Node]:
     """Seed 000 Fig. 8: CN — R1 — {R2, R3} — MN. R2 advertises 2001:db8:2::/64 and R3
     2001:db8:3::/64 to the MN with radvd; the MN starts with its R3 link down.
+    `wan_r2_ms`/`wan_r3_ms`: one-way delay added on R1—R2 / R1—R3 (the seeds' WAN: 100).
 
     CN: 2001:db8:a::c/64 static.  R1—R2: 2001:db8:12::/64, R1—R3: 2001:db8:13::/64.
     """
@@ -211,8 +235,11 @@ def mobility_topology(bed: Testbed) -> dict[str, Node]:
     r2, r3 = bed.add_node("r2", router=True), bed.add_node("r3", router=True)
     mn = bed.add_node("mn")
     bed.link(cn, "eth0", r1, "eth-cn")
-    bed.link(r1, "eth-r2", r2, "eth-r1")
-    bed.link(r1, "eth-r3", r3, "eth-r1")
+    for r, name, ms in ((r2, "eth-r2", wan_r2_ms), (r3, "eth-r3", wan_r3_ms)):
+        if ms:
+            bed.delay_link(r1, name, r, "eth-r1", ms)
+        else:
+            bed.link(r1, name, r, "eth-r1")
     bed.link(r2, "eth-mn", mn, "eth-r2")
     bed.link(r3, "eth-mn", mn, "eth-r3")
     for n, i, a in ((r1, "eth-cn", "2001:db8:a::1/64"), (cn, "eth0", "2001:db8:a::c/64"),

@@ -82,6 +82,11 @@ pub struct IlccEntry {
     pub slow_pkts_out: u64,
     #[serde(skip)]
     pub pending_lu: Option<PendingLu>,
+    /// smoothed LU round trip (RFC 6298-style), microseconds; seeds the next LU's timer
+    pub srtt_us: Option<u64>,
+    /// body of the last acknowledged LU: a late duplicate ack for it is expected, not a drop
+    #[serde(skip)]
+    pub last_acked_lu: Option<Vec<LuEntry>>,
 }
 
 impl IlccEntry {

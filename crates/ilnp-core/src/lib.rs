@@ -431,13 +431,17 @@ impl Core {
                 e.remote_locators.iter().filter(|r| r.state != LocatorState::Expired).map(|r| r.loc).collect()
             };
             let src = ilnp_addr(e.local_locator, local_nid);
+            let srtt = e.srtt_us.map(Duration::from_micros);
             let Some(p) = e.pending_lu.as_mut() else { continue };
             if p.attempts == 0 {
                 p.entries = entries.clone();
                 p.first_sent = now;
             }
             p.attempts += 1;
-            let rto = lu_timers.initial_rto.max(lu_timers.min_rto) * 2u32.saturating_pow(p.attempts - 1);
+            // first timeout: twice the measured LU round trip to this peer if we have
+            // one (floor min_rto), else initial_rto; then exponential backoff
+            let base = srtt.map(|s| (s * 2).max(lu_timers.min_rto)).unwrap_or(lu_timers.initial_rto.max(lu_timers.min_rto));
+            let rto = base * 2u32.saturating_pow(p.attempts - 1);
             p.next_at = now + rto.min(lu_timers.max_rto);
             let lu = LocatorUpdate { operation: LuOperation::Advertisement, entries: p.entries.clone() };
             for t in targets {
@@ -534,6 +538,8 @@ impl Core {
             slow_pkts_in: 0,
             slow_pkts_out: 0,
             pending_lu: None,
+            srtt_us: None,
+            last_acked_lu: None,
         };
         let best = e.best_remote().map(|r| r.loc).ok_or("no_remote_locator")?;
         e.activate_remote(best);
@@ -625,6 +631,8 @@ impl Core {
                 slow_pkts_in: 0,
                 slow_pkts_out: 0,
                 pending_lu: None,
+                srtt_us: None,
+                last_acked_lu: None,
             };
             let snap = e.snapshot();
             if self.ilcc.insert(e).is_err() {
@@ -659,8 +667,12 @@ impl Core {
                 }
                 Some(_) => {}
                 None => {
-                    // the responder's first packet: learn its nonce (RFC 6744 §6)
+                    // the responder's first packet: learn its nonce (RFC 6744 §6);
+                    // it answers our first packet at once, so this is an RTT sample
                     e.nonce_rx = Some(meta.nonce);
+                    if e.initiator && e.srtt_us.is_none() {
+                        e.srtt_us = Some(now.saturating_duration_since(e.created).as_micros() as u64);
+                    }
                     out.extend(e.snapshot().map(Action::IlccUpsert));
                 }
             }
@@ -807,12 +819,23 @@ impl Core {
             }
             LuOperation::Acknowledgement => {
                 let matches = e.pending_lu.as_ref().is_some_and(|p| p.entries == lp.lu.entries && p.attempts > 0);
+                if !matches && e.last_acked_lu.as_ref() == Some(&lp.lu.entries) {
+                    // the ack of a retransmission that crossed the first ack
+                    self.stats.bump("lu_duplicate_ack");
+                    return;
+                }
                 if !matches {
                     self.drop(out, "lu_unexpected_ack", packet_summary(pkt));
                     return;
                 }
                 let p = e.pending_lu.take().expect("checked");
                 let rtt = now.saturating_duration_since(p.first_sent);
+                // a sample only when unambiguous (Karn): the first transmission was acked
+                if p.attempts == 1 {
+                    let sample = rtt.as_micros() as u64;
+                    e.srtt_us = Some(e.srtt_us.map_or(sample, |s| (7 * s + sample) / 8));
+                }
+                e.last_acked_lu = Some(p.entries.clone());
                 self.stats.bump("lu_acked");
                 out.push(Action::Event(Event::LuAcked { nid, rtt_us: rtt.as_micros() as u64, attempts: p.attempts }));
             }

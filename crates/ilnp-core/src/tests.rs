@@ -356,3 +356,29 @@ fn responder_sends_its_nonce_so_one_way_flows_can_be_updated() {
     let acks = wire(&a.handle_inbound(now, &wire(&out)[0], Csum::Complete));
     assert_eq!(acks.len(), 1);
 }
+
+#[test]
+fn lu_timer_follows_measured_rtt_and_duplicate_acks_are_not_drops() {
+    let t0 = Instant::now();
+    let mut a = core(NA, LA, 1, Some((NB, LB)));
+    let mut b = core(NB, LB, 2, None);
+    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    let back = wire(&b.handle_inbound(t0, &w, Csum::Complete));
+    // the responder's nonce-only packet comes back 40 ms later: A's RTT estimate
+    a.handle_inbound(t0 + Duration::from_millis(40), &back[0], Csum::Complete);
+    assert_eq!(a.ilcc_entries().next().unwrap().srtt_us, Some(40_000));
+    // A moves: its LU is retransmitted after 2 x 40 ms, not the 250 ms default
+    let t1 = t0 + Duration::from_secs(1);
+    let lu1 = wire(&a.set_local_locators(t1, vec![local(Locator(0x2001_0db8_00aa_0000))]));
+    assert!(wire(&a.handle_timeout(t1 + Duration::from_millis(79))).is_empty());
+    let lu2 = wire(&a.handle_timeout(t1 + Duration::from_millis(80)));
+    assert_eq!(lu2.len(), 1);
+    // both copies are acked; the second ack is a duplicate, counted but not a drop
+    let ack1 = wire(&b.handle_inbound(t1, &lu1[0], Csum::Complete));
+    let ack2 = wire(&b.handle_inbound(t1, &lu2[0], Csum::Complete));
+    a.handle_inbound(t1 + Duration::from_millis(90), &ack1[0], Csum::Complete);
+    a.handle_inbound(t1 + Duration::from_millis(91), &ack2[0], Csum::Complete);
+    assert_eq!(a.stats().get("lu_acked"), 1);
+    assert_eq!(a.stats().get("lu_duplicate_ack"), 1);
+    assert_eq!(a.stats().get("lu_unexpected_ack"), 0);
+}
