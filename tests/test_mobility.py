@@ -189,3 +189,42 @@ def test_first_lu_dropped_is_retried(bed, tmp_path):
     assert acks and acks[0]["attempts"] >= 2, acks
     dropped = r1.run("nft", "list chain ip6 lossy forwarded").stdout
     assert "counter packets 1 " in dropped, dropped
+
+
+def test_both_ends_move_at_once(bed, tmp_path):
+    """Soft handoff, CN and MN change networks at the same moments: both LUs cross,
+    both are acknowledged, TCP and UDP carry on without loss."""
+    t = mobility_topology(bed, cn_mobile=True)
+    cn, mn, r1 = t["cn"], t["mn"], t["r1"]
+    radvd(t["r2"], "eth-mn", "2001:db8:2::/64")
+    radvd(t["r3"], "eth-mn", "2001:db8:3::/64")
+    radvd(r1, "eth-cn2", "2001:db8:a2::/64")
+    wait_for(lambda: "2001:db8:2:" in mn.ip("-6", "addr", "show", "eth-r2").stdout, timeout=15, what="SLAAC on R2's link")
+    dcn = Ilnpd(cn, ["eth0", "eth1"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])]).start()
+    dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])]).start()
+    secs = 9
+    pm = mn.spawn("python3", "-c", PROBE, MN_ID, CN_ID, "7100", str(secs), "100", str(tmp_path / "mn.json"))
+    pc = cn.spawn("python3", "-c", PROBE, CN_ID, MN_ID, "7100", str(secs), "100", str(tmp_path / "cn.json"))
+    srv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
+    time.sleep(0.3)
+    ip = cn.spawn("iperf3", "-c", MN_ID, "-t", str(secs - 1), "-b", "50M", "-J", stdout=open(tmp_path / "iperf.json", "w"))
+    time.sleep(2)
+    mn.ip("link", "set", "eth-r3", "up")
+    cn.ip("link", "set", "eth1", "up")
+    wait_for(lambda: any(l["l64"] == L3 for l in dmn.ctl("locator", "show"))
+             and any(l["l64"] == "2001:0db8:00a2:0000" for l in dcn.ctl("locator", "show")), timeout=10, what="new locators")
+    time.sleep(2)
+    mn.ip("link", "set", "eth-r2", "down")
+    cn.ip("link", "set", "eth0", "down")
+    for p in (pm, pc, ip, srv):
+        p.wait(timeout=30)
+    res = json.loads((tmp_path / "iperf.json").read_text())
+    assert "error" not in res, res.get("error")
+    e_cn = [e for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID][0]
+    e_mn = [e for e in dmn.ctl("ilcc", "show") if e["nid"] == CN_NID][0]
+    assert [r["l64"] for r in e_cn["remote_locators"]] == [L3], e_cn
+    assert [r["l64"] for r in e_mn["remote_locators"]] == ["2001:0db8:00a2:0000"], e_mn
+    a, b = json.loads((tmp_path / "cn.json").read_text()), json.loads((tmp_path / "mn.json").read_text())
+    lost = (a["sent"] - len(b["got"]), b["sent"] - len(a["got"]))
+    print(f"both moved: lost CN->MN {lost[0]}, MN->CN {lost[1]}; CN {dcn.stats()['core']}; MN {dmn.stats()['core']}")
+    assert lost == (0, 0), lost

@@ -224,10 +224,12 @@ def radvd(node: Node, iface: str, prefix: str, min_ra: float = 3, max_ra: float 
     return node.spawn("radvd", "-n", "-C", str(conf), "-p", str(d / "radvd.pid"), "-m", "stderr")
 
 
-def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0) -> dict[str, Node]:
+def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0, cn_mobile: bool = False) -> dict[str, Node]:
     """Seed 000 Fig. 8: CN — R1 — {R2, R3} — MN. R2 advertises 2001:db8:2::/64 and R3
     2001:db8:3::/64 to the MN with radvd; the MN starts with its R3 link down.
     `wan_r2_ms`/`wan_r3_ms`: one-way delay added on R1—R2 / R1—R3 (the seeds' WAN: 100).
+    `cn_mobile`: the CN gets a second link to R1 (eth1, down at first), where R1
+    advertises 2001:db8:a2::/64 with radvd (call `radvd(t["r1"], "eth-cn2", ...)`).
 
     CN: 2001:db8:a::c/64 static.  R1—R2: 2001:db8:12::/64, R1—R3: 2001:db8:13::/64.
     """
@@ -256,6 +258,12 @@ def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0) 
         mn.sysctl(f"net.ipv6.conf.{i}.accept_ra", "2")
         mn.sysctl(f"net.ipv6.conf.{i}.autoconf", "1")
         mn.sysctl(f"net.ipv6.conf.{i}.optimistic_dad", "1")
+    if cn_mobile:
+        bed.link(cn, "eth1", r1, "eth-cn2")
+        r1.ip("addr", "add", "2001:db8:a2::1/64", "dev", "eth-cn2", "nodad")
+        cn.sysctl("net.ipv6.conf.eth1.accept_ra", "2")
+        nic_segmentation(cn, "eth1")
+        cn.ip("link", "set", "eth1", "down")
     nic_segmentation(cn, "eth0")
     for i in ("eth-r2", "eth-r3"):
         nic_segmentation(mn, i)
