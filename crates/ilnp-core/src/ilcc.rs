@@ -90,6 +90,34 @@ pub struct IlccEntry {
 }
 
 impl IlccEntry {
+    /// A fresh entry: counters zero, no LU pending, no RTT sample yet.
+    pub fn new(
+        nid: Nid,
+        remote_locators: Vec<RemoteLocator>,
+        local_locator: Locator,
+        nonce_tx: Nonce,
+        nonce_rx: Option<Nonce>,
+        initiator: bool,
+        now: Instant,
+    ) -> IlccEntry {
+        IlccEntry {
+            nid,
+            remote_locators,
+            local_locator,
+            nonce_tx,
+            nonce_rx,
+            initiator,
+            created: now,
+            last_used: now,
+            idle_s: 0.0,
+            slow_pkts_in: 0,
+            slow_pkts_out: 0,
+            pending_lu: None,
+            srtt_us: None,
+            last_acked_lu: None,
+        }
+    }
+
     /// The remote locator to send to: lowest preference among usable ones.
     pub fn best_remote(&self) -> Option<&RemoteLocator> {
         self.remote_locators
@@ -131,6 +159,10 @@ impl IlccEntry {
     }
 }
 
+/// The cache is at its configured bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Full;
+
 /// The cache: bounded, keyed by remote NID (see docs/architecture.md on keying).
 #[derive(Debug, Default)]
 pub struct Ilcc {
@@ -153,9 +185,9 @@ impl Ilcc {
     }
     /// Inserts unless full; never evicts an existing entry (a flood of new NIDs
     /// must not push out established sessions).
-    pub fn insert(&mut self, e: IlccEntry) -> Result<&mut IlccEntry, IlccEntry> {
+    pub fn insert(&mut self, e: IlccEntry) -> Result<&mut IlccEntry, Full> {
         if self.is_full() && !self.entries.contains_key(&e.nid) {
-            return Err(e);
+            return Err(Full);
         }
         let nid = e.nid;
         self.entries.insert(nid, e);

@@ -6,9 +6,9 @@ pub mod peers;
 
 pub use ilcc::{IlccEntry, RemoteLocator};
 pub use ilnp_wire::{Locator, Nid, Nonce};
+pub use peers::{PeerLocator, PeerRecord};
 /// The randomness the core takes (re-exported so shells and fuzzers use the same trait).
 pub use rand_core::{Error as RngError, RngCore};
-pub use peers::{PeerLocator, PeerRecord};
 
 use ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation};
 use ilnp_wire::translate::{self, Csum};
@@ -440,7 +440,8 @@ impl Core {
             p.attempts += 1;
             // first timeout: twice the measured LU round trip to this peer if we have
             // one (floor min_rto), else initial_rto; then exponential backoff
-            let base = srtt.map(|s| (s * 2).max(lu_timers.min_rto)).unwrap_or(lu_timers.initial_rto.max(lu_timers.min_rto));
+            let base =
+                srtt.map(|s| (s * 2).max(lu_timers.min_rto)).unwrap_or(lu_timers.initial_rto.max(lu_timers.min_rto));
             let rto = base * 2u32.saturating_pow(p.attempts - 1);
             p.next_at = now + rto.min(lu_timers.max_rto);
             let lu = LocatorUpdate { operation: LuOperation::Advertisement, entries: p.entries.clone() };
@@ -525,28 +526,18 @@ impl Core {
             })
             .collect();
         remote.sort_by_key(|r| r.pref);
-        let mut e = IlccEntry {
-            nid,
-            remote_locators: remote,
-            local_locator: local,
-            nonce_tx,
-            nonce_rx: None,
-            initiator: true,
-            created: now,
-            last_used: now,
-            idle_s: 0.0,
-            slow_pkts_in: 0,
-            slow_pkts_out: 0,
-            pending_lu: None,
-            srtt_us: None,
-            last_acked_lu: None,
-        };
+        let mut e = IlccEntry::new(nid, remote, local, nonce_tx, None, true, now);
         let best = e.best_remote().map(|r| r.loc).ok_or("no_remote_locator")?;
         e.activate_remote(best);
         let snap = e.snapshot();
         self.ilcc.insert(e).map_err(|_| "ilcc_full")?;
         self.stats.bump("peer_created");
-        out.push(Action::Event(Event::PeerCreated { nid, initiator: true, local_locator: local, remote_locator: best }));
+        out.push(Action::Event(Event::PeerCreated {
+            nid,
+            initiator: true,
+            local_locator: local,
+            remote_locator: best,
+        }));
         if let Some(s) = snap {
             out.push(Action::IlccUpsert(s));
         }
@@ -612,28 +603,21 @@ impl Core {
                 .get(&nid)
                 .and_then(|p| p.record.locators.iter().find(|l| l.loc == meta.src_loc).map(|l| l.pref))
                 .unwrap_or(10);
-            let e = IlccEntry {
+            let e = IlccEntry::new(
                 nid,
-                remote_locators: vec![RemoteLocator {
+                vec![RemoteLocator {
                     loc: meta.src_loc,
                     pref,
                     lifetime_s: 0,
                     state: LocatorState::Active,
                     last_heard: Some(now),
                 }],
-                local_locator: meta.dst_loc,
+                meta.dst_loc,
                 nonce_tx,
-                nonce_rx: Some(meta.nonce),
-                initiator: false,
-                created: now,
-                last_used: now,
-                idle_s: 0.0,
-                slow_pkts_in: 0,
-                slow_pkts_out: 0,
-                pending_lu: None,
-                srtt_us: None,
-                last_acked_lu: None,
-            };
+                Some(meta.nonce),
+                false,
+                now,
+            );
             let snap = e.snapshot();
             if self.ilcc.insert(e).is_err() {
                 self.drop(&mut out, "ilcc_full", packet_summary(pkt));
@@ -741,8 +725,14 @@ impl Core {
                         let c = ilnp_wire::checksum::icmpv6_checksum(&src, &dst, &body);
                         body[2..4].copy_from_slice(&c.to_be_bytes());
                         let mut v = Vec::new();
-                        ipv6::Repr { src, dst, next_header: ipv6::PROTO_ICMPV6, payload_len: body.len() as u16, hop_limit: 64 }
-                            .emit(&mut v);
+                        ipv6::Repr {
+                            src,
+                            dst,
+                            next_header: ipv6::PROTO_ICMPV6,
+                            payload_len: body.len() as u16,
+                            hop_limit: 64,
+                        }
+                        .emit(&mut v);
                         v.extend_from_slice(&body);
                         out.push(Action::DeliverLocal(v));
                     }
@@ -804,13 +794,19 @@ impl Core {
                 e.last_used = now;
                 let ack = lp.lu.ack();
                 // ack from the locator the LU reached us on (if still ours), to the preferred new one
-                let from = if self.local.iter().any(|l| l.loc == dst_loc && matches!(l.state, LocatorState::Active | LocatorState::Valid)) {
+                let from = if self
+                    .local
+                    .iter()
+                    .any(|l| l.loc == dst_loc && matches!(l.state, LocatorState::Active | LocatorState::Valid))
+                {
                     dst_loc
                 } else {
                     e.local_locator
                 };
                 let entries = loc_list(&lp.lu.entries);
-                if let Ok(a) = translate::lu_packet(ilnp_addr(from, self.cfg.local_nid), ilnp_addr(best, nid), &e.nonce_tx, &ack) {
+                if let Ok(a) =
+                    translate::lu_packet(ilnp_addr(from, self.cfg.local_nid), ilnp_addr(best, nid), &e.nonce_tx, &ack)
+                {
                     out.push(Action::SendWire(a));
                 }
                 out.extend(e.snapshot().map(Action::IlccUpsert));

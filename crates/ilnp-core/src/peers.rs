@@ -129,7 +129,10 @@ impl TomlPeer {
             .locators
             .iter()
             .map(|l| {
-                l.l64.parse::<Locator>().map(|loc| PeerLocator { loc, pref: l.pref }).map_err(|e| format!("peer {:?}: l64 {e}", self.name))
+                l.l64
+                    .parse::<Locator>()
+                    .map(|loc| PeerLocator { loc, pref: l.pref })
+                    .map_err(|e| format!("peer {:?}: l64 {e}", self.name))
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(PeerRecord { name: self.name.clone(), nid, locators })
@@ -182,9 +185,14 @@ mod tests {
         let t = "[[peer]]\nname = \"mn\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{ l64 = \"2001:db8:b::/64\", pref = 7 }]\n";
         let p = load_toml_str(t, "p.toml").unwrap();
         assert_eq!(p[0].locators[0], PeerLocator { loc: Locator(0x2001_0db8_000b_0000), pref: 7 });
-        let e = load_toml_str("[[peer]]\nname = \"mn\"\nnid = \"1\"\nlocators = []\nextra = 1\n", "p.toml").unwrap_err();
+        let e =
+            load_toml_str("[[peer]]\nname = \"mn\"\nnid = \"1\"\nlocators = []\nextra = 1\n", "p.toml").unwrap_err();
         assert!(e.message.contains("extra") && e.line == 5, "{e}");
-        let e = load_toml_str("[[peer]]\nname = \"mn\"\nnid = \"0300:0000:0000:0001\"\nlocators = [{l64=\"2001:db8::/64\"}]\n", "p").unwrap_err();
+        let e = load_toml_str(
+            "[[peer]]\nname = \"mn\"\nnid = \"0300:0000:0000:0001\"\nlocators = [{l64=\"2001:db8::/64\"}]\n",
+            "p",
+        )
+        .unwrap_err();
         assert!(e.message.contains("group bit"), "{e}");
     }
 }

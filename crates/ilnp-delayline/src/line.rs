@@ -165,16 +165,10 @@ impl Direction {
         };
         self.tx_end_ns = tx_end;
         let release_ns = tx_end + self.cfg.delay_ns;
-        self.queue.push_back(Frame {
-            release_ns,
-            data,
-            wire_bytes,
-            segments,
-        });
+        self.queue.push_back(Frame { release_ns, data, wire_bytes, segments });
         self.held_segments += segments as usize;
         self.stats.max_queue_frames = self.stats.max_queue_frames.max(self.queue.len() as u64);
-        self.stats.max_queue_segments =
-            self.stats.max_queue_segments.max(self.held_segments as u64);
+        self.stats.max_queue_segments = self.stats.max_queue_segments.max(self.held_segments as u64);
         Verdict::Queued
     }
 
@@ -241,12 +235,7 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn cfg(delay_ms: u64, loss: f64, rate: Option<f64>, limit: usize) -> DirConfig {
-        DirConfig {
-            delay_ns: delay_ms * MS,
-            loss,
-            rate_bps: rate,
-            limit,
-        }
+        DirConfig { delay_ns: delay_ms * MS, loss, rate_bps: rate, limit }
     }
 
     /// Plain (non-GSO) frame: zero vnet header + `len` bytes of L2.
@@ -278,9 +267,7 @@ mod tests {
         for _ in 0..3 {
             d.offer(0, plain(1000));
         }
-        let rel: Vec<u64> = std::iter::from_fn(|| d.pop_due(u64::MAX))
-            .map(|f| f.release_ns)
-            .collect();
+        let rel: Vec<u64> = std::iter::from_fn(|| d.pop_due(u64::MAX)).map(|f| f.release_ns).collect();
         assert_eq!(rel, vec![11 * MS, 12 * MS, 13 * MS]);
         // After an idle gap the link is free again: serialization starts at arrival.
         d.offer(100 * MS, plain(1000));
@@ -298,10 +285,7 @@ mod tests {
         for i in 0..1000u64 {
             d.offer(i * MS, plain(1250));
         }
-        let last = std::iter::from_fn(|| d.pop_due(u64::MAX))
-            .last()
-            .unwrap()
-            .release_ns;
+        let last = std::iter::from_fn(|| d.pop_due(u64::MAX)).last().unwrap().release_ns;
         assert_eq!(last, 5000 * MS);
     }
 
@@ -314,10 +298,7 @@ mod tests {
         d.pop_due(u64::MAX);
         assert_eq!(d.offer(10, plain(60)), Verdict::Queued);
         let s = d.finish();
-        assert_eq!(
-            (s.dropped_queue_full, s.lost_random, s.unsent_at_exit),
-            (2, 0, 3)
-        );
+        assert_eq!((s.dropped_queue_full, s.lost_random, s.unsent_at_exit), (2, 0, 3));
         assert_eq!(s.received_frames, 6);
         assert_eq!(s.max_queue_frames, 3);
     }
@@ -327,10 +308,7 @@ mod tests {
         let mut d = Direction::new(cfg(50, 0.0, None, 20), 1);
         // 11 segments each: the first is taken, the second would make 22 > 20.
         assert_eq!(d.offer(0, tcp6_gso(1428 * 10 + 1, 1428)), Verdict::Queued);
-        assert_eq!(
-            d.offer(0, tcp6_gso(1428 * 10 + 1, 1428)),
-            Verdict::QueueFull
-        );
+        assert_eq!(d.offer(0, tcp6_gso(1428 * 10 + 1, 1428)), Verdict::QueueFull);
         for _ in 0..9 {
             assert_eq!(d.offer(0, plain(100)), Verdict::Queued);
         }
@@ -339,10 +317,7 @@ mod tests {
         assert_eq!(d.offer(0, tcp6_gso(1428 * 10 + 1, 1428)), Verdict::Queued);
         // A frame larger than the whole limit still passes an empty line.
         let mut small = Direction::new(cfg(0, 0.0, None, 5), 1);
-        assert_eq!(
-            small.offer(0, tcp6_gso(1428 * 10 + 1, 1428)),
-            Verdict::Queued
-        );
+        assert_eq!(small.offer(0, tcp6_gso(1428 * 10 + 1, 1428)), Verdict::Queued);
         let s = d.finish();
         assert_eq!((s.max_queue_segments, s.dropped_queue_full), (20, 2));
     }
@@ -351,9 +326,7 @@ mod tests {
     fn loss_rate_and_seed_reproducibility() {
         let run = |seed| {
             let mut d = Direction::new(cfg(0, 0.2, None, usize::MAX), seed);
-            (0..100_000)
-                .map(|i| d.offer(i, plain(10)))
-                .collect::<Vec<_>>()
+            (0..100_000).map(|i| d.offer(i, plain(10))).collect::<Vec<_>>()
         };
         let a = run(42);
         assert_eq!(a, run(42));

@@ -139,18 +139,11 @@ fn run_direction(
     // SAFETY: prctl with integer args.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0) };
     if let Some(prio) = rt_prio {
-        let param = libc::sched_param {
-            sched_priority: prio,
-        };
+        let param = libc::sched_param { sched_priority: prio };
         // SAFETY: param is valid; applies to this thread only.
-        let r =
-            unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+        let r = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
         if r != 0 {
-            log!(
-                "WARN",
-                "{tag}: --rt-prio {prio}: SCHED_FIFO refused: {}",
-                std::io::Error::from_raw_os_error(r)
-            );
+            log!("WARN", "{tag}: --rt-prio {prio}: SCHED_FIFO refused: {}", std::io::Error::from_raw_os_error(r));
         }
     }
     let mut rxb = RxBatch::new(BATCH, SLOT_BYTES);
@@ -186,11 +179,7 @@ fn run_direction(
             for (_, e) in errs {
                 line.record_send_error();
                 if last_send_err != e.raw_os_error() {
-                    log!(
-                        "WARN",
-                        "{tag}: send on {} failed: {e} (counted as dropped_send_error)",
-                        tx.name
-                    );
+                    log!("WARN", "{tag}: send on {} failed: {e} (counted as dropped_send_error)", tx.name);
                     last_send_err = e.raw_os_error();
                 }
             }
@@ -218,14 +207,8 @@ fn run_direction(
                         line.record_truncated();
                         continue;
                     }
-                    if line.offer(now, r.data.to_vec()) == Verdict::QueueFull
-                        && line.stats().dropped_queue_full == 1
-                    {
-                        log!(
-                            "WARN",
-                            "{tag}: queue full ({} frames), tail-dropping",
-                            line.queued()
-                        );
+                    if line.offer(now, r.data.to_vec()) == Verdict::QueueFull && line.stats().dropped_queue_full == 1 {
+                        log!("WARN", "{tag}: queue full ({} frames), tail-dropping", line.queued());
                     }
                 }
             }
@@ -269,30 +252,24 @@ fn run(cli: &Cli) -> Result<(), String> {
     if cli.a == cli.b {
         return Err(format!("--a and --b name the same interface {}", cli.a));
     }
-    let seed = cli
-        .seed
-        .unwrap_or_else(|| mono_ns() ^ ((std::process::id() as u64) << 32));
+    let seed = cli.seed.unwrap_or_else(|| mono_ns() ^ ((std::process::id() as u64) << 32));
     let dir = |delay: Option<f64>, loss: Option<f64>| DirConfig {
         delay_ns: (delay.unwrap_or(cli.delay_ms) * 1e6).round() as u64,
         loss: loss.unwrap_or(cli.loss) / 100.0,
         rate_bps: cli.rate_mbit.map(|m| m * 1e6),
         limit: cli.queue_packets as usize,
     };
-    let (cab, cba) = (
-        dir(cli.delay_ms_ab, cli.loss_ab),
-        dir(cli.delay_ms_ba, cli.loss_ba),
-    );
+    let (cab, cba) = (dir(cli.delay_ms_ab, cli.loss_ab), dir(cli.delay_ms_ba, cli.loss_ba));
     let sa = Arc::new(PacketSock::open("--a", &cli.a)?);
     let sb = Arc::new(PacketSock::open("--b", &cli.b)?);
     install_signals();
     let rt = cli.rt_prio;
-    let spawn =
-        |tag: &'static str, rx: Arc<PacketSock>, tx: Arc<PacketSock>, cfg: DirConfig, seed: u64| {
-            std::thread::Builder::new()
-                .name(tag.into())
-                .spawn(move || run_direction(tag, &rx, &tx, Direction::new(cfg, seed), rt))
-                .map_err(|e| format!("spawn thread: {e}"))
-        };
+    let spawn = |tag: &'static str, rx: Arc<PacketSock>, tx: Arc<PacketSock>, cfg: DirConfig, seed: u64| {
+        std::thread::Builder::new()
+            .name(tag.into())
+            .spawn(move || run_direction(tag, &rx, &tx, Direction::new(cfg, seed), rt))
+            .map_err(|e| format!("spawn thread: {e}"))
+    };
     let tab = spawn("a->b", sa.clone(), sb.clone(), cab, seed)?;
     let tba = spawn("b->a", sb, sa, cba, seed.wrapping_add(1))?;
     log!(
@@ -316,17 +293,9 @@ fn run(cli: &Cli) -> Result<(), String> {
     print_stats("a->b", &ab);
     print_stats("b->a", &ba);
     if let Some(path) = &cli.stats_json {
-        let rep = Report {
-            a: &cli.a,
-            b: &cli.b,
-            seed,
-            config: cli,
-            a_to_b: &ab,
-            b_to_a: &ba,
-        };
+        let rep = Report { a: &cli.a, b: &cli.b, seed, config: cli, a_to_b: &ab, b_to_a: &ba };
         let text = serde_json::to_string_pretty(&rep).map_err(|e| format!("stats json: {e}"))?;
-        std::fs::write(path, text + "\n")
-            .map_err(|e| format!("--stats-json {}: {e}", path.display()))?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("--stats-json {}: {e}", path.display()))?;
     }
     Ok(())
 }

@@ -26,13 +26,7 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
 fn setopt<T>(fd: RawFd, level: libc::c_int, opt: libc::c_int, val: &T) -> io::Result<()> {
     // SAFETY: val points to a live T of the size we pass.
     cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            opt,
-            val as *const T as *const libc::c_void,
-            size_of::<T>() as libc::socklen_t,
-        )
+        libc::setsockopt(fd, level, opt, val as *const T as *const libc::c_void, size_of::<T>() as libc::socklen_t)
     })
     .map(|_| ())
 }
@@ -41,33 +35,23 @@ impl PacketSock {
     /// Opens a raw packet socket on `name`; errors are prefixed with `flag` (e.g. "--a").
     pub fn open(flag: &str, name: &str) -> Result<PacketSock, String> {
         let ctx = |what: &str, e: io::Error| format!("{flag} {name}: {what}: {e}");
-        let cname =
-            CString::new(name).map_err(|_| format!("{flag} {name:?}: invalid interface name"))?;
+        let cname = CString::new(name).map_err(|_| format!("{flag} {name:?}: invalid interface name"))?;
         // SAFETY: cname is a valid NUL-terminated string.
         let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
         if ifindex == 0 {
-            return Err(format!(
-                "{flag} {name}: no such interface ({})",
-                io::Error::last_os_error()
-            ));
+            return Err(format!("{flag} {name}: no such interface ({})", io::Error::last_os_error()));
         }
         // Protocol 0: receive nothing until bind(), so no frames of other interfaces slip in.
         // SAFETY: plain syscall; the result is checked and owned right away.
-        let raw =
-            cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })
-                .map_err(|e| ctx("socket(AF_PACKET) (needs CAP_NET_RAW)", e))?;
+        let raw = cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })
+            .map_err(|e| ctx("socket(AF_PACKET) (needs CAP_NET_RAW)", e))?;
         // SAFETY: raw is a fresh fd we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let one: libc::c_int = 1;
-        setopt(raw, libc::SOL_PACKET, PACKET_VNET_HDR, &one)
-            .map_err(|e| ctx("PACKET_VNET_HDR", e))?;
-        setopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one)
-            .map_err(|e| ctx("PACKET_IGNORE_OUTGOING", e))?;
+        setopt(raw, libc::SOL_PACKET, PACKET_VNET_HDR, &one).map_err(|e| ctx("PACKET_VNET_HDR", e))?;
+        setopt(raw, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one).map_err(|e| ctx("PACKET_IGNORE_OUTGOING", e))?;
         // Large buffers absorb bursts while the thread is busy sending; FORCE needs CAP_NET_ADMIN.
-        for (force, plain) in [
-            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-        ] {
+        for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
             if setopt(raw, libc::SOL_SOCKET, force, &SOCK_BUF_BYTES).is_err() {
                 let _ = setopt(raw, libc::SOL_SOCKET, plain, &SOCK_BUF_BYTES);
             }
@@ -90,12 +74,8 @@ impl PacketSock {
         let mut mr: libc::packet_mreq = unsafe { zeroed() };
         mr.mr_ifindex = ifindex as i32;
         mr.mr_type = libc::PACKET_MR_PROMISC as u16;
-        setopt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mr)
-            .map_err(|e| ctx("PACKET_MR_PROMISC", e))?;
-        Ok(PacketSock {
-            fd,
-            name: name.to_string(),
-        })
+        setopt(raw, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mr).map_err(|e| ctx("PACKET_MR_PROMISC", e))?;
+        Ok(PacketSock { fd, name: name.to_string() })
     }
 
     pub fn raw(&self) -> RawFd {
@@ -104,11 +84,7 @@ impl PacketSock {
 
     /// Waits up to `timeout_ns` for input. Returns Ok(true) if readable (or in error state).
     pub fn wait_readable(&self, timeout_ns: u64) -> io::Result<bool> {
-        let mut pfd = libc::pollfd {
-            fd: self.raw(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut pfd = libc::pollfd { fd: self.raw(), events: libc::POLLIN, revents: 0 };
         let ts = libc::timespec {
             tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
             tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
@@ -117,11 +93,7 @@ impl PacketSock {
         let r = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
         if r < 0 {
             let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(e)
-            };
+            return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
         }
         Ok(r > 0)
     }
@@ -165,15 +137,10 @@ impl RxBatch {
         let mut bufs: Vec<Vec<u8>> = (0..slots).map(|_| vec![0u8; slot_bytes]).collect();
         let iovs: Vec<libc::iovec> = bufs
             .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            })
+            .map(|b| libc::iovec { iov_base: b.as_mut_ptr() as *mut libc::c_void, iov_len: b.len() })
             .collect();
         // SAFETY: mmsghdr is plain data; pointers are filled in recv().
-        let msgs = (0..slots)
-            .map(|_| unsafe { zeroed::<libc::mmsghdr>() })
-            .collect();
+        let msgs = (0..slots).map(|_| unsafe { zeroed::<libc::mmsghdr>() }).collect();
         RxBatch { bufs, iovs, msgs }
     }
 
@@ -208,10 +175,7 @@ impl RxBatch {
     pub fn get(&self, i: usize) -> Received<'_> {
         let m = &self.msgs[i];
         let len = (m.msg_len as usize).min(self.bufs[i].len());
-        Received {
-            data: &self.bufs[i][..len],
-            truncated: m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
-        }
+        Received { data: &self.bufs[i][..len], truncated: m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 }
     }
 }
 
@@ -224,10 +188,7 @@ pub fn send_batch(
     mut done: impl FnMut(usize, Result<(), io::Error>),
 ) {
     iovs.clear();
-    iovs.extend(frames.iter().map(|f| libc::iovec {
-        iov_base: f.as_ptr() as *mut libc::c_void,
-        iov_len: f.len(),
-    }));
+    iovs.extend(frames.iter().map(|f| libc::iovec { iov_base: f.as_ptr() as *mut libc::c_void, iov_len: f.len() }));
     msgs.clear();
     for iov in iovs.iter_mut() {
         // SAFETY: mmsghdr is plain data.
@@ -239,14 +200,7 @@ pub fn send_batch(
     let mut off = 0;
     while off < msgs.len() {
         // SAFETY: msgs[off..] point at iovs that point at frames, all alive.
-        let r = unsafe {
-            libc::sendmmsg(
-                sock.raw(),
-                msgs[off..].as_mut_ptr(),
-                (msgs.len() - off) as u32,
-                0,
-            )
-        };
+        let r = unsafe { libc::sendmmsg(sock.raw(), msgs[off..].as_mut_ptr(), (msgs.len() - off) as u32, 0) };
         if r < 0 {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
@@ -265,10 +219,7 @@ pub fn send_batch(
 }
 
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is valid; CLOCK_MONOTONIC always exists.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64

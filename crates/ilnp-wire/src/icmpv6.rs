@@ -149,7 +149,16 @@ impl LocatorUpdate {
         if self.entries.len() > LU_MAX_ENTRIES {
             return Err(Error::Malformed("more than 255 locators"));
         }
-        out.extend_from_slice(&[TYPE_LOCATOR_UPDATE, 0, 0, 0, self.entries.len() as u8, self.operation.to_byte(), 0, 0]);
+        out.extend_from_slice(&[
+            TYPE_LOCATOR_UPDATE,
+            0,
+            0,
+            0,
+            self.entries.len() as u8,
+            self.operation.to_byte(),
+            0,
+            0,
+        ]);
         for e in &self.entries {
             out.extend_from_slice(&e.locator.0.to_be_bytes());
             out.extend_from_slice(&e.preference.to_be_bytes());

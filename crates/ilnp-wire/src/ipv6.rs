@@ -181,7 +181,7 @@ mod tests {
     #[test]
     fn rejects_short_and_wrong_version() {
         assert_eq!(Packet::new_checked(&[0x60u8; 39][..]).unwrap_err(), Error::Truncated);
-        let mut v = vec![0u8; 40];
+        let mut v = [0u8; 40];
         v[0] = 0x45;
         assert_eq!(Packet::new_checked(&v[..]).unwrap_err(), Error::NotIpv6);
         v[0] = 0x60;

@@ -86,14 +86,7 @@ pub struct Locator(pub u64);
 
 /// Four colon-separated groups of four hex digits (RFC 6742 §3 presentation form).
 fn fmt_groups(v: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    write!(
-        f,
-        "{:04x}:{:04x}:{:04x}:{:04x}",
-        (v >> 48) & 0xffff,
-        (v >> 32) & 0xffff,
-        (v >> 16) & 0xffff,
-        v & 0xffff
-    )
+    write!(f, "{:04x}:{:04x}:{:04x}:{:04x}", (v >> 48) & 0xffff, (v >> 32) & 0xffff, (v >> 16) & 0xffff, v & 0xffff)
 }
 
 /// Parses `xxxx:xxxx:xxxx:xxxx` (exactly four groups, no `::`).
@@ -218,6 +211,10 @@ impl Nonce {
     }
     pub fn len(&self) -> usize {
         self.as_bytes().len()
+    }
+    /// Never true: a nonce has 4 or 12 bytes.
+    pub fn is_empty(&self) -> bool {
+        false
     }
 }
 

@@ -13,11 +13,23 @@ pub const TYPE_LP: u16 = 107;
 /// One ILNP record's data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rdata {
-    Nid { preference: u16, nid: Nid },
-    L32 { preference: u16, locator: Ipv4Addr },
-    L64 { preference: u16, locator: Locator },
+    Nid {
+        preference: u16,
+        nid: Nid,
+    },
+    L32 {
+        preference: u16,
+        locator: Ipv4Addr,
+    },
+    L64 {
+        preference: u16,
+        locator: Locator,
+    },
     /// FQDN of a name holding L32/L64 records (absolute, without the trailing dot stored)
-    Lp { preference: u16, fqdn: String },
+    Lp {
+        preference: u16,
+        fqdn: String,
+    },
 }
 
 impl Rdata {
@@ -54,7 +66,10 @@ impl Rdata {
             }
             TYPE_L64 => {
                 exact(8)?;
-                Ok(Rdata::L64 { preference, locator: Locator::from_bytes(body.try_into().map_err(|_| Error::Truncated)?) })
+                Ok(Rdata::L64 {
+                    preference,
+                    locator: Locator::from_bytes(body.try_into().map_err(|_| Error::Truncated)?),
+                })
             }
             TYPE_L32 => {
                 exact(4)?;

@@ -271,7 +271,10 @@ pub fn icmp_error_to_identifier(pkt: &[u8], id_prefix: Locator) -> Result<(Vec<u
         let at = ipv6::HEADER_LEN + field;
         if q.len() >= at + 2 {
             let old = u16::from_be_bytes([q[at], q[at + 1]]);
-            let (ws, wd) = (checksum::nid_only(&ilnp_addr(meta.local_loc, meta.local_nid)), checksum::nid_only(&ilnp_addr(meta.peer_loc, meta.peer_nid)));
+            let (ws, wd) = (
+                checksum::nid_only(&ilnp_addr(meta.local_loc, meta.local_nid)),
+                checksum::nid_only(&ilnp_addr(meta.peer_loc, meta.peer_nid)),
+            );
             let (is, id) = (ilnp_addr(id_prefix, meta.local_nid), ilnp_addr(id_prefix, meta.peer_nid));
             if !(nh.next_header == PROTO_UDP && old == 0) {
                 let new = checksum::update(old, checksum::addr_pair_sum(&ws, &wd), checksum::addr_pair_sum(&is, &id));
@@ -293,8 +296,14 @@ pub fn icmp_error_to_identifier(pkt: &[u8], id_prefix: Locator) -> Result<(Vec<u
     let c = checksum::icmpv6_checksum(&p.src(), &dst, &body);
     body[2..4].copy_from_slice(&c.to_be_bytes());
     let mut out = Vec::with_capacity(ipv6::HEADER_LEN + body.len());
-    ipv6::Repr { src: p.src(), dst, next_header: PROTO_ICMPV6, payload_len: body.len() as u16, hop_limit: p.hop_limit() }
-        .emit(&mut out);
+    ipv6::Repr {
+        src: p.src(),
+        dst,
+        next_header: PROTO_ICMPV6,
+        payload_len: body.len() as u16,
+        hop_limit: p.hop_limit(),
+    }
+    .emit(&mut out);
     out.extend_from_slice(&body);
     Ok((out, meta))
 }
@@ -464,7 +473,10 @@ mod tests {
     #[test]
     fn rejects_non_identifier_and_plain() {
         let plain = udp_packet(ilnp_addr(LA, NA), ilnp_addr(LB, NB), b"x");
-        assert_eq!(to_wire(&plain, P, LA, LB, &Nonce::N32([0; 4]), Csum::Complete).unwrap_err(), Error::NotIdentifierForm);
+        assert_eq!(
+            to_wire(&plain, P, LA, LB, &Nonce::N32([0; 4]), Csum::Complete).unwrap_err(),
+            Error::NotIdentifierForm
+        );
         assert_eq!(to_identifier(&plain, P, Csum::Complete).unwrap_err(), Error::NoNonce);
     }
 
@@ -479,8 +491,14 @@ mod tests {
             let c = checksum::icmpv6_checksum(&router, &ilnp_addr(LA, NA), &body);
             body[2..4].copy_from_slice(&c.to_be_bytes());
             let mut v = Vec::new();
-            ipv6::Repr { src: router, dst: ilnp_addr(LA, NA), next_header: 58, payload_len: body.len() as u16, hop_limit: 64 }
-                .emit(&mut v);
+            ipv6::Repr {
+                src: router,
+                dst: ilnp_addr(LA, NA),
+                next_header: 58,
+                payload_len: body.len() as u16,
+                hop_limit: 64,
+            }
+            .emit(&mut v);
             v.extend_from_slice(&body);
             v
         };

@@ -166,7 +166,8 @@ fn connect(path: &Path) -> Result<UnixStream, String> {
 
 /// Unwraps a `{"ok": .., "data"|"error": ..}` reply.
 pub fn reply_data(line: &str) -> Result<Value, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("ilnpd sent a reply that is not JSON ({e}): {line}"))?;
+    let v: Value =
+        serde_json::from_str(line).map_err(|e| format!("ilnpd sent a reply that is not JSON ({e}): {line}"))?;
     match v.get("ok").and_then(Value::as_bool) {
         Some(true) => Ok(v.get("data").cloned().unwrap_or(Value::Null)),
         Some(false) => Err(v.get("error").and_then(Value::as_str).unwrap_or("unspecified error").to_string()),
@@ -246,14 +247,25 @@ mod tests {
         assert_eq!(req(&["locator", "show"]), json!({"cmd": "locator_show"}));
         assert_eq!(req(&["loc"]), json!({"cmd": "locator_show"}));
         assert_eq!(req(&["peer", "show"]), json!({"cmd": "peer_show"}));
-        assert_eq!(req(&["peer", "del", "0200:00ff:fe00:000d"]), json!({"cmd": "peer_del", "nid": "0200:00ff:fe00:000d"}));
+        assert_eq!(
+            req(&["peer", "del", "0200:00ff:fe00:000d"]),
+            json!({"cmd": "peer_del", "nid": "0200:00ff:fe00:000d"})
+        );
         assert_eq!(req(&["stats"]), json!({"cmd": "stats"}));
         assert_eq!(req(&["monitor"]), json!({"cmd": "monitor"}));
     }
 
     #[test]
     fn peer_add_with_preferences() {
-        let r = req(&["peer", "add", "mn", "0200:00ff:fe00:000d", "2001:0db8:000b:0000/20", "2001:db8:c::/64", "2001:db8:e::/64/5"]);
+        let r = req(&[
+            "peer",
+            "add",
+            "mn",
+            "0200:00ff:fe00:000d",
+            "2001:0db8:000b:0000/20",
+            "2001:db8:c::/64",
+            "2001:db8:e::/64/5",
+        ]);
         assert_eq!(
             r,
             json!({"cmd": "peer_add", "name": "mn", "nid": "0200:00ff:fe00:000d", "locators": [

@@ -80,7 +80,11 @@ pub fn render(obj: &Object, data: &Value) -> String {
         Object::Status => status(data),
         Object::Ilcc { verb: None | Some(IlccVerb::Show) } => ilcc(data),
         Object::Ilcc { verb: Some(IlccVerb::Flush) } => {
-            format!("flushed {} ILCC entr{}", s(data, "flushed"), if u(data, "flushed") == Some(1) { "y" } else { "ies" })
+            format!(
+                "flushed {} ILCC entr{}",
+                s(data, "flushed"),
+                if u(data, "flushed") == Some(1) { "y" } else { "ies" }
+            )
         }
         Object::Locator { .. } => locators(data),
         Object::Peer { verb: None | Some(PeerVerb::Show) } => peers(data),
@@ -160,7 +164,10 @@ fn ilcc(d: &Value) -> String {
             ]
         })
         .collect();
-    table(&["NID", "LOCAL L64", "REMOTE L64|PREF(STATE)", "NONCE TX/RX", "DIR", "IDLE", "SLOW OUT/IN", "FAST TX/RX"], &rows)
+    table(
+        &["NID", "LOCAL L64", "REMOTE L64|PREF(STATE)", "NONCE TX/RX", "DIR", "IDLE", "SLOW OUT/IN", "FAST TX/RX"],
+        &rows,
+    )
 }
 
 fn locators(d: &Value) -> String {
@@ -247,9 +254,15 @@ mod tests {
 
     #[test]
     fn renders_tolerate_missing_fields() {
-        let st = render(&Object::Status, &json!({"nid": "0200:00ff:fe00:000c", "uplinks": [{"name": "eth0", "ifindex": 2}]}));
+        let st = render(
+            &Object::Status,
+            &json!({"nid": "0200:00ff:fe00:000c", "uplinks": [{"name": "eth0", "ifindex": 2}]}),
+        );
         assert!(st.contains("0200:00ff:fe00:000c") && st.contains("eth0 (ifindex 2)"), "{st}");
-        let il = render(&Object::Ilcc { verb: None }, &json!([{"nid": "0200:00ff:fe00:000d", "remote_locators": [{"l64": "2001:0db8:000b:0000", "pref": 10, "state": "active"}]}]));
+        let il = render(
+            &Object::Ilcc { verb: None },
+            &json!([{"nid": "0200:00ff:fe00:000d", "remote_locators": [{"l64": "2001:0db8:000b:0000", "pref": 10, "state": "active"}]}]),
+        );
         assert!(il.contains("2001:0db8:000b:0000|10(active)"), "{il}");
         assert_eq!(render(&Object::Ilcc { verb: None }, &json!([])), "ILCC is empty");
         let stt = render(&Object::Stats, &json!({"core": {"bad_nonce": 3}, "datapath": {}}));
@@ -258,7 +271,10 @@ mod tests {
 
     #[test]
     fn monitor_lines() {
-        assert_eq!(event_line(r#"{"event":"lu_acked","nid":"0200:00ff:fe00:000d","rtt_us":812}"#), "lu_acked nid=0200:00ff:fe00:000d rtt_us=812");
+        assert_eq!(
+            event_line(r#"{"event":"lu_acked","nid":"0200:00ff:fe00:000d","rtt_us":812}"#),
+            "lu_acked nid=0200:00ff:fe00:000d rtt_us=812"
+        );
         assert_eq!(event_line("not json"), "not json");
     }
 }

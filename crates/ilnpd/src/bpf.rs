@@ -125,7 +125,8 @@ impl Datapath {
             .load(OBJECT)
             .context("loading the eBPF object (needs root and a kernel with BPF, BTF and tcx)")?;
         {
-            let mut c: Array<_, CfgVal> = Array::try_from(bpf.map_mut("ilnp_cfg").ok_or_else(|| anyhow!("no ilnp_cfg map"))?)?;
+            let mut c: Array<_, CfgVal> =
+                Array::try_from(bpf.map_mut("ilnp_cfg").ok_or_else(|| anyhow!("no ilnp_cfg map"))?)?;
             let v = CfgVal {
                 id_prefix: cfg.id_prefix.to_bytes(),
                 local_nid: cfg.local_nid.to_bytes(),
@@ -135,11 +136,13 @@ impl Datapath {
             c.set(0, v, 0)?;
         }
         for name in ["ilnp_egress", "ilnp_ingress"] {
-            let p: &mut SchedClassifier = bpf.program_mut(name).ok_or_else(|| anyhow!("no program {name}"))?.try_into()?;
+            let p: &mut SchedClassifier =
+                bpf.program_mut(name).ok_or_else(|| anyhow!("no program {name}"))?.try_into()?;
             p.load().with_context(|| format!("verifier rejected {name}"))?;
         }
         let p: &mut SchedClassifier = bpf.program_mut("ilnp_egress").expect("loaded").try_into()?;
-        p.attach(&cfg.ilnp0, TcAttachType::Egress).with_context(|| format!("attaching egress program to {}", cfg.ilnp0))?;
+        p.attach(&cfg.ilnp0, TcAttachType::Egress)
+            .with_context(|| format!("attaching egress program to {}", cfg.ilnp0))?;
         Ok(Datapath { bpf, uplinks: Vec::new() })
     }
 
@@ -148,7 +151,8 @@ impl Datapath {
             return Ok(());
         }
         let p: &mut SchedClassifier = self.bpf.program_mut("ilnp_ingress").expect("loaded").try_into()?;
-        let id = p.attach(name, TcAttachType::Ingress).with_context(|| format!("attaching ingress program to {name}"))?;
+        let id =
+            p.attach(name, TcAttachType::Ingress).with_context(|| format!("attaching ingress program to {name}"))?;
         self.uplinks.push((name.to_string(), id));
         Ok(())
     }
@@ -209,7 +213,8 @@ impl Datapath {
 
     /// Per-reason counters summed over CPUs.
     pub fn stats(&self) -> Result<Vec<(&'static str, u64)>> {
-        let m: PerCpuArray<_, u64> = PerCpuArray::try_from(self.bpf.map("ilnp_stats").ok_or_else(|| anyhow!("no ilnp_stats"))?)?;
+        let m: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(self.bpf.map("ilnp_stats").ok_or_else(|| anyhow!("no ilnp_stats"))?)?;
         let mut out = Vec::new();
         for (i, name) in REASONS.iter().enumerate() {
             let v = m.get(&(i as u32), 0)?;
@@ -219,7 +224,8 @@ impl Datapath {
     }
 
     pub fn peer_counters(&self) -> Result<Vec<(Nid, PeerCounters)>> {
-        let m: HashMap<_, [u8; 8], IlccVal> = HashMap::try_from(self.bpf.map("ilnp_ilcc").ok_or_else(|| anyhow!("no ilnp_ilcc"))?)?;
+        let m: HashMap<_, [u8; 8], IlccVal> =
+            HashMap::try_from(self.bpf.map("ilnp_ilcc").ok_or_else(|| anyhow!("no ilnp_ilcc"))?)?;
         Ok(m.iter()
             .filter_map(|r| r.ok())
             .map(|(k, v)| {

@@ -88,11 +88,12 @@ pub struct Overrides {
 /// Line (1-based) of the first `key = ...` in a TOML text, for errors about a
 /// value that parsed but is not acceptable.
 fn key_line(text: &str, key: &str) -> Option<usize> {
-    text.lines().position(|l| {
-        let t = l.trim_start();
-        t.strip_prefix(key).map(|r| r.trim_start().starts_with('=')).unwrap_or(false)
-    })
-    .map(|i| i + 1)
+    text.lines()
+        .position(|l| {
+            let t = l.trim_start();
+            t.strip_prefix(key).map(|r| r.trim_start().starts_with('=')).unwrap_or(false)
+        })
+        .map(|i| i + 1)
 }
 
 fn parse_prefix64(key: &str, s: &str) -> Result<Locator> {
@@ -203,7 +204,11 @@ impl Config {
             tun_name: ov.tun_name.clone().or(f.tun_name).unwrap_or_else(|| "ilnp0".into()),
             datapath,
             nonce_len,
-            control_socket: ov.control_socket.clone().or(f.control_socket).unwrap_or_else(|| "/run/ilnp/ilnpd.sock".into()),
+            control_socket: ov
+                .control_socket
+                .clone()
+                .or(f.control_socket)
+                .unwrap_or_else(|| "/run/ilnp/ilnpd.sock".into()),
             peers,
             ilcc_max_entries,
             idle_timeout: Duration::from_secs(ov.idle_timeout_s.or(f.idle_timeout_s).unwrap_or(600)),
@@ -296,7 +301,9 @@ mod tests {
         assert_eq!(c.nonce_len, 4);
         assert_eq!(c.datapath, Datapath::Ebpf);
         assert_eq!(c.peers[0].nid, Nid(0x0200_00ff_fe00_000d));
-        let e = load("uplinks = [\"eth0\"]\n[[peer]]\nname = \"mn\"\nnid = \"zz\"\nlocators = []\n").unwrap_err().to_string();
+        let e = load("uplinks = [\"eth0\"]\n[[peer]]\nname = \"mn\"\nnid = \"zz\"\nlocators = []\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("peer"), "{e}");
     }
 }

@@ -19,31 +19,31 @@ pub struct Request {
 /// Binds the socket (replacing a stale one) and serves it in the background.
 /// The daemon removes the socket file on exit.
 pub fn start(path: &Path, tx: mpsc::Sender<Request>, events: broadcast::Sender<String>) -> Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            anyhow::bail!("control_socket: {} is in use: another ilnpd is running", path.display());
         }
-        if path.exists() {
-            if std::os::unix::net::UnixStream::connect(path).is_ok() {
-                anyhow::bail!("control_socket: {} is in use: another ilnpd is running", path.display());
-            }
-            std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
-        }
-        let l = UnixListener::bind(path).with_context(|| format!("binding control socket {}", path.display()))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
-        tokio::spawn(async move {
-            loop {
-                match l.accept().await {
-                    Ok((s, _)) => {
-                        tokio::spawn(serve(s, tx.clone(), events.clone()));
-                    }
-                    Err(e) => {
-                        tracing::warn!("control socket accept: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                    }
+        std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
+    }
+    let l = UnixListener::bind(path).with_context(|| format!("binding control socket {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    tokio::spawn(async move {
+        loop {
+            match l.accept().await {
+                Ok((s, _)) => {
+                    tokio::spawn(serve(s, tx.clone(), events.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!("control socket accept: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 }
             }
-        });
-        Ok(())
+        }
+    });
+    Ok(())
 }
 
 async fn serve(s: UnixStream, tx: mpsc::Sender<Request>, events: broadcast::Sender<String>) {
@@ -53,7 +53,9 @@ async fn serve(s: UnixStream, tx: mpsc::Sender<Request>, events: broadcast::Send
         let body: Value = match serde_json::from_str(&line) {
             Ok(v) => v,
             Err(e) => {
-                let _ = w.write_all(format!("{}\n", json!({"ok": false, "error": format!("bad JSON: {e}")})).as_bytes()).await;
+                let _ = w
+                    .write_all(format!("{}\n", json!({"ok": false, "error": format!("bad JSON: {e}")})).as_bytes())
+                    .await;
                 continue;
             }
         };

@@ -97,7 +97,10 @@ impl Daemon {
             Some(n) => n,
             None => match macs.first().copied().flatten() {
                 Some(mac) => Nid::from_mac(mac),
-                None => bail!("nid = \"auto\" needs a MAC address on the first uplink {:?}; configure `nid`", cfg.uplinks[0]),
+                None => bail!(
+                    "nid = \"auto\" needs a MAC address on the first uplink {:?}; configure `nid`",
+                    cfg.uplinks[0]
+                ),
             },
         };
         if std::path::Path::new(&format!("/sys/class/net/{}", cfg.tun_name)).exists() {
@@ -114,7 +117,9 @@ impl Daemon {
         // forwarding on ilnp0 only: bpf_fib_lookup() refuses to route for an
         // interface without it; packets are still never forwarded between
         // interfaces (that needs net.ipv6.conf.all.forwarding).
-        for (k, v) in [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1"), ("forwarding", "1")] {
+        for (k, v) in
+            [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1"), ("forwarding", "1")]
+        {
             let p = format!("/proc/sys/net/ipv6/conf/{}/{k}", cfg.tun_name);
             let _ = std::fs::write(&p, v);
         }
@@ -231,10 +236,8 @@ impl Daemon {
         // L64:NID on each uplink so Neighbour Discovery answers for it
         for l in locs.values() {
             let a = ilnp_addr(l.loc, self.local_nid);
-            if !ours_present.contains(&(l.ifindex, a)) {
-                if self.nl.add_address(l.ifindex, a, 64).await? {
-                    self.added.insert((l.ifindex, a));
-                }
+            if !ours_present.contains(&(l.ifindex, a)) && self.nl.add_address(l.ifindex, a, 64).await? {
+                self.added.insert((l.ifindex, a));
             }
         }
         // locators that went away: remove our address for them
@@ -489,7 +492,8 @@ impl Daemon {
             .local_locators()
             .iter()
             .map(|l| {
-                let ifname = self.uplinks.iter().find(|u| u.index == l.ifindex).map(|u| u.name.clone()).unwrap_or_default();
+                let ifname =
+                    self.uplinks.iter().find(|u| u.index == l.ifindex).map(|u| u.name.clone()).unwrap_or_default();
                 json!({
                     "l64": l.loc.to_string(),
                     "address": ilnp_addr(l.loc, self.local_nid).to_string(),

@@ -21,7 +21,8 @@ pub fn split(pkt: &[u8], vnet_hdr: &[u8]) -> io::Result<Vec<Vec<u8>>> {
     // csum_start, and its length comes from the header itself.
     let l4_len = match hdr.gso_type & !VIRTIO_NET_HDR_GSO_ECN {
         VIRTIO_NET_HDR_GSO_TCPV6 => {
-            let doff = *pkt.get(start + TCP_DATA_OFFSET).ok_or_else(|| bad("GSO packet shorter than its TCP header"))?;
+            let doff =
+                *pkt.get(start + TCP_DATA_OFFSET).ok_or_else(|| bad("GSO packet shorter than its TCP header"))?;
             usize::from(doff >> 4) * 4
         }
         VIRTIO_NET_HDR_GSO_UDP_L4 => UDP_HEADER_LEN,

@@ -142,7 +142,11 @@ impl Netlink {
         m.attributes.push(AddressAttribute::Address(IpAddr::V6(addr)));
         match self.handle.address().del(m).execute().await {
             Ok(()) => Ok(()),
-            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EADDRNOTAVAIL || e.raw_code() == -libc::ENODEV => Ok(()),
+            Err(rtnetlink::Error::NetlinkError(e))
+                if e.raw_code() == -libc::EADDRNOTAVAIL || e.raw_code() == -libc::ENODEV =>
+            {
+                Ok(())
+            }
             Err(e) => Err(anyhow!("removing {addr}/{len} from ifindex {index}: {e}")),
         }
     }
@@ -161,7 +165,9 @@ impl Netlink {
 pub fn subscribe() -> Result<futures::channel::mpsc::UnboundedReceiver<()>> {
     use netlink_sys::{AsyncSocket, SocketAddr};
     let (mut conn, _handle, mut messages) = rtnetlink::new_connection().context("opening a netlink event socket")?;
-    let groups = (1 << (libc::RTNLGRP_LINK - 1)) | (1 << (libc::RTNLGRP_IPV6_IFADDR - 1)) | (1 << (libc::RTNLGRP_IPV6_PREFIX - 1));
+    let groups = (1 << (libc::RTNLGRP_LINK - 1))
+        | (1 << (libc::RTNLGRP_IPV6_IFADDR - 1))
+        | (1 << (libc::RTNLGRP_IPV6_PREFIX - 1));
     conn.socket_mut().socket_mut().bind(&SocketAddr::new(0, groups)).context("subscribing to address/link events")?;
     tokio::spawn(conn);
     let (tx, rx) = futures::channel::mpsc::unbounded();

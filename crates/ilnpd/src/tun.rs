@@ -101,8 +101,7 @@ impl Tun {
             }
             let mut vnet_hdr = [0u8; VNET_HDR_LEN];
             vnet_hdr.copy_from_slice(&buf[..VNET_HDR_LEN]);
-            let meta =
-                PacketMeta { needs_csum: buf[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0, gso_type: buf[1], vnet_hdr };
+            let meta = PacketMeta { needs_csum: buf[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0, gso_type: buf[1], vnet_hdr };
             return Ok((VNET_HDR_LEN, n - VNET_HDR_LEN, meta));
         }
     }
