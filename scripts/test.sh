@@ -12,6 +12,9 @@ if grep -qE "test result: FAILED|error(\[E[0-9]+\])?:" /tmp/ilnp-cargo-test.log;
   echo "cargo test failed"; tail -50 /tmp/ilnp-cargo-test.log; exit 1
 fi
 
+echo "== cargo clippy (warnings are errors)"
+cargo clippy --quiet --workspace --all-targets -- -D warnings
+
 if [ -x fuzz/run-all.sh ] && [ "$FUZZ_SECONDS" != 0 ]; then
   echo "== fuzz (${FUZZ_SECONDS}s per target)"
   fuzz/run-all.sh "$FUZZ_SECONDS"
