@@ -57,6 +57,8 @@ class Node:
 class Testbed:
     """A set of namespaces joined by veth links. Use as a context manager."""
 
+    __test__ = False  # not a pytest test class
+
     def __init__(self, tag: str | None = None, workdir: Path | None = None):
         self.tag = tag or f"il{os.getpid() % 10000}{secrets.token_hex(2)}"
         self.nodes: dict[str, Node] = {}
