@@ -87,6 +87,20 @@ pub fn verify(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper: &[u8]) -> 
     fold(acc) == 0xffff
 }
 
+/// True if a TCP/UDP checksum in `upper` verifies under the ILNPv6 wire rule
+/// (locators zeroed). A UDP checksum of 0 (none) does not verify.
+pub fn verify_transport_wire(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper: &[u8]) -> bool {
+    if next_header == crate::ipv6::PROTO_UDP && upper.get(6..8) == Some(&[0, 0]) {
+        return false;
+    }
+    verify(&nid_only(src), &nid_only(dst), next_header, upper)
+}
+
+/// True if an ICMPv6 checksum verifies over the full addresses.
+pub fn verify_icmpv6(src: &Ipv6Addr, dst: &Ipv6Addr, icmp: &[u8]) -> bool {
+    verify(src, dst, crate::ipv6::PROTO_ICMPV6, icmp)
+}
+
 /// RFC 1624 incremental update: the checksum field `old_csum` covered data whose
 /// sum was `old_sum`; that data now sums to `new_sum`. Returns the new field value.
 pub fn update(old_csum: u16, old_sum: u32, new_sum: u32) -> u16 {
@@ -121,6 +135,42 @@ mod tests {
     #[test]
     fn odd_length_pads_with_zero() {
         assert_eq!(fold(sum(&[0x12, 0x34, 0x56])), 0x1234 + 0x5600);
+    }
+
+    #[test]
+    fn udp_zero_is_sent_as_ffff() {
+        // Find a UDP body whose wire checksum computes to 0 by choosing the last word.
+        let a: Ipv6Addr = "2001:db8:1::200:ff:fe00:c".parse().unwrap();
+        let b: Ipv6Addr = "2001:db8:2::200:ff:fe00:d".parse().unwrap();
+        let mut udp = vec![0x9c, 0x40, 0x17, 0x70, 0x00, 0x0a, 0, 0, 0, 0];
+        let c = transport_checksum_wire(&a, &b, 17, &udp);
+        // adding the value c to the data turns the folded sum into 0xffff: checksum 0
+        udp[8..10].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(compute(&nid_only(&a), &nid_only(&b), 17, &udp), 0);
+        assert_eq!(transport_checksum_wire(&a, &b, 17, &udp), 0xffff);
+        udp[6..8].copy_from_slice(&[0xff, 0xff]);
+        assert!(verify_transport_wire(&a, &b, 17, &udp));
+        // TCP keeps the computed 0
+        assert_eq!(transport_checksum_wire(&a, &b, 6, &udp[..8]), compute(&nid_only(&a), &nid_only(&b), 6, &udp[..8]));
+        // UDP "no checksum" never verifies
+        udp[6..8].copy_from_slice(&[0, 0]);
+        assert!(!verify_transport_wire(&a, &b, 17, &udp));
+    }
+
+    #[test]
+    fn wire_rule_ignores_locators_icmp_rule_does_not() {
+        let a: Ipv6Addr = "2001:db8:1::200:ff:fe00:c".parse().unwrap();
+        let b: Ipv6Addr = "2001:db8:2::200:ff:fe00:d".parse().unwrap();
+        let a2: Ipv6Addr = "2001:db8:99::200:ff:fe00:c".parse().unwrap();
+        let mut udp = vec![0x9c, 0x40, 0x17, 0x70, 0x00, 0x0b, 0, 0, b'a', b'b', b'c'];
+        let c = transport_checksum_wire(&a, &b, 17, &udp);
+        udp[6..8].copy_from_slice(&c.to_be_bytes());
+        assert!(verify_transport_wire(&a2, &b, 17, &udp), "a locator change does not touch the wire checksum");
+        let mut icmp = vec![128, 0, 0, 0, 0, 1, 0, 1];
+        let c = icmpv6_checksum(&a, &b, &icmp);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        assert!(verify_icmpv6(&a, &b, &icmp));
+        assert!(!verify_icmpv6(&a2, &b, &icmp));
     }
 
     #[test]

@@ -32,57 +32,146 @@ pub struct NonceHeader {
     pub only_nonce: bool,
 }
 
+/// One TLV option of a Destination Options (or Hop-by-Hop) header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opt<'a> {
+    Pad1,
+    /// PadN with its data length
+    PadN(u8),
+    /// RFC 6744 nonce value (4 or 12 bytes are valid; any length is reported here)
+    Nonce(&'a [u8]),
+    Other {
+        opt_type: u8,
+        data: &'a [u8],
+    },
+}
+
+/// An option and the offset of its type byte from the start of the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptAt<'a> {
+    pub offset: usize,
+    pub opt: Opt<'a>,
+}
+
+/// Zero-copy view of a Destination Options header (RFC 8200 §4.6).
+#[derive(Debug, Clone, Copy)]
+pub struct Header<T: AsRef<[u8]>> {
+    buf: T,
+}
+
+mod field {
+    pub const NEXT_HEADER: usize = 0;
+    pub const HDR_EXT_LEN: usize = 1;
+    pub const OPTIONS: usize = 2;
+}
+
+impl<T: AsRef<[u8]>> Header<T> {
+    /// Checks that the buffer holds the whole header (`(Hdr Ext Len + 1) * 8` bytes).
+    /// Bytes after the header are allowed and ignored.
+    pub fn new_checked(buf: T) -> Result<Self, Error> {
+        let b = buf.as_ref();
+        let units = *b.get(field::HDR_EXT_LEN).ok_or(Error::Truncated)?;
+        if b.len() < (units as usize + 1) * 8 {
+            return Err(Error::Truncated);
+        }
+        Ok(Header { buf })
+    }
+    pub fn next_header(&self) -> u8 {
+        self.buf.as_ref()[field::NEXT_HEADER]
+    }
+    /// Total header length in bytes.
+    pub fn header_len(&self) -> usize {
+        (self.buf.as_ref()[field::HDR_EXT_LEN] as usize + 1) * 8
+    }
+    /// Options area (after Next Header and Hdr Ext Len).
+    pub fn options_bytes(&self) -> &[u8] {
+        &self.buf.as_ref()[field::OPTIONS..self.header_len()]
+    }
+    /// Iterates the options; yields `Err(Truncated)` once (and stops) if an option
+    /// runs past the end of the header.
+    pub fn options(&self) -> Options<'_> {
+        Options { buf: self.options_bytes(), pos: 0, done: false }
+    }
+}
+
+/// Iterator over the TLV options of a header.
+#[derive(Debug, Clone)]
+pub struct Options<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    done: bool,
+}
+
+impl<'a> Iterator for Options<'a> {
+    type Item = Result<OptAt<'a>, Error>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done || self.pos >= self.buf.len() {
+            return None;
+        }
+        let offset = field::OPTIONS + self.pos;
+        let t = self.buf[self.pos];
+        if t == OPT_PAD1 {
+            self.pos += 1;
+            return Some(Ok(OptAt { offset, opt: Opt::Pad1 }));
+        }
+        let Some(&len) = self.buf.get(self.pos + 1) else {
+            self.done = true;
+            return Some(Err(Error::Truncated));
+        };
+        let Some(data) = self.buf.get(self.pos + 2..self.pos + 2 + len as usize) else {
+            self.done = true;
+            return Some(Err(Error::Truncated));
+        };
+        self.pos += 2 + len as usize;
+        let opt = match t {
+            OPT_PADN => Opt::PadN(len),
+            OPT_NONCE => Opt::Nonce(data),
+            _ => Opt::Other { opt_type: t, data },
+        };
+        Some(Ok(OptAt { offset, opt }))
+    }
+}
+
+/// Looks for the nonce in one Destination Options header starting at `hdr[0]`;
+/// `base` is the header's offset in the packet (added to the reported offset).
+/// `Ok(None)`: no nonce option. Errors: two nonces, a nonce of neither 4 nor 12
+/// bytes, an option running past the header.
+pub fn find_nonce_in_header(hdr: &[u8], base: usize) -> Result<Option<NonceHeader>, Error> {
+    let h = Header::new_checked(hdr)?;
+    let mut found: Option<(Nonce, usize)> = None;
+    let mut other = false;
+    for o in h.options() {
+        let o = o?;
+        match o.opt {
+            Opt::Nonce(v) => {
+                if found.is_some() {
+                    return Err(Error::MoreThanOneNonce);
+                }
+                let n = Nonce::from_slice(v).ok_or(Error::BadNonceLength(v.len() as u8))?;
+                found = Some((n, base + o.offset));
+            }
+            Opt::Pad1 | Opt::PadN(_) => {}
+            Opt::Other { .. } => other = true,
+        }
+    }
+    Ok(found.map(|(nonce, option_offset)| NonceHeader {
+        nonce,
+        option_offset,
+        header_len: h.header_len(),
+        next_header: h.next_header(),
+        only_nonce: !other,
+    }))
+}
+
 /// Finds the RFC 6744 nonce in the Destination Options header directly after the
 /// IPv6 header. `Ok(None)`: no such header or no nonce in it (a plain IPv6 packet).
+/// The header must lie within payload_len.
 pub fn find_nonce(pkt: &[u8]) -> Result<Option<NonceHeader>, Error> {
     let p = ipv6::Packet::new_checked(pkt)?;
     if p.next_header() != ipv6::PROTO_DSTOPTS {
         return Ok(None);
     }
-    let end = ipv6::HEADER_LEN + p.payload_len() as usize;
-    let base = ipv6::HEADER_LEN;
-    if base + 2 > end {
-        return Err(Error::Truncated);
-    }
-    let hlen = (pkt[base + 1] as usize + 1) * 8;
-    if base + hlen > end {
-        return Err(Error::Truncated);
-    }
-    let next_header = pkt[base];
-    let mut found: Option<(Nonce, usize)> = None;
-    let mut other = false;
-    let mut i = base + 2;
-    while i < base + hlen {
-        let t = pkt[i];
-        if t == OPT_PAD1 {
-            i += 1;
-            continue;
-        }
-        if i + 2 > base + hlen {
-            return Err(Error::Truncated);
-        }
-        let len = pkt[i + 1] as usize;
-        if i + 2 + len > base + hlen {
-            return Err(Error::Truncated);
-        }
-        if t == OPT_NONCE {
-            if found.is_some() {
-                return Err(Error::MoreThanOneNonce);
-            }
-            let n = Nonce::from_slice(&pkt[i + 2..i + 2 + len]).ok_or(Error::BadNonceLength(len as u8))?;
-            found = Some((n, i));
-        } else if t != OPT_PADN {
-            other = true;
-        }
-        i += 2 + len;
-    }
-    Ok(found.map(|(nonce, option_offset)| NonceHeader {
-        nonce,
-        option_offset,
-        header_len: hlen,
-        next_header,
-        only_nonce: !other,
-    }))
+    find_nonce_in_header(p.payload(), ipv6::HEADER_LEN)
 }
 
 /// Emits a DestOpts header holding only `nonce`.
@@ -164,5 +253,49 @@ mod tests {
                 let _ = find_nonce(&v);
             }
         }
+    }
+
+    #[test]
+    fn iterates_options_with_offsets() {
+        let hdr = [17, 1, OPT_PAD1, OPT_PADN, 1, 0, 0x8b, 4, 1, 2, 3, 4, 0x1e, 2, 0xaa, 0xbb];
+        let h = Header::new_checked(&hdr[..]).unwrap();
+        assert_eq!((h.next_header(), h.header_len()), (17, 16));
+        let opts: Vec<OptAt> = h.options().map(|o| o.unwrap()).collect();
+        assert_eq!(
+            opts,
+            [
+                OptAt { offset: 2, opt: Opt::Pad1 },
+                OptAt { offset: 3, opt: Opt::PadN(1) },
+                OptAt { offset: 6, opt: Opt::Nonce(&[1, 2, 3, 4]) },
+                OptAt { offset: 12, opt: Opt::Other { opt_type: 0x1e, data: &[0xaa, 0xbb] } },
+            ]
+        );
+        let n = find_nonce_in_header(&hdr, 40).unwrap().unwrap();
+        assert_eq!(n.option_offset, 46);
+        assert!(!n.only_nonce);
+        // an option running past the header: one Truncated, then the iterator ends
+        let bad = [17, 0, 0x1e, 9, 0, 0, 0, 0];
+        let h = Header::new_checked(&bad[..]).unwrap();
+        let v: Vec<_> = h.options().collect();
+        assert_eq!(v, [Err(Error::Truncated)]);
+        assert_eq!(Header::new_checked(&[17u8, 1, 0, 0][..]).unwrap_err(), Error::Truncated);
+        assert_eq!(Header::new_checked(&[17u8][..]).unwrap_err(), Error::Truncated);
+    }
+
+    #[test]
+    fn nonce_96_offset_and_plain_packets() {
+        let mut opts = Vec::new();
+        emit_nonce_header(6, &Nonce::N96([0xab; 12]), &mut opts);
+        let h = find_nonce(&pkt_with(&opts)).unwrap().unwrap();
+        assert_eq!((h.nonce, h.option_offset, h.header_len, h.next_header), (Nonce::N96([0xab; 12]), 42, 16, 6));
+        // DestOpts without a nonce, and no DestOpts at all: no nonce, not an error
+        assert_eq!(find_nonce(&pkt_with(&[17, 0, OPT_PADN, 4, 0, 0, 0, 0])).unwrap(), None);
+        let mut udp = pkt_with(&[0; 8]);
+        udp[6] = ipv6::PROTO_UDP;
+        assert_eq!(find_nonce(&udp).unwrap(), None);
+        // a header longer than payload_len
+        let mut p = pkt_with(&[17, 1, 0x8b, 4, 1, 2, 3, 4]);
+        p.extend_from_slice(&[0; 8]); // bytes beyond payload_len do not count
+        assert_eq!(find_nonce(&p).unwrap_err(), Error::Truncated);
     }
 }

@@ -1,7 +1,10 @@
 //! ICMPv6 messages ILNPv6 cares about: the Locator Update (RFC 6743, type 156)
 //! and the error messages that quote an invoking packet (RFC 4443).
 
+use crate::checksum;
+use crate::ipv6::{Repr, HEADER_LEN, PROTO_ICMPV6};
 use crate::{Error, Locator};
+use std::net::Ipv6Addr;
 
 pub const TYPE_DEST_UNREACH: u8 = 1;
 pub const TYPE_PACKET_TOO_BIG: u8 = 2;
@@ -56,12 +59,54 @@ impl<T: AsRef<[u8]>> Message<T> {
     pub fn invoking_packet(&self) -> &[u8] {
         &self.buf.as_ref()[8..]
     }
+    /// Everything after the checksum (bytes 4..).
+    pub fn body(&self) -> &[u8] {
+        &self.buf.as_ref()[4..]
+    }
+    /// Packet Too Big: the MTU of the next-hop link.
+    pub fn mtu(&self) -> Option<u32> {
+        (self.msg_type() == TYPE_PACKET_TOO_BIG).then(|| self.data_word())
+    }
+    /// Parameter Problem: offset of the offending byte in the invoking packet.
+    pub fn pointer(&self) -> Option<u32> {
+        (self.msg_type() == TYPE_PARAM_PROBLEM).then(|| self.data_word())
+    }
+    /// True if the checksum verifies over the full addresses (RFC 4443 §2.3).
+    pub fn verify_checksum(&self, src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
+        checksum::verify(src, dst, PROTO_ICMPV6, self.buf.as_ref())
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Message<T> {
+    pub fn set_checksum(&mut self, v: u16) {
+        self.buf.as_mut()[2..4].copy_from_slice(&v.to_be_bytes());
+    }
+    /// Computes and stores the checksum over the full addresses.
+    pub fn fill_checksum(&mut self, src: &Ipv6Addr, dst: &Ipv6Addr) {
+        self.set_checksum(0);
+        let c = checksum::icmpv6_checksum(src, dst, self.buf.as_ref());
+        self.set_checksum(c);
+    }
+}
+
+/// A complete IPv6 packet carrying an ICMPv6 error from `src` to `dst` quoting
+/// `invoking` (cut so the packet fits in 1280 bytes), checksum filled, hop limit 64.
+pub fn error_packet(src: Ipv6Addr, dst: Ipv6Addr, msg_type: u8, code: u8, data_word: u32, invoking: &[u8]) -> Vec<u8> {
+    let mut body = Vec::with_capacity(MIN_MTU - HEADER_LEN);
+    emit_error(msg_type, code, data_word, invoking, &mut body);
+    let c = checksum::icmpv6_checksum(&src, &dst, &body);
+    body[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+    // body is at most 1240 bytes: the cast cannot truncate
+    Repr { src, dst, next_header: PROTO_ICMPV6, payload_len: body.len() as u16, hop_limit: 64 }.emit(&mut out);
+    out.extend_from_slice(&body);
+    out
 }
 
 /// Builds an ICMPv6 error (type, code, data word) quoting `invoking`, truncated so
 /// the whole IPv6 packet stays within 1280 bytes. The checksum is left zero.
 pub fn emit_error(msg_type: u8, code: u8, data_word: u32, invoking: &[u8], out: &mut Vec<u8>) {
-    let room = MIN_MTU - crate::ipv6::HEADER_LEN - 8;
+    let room = MIN_MTU - HEADER_LEN - 8;
     out.push(msg_type);
     out.push(code);
     out.extend_from_slice(&[0, 0]);
@@ -107,18 +152,30 @@ pub const LU_ENTRY_LEN: usize = 12;
 /// Num of Locs is one byte.
 pub const LU_MAX_ENTRIES: usize = 255;
 
-impl LocatorUpdate {
-    /// Parses the ICMPv6 message body starting at the Type byte.
-    /// Sent form: Code 0 + Operation 1/2. Also accepted (Dupont's branch, erratum
-    /// 5911 reading): Code 1/2 with Operation 0.
-    pub fn parse(icmp: &[u8]) -> Result<LocatorUpdate, Error> {
-        if icmp.len() < LU_HEADER_LEN {
+/// Zero-copy view of a Locator Update (ICMPv6 message starting at the Type byte),
+/// checked as `LocatorUpdate::parse` checks it.
+#[derive(Debug, Clone, Copy)]
+pub struct LuMessage<T: AsRef<[u8]>> {
+    buf: T,
+    operation: LuOperation,
+}
+
+mod lu_field {
+    pub const CODE: usize = 1;
+    pub const NUM_LOCS: usize = 4;
+    pub const OPERATION: usize = 5;
+}
+
+impl<T: AsRef<[u8]>> LuMessage<T> {
+    pub fn new_checked(buf: T) -> Result<Self, Error> {
+        let b = buf.as_ref();
+        if b.len() < LU_HEADER_LEN {
             return Err(Error::Truncated);
         }
-        if icmp[0] != TYPE_LOCATOR_UPDATE {
+        if b[0] != TYPE_LOCATOR_UPDATE {
             return Err(Error::Malformed("not a Locator Update"));
         }
-        let (code, num, op) = (icmp[1], icmp[4] as usize, icmp[5]);
+        let (code, num, op) = (b[lu_field::CODE], b[lu_field::NUM_LOCS] as usize, b[lu_field::OPERATION]);
         let operation = match (code, op) {
             (0, 1) | (1, 0) => LuOperation::Advertisement,
             (0, 2) | (2, 0) => LuOperation::Acknowledgement,
@@ -127,18 +184,35 @@ impl LocatorUpdate {
         if num == 0 {
             return Err(Error::LuNoLocators);
         }
-        if icmp.len() != LU_HEADER_LEN + LU_ENTRY_LEN * num {
-            return Err(Error::LuLengthMismatch { num_locs: num as u8, len: icmp.len() });
+        // shorter or longer: both are a Num of Locs / length disagreement
+        if b.len() != LU_HEADER_LEN + LU_ENTRY_LEN * num {
+            return Err(Error::LuLengthMismatch { num_locs: num as u8, len: b.len() });
         }
-        let entries = icmp[LU_HEADER_LEN..]
-            .chunks_exact(LU_ENTRY_LEN)
-            .map(|e| LuEntry {
-                locator: Locator(u64::from_be_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]])),
-                preference: u16::from_be_bytes([e[8], e[9]]),
-                lifetime: u16::from_be_bytes([e[10], e[11]]),
-            })
-            .collect();
-        Ok(LocatorUpdate { operation, entries })
+        Ok(LuMessage { buf, operation })
+    }
+    pub fn operation(&self) -> LuOperation {
+        self.operation
+    }
+    pub fn num_locs(&self) -> u8 {
+        self.buf.as_ref()[lu_field::NUM_LOCS]
+    }
+    /// The 12-byte entries (unaligned on the wire; decoded by value).
+    pub fn entries(&self) -> impl Iterator<Item = LuEntry> + '_ {
+        self.buf.as_ref()[LU_HEADER_LEN..].chunks_exact(LU_ENTRY_LEN).map(|e| LuEntry {
+            locator: Locator(u64::from_be_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]])),
+            preference: u16::from_be_bytes([e[8], e[9]]),
+            lifetime: u16::from_be_bytes([e[10], e[11]]),
+        })
+    }
+}
+
+impl LocatorUpdate {
+    /// Parses the ICMPv6 message body starting at the Type byte.
+    /// Sent form: Code 0 + Operation 1/2. Also accepted (Dupont's branch, erratum
+    /// 5911 reading): Code 1/2 with Operation 0.
+    pub fn parse(icmp: &[u8]) -> Result<LocatorUpdate, Error> {
+        let m = LuMessage::new_checked(icmp)?;
+        Ok(LocatorUpdate { operation: m.operation(), entries: m.entries().collect() })
     }
 
     /// Emits the ICMPv6 message (checksum zero; fill it with `checksum::icmpv6_checksum`).
@@ -247,5 +321,57 @@ mod tests {
         let mut v = Vec::new();
         emit_error(TYPE_DEST_UNREACH, UNREACH_ADDRESS, 0, &[0u8; 3000], &mut v);
         assert_eq!(v.len() + 40, MIN_MTU);
+    }
+
+    #[test]
+    fn lu_view_is_zero_copy_and_checked_like_parse() {
+        let v = [
+            156, 1, 0, 0, 2, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 0x12, 0x34, 0xff, 0xff, 9, 9, 9, 9, 9, 9, 9, 9, 0, 0, 0,
+            1,
+        ];
+        let m = LuMessage::new_checked(&v[..]).unwrap();
+        assert_eq!((m.operation(), m.num_locs()), (LuOperation::Advertisement, 2));
+        let e: Vec<LuEntry> = m.entries().collect();
+        assert_eq!(e[0], LuEntry { locator: Locator(0x0102_0304_0506_0708), preference: 0x1234, lifetime: 0xffff });
+        assert_eq!(e[1], LuEntry { locator: Locator(0x0909_0909_0909_0909), preference: 0, lifetime: 1 });
+        // Code 1 + Operation 1 is neither form
+        let mut w = v;
+        w[5] = 1;
+        assert_eq!(LuMessage::new_checked(&w[..]).unwrap_err(), Error::UnknownLuOperation { code: 1, operation: 1 });
+        assert_eq!(LuMessage::new_checked(&v[..31]).unwrap_err(), Error::LuLengthMismatch { num_locs: 2, len: 31 });
+        let mut long = v.to_vec();
+        long.push(0);
+        assert_eq!(LocatorUpdate::parse(&long).unwrap_err(), Error::LuLengthMismatch { num_locs: 2, len: 33 });
+        assert_eq!(
+            LocatorUpdate::parse(&[128, 0, 0, 0, 0, 0, 0, 0]).unwrap_err(),
+            Error::Malformed("not a Locator Update")
+        );
+        assert_eq!(
+            LocatorUpdate { operation: LuOperation::Acknowledgement, entries: vec![] }.emit(&mut Vec::new()),
+            Err(Error::LuNoLocators)
+        );
+    }
+
+    #[test]
+    fn error_view_and_builder() {
+        let src: Ipv6Addr = "2001:db8::1".parse().unwrap();
+        let dst: Ipv6Addr = "2001:db8::2".parse().unwrap();
+        let quoted = [0x60u8; 48];
+        let v = error_packet(src, dst, TYPE_PACKET_TOO_BIG, 0, 1400, &quoted);
+        assert_eq!(&v[..8], &[0x60, 0, 0, 0, 0, 56, PROTO_ICMPV6, 64]);
+        let m = Message::new_checked(&v[40..]).unwrap();
+        assert_eq!((m.msg_type(), m.code(), m.mtu(), m.pointer()), (2, 0, Some(1400), None));
+        assert_eq!(m.invoking_packet(), &quoted[..]);
+        assert!(m.verify_checksum(&src, &dst));
+        assert!(!m.verify_checksum(&dst, &src.to_bits().wrapping_add(1).into()));
+        let mut pp = error_packet(src, dst, TYPE_PARAM_PROBLEM, PARAM_UNRECOGNIZED_OPTION, 42, &quoted);
+        let mut m = Message::new_checked(&mut pp[40..]).unwrap();
+        assert_eq!(m.pointer(), Some(42));
+        m.set_checksum(0);
+        assert!(!m.verify_checksum(&src, &dst));
+        m.fill_checksum(&src, &dst);
+        assert!(m.verify_checksum(&src, &dst));
+        assert_eq!(Message::new_checked(&[1u8, 0, 0, 0, 0, 0, 0][..]).unwrap_err(), Error::Truncated);
+        assert!(is_error(1) && is_error(4) && !is_error(0) && !is_error(128) && !is_error(156));
     }
 }

@@ -55,6 +55,17 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let b = &self.buf.as_ref()[field::VER_TC_FL];
         u32::from_be_bytes([b[0], b[1], b[2], b[3]])
     }
+    pub fn version(&self) -> u8 {
+        (self.ver_tc_fl() >> 28) as u8
+    }
+    /// DSCP + ECN byte.
+    pub fn traffic_class(&self) -> u8 {
+        (self.ver_tc_fl() >> 20) as u8
+    }
+    /// 20-bit flow label.
+    pub fn flow_label(&self) -> u32 {
+        self.ver_tc_fl() & 0x000f_ffff
+    }
     pub fn payload_len(&self) -> u16 {
         let b = &self.buf.as_ref()[field::PAYLOAD_LEN];
         u16::from_be_bytes([b[0], b[1]])
@@ -86,6 +97,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
 }
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Sets traffic class and flow label (version stays 6).
+    pub fn set_tc_fl(&mut self, traffic_class: u8, flow_label: u32) {
+        let v = (6u32 << 28) | ((traffic_class as u32) << 20) | (flow_label & 0x000f_ffff);
+        self.buf.as_mut()[field::VER_TC_FL].copy_from_slice(&v.to_be_bytes());
+    }
+    pub fn set_hop_limit(&mut self, v: u8) {
+        self.buf.as_mut()[field::HOP_LIMIT] = v;
+    }
     pub fn set_payload_len(&mut self, v: u16) {
         self.buf.as_mut()[field::PAYLOAD_LEN].copy_from_slice(&v.to_be_bytes());
     }
@@ -111,8 +130,15 @@ pub struct Repr {
 }
 
 impl Repr {
+    /// Emits the 40-byte fixed header (traffic class and flow label zero).
     pub fn emit(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&(6u32 << 28).to_be_bytes());
+        self.emit_with_tc_fl(0, 0, out)
+    }
+
+    /// Emits the fixed header with a traffic class and a 20-bit flow label.
+    pub fn emit_with_tc_fl(&self, traffic_class: u8, flow_label: u32, out: &mut Vec<u8>) {
+        let v = (6u32 << 28) | ((traffic_class as u32) << 20) | (flow_label & 0x000f_ffff);
+        out.extend_from_slice(&v.to_be_bytes());
         out.extend_from_slice(&self.payload_len.to_be_bytes());
         out.push(self.next_header);
         out.push(self.hop_limit);
@@ -121,38 +147,85 @@ impl Repr {
     }
 }
 
-/// Walks the extension-header chain from the fixed header.
-/// Returns (upper-layer protocol, offset of the upper-layer header from the start
-/// of the packet). Bounds-checked against the packet length.
-pub fn upper_layer(pkt: &[u8]) -> Result<(u8, usize), Error> {
+impl Repr {
+    /// The fixed-header fields of a checked packet.
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Repr {
+        Repr {
+            src: p.src(),
+            dst: p.dst(),
+            next_header: p.next_header(),
+            payload_len: p.payload_len(),
+            hop_limit: p.hop_limit(),
+        }
+    }
+}
+
+/// Where the upper layer of a packet starts, and whether it is a fragment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UpperLayer {
+    /// upper-layer protocol (Next Header of the last extension header)
+    pub proto: u8,
+    /// offset of the upper-layer header from the start of the packet
+    pub offset: usize,
+    /// `Some((fragment offset in 8-octet units, M flag))` if a Fragment header was crossed.
+    /// Only a fragment with offset 0 starts with the upper-layer header, and only an
+    /// unfragmented packet (or the reassembled datagram) holds the whole transport
+    /// payload a checksum covers.
+    pub fragment: Option<(u16, bool)>,
+}
+
+impl UpperLayer {
+    /// True if bytes at `offset` are the upper-layer header (not a later fragment).
+    pub fn has_header(&self) -> bool {
+        !matches!(self.fragment, Some((off, _)) if off != 0)
+    }
+    /// True if the packet holds the whole upper-layer message.
+    pub fn is_whole(&self) -> bool {
+        matches!(self.fragment, None | Some((0, false)))
+    }
+}
+
+/// Walks the extension-header chain (Hop-by-Hop, Routing, Destination Options,
+/// Fragment) with bounds checks against payload_len; at most 16 headers.
+pub fn upper_layer_info(pkt: &[u8]) -> Result<UpperLayer, Error> {
     let p = Packet::new_checked(pkt)?;
     let end = HEADER_LEN + p.payload_len() as usize;
     let mut nh = p.next_header();
     let mut off = HEADER_LEN;
+    let mut fragment = None;
     for _ in 0..16 {
         match nh {
             PROTO_HOPOPTS | PROTO_ROUTING | PROTO_DSTOPTS => {
-                if off + 2 > end {
+                let (Some(&next), Some(&units)) = (pkt.get(off), pkt.get(off + 1)) else {
                     return Err(Error::Truncated);
-                }
-                let len = (pkt[off + 1] as usize + 1) * 8;
+                };
+                let len = (units as usize + 1) * 8;
                 if off + len > end {
                     return Err(Error::Truncated);
                 }
-                nh = pkt[off];
+                nh = next;
                 off += len;
             }
             PROTO_FRAGMENT => {
                 if off + 8 > end {
                     return Err(Error::Truncated);
                 }
+                let fo = u16::from_be_bytes([pkt[off + 2], pkt[off + 3]]);
+                fragment = Some((fo >> 3, fo & 1 != 0));
                 nh = pkt[off];
                 off += 8;
             }
-            _ => return Ok((nh, off)),
+            _ => return Ok(UpperLayer { proto: nh, offset: off, fragment }),
         }
     }
     Err(Error::Malformed("too many extension headers"))
+}
+
+/// Walks the extension-header chain from the fixed header.
+/// Returns (upper-layer protocol, offset of the upper-layer header from the start
+/// of the packet). Bounds-checked against the packet length.
+pub fn upper_layer(pkt: &[u8]) -> Result<(u8, usize), Error> {
+    upper_layer_info(pkt).map(|u| (u.proto, u.offset))
 }
 
 #[cfg(test)]
@@ -198,5 +271,61 @@ mod tests {
         assert_eq!(upper_layer(&v).unwrap(), (PROTO_UDP, 48));
         v[41] = 5; // hdr ext len beyond the packet
         assert_eq!(upper_layer(&v).unwrap_err(), Error::Truncated);
+    }
+
+    #[test]
+    fn traffic_class_and_flow_label() {
+        let r = Repr {
+            src: Ipv6Addr::LOCALHOST,
+            dst: Ipv6Addr::LOCALHOST,
+            next_header: PROTO_NONE,
+            payload_len: 0,
+            hop_limit: 1,
+        };
+        let mut v = Vec::new();
+        r.emit_with_tc_fl(0xb8, 0xabcde, &mut v);
+        assert_eq!(&v[..4], &[0x6b, 0x8a, 0xbc, 0xde]);
+        let mut p = Packet::new_checked(&mut v[..]).unwrap();
+        assert_eq!((p.version(), p.traffic_class(), p.flow_label()), (6, 0xb8, 0xabcde));
+        p.set_tc_fl(0x01, 0xfffff);
+        p.set_hop_limit(9);
+        assert_eq!(&p.as_bytes()[..8], &[0x60, 0x1f, 0xff, 0xff, 0, 0, PROTO_NONE, 9]);
+        assert_eq!(Repr::parse(&p), Repr { hop_limit: 9, ..r });
+    }
+
+    #[test]
+    fn walks_every_extension_header_kind() {
+        // IPv6 | HBH(8) | Routing(16) | Fragment(8, offset 0, M) | DestOpts(8) | TCP
+        let mut v = vec![0x60, 0, 0, 0, 0, 60, PROTO_HOPOPTS, 64];
+        v.extend_from_slice(&[0u8; 32]);
+        v.extend_from_slice(&[PROTO_ROUTING, 0, 1, 4, 0, 0, 0, 0]);
+        v.extend_from_slice(&[PROTO_FRAGMENT, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        v.extend_from_slice(&[PROTO_DSTOPTS, 0, 0, 1, 0, 0, 0, 1]);
+        v.extend_from_slice(&[PROTO_TCP, 0, 1, 4, 0, 0, 0, 0]);
+        v.extend_from_slice(&[0u8; 20]);
+        let u = upper_layer_info(&v).unwrap();
+        assert_eq!(u, UpperLayer { proto: PROTO_TCP, offset: 80, fragment: Some((0, true)) });
+        assert!(u.has_header() && !u.is_whole());
+        v[66] = 0x00;
+        v[67] = 0x11; // offset 2, M
+        assert!(!upper_layer_info(&v).unwrap().has_header());
+        // every cut is an error, never a panic
+        for cut in 40..v.len() {
+            let mut t = v[..cut].to_vec();
+            t[4..6].copy_from_slice(&((cut - 40) as u16).to_be_bytes());
+            let r = upper_layer(&t);
+            assert!(r.is_err() || r.unwrap().1 <= cut, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn header_loop_is_bounded() {
+        // 20 Destination Options headers chained: more than we walk
+        let mut v = vec![0x60, 0, 0, 0, 0, 160, PROTO_DSTOPTS, 64];
+        v.extend_from_slice(&[0u8; 32]);
+        for _ in 0..20 {
+            v.extend_from_slice(&[PROTO_DSTOPTS, 0, 1, 4, 0, 0, 0, 0]);
+        }
+        assert_eq!(upper_layer(&v).unwrap_err(), Error::Malformed("too many extension headers"));
     }
 }

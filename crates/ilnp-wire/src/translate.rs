@@ -59,15 +59,23 @@ fn fix_upper_checksum(
     new_wire: bool,
     csum: Csum,
 ) -> Result<(), Error> {
-    let (proto, off) = ipv6::upper_layer(pkt)?;
+    let ul = ipv6::upper_layer_info(pkt)?;
+    let (proto, off) = (ul.proto, ul.offset);
     let Some(field) = csum_field(proto) else { return Ok(()) };
+    if !ul.has_header() {
+        // a later fragment: no transport header here; the first fragment's
+        // adjustment covers the whole datagram's pseudo-header change
+        return Ok(());
+    }
+    if csum == Csum::Partial && !ul.is_whole() {
+        return Err(Error::Malformed("partial checksum on a fragment"));
+    }
     let p = ipv6::Packet::new_checked(&*pkt)?;
     let (new_src, new_dst) = (p.src(), p.dst());
     let end = ipv6::HEADER_LEN + p.payload_len() as usize;
     if off + field + 2 > end {
         return Err(Error::Truncated);
     }
-    let upper_len = end - off;
     if proto == PROTO_ICMPV6 {
         // full addresses in both forms; adjust incrementally so a corrupt
         // checksum stays corrupt (the receiver must still reject it)
@@ -97,9 +105,7 @@ fn fix_upper_checksum(
     let new = match csum {
         Csum::Partial => {
             pkt[at..at + 2].copy_from_slice(&[0, 0]);
-            let c = checksum::compute(&ns, &nd, proto, &pkt[off..end]);
-            let _ = upper_len;
-            c
+            checksum::compute(&ns, &nd, proto, &pkt[off..end])
         }
         Csum::Complete => {
             let (os, od) = pseudo(&old_src, &old_dst, old_wire);
@@ -222,6 +228,10 @@ pub fn icmp_error_meta(pkt: &[u8]) -> Result<QuotedMeta, Error> {
     if !icmpv6::is_error(m.msg_type()) {
         return Err(Error::Malformed("not an ICMPv6 error"));
     }
+    if !m.verify_checksum(&p.src(), &p.dst()) {
+        // never launder a corrupted error into one the kernel would believe
+        return Err(Error::BadChecksum);
+    }
     let quoted = m.invoking_packet();
     let nh = quoted_nonce(quoted).ok_or(Error::NoNonce)?;
     let qs = Ipv6Addr::from(<[u8; 16]>::try_from(&quoted[8..24]).map_err(|_| Error::Truncated)?);
@@ -241,6 +251,14 @@ pub fn icmp_error_meta(pkt: &[u8]) -> Result<QuotedMeta, Error> {
         nonce: nh.nonce,
         rejects_nonce,
     })
+}
+
+/// `Some(meta)` if `pkt` is a Parameter Problem code 2 ("unrecognized IPv6 option")
+/// whose pointer is exactly the type byte of the nonce option in the quoted packet
+/// (RFC 6744 §8: the destination does not speak ILNPv6). `meta.nonce` is the nonce
+/// quoted, for the caller to check it is ours.
+pub fn quoted_nonce_pointer(pkt: &[u8]) -> Option<QuotedMeta> {
+    icmp_error_meta(pkt).ok().filter(|m| m.rejects_nonce)
 }
 
 /// Translates an ICMPv6 error about one of our wire-form packets for the local
@@ -266,18 +284,22 @@ pub fn icmp_error_to_identifier(pkt: &[u8], id_prefix: Locator) -> Result<(Vec<u
     q[6] = nh.next_header;
     q[8..24].copy_from_slice(&ilnp_addr(id_prefix, meta.local_nid).octets());
     q[24..40].copy_from_slice(&ilnp_addr(id_prefix, meta.peer_nid).octets());
-    // the quoted transport checksum back to the identifier pseudo-header, if quoted
-    if let Some(field) = csum_field(nh.next_header).filter(|_| nh.next_header != PROTO_ICMPV6) {
+    // the quoted upper-layer checksum back to the identifier form, if it was quoted
+    // (TCP/UDP: from the locator-zeroed rule; ICMPv6: full wire addresses)
+    if let Some(field) = csum_field(nh.next_header) {
         let at = ipv6::HEADER_LEN + field;
-        if q.len() >= at + 2 {
-            let old = u16::from_be_bytes([q[at], q[at + 1]]);
-            let (ws, wd) = (
-                checksum::nid_only(&ilnp_addr(meta.local_loc, meta.local_nid)),
-                checksum::nid_only(&ilnp_addr(meta.peer_loc, meta.peer_nid)),
-            );
+        if let Some(&[hi, lo]) = q.get(at..at + 2) {
+            let old = u16::from_be_bytes([hi, lo]);
+            let (ws, wd) = (ilnp_addr(meta.local_loc, meta.local_nid), ilnp_addr(meta.peer_loc, meta.peer_nid));
+            let (ws, wd) = if nh.next_header == PROTO_ICMPV6 {
+                (ws, wd)
+            } else {
+                (checksum::nid_only(&ws), checksum::nid_only(&wd))
+            };
             let (is, id) = (ilnp_addr(id_prefix, meta.local_nid), ilnp_addr(id_prefix, meta.peer_nid));
             if !(nh.next_header == PROTO_UDP && old == 0) {
                 let new = checksum::update(old, checksum::addr_pair_sum(&ws, &wd), checksum::addr_pair_sum(&is, &id));
+                let new = if nh.next_header == PROTO_UDP && new == 0 { 0xffff } else { new };
                 q[at..at + 2].copy_from_slice(&new.to_be_bytes());
             }
         }
@@ -547,6 +569,194 @@ mod tests {
         let last = bad.len() - 1;
         bad[last] ^= 1;
         assert_eq!(parse_lu_packet(&bad).unwrap_err(), Error::BadChecksum);
+    }
+
+    /// Full recomputation under the wire rule, for comparing with the incremental path.
+    fn full_wire_checksum(w: &[u8]) -> u16 {
+        let p = ipv6::Packet::new_checked(w).unwrap();
+        let (proto, off) = ipv6::upper_layer(w).unwrap();
+        let field = csum_field(proto).unwrap();
+        let mut l4 = w[off..].to_vec();
+        l4[field..field + 2].copy_from_slice(&[0, 0]);
+        checksum::transport_checksum_wire(&p.src(), &p.dst(), proto, &l4)
+    }
+
+    fn l4_csum(w: &[u8]) -> u16 {
+        let (proto, off) = ipv6::upper_layer(w).unwrap();
+        let f = off + csum_field(proto).unwrap();
+        u16::from_be_bytes([w[f], w[f + 1]])
+    }
+
+    /// 0x0000 and 0xffff are the same one's-complement value (both verify for TCP).
+    fn same_csum(a: u16, b: u16) -> bool {
+        a == b || (a == 0 && b == 0xffff) || (a == 0xffff && b == 0)
+    }
+
+    #[test]
+    fn incremental_adjustment_matches_full_recomputation() {
+        let mut n = 0;
+        for seed in 0u32..300 {
+            let payload: Vec<u8> = (0..(seed % 97)).map(|i| (i * 31 + seed * 7) as u8).collect();
+            let nb = Nid(0x0200_00ff_fe00_0000 | seed as u64);
+            for tcp in [false, true] {
+                let (s, d) = (ilnp_addr(P, NA), ilnp_addr(P, nb));
+                let id = if tcp { tcp_packet(s, d, &payload) } else { udp_packet(s, d, &payload) };
+                let nonce = if seed % 2 == 0 { Nonce::N32([1, 2, 3, 4]) } else { Nonce::N96([9; 12]) };
+                let la = Locator(0x2001_0db8_0000_0000 | seed as u64);
+                let w = to_wire(&id, P, la, LB, &nonce, Csum::Complete).unwrap();
+                let full = full_wire_checksum(&w);
+                let inc = l4_csum(&w);
+                if tcp {
+                    assert!(same_csum(inc, full), "seed {seed}: incremental {inc:#06x} full {full:#06x}");
+                } else {
+                    assert_eq!(inc, full, "seed {seed}: UDP must send 0xffff for a computed 0");
+                }
+                let (back, _) = to_identifier(&w, P, Csum::Complete).unwrap();
+                let p = ipv6::Packet::new_checked(&back[..]).unwrap();
+                let proto = if tcp { PROTO_TCP } else { PROTO_UDP };
+                assert!(checksum::verify(&p.src(), &p.dst(), proto, &back[40..]), "seed {seed}");
+                n += 1;
+            }
+        }
+        assert_eq!(n, 600);
+    }
+
+    #[test]
+    fn partial_checksum_inbound_is_completed() {
+        let id = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"partial in");
+        let w = to_wire(&id, P, LA, LB, &Nonce::N32([3; 4]), Csum::Complete).unwrap();
+        let mut partial = w.clone();
+        partial[48 + 6..48 + 8].copy_from_slice(&[0x12, 0x34]); // junk: Partial ignores the field
+        let (back, _) = to_identifier(&partial, P, Csum::Partial).unwrap();
+        assert_eq!(back, id);
+    }
+
+    #[test]
+    fn existing_extension_headers_stay_after_ours() {
+        // identifier packet: IPv6 | Routing(type 0xfe, 8 bytes, segments left 0) | UDP
+        let inner = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"ext");
+        let mut id = inner[..40].to_vec();
+        id[6] = ipv6::PROTO_ROUTING;
+        id[4..6].copy_from_slice(&((inner.len() - 40 + 8) as u16).to_be_bytes());
+        id.extend_from_slice(&[PROTO_UDP, 0, 0xfe, 0, 0, 0, 0, 0]);
+        id.extend_from_slice(&inner[40..]);
+        let w = to_wire(&id, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
+        assert_eq!(w[6], PROTO_DSTOPTS);
+        assert_eq!(&w[40..48], &[ipv6::PROTO_ROUTING, 0, 0x8b, 4, 1, 2, 3, 4]);
+        assert_eq!(&w[48..56], &[PROTO_UDP, 0, 0xfe, 0, 0, 0, 0, 0]);
+        assert_eq!(u16::from_be_bytes([w[4], w[5]]) as usize, w.len() - 40);
+        assert_eq!(ipv6::upper_layer(&w).unwrap(), (PROTO_UDP, 56));
+        assert!(checksum::verify_transport_wire(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), 17, &w[56..]));
+        let (back, meta) = to_identifier(&w, P, Csum::Complete).unwrap();
+        assert_eq!(back, id);
+        assert_eq!(meta.proto, PROTO_UDP);
+    }
+
+    #[test]
+    fn later_fragments_are_not_touched() {
+        // IPv6 | Fragment(offset 185, M=0) | 16 bytes of payload that only look like UDP
+        let mut id = Vec::new();
+        ipv6::Repr {
+            src: ilnp_addr(P, NA),
+            dst: ilnp_addr(P, NB),
+            next_header: ipv6::PROTO_FRAGMENT,
+            payload_len: 24,
+            hop_limit: 64,
+        }
+        .emit(&mut id);
+        id.extend_from_slice(&[PROTO_UDP, 0, 0x05, 0xc8, 0, 0, 0, 42]); // offset 185 << 3
+        id.extend_from_slice(&[0xaa; 16]);
+        let w = to_wire(&id, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
+        assert_eq!(&w[56..], &[0xaa; 16]);
+        let (back, _) = to_identifier(&w, P, Csum::Complete).unwrap();
+        assert_eq!(back, id);
+        // a first fragment (offset 0, M=1) gets the pseudo-header adjustment
+        let full = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), &[7; 32]);
+        let mut first = full[..40].to_vec();
+        first[6] = ipv6::PROTO_FRAGMENT;
+        first[4..6].copy_from_slice(&(8u16 + 24).to_be_bytes());
+        first.extend_from_slice(&[PROTO_UDP, 0, 0, 1, 0, 0, 0, 42]);
+        first.extend_from_slice(&full[40..64]);
+        let w = to_wire(&first, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
+        let whole = to_wire(&full, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
+        assert_eq!(&w[56 + 6..56 + 8], &whole[48 + 6..48 + 8], "same checksum as the unfragmented datagram");
+        assert!(to_wire(&first, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Partial).is_err());
+    }
+
+    #[test]
+    fn inbound_option_errors() {
+        let id = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"opts");
+        let w = to_wire(&id, P, LA, LB, &Nonce::N96([5; 12]), Csum::Complete).unwrap();
+        assert_eq!(&w[40..44], &[PROTO_UDP, 1, 0x8b, 12]);
+        // replace the 96-bit nonce by a 32-bit nonce + an unknown option (type 0x1e, 6 bytes)
+        let mut other = w.clone();
+        other[42..56].copy_from_slice(&[0x8b, 4, 1, 2, 3, 4, 0x1e, 6, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(to_identifier(&other, P, Csum::Complete).unwrap_err(), Error::UnsupportedOptions);
+        // two nonces
+        let mut two = w.clone();
+        two[42..56].copy_from_slice(&[0x8b, 4, 1, 2, 3, 4, 0x8b, 4, 5, 6, 7, 8, 1, 0]);
+        assert_eq!(to_identifier(&two, P, Csum::Complete).unwrap_err(), Error::MoreThanOneNonce);
+        // nonce of 8 bytes
+        let mut bad = w.clone();
+        bad[42..56].copy_from_slice(&[0x8b, 8, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 0, 0]);
+        assert_eq!(to_identifier(&bad, P, Csum::Complete).unwrap_err(), Error::BadNonceLength(8));
+        // nonce after Pad1 + PadN: accepted, the header is stripped
+        let mut padded = w.clone();
+        padded[42..56].copy_from_slice(&[0, 1, 0, 0x8b, 4, 1, 2, 3, 4, 1, 1, 0, 0, 0]);
+        let (back, meta) = to_identifier(&padded, P, Csum::Complete).unwrap();
+        assert_eq!(back, id);
+        assert_eq!(meta.nonce, Nonce::N32([1, 2, 3, 4]));
+    }
+
+    fn error_about(w: &[u8], t: u8, code: u8, data: u32) -> Vec<u8> {
+        let router: Ipv6Addr = "2001:db8:a::1".parse().unwrap();
+        icmpv6::error_packet(router, ilnp_addr(LA, NA), t, code, data, w)
+    }
+
+    #[test]
+    fn icmp_error_details() {
+        let id = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), &[1u8; 1400]);
+        let w = to_wire(&id, P, LA, LB, &Nonce::N96([2; 12]), Csum::Complete).unwrap();
+        // PTB with a 96-bit nonce: MTU reduced by 16
+        let (t, _) = icmp_error_to_identifier(&error_about(&w, 2, 0, 1400), P).unwrap();
+        assert_eq!(&t[44..48], &1384u32.to_be_bytes());
+        assert_eq!(t.len(), 1280 - 16, "the 1280-byte error loses the 16 bytes we strip from its quote");
+        // Parameter Problem past our header: pointer moves back by the header length
+        let (t, m) = icmp_error_to_identifier(&error_about(&w, 4, 0, 40 + 16 + 4), P).unwrap();
+        assert!(!m.rejects_nonce);
+        assert_eq!(&t[44..48], &44u32.to_be_bytes());
+        // pointer into the fixed header: unchanged
+        let (t, _) = icmp_error_to_identifier(&error_about(&w, 4, 0, 7), P).unwrap();
+        assert_eq!(&t[44..48], &7u32.to_be_bytes());
+        // the nonce-rejection signal
+        assert!(quoted_nonce_pointer(&error_about(&w, 4, 2, 42)).is_some());
+        assert!(quoted_nonce_pointer(&error_about(&w, 4, 2, 43)).is_none());
+        assert!(quoted_nonce_pointer(&error_about(&w, 4, 1, 42)).is_none());
+        assert!(quoted_nonce_pointer(&error_about(&w, 1, 0, 42)).is_none());
+        // a corrupted error is refused, not re-checksummed
+        let mut bad = error_about(&w, 2, 0, 1400);
+        bad[100] ^= 0x40;
+        assert_eq!(icmp_error_to_identifier(&bad, P).unwrap_err(), Error::BadChecksum);
+        // an error about a plain IPv6 packet (no nonce) is not ours
+        assert_eq!(icmp_error_to_identifier(&error_about(&id, 2, 0, 1300), P).unwrap_err(), Error::NoNonce);
+    }
+
+    #[test]
+    fn quoted_echo_checksum_is_translated() {
+        let (s, d) = (ilnp_addr(P, NA), ilnp_addr(P, NB));
+        let mut icmp = vec![128, 0, 0, 0, 0, 7, 0, 1, b'p', b'i', b'n', b'g'];
+        let c = checksum::icmpv6_checksum(&s, &d, &icmp);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+        let mut id = Vec::new();
+        ipv6::Repr { src: s, dst: d, next_header: PROTO_ICMPV6, payload_len: 12, hop_limit: 64 }.emit(&mut id);
+        id.extend_from_slice(&icmp);
+        let w = to_wire(&id, P, LA, LB, &Nonce::N32([4; 4]), Csum::Complete).unwrap();
+        let (t, _) = icmp_error_to_identifier(&error_about(&w, 3, 0, 0), P).unwrap();
+        assert_eq!(&t[48..], &id[..], "the quoted packet is exactly the identifier-form original");
+        let udp = udp_packet(s, d, b"quoted udp");
+        let w = to_wire(&udp, P, LA, LB, &Nonce::N32([4; 4]), Csum::Complete).unwrap();
+        let (t, _) = icmp_error_to_identifier(&error_about(&w, 1, 4, 0), P).unwrap();
+        assert_eq!(&t[48..], &udp[..]);
     }
 
     #[test]
