@@ -97,7 +97,7 @@ fn parse_groups(s: &str) -> Result<u64, String> {
     }
     let mut v = 0u64;
     for g in groups {
-        if g.is_empty() || g.len() > 4 {
+        if g.is_empty() || g.len() > 4 || !g.bytes().all(|c| c.is_ascii_hexdigit()) {
             return Err(format!("{s:?}: group {g:?} is not 1-4 hex digits"));
         }
         let x = u16::from_str_radix(g, 16).map_err(|_| format!("{s:?}: group {g:?} is not hex"))?;
@@ -265,5 +265,9 @@ mod tests {
         assert_eq!("2001:0db8:0001:0002".parse::<Locator>().unwrap(), l);
         assert!("2001:db8::1".parse::<Locator>().is_err());
         assert!("1::2:3".parse::<Nid>().is_err());
+        // from_str_radix alone would take a sign
+        assert!("+fff:0:0:0".parse::<Nid>().is_err());
+        assert!("0:0:0:0:0".parse::<Nid>().is_err());
+        assert_eq!("0:0:0:1".parse::<Nid>().unwrap(), Nid(1));
     }
 }

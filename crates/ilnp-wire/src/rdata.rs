@@ -97,7 +97,10 @@ impl Rdata {
             }
             Rdata::Lp { preference, fqdn } => {
                 out.extend_from_slice(&preference.to_be_bytes());
-                emit_name(fqdn, out)?;
+                if let Err(e) = emit_name(fqdn, out) {
+                    out.truncate(out.len() - 2);
+                    return Err(e);
+                }
             }
         }
         Ok(())
@@ -108,7 +111,11 @@ impl Rdata {
     pub fn from_presentation(type_name: &str, text: &str) -> Result<Rdata, String> {
         let mut it = text.split_whitespace();
         let p = it.next().ok_or_else(|| format!("{type_name}: missing preference"))?;
-        let preference: u16 = p.parse().map_err(|_| format!("{type_name}: preference {p:?} is not 0-65535"))?;
+        let preference: u16 = p
+            .parse()
+            .ok()
+            .filter(|_| p.bytes().all(|c| c.is_ascii_digit()))
+            .ok_or_else(|| format!("{type_name}: preference {p:?} is not 0-65535"))?;
         let v = it.next().ok_or_else(|| format!("{type_name}: missing value after preference {p}"))?;
         if let Some(extra) = it.next() {
             return Err(format!("{type_name}: unexpected {extra:?}"));
@@ -131,7 +138,11 @@ impl Rdata {
                 }
                 let mut b = [0u8; 4];
                 for (i, x) in parts.iter().enumerate() {
-                    b[i] = x.parse().map_err(|_| format!("L32: {v:?}: {x:?} is not 0-255"))?;
+                    b[i] = x
+                        .parse()
+                        .ok()
+                        .filter(|_| !x.is_empty() && x.len() <= 3 && x.bytes().all(|c| c.is_ascii_digit()))
+                        .ok_or_else(|| format!("L32: {v:?}: {x:?} is not 0-255"))?;
                 }
                 Ok(Rdata::L32 { preference, locator: Ipv4Addr::from(b) })
             }
@@ -199,14 +210,24 @@ fn presentable(c: u8) -> bool {
 }
 
 fn emit_name(name: &str, out: &mut Vec<u8>) -> Result<(), Error> {
+    let start = out.len();
     for l in name.trim_end_matches('.').split('.') {
         if l.is_empty() || l.len() > 63 {
+            out.truncate(start);
             return Err(Error::Malformed("LP label empty or longer than 63"));
+        }
+        if !l.bytes().all(presentable) {
+            out.truncate(start);
+            return Err(Error::Malformed("LP label with a space, backslash or non-ASCII byte"));
         }
         out.push(l.len() as u8);
         out.extend_from_slice(l.as_bytes());
     }
     out.push(0);
+    if out.len() - start > 255 {
+        out.truncate(start);
+        return Err(Error::Malformed("LP name longer than 255 bytes"));
+    }
     Ok(())
 }
 
@@ -254,6 +275,25 @@ mod tests {
         let e = Rdata::from_presentation("L32", "10 10.1.300.0").unwrap_err();
         assert!(e.contains("300"), "{e}");
         assert!(Rdata::from_presentation("AAAA", "10 ::1").is_err());
+        // signs and stray tokens are refused, and named
+        let e = Rdata::from_presentation("L32", "+10 10.1.2.0").unwrap_err();
+        assert!(e.contains("\"+10\""), "{e}");
+        let e = Rdata::from_presentation("L32", "10 10.+1.2.0").unwrap_err();
+        assert!(e.contains("\"+1\""), "{e}");
+        let e = Rdata::from_presentation("L32", "10 10.1.2.0 extra").unwrap_err();
+        assert!(e.contains("extra"), "{e}");
+        let e = Rdata::from_presentation("NID", "10 +fff:0:0:0").unwrap_err();
+        assert!(e.contains("+fff"), "{e}");
+        let e = Rdata::from_presentation("L64", "10").unwrap_err();
+        assert!(e.contains("missing value"), "{e}");
+        let e = Rdata::from_presentation("LP", "10 a..b.").unwrap_err();
+        assert!(e.contains("a..b."), "{e}");
+        assert!(Rdata::from_presentation("LP", "10 .").is_err(), "root is not a locator pointer");
+        assert!(Rdata::from_presentation("LP", &format!("10 {}.", "a".repeat(64))).is_err());
+        assert!(Rdata::from_presentation("NID", "").unwrap_err().contains("missing preference"));
+        assert!(Rdata::from_presentation("NID", "70000 0:0:0:1").unwrap_err().contains("70000"));
+        // lower-case type names are accepted
+        assert_eq!(Rdata::from_presentation("nid", "1 0:0:0:1").unwrap(), Rdata::Nid { preference: 1, nid: Nid(1) });
     }
 
     #[test]
@@ -264,6 +304,19 @@ mod tests {
         assert!(Rdata::parse(TYPE_LP, &[0, 1, 3, b'a']).is_err());
         // found by the fuzzer: a label holding a dot or a NUL cannot round-trip through text
         assert!(Rdata::parse(TYPE_LP, &[0x12, 0x23, 2, 0, b'.', 0]).is_err());
+        // an LP built in code with a name that cannot be sent is refused, nothing written
+        let mut v = vec![9];
+        assert!(Rdata::Lp { preference: 1, fqdn: "a b.example".into() }.emit(&mut v).is_err());
+        assert!(Rdata::Lp { preference: 1, fqdn: vec!["x".repeat(60); 5].join(".") }.emit(&mut v).is_err());
+        assert_eq!(v, [9]);
+        // L32 and L64 round trips through both forms
+        for (t, text) in [("L32", "65535 255.0.10.1"), ("L64", "0 ffff:0000:0001:abcd")] {
+            let r = Rdata::from_presentation(t, text).unwrap();
+            assert_eq!(r.to_string(), text);
+            let mut w = Vec::new();
+            r.emit(&mut w).unwrap();
+            assert_eq!(Rdata::parse(r.rr_type(), &w).unwrap(), r);
+        }
         for len in 0..40 {
             let v: Vec<u8> = (0..len).map(|i| (i * 37 % 251) as u8).collect();
             for t in [TYPE_NID, TYPE_L32, TYPE_L64, TYPE_LP, 1] {
