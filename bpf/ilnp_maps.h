@@ -1,11 +1,19 @@
 /* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
 /*
- * The one definition of the BPF map layouts shared by the tc programs and ilnpd.
- * crates/ilnpd/src/bpf.rs mirrors these structs with #[repr(C)]; the test
- * `bpf_layout_matches_c_header` compiles this header and compares every offset.
+ * The one definition of the BPF map keys, values and reason codes shared by the
+ * tc programs (bpf/ilnp_egress.c, bpf/ilnp_ingress.c) and ilnpd.
  *
- * All addresses, locators and NIDs are stored as they appear on the wire
- * (network byte order), so the programs compare them with packet bytes directly.
+ * crates/ilnpd/src/bpf/maps.rs mirrors every struct with #[repr(C)]; its test
+ * `layout_matches_c_header` compiles a probe against this header and compares
+ * every size, offset and reason name, so a change here that is not mirrored
+ * there fails `cargo test`.
+ *
+ * Byte order: prefixes, locators and NIDs are 8 bytes exactly as on the wire
+ * (network order) kept in a __u64, so the programs compare them with packet
+ * bytes without swapping. Everything else is host order.
+ *
+ * Every field has a fixed size and every hole is an explicit _pad field, so the
+ * layout is the same for clang -target bpf, the host C compiler and rustc.
  */
 #ifndef ILNP_MAPS_H
 #define ILNP_MAPS_H
@@ -15,32 +23,39 @@
 #define ILNP_MAX_REMOTE_LOCS 8
 #define ILNP_NONCE_MAX 12
 #define ILNP_OPT_NONCE 0x8b
+#define ILNP_LOCALS_MAX 256
+#define ILNP_ILCC_DEFAULT_MAX 65536 /* ilnpd overrides it at load time */
 
 enum ilnp_mode {
-	ILNP_MODE_EBPF = 0,      /* fast path translates established sessions */
+	ILNP_MODE_EBPF = 0,      /* the fast path translates established sessions */
 	ILNP_MODE_USERSPACE = 1, /* steer only: ilnpd translates everything */
 };
 
-/* ilnp_cfg[0] */
+/* ilnp_cfg: ARRAY, one entry, key 0 (__u32). Written by ilnpd before attaching. */
 struct ilnp_cfg {
-	__u64 id_prefix;      /* upper 64 bits of identifier addresses */
-	__u64 local_nid;
-	__u32 ilnp0_ifindex;
-	__u32 mode;           /* enum ilnp_mode */
+	__u64 id_prefix;     /* identifier prefix P: upper 64 bits of identifier addresses (wire order) */
+	__u64 local_nid;     /* this node's NID (wire order) */
+	__u32 ilnp0_ifindex; /* the TUN; ingress punts are redirected to its egress */
+	__u32 mode;          /* enum ilnp_mode */
+	__u32 flags;         /* reserved, 0 */
+	__u32 _pad;
 };
 
-/* ilnp_ilcc: key = remote NID (8 bytes as on the wire) */
+/* ilnp_ilcc: HASH, key = remote NID (__u64, wire order). */
+#define ILNP_ILCC_F_NONE 0 /* flags: reserved, 0 */
+
 struct ilnp_ilcc_val {
-	__u64 local_loc;                           /* source locator to send from */
-	__u64 remote_loc;                          /* destination locator to send to */
-	__u64 remote_locs[ILNP_MAX_REMOTE_LOCS];   /* accepted source locators */
-	__u8 nonce_tx[ILNP_NONCE_MAX];
-	__u8 nonce_rx[ILNP_NONCE_MAX];
-	__u8 nonce_tx_len;                         /* 4 or 12 */
-	__u8 nonce_rx_len;                         /* 0 = not learned yet */
-	__u8 n_remote_locs;
-	__u8 flags;
-	__u32 _pad;
+	__u64 local_loc;                         /* source locator to send from (wire order) */
+	__u64 remote_loc;                        /* active destination locator (wire order) */
+	__u64 remote_locs[ILNP_MAX_REMOTE_LOCS]; /* source locators accepted from the peer */
+	__u8 nonce_tx[ILNP_NONCE_MAX];           /* nonce we put on packets to the peer */
+	__u8 nonce_tx_len;                       /* 4 or 12; anything else: not ready, punt */
+	__u8 nonce_rx_len;                       /* 4 or 12; 0 = peer's nonce not learned yet */
+	__u8 n_remote_locs;                      /* valid entries in remote_locs */
+	__u8 flags;                              /* ILNP_ILCC_F_* */
+	__u8 nonce_rx[ILNP_NONCE_MAX];           /* nonce the peer puts on packets to us */
+	__u8 _pad[4];
+	/* written by the programs only (__sync_fetch_and_add); ilnpd keeps them on update */
 	__u64 tx_pkts;
 	__u64 tx_bytes;
 	__u64 rx_pkts;
@@ -50,38 +65,59 @@ struct ilnp_ilcc_val {
 enum ilnp_loc_state {
 	ILNP_LOC_VALID = 0,
 	ILNP_LOC_ACTIVE = 1,
-	ILNP_LOC_AGED = 2,
+	ILNP_LOC_AGED = 2,   /* and above: not usable by the fast path */
 	ILNP_LOC_EXPIRED = 3,
 };
 
-/* ilnp_locals: key = local locator (8 bytes as on the wire) */
+/* ilnp_locals: HASH, key = local locator (__u64, wire order). */
 struct ilnp_local_val {
 	__u32 state;   /* enum ilnp_loc_state */
-	__u32 ifindex;
+	__u32 ifindex; /* uplink carrying the locator */
 };
 
-/* ilnp_stats: per-CPU counter per reason. Names in crates/ilnpd/src/bpf.rs REASONS. */
+/*
+ * ilnp_stats: PERCPU_ARRAY of __u64 indexed by reason. One X-macro list gives
+ * the enum and the names ilnpd reports (the layout test checks both).
+ * Punts go to ilnpd through the ilnp0 TUN; drops are TC_ACT_SHOT.
+ */
+#define ILNP_REASONS(X)                                                                          \
+	X(EGRESS_FAST, "egress_fast")                       /* translated, redirected to an uplink */   \
+	X(EGRESS_NEIGH, "egress_neigh")                     /* ... and the next hop was unresolved */   \
+	X(EGRESS_PUNT_USERSPACE, "egress_punt_userspace")   /* mode = userspace */                      \
+	X(EGRESS_PUNT_PROTO, "egress_punt_proto")           /* not TCP/UDP/ICMPv6 echo after IPv6 */    \
+	X(EGRESS_PUNT_ICMP_ERROR, "egress_punt_icmp_error") /* ICMPv6 error quoting identifier form */  \
+	X(EGRESS_PUNT_SRC, "egress_punt_src")               /* source is not our identifier address */ \
+	X(EGRESS_PUNT_MISS, "egress_punt_miss")             /* no ILCC entry or no tx nonce */          \
+	X(EGRESS_PUNT_LOCAL_LOC, "egress_punt_local_loc")   /* source locator not ours or aged */       \
+	X(EGRESS_PUNT_FIB, "egress_punt_fib")               /* FIB lookup failed (route, MTU, ...) */   \
+	X(EGRESS_DROP_ERROR, "egress_drop_error")           /* a helper failed mid-rewrite */           \
+	X(INGRESS_FAST, "ingress_fast")                     /* translated, passed up */                 \
+	X(INGRESS_PUNT_USERSPACE, "ingress_punt_userspace")                                             \
+	X(INGRESS_PUNT_LU, "ingress_punt_lu")               /* ICMPv6 Locator Update */                 \
+	X(INGRESS_PUNT_ICMP_ERROR, "ingress_punt_icmp_error") /* ICMPv6 error about an ILNP packet */   \
+	X(INGRESS_PUNT_PROTO, "ingress_punt_proto")         /* other upper layer (incl. No Next Hdr) */ \
+	X(INGRESS_PUNT_OPTIONS, "ingress_punt_options")     /* other options, nonce not first, big */   \
+	X(INGRESS_PUNT_MISS, "ingress_punt_miss")           /* no ILCC entry for the source NID */      \
+	X(INGRESS_PUNT_NONCE_UNKNOWN, "ingress_punt_nonce_unknown") /* rx nonce not learned */         \
+	X(INGRESS_PUNT_BAD_NONCE, "ingress_punt_bad_nonce") /* nonce differs: ilnpd judges, counts */   \
+	X(INGRESS_PUNT_SRC_LOC, "ingress_punt_src_loc")     /* source locator not in the ILCC */        \
+	X(INGRESS_PUNT_DST_LOC, "ingress_punt_dst_loc")     /* destination locator not ours or aged */  \
+	X(INGRESS_DROP_MULTI_NONCE, "ingress_drop_multi_nonce") /* RFC 6744 §2: two nonce options */   \
+	X(INGRESS_DROP_MALFORMED, "ingress_drop_malformed") /* truncated option, bad nonce length */    \
+	X(INGRESS_DROP_ERROR, "ingress_drop_error")         /* a helper failed mid-rewrite */
+
+#define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {
-	ILNP_R_EGRESS_FAST = 0,     /* translated and redirected by the fast path */
-	ILNP_R_EGRESS_MISS,         /* no ILCC entry: to the daemon */
-	ILNP_R_EGRESS_PUNT,         /* userspace mode or unsupported protocol: to the daemon */
-	ILNP_R_EGRESS_FIB_FAIL,     /* source locator not usable here: to the daemon */
-	ILNP_R_EGRESS_ERROR,        /* a helper failed: dropped */
-	ILNP_R_EGRESS_NEIGH,        /* next hop not resolved yet: to the daemon (its send resolves it) */
-	ILNP_R_EGRESS_NO_ROUTE,     /* no route to the destination locator: to the daemon */
-	ILNP_R_INGRESS_FAST,        /* translated and passed up by the fast path */
-	ILNP_R_PUNT_MISS,           /* unknown correspondent */
-	ILNP_R_PUNT_LU,             /* Locator Update */
-	ILNP_R_PUNT_NONCE_UNKNOWN,  /* peer's nonce not learned yet */
-	ILNP_R_PUNT_SRC_LOC,        /* source locator not in the ILCC */
-	ILNP_R_PUNT_DST_LOC,        /* destination locator not (or no longer) ours */
-	ILNP_R_PUNT_ICMP_ERROR,     /* ICMPv6 error quoting an ILNP packet */
-	ILNP_R_PUNT_OTHER,          /* userspace mode, other options, other protocols */
-	ILNP_R_DROP_BAD_NONCE,      /* wrong nonce from a known correspondent */
-	ILNP_R_DROP_MULTI_NONCE,    /* more than one nonce option */
-	ILNP_R_DROP_MALFORMED,      /* truncated header or bad nonce length */
-	ILNP_R_INGRESS_ERROR,       /* a helper failed: dropped */
+	ILNP_REASONS(ILNP_REASON_ENUM)
 	ILNP_R_MAX,
 };
+#undef ILNP_REASON_ENUM
+
+_Static_assert(sizeof(struct ilnp_cfg) == 32, "ilnp_cfg layout");
+_Static_assert(sizeof(struct ilnp_ilcc_val) == 144, "ilnp_ilcc_val layout");
+_Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_tx) == 80, "ilnp_ilcc_val.nonce_tx");
+_Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_rx) == 96, "ilnp_ilcc_val.nonce_rx");
+_Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, tx_pkts) == 112, "ilnp_ilcc_val counters 8-aligned");
+_Static_assert(sizeof(struct ilnp_local_val) == 8, "ilnp_local_val layout");
 
 #endif

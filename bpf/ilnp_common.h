@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: (GPL-2.0 OR MIT) */
+/*
+ * Map definitions and small helpers shared by ilnp_egress.c and ilnp_ingress.c.
+ * Both programs are built into one object (ilnp_dp.c) so they share the maps.
+ */
+#ifndef ILNP_COMMON_H
+#define ILNP_COMMON_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ipv6.h>
+#include <linux/pkt_cls.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "ilnp_maps.h"
+
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
+#define NEXTHDR_DEST 60
+#define NEXTHDR_ICMPV6 58
+#define ICMPV6_ECHO_REQUEST 128
+#define ICMPV6_ECHO_REPLY 129
+#define ICMPV6_LOCATOR_UPDATE 156
+#define IPV6_HLEN 40
+
+/* ILNP_PIN_MAPS (set by build.rs for the pinned variant): ilnpd pins the maps
+ * by name under its pin directory and reuses them after a restart. */
+#ifdef ILNP_PIN_MAPS
+#define ILNP_PINNING __uint(pinning, LIBBPF_PIN_BY_NAME);
+#else
+#define ILNP_PINNING
+#endif
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ilnp_cfg);
+	ILNP_PINNING
+} ilnp_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ILNP_ILCC_DEFAULT_MAX);
+	__type(key, __u64);
+	__type(value, struct ilnp_ilcc_val);
+	ILNP_PINNING
+} ilnp_ilcc SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ILNP_LOCALS_MAX);
+	__type(key, __u64);
+	__type(value, struct ilnp_local_val);
+	ILNP_PINNING
+} ilnp_locals SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ILNP_R_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+	ILNP_PINNING
+} ilnp_stats SEC(".maps");
+
+static __always_inline void count(__u32 reason)
+{
+	__u64 *c = bpf_map_lookup_elem(&ilnp_stats, &reason);
+
+	if (c)
+		*c += 1;
+}
+
+static __always_inline struct ilnp_cfg *get_cfg(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&ilnp_cfg, &zero);
+}
+
+/* The 64-bit halves of an IPv6 address, as stored bytes (wire order). */
+static __always_inline __u64 hi64(const struct in6_addr *a)
+{
+	return *(const __u64 *)&a->s6_addr[0];
+}
+
+static __always_inline __u64 lo64(const struct in6_addr *a)
+{
+	return *(const __u64 *)&a->s6_addr[8];
+}
+
+static __always_inline void set_hi64(struct in6_addr *a, __u64 v)
+{
+	*(__u64 *)&a->s6_addr[0] = v;
+}
+
+/* Offset of the checksum inside the upper-layer header; -1: not handled. */
+static __always_inline int l4_csum_off(__u8 proto)
+{
+	switch (proto) {
+	case IPPROTO_TCP:
+		return 16;
+	case IPPROTO_UDP:
+		return 6;
+	case NEXTHDR_ICMPV6:
+		return 2;
+	}
+	return -1;
+}
+
+/*
+ * Adjust the upper-layer checksum at l4_off for a pseudo-header whose upper
+ * address halves change from (from_s, from_d) to (to_s, to_d). The lower halves
+ * (the NIDs) and the upper-layer length never change.
+ *   TCP/UDP: wire pseudo-header has the locators zeroed (RFC 6744 §3), so the
+ *            change is P,P <-> 0,0: one constant per direction.
+ *   ICMPv6:  full addresses (RFC 6741 §4.3): P,P <-> locators.
+ * BPF_F_PSEUDO_HDR makes this right for CHECKSUM_PARTIAL (GSO, offloads): the
+ * kernel then adjusts the seeded pseudo-header sum instead of the final sum.
+ * No BPF_F_IPV6: the callers store the address bytes with
+ * BPF_F_RECOMPUTE_CSUM, so skb->csum (CHECKSUM_COMPLETE) must follow the change
+ * of the checksum field too, which is what the helper does without that flag.
+ */
+static __always_inline int fix_l4_csum(struct __sk_buff *skb, __u32 l4_off, __u8 proto, __u64 from_s,
+				       __u64 from_d, __u64 to_s, __u64 to_d)
+{
+	__u64 from[2] = { from_s, from_d };
+	__u64 to[2] = { to_s, to_d };
+	int off = l4_csum_off(proto);
+	__u64 flags = BPF_F_PSEUDO_HDR;
+	__s64 diff;
+
+	if (off < 0)
+		return -1;
+	diff = bpf_csum_diff((__be32 *)from, sizeof(from), (__be32 *)to, sizeof(to), 0);
+	if (diff < 0)
+		return -1;
+	if (proto == IPPROTO_UDP)
+		flags |= BPF_F_MARK_MANGLED_0;
+	return bpf_l4_csum_replace(skb, l4_off + off, 0, diff, flags);
+}
+
+#endif

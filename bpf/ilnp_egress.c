@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: (GPL-2.0 OR MIT)
+/*
+ * ilnp_egress — tc egress on ilnp0 (a TUN: packets start at the IPv6 header).
+ *
+ * Identifier form (P:NID_self -> P:NID_peer, from local sockets) becomes wire
+ * form (L64:NID_self -> L64:NID_peer + Destination Options with the nonce) for
+ * peers the ILCC knows, and leaves through the uplink the FIB picks.
+ * Everything else returns TC_ACT_OK, which hands the packet to the TUN, where
+ * ilnpd reads it: slow-path identifier packets and wire packets the ingress
+ * program punted here (their destination is not in P).
+ *
+ * Decisions are taken before the packet is touched, so a punt always carries
+ * the packet exactly as the kernel built it.
+ */
+#include "ilnp_common.h"
+
+/* What the checks found: the packet's IPv6 header and its ILCC entry. */
+struct egress_ctx {
+	struct ipv6hdr ip6;
+	struct ilnp_ilcc_val *e;
+	__u64 peer_nid;
+	__u32 l4_off;
+	__u8 proto;
+};
+
+static __always_inline int eg_punt(__u32 reason)
+{
+	count(reason);
+	return TC_ACT_OK; /* to the TUN -> ilnpd */
+}
+
+/* TCP, UDP and ICMPv6 echo directly after the IPv6 header; 0 = fast path. */
+static __always_inline int eg_check_proto(struct __sk_buff *skb, struct egress_ctx *c)
+{
+	__u8 type;
+
+	switch (c->proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		return 0;
+	case NEXTHDR_ICMPV6:
+		if (bpf_skb_load_bytes(skb, c->l4_off, &type, 1) < 0)
+			return ILNP_R_EGRESS_PUNT_PROTO;
+		if (type == ICMPV6_ECHO_REQUEST || type == ICMPV6_ECHO_REPLY)
+			return 0;
+		/* errors quote an identifier-form packet: ilnpd translates the quote */
+		return type < 128 ? ILNP_R_EGRESS_PUNT_ICMP_ERROR : ILNP_R_EGRESS_PUNT_PROTO;
+	}
+	return ILNP_R_EGRESS_PUNT_PROTO;
+}
+
+/* The wire addresses' route; fills nh. 0 = go, else a punt reason. */
+static __always_inline int eg_route(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c,
+				    struct bpf_redir_neigh *nh, __u32 *oif)
+{
+	struct bpf_fib_lookup fib = {};
+	int rc;
+
+	/*
+	 * Routed as if the wire packet arrived on ilnp0 (ilnpd sets forwarding=1
+	 * on ilnp0 only; the helper insists on it). The source address takes part
+	 * in the lookup, so source-specific routes pick the locator's uplink.
+	 * tot_len = 0: the helper checks the MTU itself, GSO-aware.
+	 */
+	fib.family = AF_INET6;
+	fib.l4_protocol = c->proto;
+	fib.ifindex = skb->ifindex;
+	__builtin_memcpy(&fib.ipv6_src[0], &c->e->local_loc, 8);
+	__builtin_memcpy(&fib.ipv6_src[2], &cfg->local_nid, 8);
+	__builtin_memcpy(&fib.ipv6_dst[0], &c->e->remote_loc, 8);
+	__builtin_memcpy(&fib.ipv6_dst[2], &c->peer_nid, 8);
+
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
+		return ILNP_R_EGRESS_PUNT_FIB;
+	/* NO_NEIGH still names the device and the next hop (ipv6_dst is the
+	 * gateway, if any): bpf_redirect_neigh() resolves it like the stack does */
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+		count(ILNP_R_EGRESS_NEIGH);
+	nh->nh_family = AF_INET6;
+	__builtin_memcpy(nh->ipv6_nh, fib.ipv6_dst, sizeof(nh->ipv6_nh));
+	*oif = fib.ifindex;
+	return 0;
+}
+
+/* Insert the DestOpts header with our nonce right after the IPv6 header. */
+static __always_inline int eg_push_nonce(struct __sk_buff *skb, struct egress_ctx *c, __u32 *hlen)
+{
+	__u8 hdr[16] = {};
+
+	*hlen = c->e->nonce_tx_len == 4 ? 8 : 16;
+	if (bpf_skb_adjust_room(skb, *hlen, BPF_ADJ_ROOM_NET, BPF_F_ADJ_ROOM_FIXED_GSO))
+		return -1;
+	hdr[0] = c->proto;          /* Next Header */
+	hdr[1] = *hlen / 8 - 1;     /* Hdr Ext Len */
+	hdr[2] = ILNP_OPT_NONCE;    /* first (only) option: the nonce, no padding */
+	hdr[3] = c->e->nonce_tx_len;
+	__builtin_memcpy(&hdr[4], c->e->nonce_tx, ILNP_NONCE_MAX);
+	if (*hlen == 8)
+		return bpf_skb_store_bytes(skb, IPV6_HLEN, hdr, 8, 0);
+	return bpf_skb_store_bytes(skb, IPV6_HLEN, hdr, 16, 0);
+}
+
+/* Identifier form -> wire form, in place. 0 = done. */
+static __always_inline int eg_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c)
+{
+	struct ipv6hdr *ip6 = &c->ip6;
+	__u32 hlen;
+
+	/* checksum first, while the upper layer still sits right after the IPv6 header */
+	if (c->proto == NEXTHDR_ICMPV6) {
+		if (fix_l4_csum(skb, c->l4_off, c->proto, cfg->id_prefix, cfg->id_prefix, c->e->local_loc,
+				c->e->remote_loc))
+			return -1;
+	} else if (fix_l4_csum(skb, c->l4_off, c->proto, cfg->id_prefix, cfg->id_prefix, 0, 0)) {
+		return -1;
+	}
+	if (eg_push_nonce(skb, c, &hlen))
+		return -1;
+	ip6->payload_len = bpf_htons(bpf_ntohs(ip6->payload_len) + hlen);
+	ip6->nexthdr = NEXTHDR_DEST;
+	set_hi64(&ip6->saddr, c->e->local_loc);
+	set_hi64(&ip6->daddr, c->e->remote_loc);
+	return bpf_skb_store_bytes(skb, 0, ip6, sizeof(*ip6), BPF_F_RECOMPUTE_CSUM);
+}
+
+/*
+ * bpf_redirect_neigh() pulls an Ethernet-sized L2 header before it routes to the
+ * neighbour and drops packets without one (mac header == network header, as on
+ * a TUN). Give it one; the neighbour layer writes the real addresses.
+ */
+static __always_inline int eg_push_l2(struct __sk_buff *skb)
+{
+	struct ethhdr eth = {};
+
+	eth.h_proto = bpf_htons(ETH_P_IPV6);
+	if (bpf_skb_change_head(skb, sizeof(eth), 0))
+		return -1;
+	return bpf_skb_store_bytes(skb, 0, &eth, sizeof(eth), 0);
+}
+
+SEC("classifier")
+int ilnp_egress(struct __sk_buff *skb)
+{
+	struct bpf_redir_neigh nh = {};
+	struct ilnp_cfg *cfg = get_cfg();
+	struct ilnp_local_val *lv;
+	struct egress_ctx c = {};
+	__u32 oif = 0;
+	int r;
+
+	if (!cfg || skb->protocol != bpf_htons(ETH_P_IPV6))
+		return TC_ACT_OK;
+	if (bpf_skb_load_bytes(skb, 0, &c.ip6, sizeof(c.ip6)) < 0)
+		return TC_ACT_OK;
+	/* not for P: a wire packet ingress punted, on its way to ilnpd */
+	if (hi64(&c.ip6.daddr) != cfg->id_prefix)
+		return TC_ACT_OK;
+	if (cfg->mode != ILNP_MODE_EBPF)
+		return eg_punt(ILNP_R_EGRESS_PUNT_USERSPACE);
+	if (hi64(&c.ip6.saddr) != cfg->id_prefix || lo64(&c.ip6.saddr) != cfg->local_nid)
+		return eg_punt(ILNP_R_EGRESS_PUNT_SRC);
+	c.proto = c.ip6.nexthdr;
+	c.l4_off = IPV6_HLEN;
+	r = eg_check_proto(skb, &c);
+	if (r)
+		return eg_punt(r);
+
+	c.peer_nid = lo64(&c.ip6.daddr);
+	c.e = bpf_map_lookup_elem(&ilnp_ilcc, &c.peer_nid);
+	if (!c.e || (c.e->nonce_tx_len != 4 && c.e->nonce_tx_len != 12))
+		return eg_punt(ILNP_R_EGRESS_PUNT_MISS);
+	lv = bpf_map_lookup_elem(&ilnp_locals, &c.e->local_loc);
+	if (!lv || lv->state >= ILNP_LOC_AGED)
+		return eg_punt(ILNP_R_EGRESS_PUNT_LOCAL_LOC);
+	r = eg_route(skb, cfg, &c, &nh, &oif);
+	if (r)
+		return eg_punt(r);
+
+	/* from here on the packet is changed: a failure can only drop it */
+	if (eg_rewrite(skb, cfg, &c) || eg_push_l2(skb)) {
+		count(ILNP_R_EGRESS_DROP_ERROR);
+		return TC_ACT_SHOT;
+	}
+	__sync_fetch_and_add(&c.e->tx_pkts, 1);
+	__sync_fetch_and_add(&c.e->tx_bytes, skb->len - ETH_HLEN);
+	count(ILNP_R_EGRESS_FAST);
+	return bpf_redirect_neigh(oif, &nh, sizeof(nh), 0);
+}

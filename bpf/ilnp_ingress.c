@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: (GPL-2.0 OR MIT)
+/*
+ * ilnp_ingress — tc ingress on each Ethernet uplink.
+ *
+ * Wire form (L64:NID_peer -> L64:NID_self + DestOpts with the peer's nonce)
+ * becomes identifier form (P:NID_peer -> P:NID_self) for established peers and
+ * goes up the stack to the socket bound on the identifier address (assigned to
+ * ilnp0, so the kernel delivers it locally).
+ * Anything ILNP that the fast path does not fully vouch for is punted: redirected
+ * to the egress of ilnp0, whose program lets it through to the TUN (its
+ * destination is not in P), where ilnpd reads it and decides.
+ * Plain IPv6 (no nonce option) is never touched.
+ */
+#include "ilnp_common.h"
+
+
+enum opts_verdict {
+	OPTS_NOT_ILNP,  /* no nonce option: plain IPv6, the kernel handles it */
+	OPTS_NONCE,     /* pads and exactly one nonce option of length 4 or 12 */
+	OPTS_OTHER,     /* a nonce, but also other options (or after them), or a big header */
+	OPTS_MULTI,     /* more than one nonce option */
+	OPTS_MALFORMED, /* a nonce option that is truncated or of another length */
+};
+
+struct ingress_ctx {
+	struct ipv6hdr ip6;
+	__u32 dopt_off; /* DestOpts header offset (after Ethernet + IPv6) */
+	__u32 hlen;     /* DestOpts header length */
+	__u32 nonce_at; /* offset of the nonce option inside the header */
+	__u8 nonce_len;
+	__u8 next; /* Next Header after the DestOpts header */
+	__u8 _pad[2];
+	__u32 nonce[ILNP_NONCE_MAX / 4];
+};
+
+static __always_inline int in_punt(struct ilnp_cfg *cfg, __u32 reason)
+{
+	count(reason);
+	return bpf_redirect(cfg->ilnp0_ifindex, 0); /* -> ilnp0 egress -> TUN -> ilnpd */
+}
+
+static __always_inline int in_drop(__u32 reason)
+{
+	count(reason);
+	return TC_ACT_SHOT;
+}
+
+/* A plain ICMPv6 error (type 1-4) quoting a packet whose DestOpts header
+ * starts with a nonce option: one of ours, which ilnpd translates. */
+static __always_inline int in_quotes_ilnp(struct __sk_buff *skb, __u32 icmp_off)
+{
+	__u8 type, q_next, q_opt;
+
+	if (bpf_skb_load_bytes(skb, icmp_off, &type, 1) < 0 || type < 1 || type > 4)
+		return 0;
+	/* quoted IPv6 header at +8: Next Header at +6, its first option at +40+2 */
+	if (bpf_skb_load_bytes(skb, icmp_off + 8 + 6, &q_next, 1) < 0 || q_next != NEXTHDR_DEST)
+		return 0;
+	if (bpf_skb_load_bytes(skb, icmp_off + 8 + IPV6_HLEN + 2, &q_opt, 1) < 0)
+		return 0;
+	return q_opt == ILNP_OPT_NONCE;
+}
+
+/* Type and length of the option at offset i of the header; 0 = read. */
+static __always_inline int in_load_tl(struct __sk_buff *skb, __u32 off, __u8 *tl)
+{
+	if (bpf_skb_load_bytes(skb, off, tl, 2) == 0)
+		return 0;
+	tl[1] = 0; /* a Pad1 in the last byte of the packet */
+	return bpf_skb_load_bytes(skb, off, tl, 1);
+}
+
+/*
+ * Walk the options (RFC 8200 §4.2 TLVs) of the DestOpts header. The options are
+ * read one by one with bpf_skb_load_bytes() rather than indexed in a stack copy:
+ * the offsets then stay imprecise scalars for the verifier, which prunes the loop
+ * instead of walking every combination of option lengths.
+ * At most OPTS_WALK_MAX options: a header with more is not one we sent, so it
+ * goes to ilnpd if it carries a nonce.
+ */
+#define OPTS_WALK_MAX 16
+static __always_inline int in_parse_opts(struct __sk_buff *skb, struct ingress_ctx *c)
+{
+	__u32 i = 2, end, nonces = 0, others = 0, first = 0, l;
+	__u8 tl[2] = {};
+
+	if (bpf_skb_load_bytes(skb, c->dopt_off, tl, 2) < 0)
+		return OPTS_NOT_ILNP; /* shorter than any DestOpts header: the kernel drops it */
+	c->next = tl[0];
+	end = ((__u32)tl[1] + 1) * 8;
+	c->hlen = end;
+	tl[0] = 0;
+	for (int n = 0; n < OPTS_WALK_MAX; n++) {
+		if (i >= end)
+			break;
+		if (in_load_tl(skb, c->dopt_off + i, tl))
+			goto truncated;
+		if (tl[0] == 0) { /* Pad1 */
+			i++;
+			continue;
+		}
+		l = tl[1];
+		if (i + 2 + l > end)
+			goto truncated;
+		if (tl[0] == ILNP_OPT_NONCE) {
+			if (nonces)
+				return OPTS_MULTI; /* RFC 6744 §2 */
+			nonces = 1;
+			c->nonce_at = i;
+			c->nonce_len = l;
+			first = !others;
+		} else if (tl[0] != 1) { /* not PadN */
+			others = 1;
+		}
+		i += 2 + l;
+	}
+	if (i < end) /* more options than we walk */
+		others = 1;
+	if (!nonces)
+		return OPTS_NOT_ILNP;
+	if (c->nonce_len != 4 && c->nonce_len != 12)
+		return OPTS_MALFORMED;
+	return first && !others ? OPTS_NONCE : OPTS_OTHER;
+truncated:
+	/* a broken header without our option is the kernel's to reject */
+	return nonces || tl[0] == ILNP_OPT_NONCE ? OPTS_MALFORMED : OPTS_NOT_ILNP;
+}
+
+/* The upper layer after the DestOpts header: 0 = fast path, else a punt reason. */
+static __always_inline int in_check_proto(struct __sk_buff *skb, struct ingress_ctx *c)
+{
+	__u8 type;
+
+	switch (c->next) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+		return 0;
+	case NEXTHDR_ICMPV6:
+		if (bpf_skb_load_bytes(skb, c->dopt_off + c->hlen, &type, 1) < 0)
+			return ILNP_R_INGRESS_PUNT_PROTO;
+		if (type == ICMPV6_LOCATOR_UPDATE)
+			return ILNP_R_INGRESS_PUNT_LU;
+		if (type < 128)
+			return ILNP_R_INGRESS_PUNT_ICMP_ERROR; /* the quote needs translating */
+		if (type == ICMPV6_ECHO_REQUEST || type == ICMPV6_ECHO_REPLY)
+			return 0;
+	}
+	return ILNP_R_INGRESS_PUNT_PROTO; /* incl. No Next Header: a nonce-only packet */
+}
+
+/* Is the packet's nonce the one the peer uses towards us? Constant-size compares. */
+static __always_inline int in_nonce_ok(struct __sk_buff *skb, struct ingress_ctx *c,
+				       const struct ilnp_ilcc_val *e)
+{
+	__u32 want[ILNP_NONCE_MAX / 4];
+	__u32 off = c->dopt_off + c->nonce_at + 2;
+
+	if (e->nonce_rx_len != c->nonce_len)
+		return 0;
+	__builtin_memcpy(want, e->nonce_rx, sizeof(want));
+	if (c->nonce_len == 4) {
+		if (bpf_skb_load_bytes(skb, off, c->nonce, 4) < 0)
+			return 0;
+		return c->nonce[0] == want[0];
+	}
+	if (bpf_skb_load_bytes(skb, off, c->nonce, 12) < 0)
+		return 0;
+	return c->nonce[0] == want[0] && c->nonce[1] == want[1] && c->nonce[2] == want[2];
+}
+
+static __always_inline int in_src_loc_known(const struct ilnp_ilcc_val *e, __u64 loc)
+{
+	int known = 0;
+
+	for (int k = 0; k < ILNP_MAX_REMOTE_LOCS; k++)
+		if (k < e->n_remote_locs && e->remote_locs[k] == loc)
+			known = 1;
+	return known;
+}
+
+/* Wire form -> identifier form, in place. 0 = done. */
+static __always_inline int in_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c)
+{
+	struct ipv6hdr *ip6 = &c->ip6;
+	__u32 l4_off = c->dopt_off + c->hlen;
+
+	if (c->next == NEXTHDR_ICMPV6) {
+		if (fix_l4_csum(skb, l4_off, c->next, hi64(&ip6->saddr), hi64(&ip6->daddr), cfg->id_prefix,
+				cfg->id_prefix))
+			return -1;
+	} else if (fix_l4_csum(skb, l4_off, c->next, 0, 0, cfg->id_prefix, cfg->id_prefix)) {
+		return -1;
+	}
+	/* the checksums stay valid, so a NIC's CHECKSUM_UNNECESSARY may stay too */
+	if (bpf_skb_adjust_room(skb, -(__s32)c->hlen, BPF_ADJ_ROOM_NET,
+				BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_NO_CSUM_RESET))
+		return -1;
+	ip6->payload_len = bpf_htons(bpf_ntohs(ip6->payload_len) - c->hlen);
+	ip6->nexthdr = c->next;
+	set_hi64(&ip6->saddr, cfg->id_prefix);
+	set_hi64(&ip6->daddr, cfg->id_prefix);
+	return bpf_skb_store_bytes(skb, ETH_HLEN, ip6, sizeof(*ip6), BPF_F_RECOMPUTE_CSUM);
+}
+
+SEC("classifier")
+int ilnp_ingress(struct __sk_buff *skb)
+{
+	struct ilnp_cfg *cfg = get_cfg();
+	struct ilnp_ilcc_val *e;
+	struct ilnp_local_val *lv;
+	struct ingress_ctx c = {};
+	__u64 nid_s;
+	int r;
+
+	if (!cfg || skb->protocol != bpf_htons(ETH_P_IPV6))
+		return TC_ACT_OK;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &c.ip6, sizeof(c.ip6)) < 0)
+		return TC_ACT_OK;
+	if (lo64(&c.ip6.daddr) != cfg->local_nid)
+		return TC_ACT_OK; /* not for our NID: whatever the kernel does */
+	if (c.ip6.nexthdr == NEXTHDR_ICMPV6)
+		return in_quotes_ilnp(skb, ETH_HLEN + IPV6_HLEN) ? in_punt(cfg, ILNP_R_INGRESS_PUNT_ICMP_ERROR)
+								  : TC_ACT_OK;
+	if (c.ip6.nexthdr != NEXTHDR_DEST)
+		return TC_ACT_OK;
+
+	c.dopt_off = ETH_HLEN + IPV6_HLEN;
+	switch (in_parse_opts(skb, &c)) {
+	case OPTS_NOT_ILNP:
+		return TC_ACT_OK;
+	case OPTS_MULTI:
+		return in_drop(ILNP_R_INGRESS_DROP_MULTI_NONCE); /* RFC 6744 §2 */
+	case OPTS_MALFORMED:
+		return in_drop(ILNP_R_INGRESS_DROP_MALFORMED);
+	case OPTS_OTHER:
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_OPTIONS);
+	}
+	if (cfg->mode != ILNP_MODE_EBPF)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_USERSPACE);
+	r = in_check_proto(skb, &c);
+	if (r)
+		return in_punt(cfg, r);
+
+	nid_s = lo64(&c.ip6.saddr);
+	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
+	if (!e)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_MISS);
+	if (e->nonce_rx_len == 0)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_NONCE_UNKNOWN);
+	/* ilnpd judges (and counts) a wrong nonce; a right one from a new source
+	 * locator is legitimate (RFC 6744 §4): ilnpd learns it */
+	if (!in_nonce_ok(skb, &c, e))
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_BAD_NONCE);
+	if (!in_src_loc_known(e, hi64(&c.ip6.saddr)))
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_SRC_LOC);
+	__u64 loc_d = hi64(&c.ip6.daddr);
+	lv = bpf_map_lookup_elem(&ilnp_locals, &loc_d);
+	if (!lv || lv->state >= ILNP_LOC_AGED)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_DST_LOC);
+
+	if (in_rewrite(skb, cfg, &c))
+		return in_drop(ILNP_R_INGRESS_DROP_ERROR);
+	__sync_fetch_and_add(&e->rx_pkts, 1);
+	__sync_fetch_and_add(&e->rx_bytes, skb->len - ETH_HLEN);
+	count(ILNP_R_INGRESS_FAST);
+	return TC_ACT_OK;
+}
