@@ -14,7 +14,14 @@ fuzz_target!(|data: &[u8]| {
     let _ = translate::parse_lu_packet(data);
     let _ = translate::quoted_nonce(data);
     let _ = translate::unreachable_to_app(data, 3);
-    if let Ok(w) = translate::to_wire(data, P, Locator(0x2001_0db8_0001_0000), Locator(0x2001_0db8_0002_0000), &Nonce::N32([1, 2, 3, 4]), Csum::Complete) {
+    if let Ok(w) = translate::to_wire(
+        data,
+        P,
+        Locator(0x2001_0db8_0001_0000),
+        Locator(0x2001_0db8_0002_0000),
+        &Nonce::N32([1, 2, 3, 4]),
+        Csum::Complete,
+    ) {
         let (back, _) = translate::to_identifier(&w, P, Csum::Complete).expect("our own wire form translates back");
         let n = 40 + u16::from_be_bytes([data[4], data[5]]) as usize;
         assert_eq!(back.len(), n);

@@ -194,7 +194,8 @@ fn parse_name(b: &[u8]) -> Result<String, Error> {
         }
         labels.push(String::from_utf8_lossy(l).into_owned());
         i += 1 + len;
-        if i > 255 {
+        // i bytes of labels + the root byte: at most 255 (RFC 1035 §3.1)
+        if i + 1 > 255 {
             return Err(Error::Malformed("LP name longer than 255 bytes"));
         }
     }
@@ -302,6 +303,21 @@ mod tests {
         assert!(Rdata::parse(TYPE_NID, &[0, 1, 2]).is_err());
         assert!(Rdata::parse(TYPE_LP, &[0, 1, 0xc0, 0x0c]).is_err(), "compressed LP name");
         assert!(Rdata::parse(TYPE_LP, &[0, 1, 3, b'a']).is_err());
+        // found by the fuzzer: a 256-byte name (254 bytes of labels + root was the limit off by one)
+        let mut long = vec![0, 1];
+        for _ in 0..85 {
+            long.extend_from_slice(&[2, b't', b'0']);
+        }
+        long.extend_from_slice(&[0]);
+        assert_eq!(long.len() - 2, 256);
+        assert_eq!(Rdata::parse(TYPE_LP, &long).unwrap_err(), Error::Malformed("LP name longer than 255 bytes"));
+        long.truncate(long.len() - 4);
+        long.extend_from_slice(&[1, b'x', 0]);
+        assert_eq!(long.len() - 2, 255);
+        let r = Rdata::parse(TYPE_LP, &long).unwrap();
+        let mut v = Vec::new();
+        r.emit(&mut v).unwrap();
+        assert_eq!(v, long);
         // found by the fuzzer: a label holding a dot or a NUL cannot round-trip through text
         assert!(Rdata::parse(TYPE_LP, &[0x12, 0x23, 2, 0, b'.', 0]).is_err());
         // an LP built in code with a name that cannot be sent is refused, nothing written

@@ -102,29 +102,58 @@ fn nonce_option_32_and_96_bit() {
 }
 
 /// tshark checks TCP/UDP checksums with the ordinary full-address pseudo-header; it
-/// does not know the RFC 6744 §3 rule (locators zeroed). So it must call our UDP
-/// checksum bad, and the value it says it "should be" must be the full-address one,
-/// while the field we sent is the locator-zeroed one. (Known tool discrepancy,
-/// docs/architecture.md.)
+/// does not know the RFC 6744 §3 rule (locators zeroed). So it must call our
+/// transport checksums bad, and the value it says they "should be" must be the
+/// full-address one, while the field we sent is the locator-zeroed one. (Known tool
+/// discrepancy, docs/architecture.md.)
 #[test]
-fn udp_checksum_follows_rfc6744_not_tsharks_rule() {
-    let id = udp(ilnp_addr(P, NA), ilnp_addr(P, NB), 40000, 6000, b"hello");
-    let w = translate::to_wire(&id, P, LA, LB, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]), Csum::Complete).unwrap();
+fn transport_checksums_follow_rfc6744_not_tsharks_rule() {
+    let udp_id = udp(ilnp_addr(P, NA), ilnp_addr(P, NB), 40000, 6000, b"hello");
+    let tcp_id = tcp(ilnp_addr(P, NA), ilnp_addr(P, NB), b"hello tcp");
+    let n = Nonce::N32([0xde, 0xad, 0xbe, 0xef]);
     let (src, dst) = (ilnp_addr(LA, NA), ilnp_addr(LB, NB));
-    let mut l4 = w[48..].to_vec();
-    let sent = u16::from_be_bytes([l4[6], l4[7]]);
-    l4[6..8].copy_from_slice(&[0, 0]);
-    assert_eq!(sent, checksum::transport_checksum_wire(&src, &dst, 17, &l4));
-    let full = checksum::compute(&src, &dst, 17, &l4);
-    assert_ne!(sent, full);
+    let mut expect = Vec::new();
+    let mut pkts = Vec::new();
+    for (id, proto, field) in [(udp_id, 17u8, 6usize), (tcp_id, 6, 16)] {
+        let w = translate::to_wire(&id, P, LA, LB, &n, Csum::Complete).unwrap();
+        let mut l4 = w[48..].to_vec();
+        let sent = u16::from_be_bytes([l4[field], l4[field + 1]]);
+        l4[field..field + 2].copy_from_slice(&[0, 0]);
+        assert_eq!(sent, checksum::transport_checksum_wire(&src, &dst, proto, &l4));
+        let full = checksum::compute(&src, &dst, proto, &l4);
+        assert_ne!(sent, full);
+        expect.push((sent, full));
+        pkts.push(w);
+    }
     let rows = tshark_with(
-        &[w],
-        &["udp.check_checksum:TRUE"],
-        &["udp.checksum", "udp.checksum.status", "udp.checksum_calculated"],
+        &pkts,
+        &["udp.check_checksum:TRUE", "tcp.check_checksum:TRUE"],
+        &[
+            "udp.checksum",
+            "udp.checksum.status",
+            "udp.checksum_calculated",
+            "tcp.checksum",
+            "tcp.checksum.status",
+            "tcp.checksum_calculated",
+        ],
     );
-    assert_eq!(rows[0][0], format!("0x{sent:04x}"));
-    assert_eq!(rows[0][1], "0", "tshark status 0 = Bad: it uses full addresses");
-    assert_eq!(rows[0][2], format!("0x{full:04x}"));
+    for (i, (sent, full)) in expect.iter().enumerate() {
+        let c = i * 3; // UDP columns for row 0, TCP columns for row 1
+        assert_eq!(rows[i][c], format!("0x{sent:04x}"), "row {i}");
+        assert_eq!(rows[i][c + 1], "0", "row {i}: tshark status 0 = Bad: it uses full addresses");
+        assert_eq!(rows[i][c + 2], format!("0x{full:04x}"), "row {i}");
+    }
+}
+
+fn tcp(src: Ipv6Addr, dst: Ipv6Addr, payload: &[u8]) -> Vec<u8> {
+    let mut t = vec![0x9c, 0x41, 0x1b, 0x58, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0];
+    t.extend_from_slice(payload);
+    let c = checksum::compute(&src, &dst, 6, &t);
+    t[16..18].copy_from_slice(&c.to_be_bytes());
+    let mut v = Vec::new();
+    ipv6::Repr { src, dst, next_header: 6, payload_len: t.len() as u16, hop_limit: 64 }.emit(&mut v);
+    v.extend_from_slice(&t);
+    v
 }
 
 #[test]
