@@ -1,28 +1,57 @@
-//! Compiles bpf/ilnp_tc.c with clang into $OUT_DIR/ilnp_tc.o (embedded by src/bpf.rs).
-use std::path::PathBuf;
+//! Compiles the eBPF data path (bpf/ilnp_dp.c = ilnp_egress.c + ilnp_ingress.c)
+//! with clang into $OUT_DIR, twice: `ilnp_dp.o` (maps not pinned) and
+//! `ilnp_dp_pin.o` (maps pinned by name, for a daemon with a pin directory).
+//! src/bpf/mod.rs embeds both.
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
+const SOURCES: &[&str] = &["ilnp_dp.c", "ilnp_egress.c", "ilnp_ingress.c", "ilnp_common.h", "ilnp_maps.h"];
+
 fn main() {
-    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../bpf");
-    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("ilnp_tc.o");
-    for f in ["ilnp_tc.c", "ilnp_maps.h"] {
-        println!("cargo:rerun-if-changed={}", root.join(f).display());
+    let bpf_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../bpf");
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    for f in SOURCES {
+        println!("cargo:rerun-if-changed={}", bpf_dir.join(f).display());
     }
+    println!("cargo:rerun-if-env-changed=CLANG");
+    let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
+    // <asm/types.h> lives in the multiarch directory on Debian/Ubuntu
     let triple = Command::new("gcc")
         .arg("-dumpmachine")
         .output()
         .ok()
+        .filter(|o| o.status.success())
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "x86_64-linux-gnu".into());
-    let status = Command::new("clang")
+        .unwrap_or_else(|| format!("{}-linux-gnu", std::env::var("CARGO_CFG_TARGET_ARCH").unwrap()));
+    compile(&clang, &triple, &bpf_dir, &out.join("ilnp_dp.o"), &[]);
+    compile(&clang, &triple, &bpf_dir, &out.join("ilnp_dp_pin.o"), &["-DILNP_PIN_MAPS"]);
+}
+
+fn compile(clang: &str, triple: &str, bpf_dir: &Path, out: &Path, defines: &[&str]) {
+    let src = bpf_dir.join("ilnp_dp.c");
+    // -g: aya needs the BTF that describes the `.maps` section
+    let output = Command::new(clang)
         .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
+        .args(defines)
         .arg(format!("-I/usr/include/{triple}"))
         .arg("-c")
-        .arg(root.join("ilnp_tc.c"))
+        .arg(&src)
         .arg("-o")
-        .arg(&out)
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run clang to build the eBPF programs ({e}); install clang, llvm and libbpf-dev (scripts/setup.sh does)"));
-    assert!(status.success(), "clang failed to compile bpf/ilnp_tc.c");
+        .arg(out)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "\n\nilnpd build: cannot run `{clang}` to compile the eBPF data path ({e}).\n\
+                 Install clang (>= 14), llvm and libbpf-dev (Debian/Ubuntu: \
+                 `apt-get install clang llvm libbpf-dev`), or set CLANG=/path/to/clang.\n\n"
+            )
+        });
+    if !output.status.success() {
+        panic!(
+            "\n\nilnpd build: `{clang}` failed to compile {} {defines:?}:\n{}\n",
+            src.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }

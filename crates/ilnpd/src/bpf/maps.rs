@@ -1,0 +1,257 @@
+//! `#[repr(C)]` mirrors of bpf/ilnp_maps.h, and their conversion from the core's
+//! types. The test `layout_matches_c_header` compiles a probe against the header
+//! and fails on any size, offset or reason-name difference.
+
+use aya::Pod;
+use ilnp_core::{IlccSnapshot, LocalLocator, LocatorState};
+
+pub const MAX_REMOTE_LOCS: usize = 8;
+pub const NONCE_MAX: usize = 12;
+
+/// `enum ilnp_mode`
+pub const MODE_EBPF: u32 = 0;
+pub const MODE_USERSPACE: u32 = 1;
+
+/// `struct ilnp_cfg` (ilnp_cfg[0]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CfgVal {
+    pub id_prefix: [u8; 8],
+    pub local_nid: [u8; 8],
+    pub ilnp0_ifindex: u32,
+    pub mode: u32,
+    pub flags: u32,
+    pub _pad: u32,
+}
+
+/// `struct ilnp_ilcc_val` (value of ilnp_ilcc, key = remote NID, 8 wire-order bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IlccVal {
+    pub local_loc: [u8; 8],
+    pub remote_loc: [u8; 8],
+    pub remote_locs: [[u8; 8]; MAX_REMOTE_LOCS],
+    pub nonce_tx: [u8; NONCE_MAX],
+    pub nonce_tx_len: u8,
+    pub nonce_rx_len: u8,
+    pub n_remote_locs: u8,
+    pub flags: u8,
+    pub nonce_rx: [u8; NONCE_MAX],
+    pub _pad: [u8; 4],
+    pub tx_pkts: u64,
+    pub tx_bytes: u64,
+    pub rx_pkts: u64,
+    pub rx_bytes: u64,
+}
+
+/// `struct ilnp_local_val` (value of ilnp_locals, key = local locator).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocalVal {
+    pub state: u32,
+    pub ifindex: u32,
+}
+
+// SAFETY: plain old data made of integers and byte arrays; every hole is an
+// explicit `_pad` field, so there is no uninitialised byte and any bit pattern is valid.
+unsafe impl Pod for CfgVal {}
+unsafe impl Pod for IlccVal {}
+unsafe impl Pod for LocalVal {}
+
+/// `ILNP_REASONS` in bpf/ilnp_maps.h, in enum order (index = `enum ilnp_reason`).
+pub const REASONS: &[&str] = &[
+    "egress_fast",
+    "egress_neigh",
+    "egress_punt_userspace",
+    "egress_punt_proto",
+    "egress_punt_icmp_error",
+    "egress_punt_src",
+    "egress_punt_miss",
+    "egress_punt_local_loc",
+    "egress_punt_fib",
+    "egress_drop_error",
+    "ingress_fast",
+    "ingress_punt_userspace",
+    "ingress_punt_lu",
+    "ingress_punt_icmp_error",
+    "ingress_punt_proto",
+    "ingress_punt_options",
+    "ingress_punt_miss",
+    "ingress_punt_nonce_unknown",
+    "ingress_punt_bad_nonce",
+    "ingress_punt_src_loc",
+    "ingress_punt_dst_loc",
+    "ingress_drop_multi_nonce",
+    "ingress_drop_malformed",
+    "ingress_drop_error",
+];
+
+/// `enum ilnp_loc_state`
+pub fn state_code(s: LocatorState) -> u32 {
+    match s {
+        LocatorState::Valid => 0,
+        LocatorState::Active => 1,
+        LocatorState::Aged => 2,
+        LocatorState::Expired => 3,
+    }
+}
+
+impl LocalVal {
+    pub fn from_core(l: &LocalLocator) -> LocalVal {
+        LocalVal { state: state_code(l.state), ifindex: l.ifindex }
+    }
+}
+
+impl IlccVal {
+    /// The map value for `s`, keeping the fast path's counters from `old`.
+    /// More than eight accepted remote locators: the active one and the first
+    /// seven others are kept (the rest are punted to ilnpd, which accepts them).
+    pub fn from_snapshot(s: &IlccSnapshot, old: Option<&IlccVal>) -> IlccVal {
+        let mut v = IlccVal {
+            local_loc: s.local_loc.to_bytes(),
+            remote_loc: s.remote_loc.to_bytes(),
+            ..Default::default()
+        };
+        if let Some(o) = old {
+            (v.tx_pkts, v.tx_bytes, v.rx_pkts, v.rx_bytes) = (o.tx_pkts, o.tx_bytes, o.rx_pkts, o.rx_bytes);
+        }
+        let locs = std::iter::once(s.remote_loc).chain(s.remote_locs.iter().copied().filter(|l| *l != s.remote_loc));
+        for (i, l) in locs.take(MAX_REMOTE_LOCS).enumerate() {
+            v.remote_locs[i] = l.to_bytes();
+            v.n_remote_locs = i as u8 + 1;
+        }
+        let tx = s.nonce_tx.as_bytes();
+        v.nonce_tx[..tx.len()].copy_from_slice(tx);
+        v.nonce_tx_len = tx.len() as u8;
+        if let Some(rx) = s.nonce_rx {
+            v.nonce_rx[..rx.len()].copy_from_slice(rx.as_bytes());
+            v.nonce_rx_len = rx.len() as u8;
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ilnp_wire::{Locator, Nid, Nonce};
+    use std::collections::HashMap;
+    use std::mem::{offset_of, size_of};
+    use std::process::Command;
+
+    const PROBE: &str = r#"#include <stdio.h>
+#include <stddef.h>
+#include "ilnp_maps.h"
+#define S(t) printf("sizeof." #t " %zu\n", sizeof(struct t));
+#define O(t, f) printf(#t "." #f " %zu\n", offsetof(struct t, f));
+#define R(id, name) printf("reason." name " %d\n", ILNP_R_##id);
+int main(void) {
+  S(ilnp_cfg) S(ilnp_ilcc_val) S(ilnp_local_val)
+  O(ilnp_cfg, id_prefix) O(ilnp_cfg, local_nid) O(ilnp_cfg, ilnp0_ifindex) O(ilnp_cfg, mode)
+  O(ilnp_cfg, flags) O(ilnp_cfg, _pad)
+  O(ilnp_ilcc_val, local_loc) O(ilnp_ilcc_val, remote_loc) O(ilnp_ilcc_val, remote_locs)
+  O(ilnp_ilcc_val, nonce_tx) O(ilnp_ilcc_val, nonce_tx_len) O(ilnp_ilcc_val, nonce_rx_len)
+  O(ilnp_ilcc_val, n_remote_locs) O(ilnp_ilcc_val, flags) O(ilnp_ilcc_val, nonce_rx) O(ilnp_ilcc_val, _pad)
+  O(ilnp_ilcc_val, tx_pkts) O(ilnp_ilcc_val, tx_bytes) O(ilnp_ilcc_val, rx_pkts) O(ilnp_ilcc_val, rx_bytes)
+  O(ilnp_local_val, state) O(ilnp_local_val, ifindex)
+  ILNP_REASONS(R)
+  printf("const.ILNP_R_MAX %d\nconst.ILNP_MAX_REMOTE_LOCS %d\nconst.ILNP_NONCE_MAX %d\n", ILNP_R_MAX, ILNP_MAX_REMOTE_LOCS, ILNP_NONCE_MAX);
+  printf("const.ILNP_MODE_EBPF %d\nconst.ILNP_MODE_USERSPACE %d\n", ILNP_MODE_EBPF, ILNP_MODE_USERSPACE);
+  printf("const.ILNP_LOC_VALID %d\nconst.ILNP_LOC_ACTIVE %d\nconst.ILNP_LOC_AGED %d\nconst.ILNP_LOC_EXPIRED %d\n", ILNP_LOC_VALID, ILNP_LOC_ACTIVE, ILNP_LOC_AGED, ILNP_LOC_EXPIRED);
+  return 0;
+}
+"#;
+
+    /// What the C compiler says about bpf/ilnp_maps.h: "name value" lines.
+    fn c_layout() -> HashMap<String, usize> {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("probe.c");
+        let bin = dir.path().join("probe");
+        std::fs::write(&src, PROBE).unwrap();
+        let hdr = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bpf");
+        let out = Command::new("cc").args(["-Wall", "-Werror", "-I", hdr]).arg(&src).arg("-o").arg(&bin).output();
+        let out = out.expect("a host C compiler (cc) is needed to check the map layout");
+        assert!(out.status.success(), "probe does not compile:\n{}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(&bin).output().unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l.split_once(' ').unwrap())
+            .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn layout_matches_c_header() {
+        let c = c_layout();
+        let mut rust: Vec<(String, usize)> = vec![
+            ("sizeof.ilnp_cfg", size_of::<CfgVal>()),
+            ("sizeof.ilnp_ilcc_val", size_of::<IlccVal>()),
+            ("sizeof.ilnp_local_val", size_of::<LocalVal>()),
+            ("ilnp_cfg.id_prefix", offset_of!(CfgVal, id_prefix)),
+            ("ilnp_cfg.local_nid", offset_of!(CfgVal, local_nid)),
+            ("ilnp_cfg.ilnp0_ifindex", offset_of!(CfgVal, ilnp0_ifindex)),
+            ("ilnp_cfg.mode", offset_of!(CfgVal, mode)),
+            ("ilnp_cfg.flags", offset_of!(CfgVal, flags)),
+            ("ilnp_cfg._pad", offset_of!(CfgVal, _pad)),
+            ("ilnp_ilcc_val.local_loc", offset_of!(IlccVal, local_loc)),
+            ("ilnp_ilcc_val.remote_loc", offset_of!(IlccVal, remote_loc)),
+            ("ilnp_ilcc_val.remote_locs", offset_of!(IlccVal, remote_locs)),
+            ("ilnp_ilcc_val.nonce_tx", offset_of!(IlccVal, nonce_tx)),
+            ("ilnp_ilcc_val.nonce_tx_len", offset_of!(IlccVal, nonce_tx_len)),
+            ("ilnp_ilcc_val.nonce_rx_len", offset_of!(IlccVal, nonce_rx_len)),
+            ("ilnp_ilcc_val.n_remote_locs", offset_of!(IlccVal, n_remote_locs)),
+            ("ilnp_ilcc_val.flags", offset_of!(IlccVal, flags)),
+            ("ilnp_ilcc_val.nonce_rx", offset_of!(IlccVal, nonce_rx)),
+            ("ilnp_ilcc_val._pad", offset_of!(IlccVal, _pad)),
+            ("ilnp_ilcc_val.tx_pkts", offset_of!(IlccVal, tx_pkts)),
+            ("ilnp_ilcc_val.tx_bytes", offset_of!(IlccVal, tx_bytes)),
+            ("ilnp_ilcc_val.rx_pkts", offset_of!(IlccVal, rx_pkts)),
+            ("ilnp_ilcc_val.rx_bytes", offset_of!(IlccVal, rx_bytes)),
+            ("ilnp_local_val.state", offset_of!(LocalVal, state)),
+            ("ilnp_local_val.ifindex", offset_of!(LocalVal, ifindex)),
+            ("const.ILNP_R_MAX", REASONS.len()),
+            ("const.ILNP_MAX_REMOTE_LOCS", MAX_REMOTE_LOCS),
+            ("const.ILNP_NONCE_MAX", NONCE_MAX),
+            ("const.ILNP_MODE_EBPF", MODE_EBPF as usize),
+            ("const.ILNP_MODE_USERSPACE", MODE_USERSPACE as usize),
+            ("const.ILNP_LOC_VALID", state_code(LocatorState::Valid) as usize),
+            ("const.ILNP_LOC_ACTIVE", state_code(LocatorState::Active) as usize),
+            ("const.ILNP_LOC_AGED", state_code(LocatorState::Aged) as usize),
+            ("const.ILNP_LOC_EXPIRED", state_code(LocatorState::Expired) as usize),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        rust.extend(REASONS.iter().enumerate().map(|(i, n)| (format!("reason.{n}"), i)));
+        for (k, v) in &rust {
+            assert_eq!(c.get(k), Some(v), "{k}: C says {:?}, Rust says {v}", c.get(k));
+        }
+        assert_eq!(c.len(), rust.len(), "the C header has fields or reasons the Rust mirror lacks");
+    }
+
+    #[test]
+    fn snapshot_to_map_value() {
+        let l = |v: u64| Locator(v);
+        let mut s = IlccSnapshot {
+            nid: Nid(0x1122_3344_5566_7788),
+            local_loc: l(0x2001_0db8_0000_0001),
+            remote_loc: l(5),
+            remote_locs: (1..=10).map(l).collect(),
+            nonce_tx: Nonce::N32([1, 2, 3, 4]),
+            nonce_rx: None,
+        };
+        let old = IlccVal { tx_pkts: 7, rx_bytes: 9, ..Default::default() };
+        let v = IlccVal::from_snapshot(&s, Some(&old));
+        assert_eq!((v.tx_pkts, v.rx_bytes), (7, 9), "counters survive an update");
+        assert_eq!(v.local_loc, [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 1]);
+        assert_eq!(v.n_remote_locs, 8);
+        assert_eq!(v.remote_locs[0], l(5).to_bytes(), "the active locator is always kept");
+        assert_eq!(v.remote_locs[1..5], [1, 2, 3, 4].map(|x| l(x).to_bytes()));
+        assert_eq!(v.remote_locs[5], l(6).to_bytes());
+        assert_eq!((v.nonce_tx_len, &v.nonce_tx[..4], v.nonce_rx_len), (4, &[1, 2, 3, 4][..], 0));
+        s.nonce_rx = Some(Nonce::N96([9; 12]));
+        let v = IlccVal::from_snapshot(&s, None);
+        assert_eq!((v.nonce_rx_len, v.nonce_rx), (12, [9; 12]));
+    }
+}

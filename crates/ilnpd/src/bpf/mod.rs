@@ -1,0 +1,254 @@
+//! The eBPF fast path: loads bpf/ilnp_dp.c (compiled by build.rs: ilnp_egress.c
+//! on ilnp0, ilnp_ingress.c on each uplink), attaches it with tc, and keeps its
+//! maps in step with the core. Layouts: `maps` mirrors bpf/ilnp_maps.h.
+//!
+//! ```text
+//! Datapath::load(cfg)            load + verify both programs, fill ilnp_cfg, attach egress on ilnp0
+//! attach_uplink / detach_uplink  tc ingress on an uplink
+//! upsert_peer / remove_peer      ilnp_ilcc (counters survive an update)
+//! set_local_locators             ilnp_locals (replaced as a whole)
+//! stats / peer_counters          reason counters (summed over CPUs), per-peer fast-path counters
+//! shutdown                       detach all, delete the clsact qdiscs it created, unpin
+//! ```
+
+mod maps;
+mod pin;
+mod tc;
+#[cfg(test)]
+mod tests;
+
+use anyhow::{anyhow, Context, Result};
+use aya::maps::{Array, HashMap, MapData, MapError, PerCpuArray};
+use aya::programs::{SchedClassifier, TcAttachType};
+use aya::{Ebpf, EbpfLoader};
+use ilnp_core::{IlccSnapshot, LocalLocator};
+use ilnp_wire::{Locator, Nid};
+use std::path::PathBuf;
+
+pub use maps::REASONS;
+use maps::{CfgVal, IlccVal, LocalVal};
+use pin::Pins;
+use tc::{AttachKind, Attachment};
+
+// aya's ELF parser wants the objects 8-byte aligned
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ilnp_dp.o"));
+static OBJECT_PINNED: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ilnp_dp_pin.o"));
+
+const MAP_CFG: &str = "ilnp_cfg";
+const MAP_ILCC: &str = "ilnp_ilcc";
+const MAP_LOCALS: &str = "ilnp_locals";
+const MAP_STATS: &str = "ilnp_stats";
+const MAP_NAMES: &[&str] = &[MAP_CFG, MAP_ILCC, MAP_LOCALS, MAP_STATS];
+const PROG_EGRESS: &str = "ilnp_egress";
+const PROG_INGRESS: &str = "ilnp_ingress";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// the programs translate established sessions themselves
+    Ebpf,
+    /// the programs only steer: every ILNP packet goes through ilnpd (reference)
+    Userspace,
+}
+
+#[derive(Clone, Debug)]
+pub struct DatapathConfig {
+    pub mode: Mode,
+    /// the TUN; the egress program goes on it and ingress punts are sent to it
+    pub ilnp0_ifindex: u32,
+    /// identifier prefix P (upper 64 bits of identifier addresses)
+    pub id_prefix: Locator,
+    pub local_nid: Nid,
+    /// bound of ilnp_ilcc (BPF hash maps preallocate: memory is fixed at load)
+    pub ilcc_max_entries: u32,
+    /// pin the maps here (on bpffs; /sys/fs/bpf is mounted if it is not) and
+    /// reuse maps already pinned there, so a restart keeps the ILCC
+    pub pin_dir: Option<PathBuf>,
+}
+
+/// Fast-path counters of one correspondent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PeerCounters {
+    pub tx_pkts: u64,
+    pub tx_bytes: u64,
+    pub rx_pkts: u64,
+    pub rx_bytes: u64,
+}
+
+pub struct Datapath {
+    bpf: Ebpf,
+    kind: AttachKind,
+    egress: Option<Attachment>,
+    uplinks: Vec<Attachment>,
+    pins: Option<Pins>,
+}
+
+fn map_err(name: &str) -> anyhow::Error {
+    anyhow!("the eBPF object has no map {name}")
+}
+
+impl Datapath {
+    /// Loads and verifies both programs, fills `ilnp_cfg`, attaches the egress
+    /// program to ilnp0.
+    pub fn load(cfg: &DatapathConfig) -> Result<Datapath> {
+        Datapath::load_with(cfg, AttachKind::detect())
+    }
+
+    pub(crate) fn load_with(cfg: &DatapathConfig, kind: AttachKind) -> Result<Datapath> {
+        let pins = cfg.pin_dir.as_deref().map(Pins::prepare).transpose()?;
+        let mut loader = EbpfLoader::new();
+        loader.set_max_entries(MAP_ILCC, cfg.ilcc_max_entries.max(1));
+        let object = match &pins {
+            Some(p) => {
+                loader.map_pin_path(&p.dir);
+                OBJECT_PINNED
+            }
+            None => OBJECT,
+        };
+        let bpf = match loader.load(object) {
+            Ok(b) => b,
+            Err(e) => {
+                if let Some(p) = pins {
+                    let _ = p.remove(&[]);
+                }
+                return Err(e).context("loading the eBPF object (needs CAP_BPF/CAP_NET_ADMIN and a kernel with BTF)");
+            }
+        };
+        let mut dp = Datapath { bpf, kind, egress: None, uplinks: Vec::new(), pins };
+        match dp.init(cfg) {
+            Ok(()) => Ok(dp),
+            Err(e) => {
+                let _ = dp.shutdown();
+                Err(e)
+            }
+        }
+    }
+
+    fn init(&mut self, cfg: &DatapathConfig) -> Result<()> {
+        let v = CfgVal {
+            id_prefix: cfg.id_prefix.to_bytes(),
+            local_nid: cfg.local_nid.to_bytes(),
+            ilnp0_ifindex: cfg.ilnp0_ifindex,
+            mode: if cfg.mode == Mode::Ebpf { maps::MODE_EBPF } else { maps::MODE_USERSPACE },
+            ..Default::default()
+        };
+        let mut m: Array<_, CfgVal> = Array::try_from(self.bpf.map_mut(MAP_CFG).ok_or_else(|| map_err(MAP_CFG))?)?;
+        m.set(0, v, 0).context("writing ilnp_cfg")?;
+        for name in [PROG_EGRESS, PROG_INGRESS] {
+            self.prog(name)?.load().with_context(|| format!("the verifier rejected {name}"))?;
+        }
+        let kind = self.kind;
+        let a = tc::attach(self.prog(PROG_EGRESS)?, kind, cfg.ilnp0_ifindex, TcAttachType::Egress)?;
+        self.egress = Some(a);
+        Ok(())
+    }
+
+    fn prog(&mut self, name: &str) -> Result<&mut SchedClassifier> {
+        let p = self.bpf.program_mut(name).ok_or_else(|| anyhow!("the eBPF object has no program {name}"))?;
+        Ok(p.try_into()?)
+    }
+
+    /// Attaches the ingress program to an uplink (idempotent).
+    pub fn attach_uplink(&mut self, ifindex: u32) -> Result<()> {
+        if self.uplinks.iter().any(|a| a.ifindex == ifindex) {
+            return Ok(());
+        }
+        let kind = self.kind;
+        let a = tc::attach(self.prog(PROG_INGRESS)?, kind, ifindex, TcAttachType::Ingress)?;
+        self.uplinks.push(a);
+        Ok(())
+    }
+
+    /// Detaches the ingress program from an uplink; unknown or vanished: no error.
+    pub fn detach_uplink(&mut self, ifindex: u32) -> Result<()> {
+        let Some(i) = self.uplinks.iter().position(|a| a.ifindex == ifindex) else { return Ok(()) };
+        let a = self.uplinks.remove(i);
+        tc::detach(self.prog(PROG_INGRESS)?, a)
+    }
+
+    fn ilcc_mut(&mut self) -> Result<HashMap<&mut MapData, [u8; 8], IlccVal>> {
+        Ok(HashMap::try_from(self.bpf.map_mut(MAP_ILCC).ok_or_else(|| map_err(MAP_ILCC))?)?)
+    }
+
+    fn ilcc(&self) -> Result<HashMap<&MapData, [u8; 8], IlccVal>> {
+        Ok(HashMap::try_from(self.bpf.map(MAP_ILCC).ok_or_else(|| map_err(MAP_ILCC))?)?)
+    }
+
+    /// Writes one correspondent's entry. The fast-path counters are kept (a
+    /// packet counted between the read and the write is lost from them).
+    pub fn upsert_peer(&mut self, s: &IlccSnapshot) -> Result<()> {
+        let mut m = self.ilcc_mut()?;
+        let key = s.nid.to_bytes();
+        let old = m.get(&key, 0).ok();
+        let v = IlccVal::from_snapshot(s, old.as_ref());
+        m.insert(key, v, 0).with_context(|| format!("writing the ILCC entry of {} to the fast path", s.nid))
+    }
+
+    pub fn remove_peer(&mut self, nid: Nid) -> Result<()> {
+        match self.ilcc_mut()?.remove(&nid.to_bytes()) {
+            Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("removing the ILCC entry of {nid} from the fast path")),
+        }
+    }
+
+    /// Replaces the set of local locators the fast path accepts and sends from.
+    pub fn set_local_locators(&mut self, locs: &[LocalLocator]) -> Result<()> {
+        let mut m: HashMap<_, [u8; 8], LocalVal> =
+            HashMap::try_from(self.bpf.map_mut(MAP_LOCALS).ok_or_else(|| map_err(MAP_LOCALS))?)?;
+        let stale: Vec<[u8; 8]> =
+            m.keys().filter_map(|k| k.ok()).filter(|k| !locs.iter().any(|l| l.loc.to_bytes() == *k)).collect();
+        for k in stale {
+            match m.remove(&k) {
+                Ok(()) | Err(MapError::KeyNotFound) => {}
+                Err(e) => return Err(e).context("removing a local locator from the fast path"),
+            }
+        }
+        for l in locs {
+            m.insert(l.loc.to_bytes(), LocalVal::from_core(l), 0)
+                .with_context(|| format!("writing local locator {} to the fast path", l.loc))?;
+        }
+        Ok(())
+    }
+
+    /// Reason counters summed over CPUs, in `REASONS` order.
+    pub fn stats(&self) -> Result<Vec<(&'static str, u64)>> {
+        let m: PerCpuArray<_, u64> =
+            PerCpuArray::try_from(self.bpf.map(MAP_STATS).ok_or_else(|| map_err(MAP_STATS))?)?;
+        REASONS.iter().enumerate().map(|(i, n)| Ok((*n, m.get(&(i as u32), 0)?.iter().sum()))).collect()
+    }
+
+    pub fn peer_counters(&self) -> Result<Vec<(Nid, PeerCounters)>> {
+        let m = self.ilcc()?;
+        let mut out = Vec::new();
+        for r in m.iter() {
+            let (k, v) = r?;
+            let c = PeerCounters { tx_pkts: v.tx_pkts, tx_bytes: v.tx_bytes, rx_pkts: v.rx_pkts, rx_bytes: v.rx_bytes };
+            out.push((Nid::from_bytes(k), c));
+        }
+        Ok(out)
+    }
+
+    /// Detaches every program, deletes the clsact qdiscs it created, removes
+    /// the pinned maps. Goes on after an error and reports the first one.
+    pub fn shutdown(mut self) -> Result<()> {
+        let mut first_err: Option<anyhow::Error> = None;
+        let mut note = |r: Result<()>| {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        };
+        for a in std::mem::take(&mut self.uplinks) {
+            let r = self.prog(PROG_INGRESS).and_then(|p| tc::detach(p, a));
+            note(r);
+        }
+        if let Some(a) = self.egress.take() {
+            let r = self.prog(PROG_EGRESS).and_then(|p| tc::detach(p, a));
+            note(r);
+        }
+        let pins = self.pins.take();
+        drop(self.bpf); // closes the program and map fds (tcx links go with them)
+        if let Some(p) = pins {
+            note(p.remove(MAP_NAMES));
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}

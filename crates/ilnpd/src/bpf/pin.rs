@@ -1,0 +1,91 @@
+//! The pin directory: on a bpf filesystem (mounted at /sys/fs/bpf if it is not,
+//! as under `ip netns exec`), holding one file per map so a restarted ilnpd finds
+//! its ILCC again. Cleaned up by `Datapath::shutdown`.
+
+use anyhow::{anyhow, Context, Result};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+const BPF_FS_MAGIC: u32 = 0xcafe_4a11;
+const BPFFS_DEFAULT: &str = "/sys/fs/bpf";
+
+pub(crate) struct Pins {
+    pub dir: PathBuf,
+    created_dir: bool,
+    mounted: Option<PathBuf>,
+}
+
+fn cpath(p: &Path) -> Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| anyhow!("{} contains a NUL byte", p.display()))
+}
+
+fn is_bpffs(p: &Path) -> bool {
+    let Ok(c) = cpath(p) else { return false };
+    // SAFETY: statfs writes into the zeroed struct we pass; c is NUL-terminated.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as u32 == BPF_FS_MAGIC }
+}
+
+fn mount_bpffs(at: &Path) -> Result<()> {
+    let target = cpath(at)?;
+    let src = CString::new("bpf").unwrap();
+    // SAFETY: all pointers are valid NUL-terminated strings; no data argument.
+    let rc = unsafe { libc::mount(src.as_ptr(), target.as_ptr(), src.as_ptr(), 0, std::ptr::null()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error()).with_context(|| format!("mount -t bpf bpf {}", at.display()));
+    }
+    Ok(())
+}
+
+impl Pins {
+    pub(crate) fn prepare(dir: &Path) -> Result<Pins> {
+        let dir = if dir.is_absolute() { dir.to_path_buf() } else { std::env::current_dir()?.join(dir) };
+        let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(Path::new("/")).to_path_buf();
+        let mut mounted = None;
+        if !is_bpffs(&existing) {
+            let default = Path::new(BPFFS_DEFAULT);
+            if dir.starts_with(default) && default.is_dir() && !is_bpffs(default) {
+                mount_bpffs(default)?;
+                mounted = Some(default.to_path_buf());
+            } else {
+                return Err(anyhow!(
+                    "pin directory {} is not on a bpf filesystem (mount one: mount -t bpf bpf {})",
+                    dir.display(),
+                    BPFFS_DEFAULT
+                ));
+            }
+        }
+        let created_dir = !dir.exists();
+        if created_dir {
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating pin directory {}", dir.display()))?;
+        }
+        Ok(Pins { dir, created_dir, mounted })
+    }
+
+    /// Removes the given pinned maps, then the directory and the mount if ours.
+    pub(crate) fn remove(self, names: &[&str]) -> Result<()> {
+        let mut first_err = None;
+        for n in names {
+            match std::fs::remove_file(self.dir.join(n)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    first_err.get_or_insert(anyhow!("unpinning {}: {e}", self.dir.join(n).display()));
+                }
+            }
+        }
+        if self.created_dir {
+            let _ = std::fs::remove_dir(&self.dir); // left alone if someone put files there
+        }
+        if let Some(m) = self.mounted {
+            let empty = std::fs::read_dir(&m).map(|mut d| d.next().is_none()).unwrap_or(false);
+            if empty {
+                let c = cpath(&m)?;
+                // SAFETY: c is a valid NUL-terminated path.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+}
