@@ -330,6 +330,106 @@ pub fn icmp_error_to_identifier(pkt: &[u8], id_prefix: Locator) -> Result<(Vec<u
     Ok((out, meta))
 }
 
+/// The other direction of `icmp_error_to_identifier`: an ICMPv6 error the local
+/// stack sent on `ilnp0` (identifier form, e.g. a port unreachable) about a packet a
+/// correspondent sent us, made fit for the wire so the correspondent can match it:
+/// outer addresses `src_loc:NID` → `dst_loc:NID` with our `nonce` (RFC 6744 §7:
+/// every ICMP from an ILNPv6 endpoint carries it), and the quoted packet rewritten
+/// back into the wire form it arrived in: `dst_loc:peer` → `src_loc:us` with the
+/// correspondent's own nonce `quoted_nonce` first (what its `icmp_error_meta` looks
+/// for), its transport checksum back to the wire rule. The quote is cut so the whole
+/// packet fits in 1280 bytes; a Parameter Problem pointer past the fixed header
+/// moves by the inserted header. The input's ICMPv6 checksum must verify.
+pub fn icmp_error_to_wire(
+    pkt: &[u8],
+    id_prefix: Locator,
+    src_loc: Locator,
+    dst_loc: Locator,
+    nonce: &Nonce,
+    quoted_nonce: &Nonce,
+) -> Result<Vec<u8>, Error> {
+    let p = ipv6::Packet::new_checked(pkt)?;
+    let (sl, our_nid) = split_addr(p.src());
+    let (dl, peer_nid) = split_addr(p.dst());
+    if sl != id_prefix || dl != id_prefix {
+        return Err(Error::NotIdentifierForm);
+    }
+    let (proto, off) = ipv6::upper_layer(pkt)?;
+    if proto != PROTO_ICMPV6 {
+        return Err(Error::Malformed("not ICMPv6"));
+    }
+    let end = ipv6::HEADER_LEN + p.payload_len() as usize;
+    let m = icmpv6::Message::new_checked(&pkt[off..end])?;
+    if !icmpv6::is_error(m.msg_type()) {
+        return Err(Error::Malformed("not an ICMPv6 error"));
+    }
+    if !m.verify_checksum(&p.src(), &p.dst()) {
+        return Err(Error::BadChecksum);
+    }
+    let quoted = m.invoking_packet();
+    let qh = quoted.get(..ipv6::HEADER_LEN).ok_or(Error::Truncated)?;
+    let (qs, qd) = (
+        Ipv6Addr::from(<[u8; 16]>::try_from(&qh[8..24]).map_err(|_| Error::Truncated)?),
+        Ipv6Addr::from(<[u8; 16]>::try_from(&qh[24..40]).map_err(|_| Error::Truncated)?),
+    );
+    let ((qsl, q_src_nid), (qdl, q_dst_nid)) = (split_addr(qs), split_addr(qd));
+    if qsl != id_prefix || qdl != id_prefix {
+        return Err(Error::NotIdentifierForm);
+    }
+    // the quoted packet in wire form: fixed header | DestOpts(quoted_nonce) | rest
+    let qhlen = destopts::header_len(quoted_nonce.len());
+    let (wqs, wqd) = (ilnp_addr(dst_loc, q_src_nid), ilnp_addr(src_loc, q_dst_nid));
+    let mut q = Vec::with_capacity(quoted.len() + qhlen);
+    q.extend_from_slice(qh);
+    destopts::emit_nonce_header(qh[6], quoted_nonce, &mut q);
+    q.extend_from_slice(&quoted[ipv6::HEADER_LEN..]);
+    let qplen = u16::from_be_bytes([qh[4], qh[5]]).saturating_add(qhlen as u16);
+    q[4..6].copy_from_slice(&qplen.to_be_bytes());
+    q[6] = PROTO_DSTOPTS;
+    q[8..24].copy_from_slice(&wqs.octets());
+    q[24..40].copy_from_slice(&wqd.octets());
+    if let Some(field) = csum_field(qh[6]) {
+        let at = ipv6::HEADER_LEN + qhlen + field;
+        if let Some(&[hi, lo]) = q.get(at..at + 2) {
+            let old = u16::from_be_bytes([hi, lo]);
+            let (ns, nd) =
+                if qh[6] == PROTO_ICMPV6 { (wqs, wqd) } else { (checksum::nid_only(&wqs), checksum::nid_only(&wqd)) };
+            if !(qh[6] == PROTO_UDP && old == 0) {
+                let new = checksum::update(old, checksum::addr_pair_sum(&qs, &qd), checksum::addr_pair_sum(&ns, &nd));
+                let new = if qh[6] == PROTO_UDP && new == 0 { 0xffff } else { new };
+                q[at..at + 2].copy_from_slice(&new.to_be_bytes());
+            }
+        }
+    }
+    let mut data = m.data_word();
+    if m.msg_type() == icmpv6::TYPE_PARAM_PROBLEM && data as usize >= ipv6::HEADER_LEN {
+        data = data.saturating_add(qhlen as u32);
+    }
+    let hlen = destopts::header_len(nonce.len());
+    let room = icmpv6::MIN_MTU - ipv6::HEADER_LEN - hlen - 8;
+    q.truncate(room);
+    let mut icmp = Vec::with_capacity(8 + q.len());
+    icmp.extend_from_slice(&[m.msg_type(), m.code(), 0, 0]);
+    icmp.extend_from_slice(&data.to_be_bytes());
+    icmp.extend_from_slice(&q);
+    let (src, dst) = (ilnp_addr(src_loc, our_nid), ilnp_addr(dst_loc, peer_nid));
+    let c = checksum::icmpv6_checksum(&src, &dst, &icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let mut out = Vec::with_capacity(ipv6::HEADER_LEN + hlen + icmp.len());
+    // at most 1280 bytes in all: the cast cannot truncate
+    ipv6::Repr {
+        src,
+        dst,
+        next_header: PROTO_DSTOPTS,
+        payload_len: (hlen + icmp.len()) as u16,
+        hop_limit: p.hop_limit(),
+    }
+    .emit(&mut out);
+    destopts::emit_nonce_header(PROTO_ICMPV6, nonce, &mut out);
+    out.extend_from_slice(&icmp);
+    Ok(out)
+}
+
 /// An ICMPv6 Destination Unreachable for a local application, quoting its
 /// identifier-form packet `orig` (from orig's destination to orig's source), so a
 /// connecting socket fails at once instead of hanging.
@@ -757,6 +857,43 @@ mod tests {
         let w = to_wire(&udp, P, LA, LB, &Nonce::N32([4; 4]), Csum::Complete).unwrap();
         let (t, _) = icmp_error_to_identifier(&error_about(&w, 1, 4, 0), P).unwrap();
         assert_eq!(&t[48..], &udp[..]);
+    }
+
+    #[test]
+    fn local_error_goes_back_to_the_peer_in_wire_form() {
+        // B sends A a UDP datagram; A's stack answers port unreachable on ilnp0
+        let (nonce_b, nonce_a) = (Nonce::N32([0xb0, 0xb1, 0xb2, 0xb3]), Nonce::N96([0xa5; 12]));
+        let at_b = udp_packet(ilnp_addr(P, NB), ilnp_addr(P, NA), &[3u8; 1400]);
+        let wire = to_wire(&at_b, P, LB, LA, &nonce_b, Csum::Complete).unwrap();
+        let (at_a, _) = to_identifier(&wire, P, Csum::Complete).unwrap();
+        let err = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &at_a);
+        let w = icmp_error_to_wire(&err, P, LA, LB, &nonce_a, &nonce_b).unwrap();
+        assert_eq!(w.len(), 1280);
+        let wp = ipv6::Packet::new_checked(&w[..]).unwrap();
+        assert_eq!((wp.src(), wp.dst()), (ilnp_addr(LA, NA), ilnp_addr(LB, NB)));
+        assert_eq!(destopts::find_nonce(&w).unwrap().unwrap().nonce, nonce_a);
+        assert!(checksum::verify_icmpv6(&wp.src(), &wp.dst(), &w[56..]));
+        // the quote is what B sent, byte for byte, as far as it goes
+        assert_eq!(&w[64..], &wire[..1280 - 64]);
+        // and B's side matches it to its own nonce and translates it for its stack
+        let meta = icmp_error_meta(&w).unwrap();
+        assert_eq!((meta.nonce, meta.local_nid, meta.peer_nid, meta.local_loc), (nonce_b, NB, NA, LB));
+        let (t, _) = icmp_error_to_identifier(&w, P).unwrap();
+        assert_eq!(&t[48..], &at_b[..t.len() - 48]);
+        // Parameter Problem pointer past the fixed header moves by the inserted header
+        let pp = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 4, 0, 46, &at_a);
+        let w = icmp_error_to_wire(&pp, P, LA, LB, &nonce_a, &nonce_b).unwrap();
+        assert_eq!(&w[60..64], &54u32.to_be_bytes());
+        // refused: a bad checksum, a quote not in identifier form, not an error
+        let mut bad = err.clone();
+        bad[60] ^= 1;
+        assert_eq!(icmp_error_to_wire(&bad, P, LA, LB, &nonce_a, &nonce_b).unwrap_err(), Error::BadChecksum);
+        let foreign = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &wire);
+        assert_eq!(icmp_error_to_wire(&foreign, P, LA, LB, &nonce_a, &nonce_b).unwrap_err(), Error::NotIdentifierForm);
+        assert!(icmp_error_to_wire(&at_a, P, LA, LB, &nonce_a, &nonce_b).is_err());
+        for cut in 0..err.len() {
+            let _ = icmp_error_to_wire(&err[..cut], P, LA, LB, &nonce_a, &nonce_b);
+        }
     }
 
     #[test]

@@ -62,6 +62,7 @@ fn all_parsers(data: &[u8]) -> usize {
     ok += translate::to_identifier(data, P, Csum::Partial).is_ok() as usize;
     ok += translate::icmp_error_to_identifier(data, P).is_ok() as usize;
     ok += translate::icmp_error_meta(data).is_ok() as usize;
+    ok += translate::icmp_error_to_wire(data, P, LA, LB, &Nonce::N32([1; 4]), &Nonce::N96([2; 12])).is_ok() as usize;
     ok += translate::quoted_nonce_pointer(data).is_some() as usize;
     ok += translate::quoted_nonce(data).is_some() as usize;
     ok += translate::parse_lu_packet(data).is_ok() as usize;
@@ -151,6 +152,7 @@ fn seeds() -> Vec<Vec<u8>> {
     let router: Ipv6Addr = "2001:db8:a::1".parse().unwrap();
     let ptb = icmpv6::error_packet(router, ilnp_addr(LA, NA), 2, 0, 1280, &w32);
     let pp = icmpv6::error_packet(router, ilnp_addr(LA, NA), 4, 2, 42, &w96);
+    let local_err = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &id);
     let mut lp = Vec::new();
     Rdata::from_presentation("LP", "10 l64-subnet1.example.com.").unwrap().emit(&mut lp).unwrap();
     vec![
@@ -161,6 +163,7 @@ fn seeds() -> Vec<Vec<u8>> {
         lu_msg,
         ptb,
         pp,
+        local_err,
         w32[40..].to_vec(),
         lp,
         vec![0, 10, 0x20, 0x01, 0x0d, 0xb8, 0x11, 0x40, 0x10, 0x00],
