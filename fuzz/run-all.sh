@@ -27,7 +27,9 @@ for t in $targets; do
   mkdir -p "corpus/$t" "artifacts/$t"
   echo "fuzz: $t for ${secs}s"
   log=$(mktemp)
-  cargo fuzz run "${flags[@]}" "$t" "corpus/$t" -- \
+  seeds=()
+  [ -d "seeds/$t" ] && seeds=("seeds/$t")   # committed seeds; new finds go to corpus/
+  cargo fuzz run "${flags[@]}" "$t" "corpus/$t" "${seeds[@]}" -- \
     -max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -max_len=4096 >"$log" 2>&1
   rc=$?
   if [ $rc -ne 0 ]; then

@@ -368,6 +368,9 @@ pub fn icmp_error_to_wire(
     }
     let quoted = m.invoking_packet();
     let qh = quoted.get(..ipv6::HEADER_LEN).ok_or(Error::Truncated)?;
+    if qh[0] >> 4 != 6 {
+        return Err(Error::NotIpv6);
+    }
     let (qs, qd) = (
         Ipv6Addr::from(<[u8; 16]>::try_from(&qh[8..24]).map_err(|_| Error::Truncated)?),
         Ipv6Addr::from(<[u8; 16]>::try_from(&qh[24..40]).map_err(|_| Error::Truncated)?),
@@ -891,6 +894,11 @@ mod tests {
         let foreign = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &wire);
         assert_eq!(icmp_error_to_wire(&foreign, P, LA, LB, &nonce_a, &nonce_b).unwrap_err(), Error::NotIdentifierForm);
         assert!(icmp_error_to_wire(&at_a, P, LA, LB, &nonce_a, &nonce_b).is_err());
+        // found by the fuzzer: a quote that is not IPv6 would give the peer an unmatchable error
+        let mut v4 = at_a.clone();
+        v4[0] = 0x45;
+        let e = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &v4);
+        assert_eq!(icmp_error_to_wire(&e, P, LA, LB, &nonce_a, &nonce_b).unwrap_err(), Error::NotIpv6);
         for cut in 0..err.len() {
             let _ = icmp_error_to_wire(&err[..cut], P, LA, LB, &nonce_a, &nonce_b);
         }

@@ -254,3 +254,26 @@ fn former_fuzz_findings() {
         }
     }
 }
+
+/// Writes the seed inputs as a fuzz seed corpus (fuzz/seeds/<target>/):
+/// `ILNP_FUZZ_SEEDS=fuzz/seeds cargo test -p ilnp-wire --test garbage -- --ignored write_fuzz_seeds`
+#[test]
+#[ignore = "writes files; run by hand to refresh fuzz/seeds"]
+fn write_fuzz_seeds() {
+    let dir = std::path::PathBuf::from(std::env::var("ILNP_FUZZ_SEEDS").expect("set ILNP_FUZZ_SEEDS"));
+    let targets = ["ipv6", "destopts", "icmpv6_lu", "to_identifier", "icmp_error", "translate", "core_inbound"];
+    for t in targets {
+        std::fs::create_dir_all(dir.join(t)).unwrap();
+        for (i, s) in seeds().iter().enumerate() {
+            std::fs::write(dir.join(t).join(format!("seed-{i:02}")), s).unwrap();
+        }
+    }
+    for (t, prefix) in [("rdata_wire", Some(107u8 - 104)), ("rdata_text", None)] {
+        std::fs::create_dir_all(dir.join(t)).unwrap();
+        for (i, s) in seeds().iter().enumerate() {
+            let mut v = prefix.map(|p| vec![p]).unwrap_or_default();
+            v.extend_from_slice(s);
+            std::fs::write(dir.join(t).join(format!("seed-{i:02}")), v).unwrap();
+        }
+    }
+}
