@@ -73,13 +73,14 @@ static __always_inline int eg_route(struct __sk_buff *skb, struct ilnp_cfg *cfg,
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
 	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
 		return ILNP_R_EGRESS_PUNT_FIB;
-	/* NO_NEIGH still names the device and the next hop (ipv6_dst is the
-	 * gateway, if any): bpf_redirect_neigh() resolves it like the stack does */
-	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+	*oif = fib.ifindex;
+	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
+		/* nh_family stays 0: see the redirect at the end of ilnp_egress */
 		count(ILNP_R_EGRESS_NEIGH);
+		return 0;
+	}
 	nh->nh_family = AF_INET6;
 	__builtin_memcpy(nh->ipv6_nh, fib.ipv6_dst, sizeof(nh->ipv6_nh));
-	*oif = fib.ifindex;
 	return 0;
 }
 
@@ -185,5 +186,15 @@ int ilnp_egress(struct __sk_buff *skb)
 	__sync_fetch_and_add(&c.e->tx_pkts, 1);
 	__sync_fetch_and_add(&c.e->tx_bytes, skb->len - ETH_HLEN);
 	count(ILNP_R_EGRESS_FAST);
-	return bpf_redirect_neigh(oif, &nh, sizeof(nh), 0);
+	/*
+	 * Next hop resolved: hand it over, no second route lookup.
+	 * Unresolved: let the helper route the wire packet itself. It then
+	 * replaces the skb's dst, which still is the identifier route via ilnp0;
+	 * a packet queued for neighbour resolution is re-sent through its dst's
+	 * neighbour, and ilnp0's (a NOARP device) would send it without an
+	 * Ethernet header.
+	 */
+	if (nh.nh_family == AF_INET6)
+		return bpf_redirect_neigh(oif, &nh, sizeof(nh), 0);
+	return bpf_redirect_neigh(oif, NULL, 0, 0);
 }

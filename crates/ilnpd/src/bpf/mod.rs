@@ -82,6 +82,15 @@ pub struct Datapath {
     pins: Option<Pins>,
 }
 
+/// aya reports a missing key on delete as the syscall's ENOENT, not KeyNotFound.
+fn absent_ok(r: Result<(), MapError>) -> Result<(), MapError> {
+    match r {
+        Err(MapError::KeyNotFound) => Ok(()),
+        Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+        r => r,
+    }
+}
+
 fn map_err(name: &str) -> anyhow::Error {
     anyhow!("the eBPF object has no map {name}")
 }
@@ -184,10 +193,8 @@ impl Datapath {
     }
 
     pub fn remove_peer(&mut self, nid: Nid) -> Result<()> {
-        match self.ilcc_mut()?.remove(&nid.to_bytes()) {
-            Ok(()) | Err(MapError::KeyNotFound) => Ok(()),
-            Err(e) => Err(e).with_context(|| format!("removing the ILCC entry of {nid} from the fast path")),
-        }
+        absent_ok(self.ilcc_mut()?.remove(&nid.to_bytes()))
+            .with_context(|| format!("removing the ILCC entry of {nid} from the fast path"))
     }
 
     /// Replaces the set of local locators the fast path accepts and sends from.
@@ -197,10 +204,7 @@ impl Datapath {
         let stale: Vec<[u8; 8]> =
             m.keys().filter_map(|k| k.ok()).filter(|k| !locs.iter().any(|l| l.loc.to_bytes() == *k)).collect();
         for k in stale {
-            match m.remove(&k) {
-                Ok(()) | Err(MapError::KeyNotFound) => {}
-                Err(e) => return Err(e).context("removing a local locator from the fast path"),
-            }
+            absent_ok(m.remove(&k)).context("removing a local locator from the fast path")?;
         }
         for l in locs {
             m.insert(l.loc.to_bytes(), LocalVal::from_core(l), 0)

@@ -12,7 +12,6 @@ const BPFFS_DEFAULT: &str = "/sys/fs/bpf";
 
 pub(crate) struct Pins {
     pub dir: PathBuf,
-    created_dir: bool,
     mounted: Option<PathBuf>,
 }
 
@@ -56,11 +55,8 @@ impl Pins {
                 ));
             }
         }
-        let created_dir = !dir.exists();
-        if created_dir {
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating pin directory {}", dir.display()))?;
-        }
-        Ok(Pins { dir, created_dir, mounted })
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating pin directory {}", dir.display()))?;
+        Ok(Pins { dir, mounted })
     }
 
     /// Removes the given pinned maps, then the directory and the mount if ours.
@@ -75,9 +71,8 @@ impl Pins {
                 }
             }
         }
-        if self.created_dir {
-            let _ = std::fs::remove_dir(&self.dir); // left alone if someone put files there
-        }
+        // also when an earlier run (that crashed) created it; kept if anything else is in it
+        let _ = std::fs::remove_dir(&self.dir);
         if let Some(m) = self.mounted {
             let empty = std::fs::read_dir(&m).map(|mut d| d.next().is_none()).unwrap_or(false);
             if empty {
