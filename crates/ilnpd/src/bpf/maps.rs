@@ -107,11 +107,8 @@ impl IlccVal {
     /// More than eight accepted remote locators: the active one and the first
     /// seven others are kept (the rest are punted to ilnpd, which accepts them).
     pub fn from_snapshot(s: &IlccSnapshot, old: Option<&IlccVal>) -> IlccVal {
-        let mut v = IlccVal {
-            local_loc: s.local_loc.to_bytes(),
-            remote_loc: s.remote_loc.to_bytes(),
-            ..Default::default()
-        };
+        let mut v =
+            IlccVal { local_loc: s.local_loc.to_bytes(), remote_loc: s.remote_loc.to_bytes(), ..Default::default() };
         if let Some(o) = old {
             (v.tx_pkts, v.tx_bytes, v.rx_pkts, v.rx_bytes) = (o.tx_pkts, o.tx_bytes, o.rx_pkts, o.rx_bytes);
         }

@@ -215,8 +215,7 @@ impl Datapath {
 
     /// Reason counters summed over CPUs, in `REASONS` order.
     pub fn stats(&self) -> Result<Vec<(&'static str, u64)>> {
-        let m: PerCpuArray<_, u64> =
-            PerCpuArray::try_from(self.bpf.map(MAP_STATS).ok_or_else(|| map_err(MAP_STATS))?)?;
+        let m: PerCpuArray<_, u64> = PerCpuArray::try_from(self.bpf.map(MAP_STATS).ok_or_else(|| map_err(MAP_STATS))?)?;
         REASONS.iter().enumerate().map(|(i, n)| Ok((*n, m.get(&(i as u32), 0)?.iter().sum()))).collect()
     }
 

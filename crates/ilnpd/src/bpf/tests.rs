@@ -375,8 +375,8 @@ fn send_raw(h: &Host, to: Nid, destopts: &[u8]) {
     p.extend_from_slice(&addr(L, to).octets());
     p.extend_from_slice(destopts);
     p.extend_from_slice(&[0x30, 0x39, 0x30, 0x39, 0, 8, 0, 0]);
-    let s = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::RAW, Some(socket2::Protocol::from(255)))
-        .unwrap();
+    let s =
+        socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::RAW, Some(socket2::Protocol::from(255))).unwrap();
     let dst: std::net::SocketAddr = SocketAddrV6::new(addr(L, to), 0, 0, 0).into();
     s.send_to(&p, &dst.into()).unwrap();
 }
@@ -533,8 +533,9 @@ fn fast_path_tcp_with_offloads() {
         });
         a.ns.enter();
         let data: Vec<u8> = (0..4_000_000u32).map(|i| (i * 7 + i / 1000) as u8).collect();
-        let mut c = TcpStream::connect_timeout(&SocketAddrV6::new(addr(P, NID_B), 7777, 0, 0).into(), Duration::from_secs(3))
-            .expect("TCP handshake through both fast paths");
+        let mut c =
+            TcpStream::connect_timeout(&SocketAddrV6::new(addr(P, NID_B), 7777, 0, 0).into(), Duration::from_secs(3))
+                .expect("TCP handshake through both fast paths");
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         c.write_all(&data).unwrap();
         c.shutdown(std::net::Shutdown::Write).unwrap();
@@ -544,7 +545,11 @@ fn fast_path_tcp_with_offloads() {
         assert!(server.join().unwrap() == data, "bytes arrived intact");
         let (ea, ib) = (stat(&a.dp, "egress_fast"), stat(&b.dp, "ingress_fast"));
         let gso = a.dp.peer_counters().unwrap()[0].1;
-        eprintln!("A egress_fast={ea} (bytes {}), B ingress_fast={ib}, B egress_fast={}", gso.tx_bytes, stat(&b.dp, "egress_fast"));
+        eprintln!(
+            "A egress_fast={ea} (bytes {}), B ingress_fast={ib}, B egress_fast={}",
+            gso.tx_bytes,
+            stat(&b.dp, "egress_fast")
+        );
         assert!(ea > 0 && ib >= ea, "fast path carried the session");
         assert!(gso.tx_bytes / ea > 1500, "A sent GSO super-packets through the fast path");
         for (h, r) in [(&a, "egress_drop_error"), (&b, "ingress_drop_error")] {
