@@ -190,14 +190,14 @@ impl Daemon {
         let mode = if self.cfg.datapath == config::Datapath::Ebpf { bpf::Mode::Ebpf } else { bpf::Mode::Userspace };
         let mut dp = Datapath::load(&DatapathConfig {
             mode,
-            ilnp0: self.tun.name.clone(),
             ilnp0_ifindex: self.tun_index,
             id_prefix: self.cfg.id_prefix,
             local_nid: self.local_nid,
             ilcc_max_entries: self.cfg.ilcc_max_entries,
+            pin_dir: None,
         })?;
         for u in &self.uplinks {
-            dp.attach_uplink(&u.name)?;
+            dp.attach_uplink(u.index)?;
         }
         self.dp = Some(dp);
         Ok(())
