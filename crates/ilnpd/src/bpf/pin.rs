@@ -19,7 +19,7 @@ fn cpath(p: &Path) -> Result<CString> {
     CString::new(p.as_os_str().as_bytes()).map_err(|_| anyhow!("{} contains a NUL byte", p.display()))
 }
 
-fn is_bpffs(p: &Path) -> bool {
+pub(crate) fn is_bpffs(p: &Path) -> bool {
     let Ok(c) = cpath(p) else { return false };
     // SAFETY: statfs writes into the zeroed struct we pass; c is NUL-terminated.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
@@ -74,7 +74,11 @@ impl Pins {
         // also when an earlier run (that crashed) created it; kept if anything else is in it
         let _ = std::fs::remove_dir(&self.dir);
         if let Some(m) = self.mounted {
-            let empty = std::fs::read_dir(&m).map(|mut d| d.next().is_none()).unwrap_or(false);
+            // a fresh bpffs holds the kernel's preloaded iterators, nothing else
+            let preload = |n: &std::ffi::OsStr| n == "maps.debug" || n == "progs.debug";
+            let empty = std::fs::read_dir(&m)
+                .map(|d| d.filter_map(|e| e.ok()).all(|e| preload(&e.file_name())))
+                .unwrap_or(false);
             if empty {
                 let c = cpath(&m)?;
                 // SAFETY: c is a valid NUL-terminated path.

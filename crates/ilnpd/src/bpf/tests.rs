@@ -18,6 +18,7 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{Ipv6Addr, SocketAddrV6, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -558,5 +559,36 @@ fn fast_path_tcp_with_offloads() {
         let _ = (&a.tun, &b.tun);
         a.dp.shutdown().unwrap();
         b.dp.shutdown().unwrap();
+    });
+}
+
+/// A pin directory under /sys/fs/bpf without bpffs there (as under `ip netns
+/// exec`): prepare mounts it, remove unmounts it. In a private mount namespace.
+#[test]
+fn pin_dir_mounts_bpffs_when_needed() {
+    if !can_run() {
+        return;
+    }
+    on_thread(|| {
+        // SAFETY: unshare/mount only change this thread's mount namespace (made private first).
+        unsafe {
+            assert_eq!(libc::unshare(libc::CLONE_NEWNS), 0, "unshare(CLONE_NEWNS)");
+            let root = c"/";
+            let flags = libc::MS_REC | libc::MS_PRIVATE;
+            assert_eq!(libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), flags, std::ptr::null()), 0);
+            libc::umount2(c"/sys/fs/bpf".as_ptr(), libc::MNT_DETACH); // whatever was there
+        }
+        let default = Path::new("/sys/fs/bpf");
+        if !default.is_dir() {
+            eprintln!("skipped: no /sys/fs/bpf directory");
+            return;
+        }
+        assert!(!pin::is_bpffs(default));
+        let dir = default.join(format!("ilnp-test-{}", std::process::id()));
+        let pins = Pins::prepare(&dir).unwrap();
+        assert!(pin::is_bpffs(default) && dir.is_dir());
+        pins.remove(MAP_NAMES).unwrap();
+        assert!(!dir.exists(), "pin directory removed");
+        assert!(!pin::is_bpffs(default), "bpffs unmounted");
     });
 }
