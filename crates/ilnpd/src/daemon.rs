@@ -508,7 +508,13 @@ impl Daemon {
 
     /// Undoes everything start() did.
     async fn cleanup(&mut self) {
-        if let Some(dp) = self.dp.take() {
+        if let Some(mut dp) = self.dp.take() {
+            // uplinks first: packets stop being punted to a TUN about to close
+            for u in &self.uplinks {
+                if let Err(e) = dp.detach_uplink(u.index) {
+                    tracing::warn!("detaching from {}: {e:#}", u.name);
+                }
+            }
             if let Err(e) = dp.shutdown() {
                 tracing::warn!("detaching eBPF programs: {e:#}");
             }
