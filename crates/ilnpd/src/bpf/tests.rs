@@ -7,9 +7,12 @@
 //! * `fast_path_between_two_hosts`: A and B over veth, each with ilnp0 (TUN) and
 //!   both programs. UDP from a plain socket on A reaches a socket bound on B's
 //!   identifier address; the frame captured on B's uplink has the wire addresses,
-//!   the nonce option and an RFC 6744 checksum; punts reach the TUNs; two nonces
-//!   and a bad nonce length are dropped. Then TCP with GSO/checksum offload on
-//!   the TUNs (CHECKSUM_PARTIAL super-packets) with software checksums at the veth.
+//!   the nonce option and an RFC 6744 checksum; punts (miss, bad nonce, unknown
+//!   locator, other options, ICMPv6 errors both ways) reach the TUNs; two nonces
+//!   and a bad nonce length are dropped; plain IPv6 is not touched.
+//! * `fast_path_tcp_with_offloads`: TCP with GSO/checksum offload on the TUNs
+//!   (CHECKSUM_PARTIAL super-packets), software checksums at the veths.
+//! * `userspace_mode_steers_only`, `pin_dir_mounts_bpffs_when_needed`.
 
 use super::*;
 use ilnp_core::LocatorState;
@@ -334,6 +337,10 @@ struct Host {
 
 /// One ILNP host: uplink `dev` with L:nid, ilnp0 with P:nid, both programs.
 fn host(ns: Netns, nid: Nid, dev: &str, vnet: bool) -> Host {
+    host_mode(ns, nid, dev, vnet, Mode::Ebpf)
+}
+
+fn host_mode(ns: Netns, nid: Nid, dev: &str, vnet: bool, mode: Mode) -> Host {
     ns.ip(&format!("addr add {}/64 dev {dev} nodad", addr(L, nid)));
     ns.ip(&format!("link set {dev} up"));
     ns.enter();
@@ -344,7 +351,7 @@ fn host(ns: Netns, nid: Nid, dev: &str, vnet: bool) -> Host {
     ns.ip(&format!("route add {}/64 dev ilnp0", addr(P, Nid(0))));
     let uplink = ns.ifindex(dev);
     let cfg = DatapathConfig {
-        mode: Mode::Ebpf,
+        mode,
         ilnp0_ifindex: ns.ifindex("ilnp0"),
         id_prefix: P,
         local_nid: nid,
@@ -492,6 +499,29 @@ fn fast_path_between_two_hosts() {
         assert_eq!(plain.recv(&mut buf).unwrap(), 5);
         assert_eq!(b.dp.stats().unwrap().iter().map(|(_, v)| v).sum::<u64>(), before);
 
+        // B's kernel answers a datagram to a closed port with an ICMPv6 error in
+        // identifier form: B's egress leaves it to ilnpd (it must translate the quote)
+        udp_send(&a, NID_B, 5556, b"closed port");
+        let err = wait_packet(&b.tun, Duration::from_secs(1), |p| p.len() > 48 && p[6] == 58 && p[40] == 1);
+        assert_eq!(err.expect("ICMPv6 error punted to B's TUN")[24..40], addr(P, NID_A).octets());
+        assert_eq!(stat(&b.dp, "egress_punt_icmp_error"), 1);
+        // a plain ICMPv6 error on the wire quoting one of our nonce packets: ingress punts it
+        a.ns.enter();
+        let icmp =
+            socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::RAW, Some(socket2::Protocol::ICMPV6)).unwrap();
+        let mut q = vec![1u8, 3, 0, 0, 0, 0, 0, 0]; // Destination Unreachable, address unreachable
+        q.extend_from_slice(&[0x60, 0, 0, 0, 0, 16, 60, 64]);
+        q.extend_from_slice(&addr(L, NID_B).octets());
+        q.extend_from_slice(&addr(L, Nid(0xd)).octets());
+        q.extend_from_slice(&[17, 0, 0x8b, 4, 1, 2, 3, 4, 0x30, 0x39, 0x30, 0x39, 0, 8, 0, 0]);
+        let dst: std::net::SocketAddr = SocketAddrV6::new(addr(L, NID_B), 0, 0, 0).into();
+        icmp.send_to(&q, &dst.into()).unwrap();
+        let p = wait_packet(&b.tun, Duration::from_secs(1), |p| {
+            p.len() > 48 && p[6] == 58 && p[24..40] == addr(L, NID_B).octets()
+        });
+        assert_eq!(p.expect("wire ICMPv6 error punted to B's TUN")[40], 1);
+        assert_eq!(stat(&b.dp, "ingress_punt_icmp_error"), 1);
+
         drop(rx);
         a.dp.shutdown().unwrap();
         b.dp.shutdown().unwrap();
@@ -590,5 +620,30 @@ fn pin_dir_mounts_bpffs_when_needed() {
         pins.remove(MAP_NAMES).unwrap();
         assert!(!dir.exists(), "pin directory removed");
         assert!(!pin::is_bpffs(default), "bpffs unmounted");
+    });
+}
+
+/// userspace mode: the programs only steer; ILNP packets both ways reach the TUN untranslated.
+#[test]
+fn userspace_mode_steers_only() {
+    if !can_run() {
+        return;
+    }
+    on_thread(|| {
+        let (na, nb) = (Netns::new("ua"), Netns::new("ub"));
+        na.ip(&format!("link add a0 type veth peer name b0 netns {}", nb.name));
+        let mut a = host(na, NID_A, "a0", false);
+        let mut b = host_mode(nb, NID_B, "b0", false, Mode::Userspace);
+        a.dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)))).unwrap();
+        b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
+        udp_send(&a, NID_B, 5555, b"to a userspace host");
+        let p = wait_packet(&b.tun, Duration::from_secs(2), |p| is_udp_to(p, addr(L, NID_B)));
+        assert_eq!(p.expect("wire packet on B's TUN")[40..44], [17, 0, 0x8b, 4]);
+        assert_eq!((stat(&b.dp, "ingress_punt_userspace"), stat(&b.dp, "ingress_fast")), (1, 0));
+        udp_send(&b, NID_A, 5555, b"from a userspace host");
+        assert!(wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, addr(P, NID_A))).is_some());
+        assert_eq!((stat(&b.dp, "egress_punt_userspace"), stat(&b.dp, "egress_fast")), (1, 0));
+        a.dp.shutdown().unwrap();
+        b.dp.shutdown().unwrap();
     });
 }
