@@ -20,6 +20,17 @@ pub struct RemoteLocator {
     pub state: LocatorState,
     #[serde(skip)]
     pub last_heard: Option<Instant>,
+    /// when `lifetime_s` (from an LU) runs out; None = no lifetime known (peer file,
+    /// learned from a packet). Past it the locator is Aged, not removed (RFC 6741 §5.2).
+    #[serde(skip)]
+    pub expires: Option<Instant>,
+}
+
+impl RemoteLocator {
+    /// A locator from the peer database or learned from a packet: no lifetime.
+    pub fn new(loc: Locator, pref: u16, state: LocatorState, last_heard: Option<Instant>) -> RemoteLocator {
+        RemoteLocator { loc, pref, lifetime_s: 0, state, last_heard, expires: None }
+    }
 }
 
 fn ser_state<S: serde::Serializer>(v: &LocatorState, s: S) -> Result<S::Ok, S::Error> {
@@ -80,6 +91,10 @@ pub struct IlccEntry {
     /// packets/bytes seen by the slow path (the fast path counts in its maps)
     pub slow_pkts_in: u64,
     pub slow_pkts_out: u64,
+    pub slow_bytes_in: u64,
+    pub slow_bytes_out: u64,
+    /// seconds since the entry was created (filled in for display)
+    pub age_s: f64,
     #[serde(skip)]
     pub pending_lu: Option<PendingLu>,
     /// smoothed LU round trip (RFC 6298-style), microseconds; seeds the next LU's timer
@@ -112,18 +127,57 @@ impl IlccEntry {
             idle_s: 0.0,
             slow_pkts_in: 0,
             slow_pkts_out: 0,
+            slow_bytes_in: 0,
+            slow_bytes_out: 0,
+            age_s: 0.0,
             pending_lu: None,
             srtt_us: None,
             last_acked_lu: None,
         }
     }
 
-    /// The remote locator to send to: lowest preference among usable ones.
+    /// The remote locator to send to: the active one, else the lowest preference
+    /// among valid ones. When every locator has outlived its lifetime, the best aged
+    /// one is still used: a live session must survive a late LU (RFC 6741 §5.2).
     pub fn best_remote(&self) -> Option<&RemoteLocator> {
+        let usable = |r: &&RemoteLocator| matches!(r.state, LocatorState::Active | LocatorState::Valid);
+        self.remote_locators
+            .iter()
+            .filter(usable)
+            .min_by_key(|r| (r.state != LocatorState::Active, r.pref))
+            .or_else(|| {
+                self.remote_locators.iter().filter(|r| r.state == LocatorState::Aged).min_by_key(|r| r.pref)
+            })
+    }
+
+    /// Marks locators whose lifetime ran out at `now` as Aged (kept and still
+    /// accepted, RFC 6741 §5.2); a new active one is chosen if the active one aged.
+    /// Returns how many aged.
+    pub fn age_locators(&mut self, now: Instant) -> usize {
+        let mut n = 0;
+        let mut active_aged = false;
+        for r in &mut self.remote_locators {
+            if matches!(r.state, LocatorState::Active | LocatorState::Valid) && r.expires.is_some_and(|t| t <= now) {
+                active_aged |= r.state == LocatorState::Active;
+                r.state = LocatorState::Aged;
+                n += 1;
+            }
+        }
+        if active_aged {
+            if let Some(b) = self.best_remote().map(|r| r.loc) {
+                self.activate_remote(b);
+            }
+        }
+        n
+    }
+
+    /// The earliest lifetime end among locators still Active/Valid.
+    pub fn next_expiry(&self) -> Option<Instant> {
         self.remote_locators
             .iter()
             .filter(|r| matches!(r.state, LocatorState::Active | LocatorState::Valid))
-            .min_by_key(|r| (r.state != LocatorState::Active, r.pref))
+            .filter_map(|r| r.expires)
+            .min()
     }
 
     pub fn has_remote(&self, loc: Locator) -> bool {
@@ -134,7 +188,9 @@ impl IlccEntry {
     pub fn activate_remote(&mut self, loc: Locator) {
         for r in &mut self.remote_locators {
             if r.loc == loc {
-                r.state = LocatorState::Active;
+                if r.state != LocatorState::Aged {
+                    r.state = LocatorState::Active;
+                }
             } else if r.state == LocatorState::Active {
                 r.state = LocatorState::Valid;
             }

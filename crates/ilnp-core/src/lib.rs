@@ -101,7 +101,8 @@ pub struct CoreConfig {
     pub ilcc_max_entries: usize,
     pub idle_timeout: Duration,
     pub handoff: HandoffMode,
-    /// Lifetime we advertise for our locators in LUs (seconds)
+    /// Cap on the Lifetime we advertise for our locators in LUs (seconds); each
+    /// locator's own valid lifetime (from the kernel) is advertised when shorter.
     pub lu_lifetime_s: u16,
     pub lu: LuTimers,
 }
@@ -115,7 +116,7 @@ impl CoreConfig {
             ilcc_max_entries: 65536,
             idle_timeout: Duration::from_secs(600),
             handoff: HandoffMode::Soft,
-            lu_lifetime_s: 30,
+            lu_lifetime_s: u16::MAX,
             lu: LuTimers::default(),
         }
     }
@@ -399,7 +400,11 @@ impl Core {
 
     fn lu_entries(&self) -> Vec<LuEntry> {
         self.usable_local()
-            .map(|l| LuEntry { locator: l.loc, preference: l.pref, lifetime: self.cfg.lu_lifetime_s })
+            .map(|l| LuEntry {
+                locator: l.loc,
+                preference: l.pref,
+                lifetime: l.lifetime_s.min(u32::from(self.cfg.lu_lifetime_s)) as u16,
+            })
             .collect()
     }
 
@@ -482,23 +487,40 @@ impl Core {
             if let Err(reason) = self.create_initiator_entry(now, dn, &mut out) {
                 self.stats.bump(reason);
                 out.push(Action::Event(Event::Drop { reason, detail: format!("packet to {}", p.dst()) }));
-                let code = icmpv6::UNREACH_ADDRESS;
-                if let Ok(u) = translate::unreachable_to_app(pkt, code) {
-                    out.push(Action::DeliverLocal(u));
-                }
+                unreachable_to_app(pkt, &mut out);
                 return out;
             }
         }
+        // the entry's source locator must still be ours and usable (it is moved to the
+        // best one by set_local_locators; with none left the application hears at once)
+        let usable = self.ilcc.get(&dn).is_some_and(|e| self.usable_local().any(|l| l.loc == e.local_locator));
+        if !usable {
+            self.stats.bump("no_local_locator");
+            out.push(Action::Event(Event::Drop { reason: "no_local_locator", detail: format!("packet to {}", p.dst()) }));
+            unreachable_to_app(pkt, &mut out);
+            return out;
+        }
+        let id_prefix = self.cfg.id_prefix;
         let Some(e) = self.ilcc.get_mut(&dn) else { return out };
         e.last_used = now;
         e.slow_pkts_out += 1;
+        e.slow_bytes_out += pkt.len() as u64;
         let Some(remote) = e.best_remote().map(|r| r.loc) else {
             self.drop(&mut out, "no_remote_locator", format!("{dn}"));
             return out;
         };
-        match translate::to_wire(pkt, self.cfg.id_prefix, e.local_locator, remote, &e.nonce_tx, csum) {
+        let res = match (is_icmp_error(pkt), e.nonce_rx) {
+            // an error our stack raised about the peer's packet: the quote goes back in
+            // the wire form it arrived in, with the peer's nonce, so the peer can match
+            // it; the error itself carries our nonce (RFC 6744 §7)
+            (true, Some(rx)) if csum == Csum::Complete => {
+                translate::icmp_error_to_wire(pkt, id_prefix, e.local_locator, remote, &e.nonce_tx, &rx)
+            }
+            _ => translate::to_wire(pkt, id_prefix, e.local_locator, remote, &e.nonce_tx, csum),
+        };
+        match res {
             Ok(w) => out.push(Action::SendWire(w)),
-            Err(err) => self.drop(&mut out, "out_malformed", err.to_string()),
+            Err(err) => self.drop(&mut out, "out_malformed", format!("{err}: {}", packet_summary(pkt))),
         }
         out
     }
@@ -514,17 +536,8 @@ impl Core {
             return Err("ilcc_full");
         }
         let nonce_tx = self.new_nonce();
-        let mut remote: Vec<RemoteLocator> = peer
-            .locators
-            .iter()
-            .map(|l| RemoteLocator {
-                loc: l.loc,
-                pref: l.pref,
-                lifetime_s: 0,
-                state: LocatorState::Valid,
-                last_heard: None,
-            })
-            .collect();
+        let mut remote: Vec<RemoteLocator> =
+            peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
         remote.sort_by_key(|r| r.pref);
         let mut e = IlccEntry::new(nid, remote, local, nonce_tx, None, true, now);
         let best = e.best_remote().map(|r| r.loc).ok_or("no_remote_locator")?;
@@ -560,10 +573,15 @@ impl Core {
             }
             Ok(None) => {
                 // no nonce on the outer packet: an ICMPv6 error quoting one of ours
-                self.handle_icmp_error(now, pkt, &mut out);
+                self.handle_icmp_error(pkt, None, &mut out);
                 return out;
             }
-            Ok(Some(_)) => {}
+            Ok(Some(nh)) => {
+                if is_icmp_error(pkt) {
+                    self.handle_icmp_error(pkt, Some(nh.nonce), &mut out);
+                    return out;
+                }
+            }
         }
         if translate::is_lu(pkt) {
             self.handle_lu(now, pkt, &mut out);
@@ -605,13 +623,7 @@ impl Core {
                 .unwrap_or(10);
             let e = IlccEntry::new(
                 nid,
-                vec![RemoteLocator {
-                    loc: meta.src_loc,
-                    pref,
-                    lifetime_s: 0,
-                    state: LocatorState::Active,
-                    last_heard: Some(now),
-                }],
+                vec![RemoteLocator::new(meta.src_loc, pref, LocatorState::Active, Some(now))],
                 meta.dst_loc,
                 nonce_tx,
                 Some(meta.nonce),
@@ -662,13 +674,8 @@ impl Core {
             }
             if !e.has_remote(meta.src_loc) {
                 // unknown source locator with the correct nonce: learn it (RFC 6744 §4)
-                e.remote_locators.push(RemoteLocator {
-                    loc: meta.src_loc,
-                    pref: e.remote_locators.iter().map(|r| r.pref).max().unwrap_or(10),
-                    lifetime_s: 0,
-                    state: LocatorState::Valid,
-                    last_heard: Some(now),
-                });
+                let pref = e.remote_locators.iter().map(|r| r.pref).max().unwrap_or(10);
+                e.remote_locators.push(RemoteLocator::new(meta.src_loc, pref, LocatorState::Valid, Some(now)));
                 self.stats.bump("remote_locator_learned");
                 out.push(Action::Event(Event::RemoteLocatorLearned { nid, locator: meta.src_loc }));
                 out.extend(e.snapshot().map(Action::IlccUpsert));
@@ -677,6 +684,7 @@ impl Core {
         let e = self.ilcc.get_mut(&nid).expect("present");
         e.last_used = now;
         e.slow_pkts_in += 1;
+        e.slow_bytes_in += pkt.len() as u64;
         if let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == meta.src_loc) {
             r.last_heard = Some(now);
         }
@@ -689,7 +697,9 @@ impl Core {
         out
     }
 
-    fn handle_icmp_error(&mut self, _now: Instant, pkt: &[u8], out: &mut Vec<Action>) {
+    /// An ICMPv6 error punted to us: `outer_nonce` is the nonce on the error itself
+    /// (an ILNPv6 correspondent puts its own on every ICMP it sends, RFC 6744 §7).
+    fn handle_icmp_error(&mut self, pkt: &[u8], outer_nonce: Option<Nonce>, out: &mut Vec<Action>) {
         let meta = match translate::icmp_error_meta(pkt) {
             Ok(m) => m,
             Err(e) => {
@@ -697,6 +707,21 @@ impl Core {
                 return;
             }
         };
+        // An error sent by a current correspondent itself must carry that
+        // correspondent's nonce; missing or wrong → forgery (RFC 6744 §7, RFC 6741
+        // §11.1). Until the peer has shown its nonce (e.g. a non-ILNP peer's Parameter
+        // Problem, which cannot carry one) the quoted nonce check below is all we have.
+        // From anyone else (routers) an outer nonce cannot be verified and is ignored.
+        if let Ok(p) = ipv6::Packet::new_checked(pkt) {
+            let (_, sender) = split_addr(p.src());
+            if let Some(rx) = self.ilcc.get(&sender).and_then(|e| e.nonce_rx) {
+                match outer_nonce {
+                    None => return self.drop(out, "icmp_missing_nonce", packet_summary(pkt)),
+                    Some(n) if n != rx => return self.drop(out, "icmp_bad_nonce", packet_summary(pkt)),
+                    Some(_) => {}
+                }
+            }
+        }
         // Only errors that quote our own nonce for a current correspondent are
         // believed: an off-path forger does not know it (RFC 6741 §11.1).
         let ours = meta.local_nid == self.cfg.local_nid
@@ -705,48 +730,42 @@ impl Core {
             self.drop(out, "icmp_error_unverified", packet_summary(pkt));
             return;
         }
-        if meta.rejects_nonce {
-            let nid = meta.peer_nid;
-            self.ilcc.remove(&nid);
-            if let Some(p) = self.peers.get_mut(&nid) {
-                p.non_ilnp = true;
-            }
-            self.stats.bump("non_ilnp_peer");
-            out.push(Action::IlccRemove(nid));
-            out.push(Action::Event(Event::NonIlnpPeer { nid }));
-            // tell the application at once: the quoted packet as Destination Unreachable
-            match translate::icmp_error_to_identifier(pkt, self.cfg.id_prefix) {
-                Ok((t, _)) => {
-                    if let Some(quoted) = t.get(ipv6::HEADER_LEN + 8..) {
-                        let mut body = Vec::new();
-                        icmpv6::emit_error(icmpv6::TYPE_DEST_UNREACH, icmpv6::UNREACH_ADDRESS, 0, quoted, &mut body);
-                        let (src, dst) =
-                            (ilnp_addr(self.cfg.id_prefix, nid), ilnp_addr(self.cfg.id_prefix, self.cfg.local_nid));
-                        let c = ilnp_wire::checksum::icmpv6_checksum(&src, &dst, &body);
-                        body[2..4].copy_from_slice(&c.to_be_bytes());
-                        let mut v = Vec::new();
-                        ipv6::Repr {
-                            src,
-                            dst,
-                            next_header: ipv6::PROTO_ICMPV6,
-                            payload_len: body.len() as u16,
-                            hop_limit: 64,
-                        }
-                        .emit(&mut v);
-                        v.extend_from_slice(&body);
-                        out.push(Action::DeliverLocal(v));
-                    }
-                }
-                Err(e) => self.drop(out, "icmp_untranslatable", e.to_string()),
-            }
+        let translated = match translate::icmp_error_to_identifier(pkt, self.cfg.id_prefix) {
+            Ok((t, _)) => t,
+            Err(e) => return self.drop(out, "icmp_untranslatable", format!("{e}: {}", packet_summary(pkt))),
+        };
+        if !meta.rejects_nonce {
+            // Packet Too Big (MTU already reduced by our header), unreachable, time
+            // exceeded...: the kernel matches the quote to the socket
+            self.stats.bump("icmp_error_translated");
+            out.push(Action::DeliverLocal(translated));
             return;
         }
-        match translate::icmp_error_to_identifier(pkt, self.cfg.id_prefix) {
-            Ok((t, _)) => {
-                self.stats.bump("icmp_error_translated");
-                out.push(Action::DeliverLocal(t));
-            }
-            Err(e) => self.drop(out, "icmp_untranslatable", e.to_string()),
+        // Parameter Problem code 2 at our nonce option: the peer is not ILNPv6-capable
+        // (RFC 6744 §6, RFC 6740 §8). Stop using ILNP towards it and fail the
+        // application at once with Destination Unreachable / address unreachable
+        // (Linux: EHOSTUNREACH) quoting its own identifier-form packet.
+        let nid = meta.peer_nid;
+        self.ilcc.remove(&nid);
+        if let Some(p) = self.peers.get_mut(&nid) {
+            p.non_ilnp = true;
+        }
+        self.stats.bump("non_ilnp_peer");
+        out.push(Action::IlccRemove(nid));
+        out.push(Action::Event(Event::NonIlnpPeer { nid }));
+        let quoted = ipv6::Packet::new_checked(&translated[..])
+            .ok()
+            .and_then(|p| icmpv6::Message::new_checked(p.payload()).ok().map(|m| m.invoking_packet().to_vec()));
+        match quoted {
+            Some(q) => out.push(Action::DeliverLocal(icmpv6::error_packet(
+                ilnp_addr(self.cfg.id_prefix, nid),
+                ilnp_addr(self.cfg.id_prefix, self.cfg.local_nid),
+                icmpv6::TYPE_DEST_UNREACH,
+                icmpv6::UNREACH_ADDRESS,
+                0,
+                &q,
+            ))),
+            None => self.drop(out, "icmp_untranslatable", packet_summary(pkt)),
         }
     }
 
@@ -785,6 +804,8 @@ impl Core {
                         lifetime_s: x.lifetime,
                         state: LocatorState::Valid,
                         last_heard: if x.locator == src_loc { Some(now) } else { None },
+                        // Lifetime 0: none given; the locator stays until the next LU
+                        expires: (x.lifetime > 0).then(|| now + Duration::from_secs(u64::from(x.lifetime))),
                     })
                     .collect();
                 remote.sort_by_key(|r| r.pref);
@@ -793,16 +814,12 @@ impl Core {
                 e.activate_remote(best);
                 e.last_used = now;
                 let ack = lp.lu.ack();
-                // ack from the locator the LU reached us on (if still ours), to the preferred new one
-                let from = if self
-                    .local
-                    .iter()
-                    .any(|l| l.loc == dst_loc && matches!(l.state, LocatorState::Active | LocatorState::Valid))
-                {
-                    dst_loc
-                } else {
-                    e.local_locator
+                // ack from our active locator towards this peer (what our data uses), to
+                // the preferred advertised one; the locator the LU reached if ours is gone
+                let usable = |l: Locator| {
+                    self.local.iter().any(|x| x.loc == l && matches!(x.state, LocatorState::Active | LocatorState::Valid))
                 };
+                let from = if usable(e.local_locator) { e.local_locator } else { dst_loc };
                 let entries = loc_list(&lp.lu.entries);
                 if let Ok(a) =
                     translate::lu_packet(ilnp_addr(from, self.cfg.local_nid), ilnp_addr(best, nid), &e.nonce_tx, &ack)
@@ -840,17 +857,31 @@ impl Core {
 
     // ---------------------------------------------------------------- timers
 
+    /// The next instant `handle_timeout` has work: an LU (re)transmission, a remote
+    /// locator's lifetime end, or an entry's idle deadline.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let lu = self.ilcc.iter().filter_map(|e| e.pending_lu.as_ref().map(|p| p.next_at)).min();
         let idle = self.ilcc.iter().map(|e| e.last_used + self.cfg.idle_timeout).min();
-        match (lu, idle) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let expiry = self.ilcc.iter().filter_map(|e| e.next_expiry()).min();
+        [lu, idle, expiry].into_iter().flatten().min()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Action> {
         let mut out = self.send_due_lus(now);
+        let mut aged = 0;
+        for e in self.ilcc.iter_mut() {
+            if e.next_expiry().is_some_and(|t| t <= now) {
+                let before = e.best_remote().map(|r| r.loc);
+                let n = e.age_locators(now);
+                aged += n;
+                if n > 0 && e.best_remote().map(|r| r.loc) != before {
+                    out.extend(e.snapshot().map(Action::IlccUpsert));
+                }
+            }
+        }
+        for _ in 0..aged {
+            self.stats.bump("remote_locator_aged");
+        }
         for nid in self.ilcc.idle(now, self.cfg.idle_timeout) {
             self.ilcc.remove(&nid);
             self.stats.bump("ilcc_idle_expired");
@@ -881,6 +912,7 @@ impl Core {
             .map(|e| {
                 let mut c = e.clone();
                 c.idle_s = now.saturating_duration_since(e.last_used).as_secs_f64();
+                c.age_s = now.saturating_duration_since(e.created).as_secs_f64();
                 c
             })
             .collect();
@@ -904,12 +936,31 @@ impl Core {
 fn packet_summary(pkt: &[u8]) -> String {
     match ipv6::Packet::new_checked(pkt) {
         Ok(p) => format!("{} -> {}", p.src(), p.dst()),
-        Err(_) if pkt.len() >= 40 => {
-            let s: [u8; 16] = pkt[8..24].try_into().unwrap_or([0; 16]);
-            let d: [u8; 16] = pkt[24..40].try_into().unwrap_or([0; 16]);
-            format!("{} -> {} (truncated)", std::net::Ipv6Addr::from(s), std::net::Ipv6Addr::from(d))
-        }
-        Err(_) => format!("{} bytes", pkt.len()),
+        Err(e) => format!("{} bytes ({e})", pkt.len()),
+    }
+}
+
+/// Fails the application's packet at once: Destination Unreachable, code 3
+/// (address unreachable), which Linux reports as EHOSTUNREACH (a connecting TCP
+/// socket fails instead of retrying SYNs for minutes). Never in answer to an ICMPv6
+/// error (RFC 4443 §2.4 (e)).
+fn unreachable_to_app(pkt: &[u8], out: &mut Vec<Action>) {
+    if is_icmp_error(pkt) {
+        return;
+    }
+    if let Ok(u) = translate::unreachable_to_app(pkt, icmpv6::UNREACH_ADDRESS) {
+        out.push(Action::DeliverLocal(u));
+    }
+}
+
+/// True if the packet's upper layer is an ICMPv6 error message (types 1-4).
+fn is_icmp_error(pkt: &[u8]) -> bool {
+    match ipv6::upper_layer(pkt) {
+        Ok((ipv6::PROTO_ICMPV6, off)) => pkt
+            .get(off..)
+            .and_then(|b| icmpv6::Message::new_checked(b).ok())
+            .is_some_and(|m| icmpv6::is_error(m.msg_type())),
+        _ => false,
     }
 }
 
