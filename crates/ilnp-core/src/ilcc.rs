@@ -145,9 +145,7 @@ impl IlccEntry {
             .iter()
             .filter(usable)
             .min_by_key(|r| (r.state != LocatorState::Active, r.pref))
-            .or_else(|| {
-                self.remote_locators.iter().filter(|r| r.state == LocatorState::Aged).min_by_key(|r| r.pref)
-            })
+            .or_else(|| self.remote_locators.iter().filter(|r| r.state == LocatorState::Aged).min_by_key(|r| r.pref))
     }
 
     /// Marks locators whose lifetime ran out at `now` as Aged (kept and still

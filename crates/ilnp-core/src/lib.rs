@@ -496,7 +496,10 @@ impl Core {
         let usable = self.ilcc.get(&dn).is_some_and(|e| self.usable_local().any(|l| l.loc == e.local_locator));
         if !usable {
             self.stats.bump("no_local_locator");
-            out.push(Action::Event(Event::Drop { reason: "no_local_locator", detail: format!("packet to {}", p.dst()) }));
+            out.push(Action::Event(Event::Drop {
+                reason: "no_local_locator",
+                detail: format!("packet to {}", p.dst()),
+            }));
             unreachable_to_app(pkt, &mut out);
             return out;
         }
@@ -817,7 +820,9 @@ impl Core {
                 // ack from our active locator towards this peer (what our data uses), to
                 // the preferred advertised one; the locator the LU reached if ours is gone
                 let usable = |l: Locator| {
-                    self.local.iter().any(|x| x.loc == l && matches!(x.state, LocatorState::Active | LocatorState::Valid))
+                    self.local
+                        .iter()
+                        .any(|x| x.loc == l && matches!(x.state, LocatorState::Active | LocatorState::Valid))
                 };
                 let from = if usable(e.local_locator) { e.local_locator } else { dst_loc };
                 let entries = loc_list(&lp.lu.entries);

@@ -4,7 +4,12 @@
 //! * the seeds' hosts-file form, one peer per line:
 //!   `<L64>|<pref>[,<L64>|<pref>...],<NID> <name> [alias...]`
 //!   e.g. `2001:0db8:000b:0000|10,0200:00ff:fe00:000d mn`; `#` starts a comment.
-//!   L64 and NID use the RFC 6742 presentation form (four 16-bit hex groups).
+//!   The first whitespace-separated word is the I-LV list: one or more `L64|pref`
+//!   entries then exactly one NID, comma-separated without spaces; the second word
+//!   is the name; further words are aliases (accepted, not used). L64 and NID use the
+//!   RFC 6742 presentation form (four 16-bit hex groups; an L64 may also be written
+//!   as an IPv6 prefix, `2001:db8:b::/64`); pref is 0-65535, lower preferred.
+//!   A NID with the group bit set, or defined twice in one file, is an error.
 //! * TOML: `[[peer]] name = "mn"`, `nid = "0200:00ff:fe00:000d"`,
 //!   `locators = [{ l64 = "2001:0db8:000b:0000", pref = 10 }]`.
 
@@ -59,6 +64,7 @@ fn parse_loc_pref(tok: &str) -> Result<PeerLocator, String> {
 /// Parses the seeds' hosts-file form.
 pub fn load_hosts_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerFileError> {
     let mut out = Vec::new();
+    let mut seen: Vec<(Nid, usize)> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let err = |m: String| PeerFileError { origin: origin.to_string(), line: i + 1, message: m };
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -68,31 +74,45 @@ pub fn load_hosts_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerF
         let mut words = line.split_whitespace();
         let ilv = words.next().unwrap_or("");
         let name = words.next().ok_or_else(|| err(format!("{ilv:?}: missing host name after the I-LV")))?;
-        let mut nid = None;
-        let mut locators = Vec::new();
-        for tok in ilv.split(',') {
-            if tok.contains('|') {
-                locators.push(parse_loc_pref(tok).map_err(err)?);
-            } else if nid.is_none() {
-                nid = Some(tok.parse::<Nid>().map_err(|e| err(format!("NID {e}")))?);
-            } else {
-                return Err(err(format!("{tok:?}: a second NID on one line")));
-            }
+        let mut toks: Vec<&str> = ilv.split(',').collect();
+        let last = toks.pop().unwrap_or("");
+        if last.contains('|') {
+            return Err(err(format!("{ilv:?}: no NID (want L64|pref,...,NID)")));
         }
-        let nid = nid.ok_or_else(|| err(format!("{ilv:?}: no NID (want L64|pref,...,NID)")))?;
-        if locators.is_empty() {
+        if toks.is_empty() {
             return Err(err(format!("{ilv:?}: no locator (want L64|pref,...,NID)")));
         }
+        let mut locators = Vec::new();
+        for tok in toks {
+            if !tok.contains('|') {
+                return Err(err(format!("{tok:?}: expected L64|pref (the NID comes last)")));
+            }
+            locators.push(parse_loc_pref(tok).map_err(err)?);
+        }
+        let nid = last.parse::<Nid>().map_err(|e| err(format!("NID {e}")))?;
+        check_nid(nid, &seen).map_err(err)?;
+        seen.push((nid, i + 1));
         out.push(PeerRecord { name: name.to_string(), nid, locators });
     }
     Ok(out)
+}
+
+/// A peer NID must be an individual identifier (RFC 6741 §2.1) and defined once.
+fn check_nid(nid: Nid, seen: &[(Nid, usize)]) -> Result<(), String> {
+    if nid.is_group() {
+        return Err(format!("NID {nid} has the group bit set"));
+    }
+    if let Some((_, l)) = seen.iter().find(|(n, _)| *n == nid) {
+        return Err(format!("NID {nid} already defined at line {l}"));
+    }
+    Ok(())
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TomlFile {
     #[serde(default)]
-    peer: Vec<TomlPeer>,
+    peer: Vec<toml::Spanned<TomlPeer>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -145,10 +165,18 @@ pub fn load_toml_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerFi
         let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1).unwrap_or(0);
         PeerFileError { origin: origin.to_string(), line, message: e.message().to_string() }
     })?;
-    f.peer
-        .iter()
-        .map(|p| p.to_record().map_err(|m| PeerFileError { origin: origin.to_string(), line: 0, message: m }))
-        .collect()
+    let mut out = Vec::new();
+    let mut seen: Vec<(Nid, usize)> = Vec::new();
+    for p in &f.peer {
+        // semantic errors name the line where the peer's table starts
+        let line = text[..p.span().start.min(text.len())].matches('\n').count() + 1;
+        let err = |message: String| PeerFileError { origin: origin.to_string(), line, message };
+        let r = p.get_ref().to_record().map_err(err)?;
+        check_nid(r.nid, &seen).map_err(|m| err(format!("peer {:?}: {m}", r.name)))?;
+        seen.push((r.nid, line));
+        out.push(r);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -178,6 +206,20 @@ mod tests {
         assert!(e.message.contains("no locator"), "{e}");
         let e = load_hosts_str("2001:db8::|10,0200:00ff:fe00:000d\n", "h").unwrap_err();
         assert!(e.message.contains("missing host name"), "{e}");
+        // the NID must come last, exactly once
+        let e = load_hosts_str("0200:00ff:fe00:000d,2001:0db8:000b:0000|10 mn\n", "h").unwrap_err();
+        assert!(e.message.contains("no NID"), "{e}");
+        let e = load_hosts_str("2001:0db8:000b:0000|10,0200:00ff:fe00:000c,0200:00ff:fe00:000d mn\n", "h").unwrap_err();
+        assert!(e.message.contains("\"0200:00ff:fe00:000c\"") && e.message.contains("NID comes last"), "{e}");
+        let e = load_hosts_str("2001:0db8:000b:0000|99999,0200:00ff:fe00:000d mn\n", "h").unwrap_err();
+        assert!(e.message.contains("\"99999\""), "{e}");
+        let e = load_hosts_str("2001:0db8:000b:0000|10,0300:00ff:fe00:000d mn\n", "h").unwrap_err();
+        assert!(e.message.contains("group bit"), "{e}");
+        let two =
+            "2001:0db8:000b:0000|10,0200:00ff:fe00:000d mn\n# x\n2001:0db8:000c:0000|10,0200:00ff:fe00:000d mn2\n";
+        let e = load_hosts_str(two, "hosts").unwrap_err();
+        assert_eq!((e.line, e.to_string().starts_with("hosts:3:")), (3, true), "{e}");
+        assert!(e.message.contains("line 1"), "{e}");
     }
 
     #[test]
@@ -193,6 +235,10 @@ mod tests {
             "p",
         )
         .unwrap_err();
-        assert!(e.message.contains("group bit"), "{e}");
+        assert!(e.message.contains("group bit") && e.line == 1, "{e}");
+        let two = "[[peer]]\nname = \"a\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{l64=\"2001:db8::/64\"}]\n\n\
+                   [[peer]]\nname = \"b\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{l64=\"2001:db8::/64\"}]\n";
+        let e = load_toml_str(two, "p").unwrap_err();
+        assert!(e.line == 6 && e.message.contains("already defined at line 1"), "{e}");
     }
 }

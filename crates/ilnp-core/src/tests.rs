@@ -382,3 +382,213 @@ fn lu_timer_follows_measured_rtt_and_duplicate_acks_are_not_drops() {
     assert_eq!(a.stats().get("lu_duplicate_ack"), 1);
     assert_eq!(a.stats().get("lu_unexpected_ack"), 0);
 }
+
+fn dst_loc(w: &[u8]) -> Locator {
+    split_addr(ipv6::Packet::new_checked(w).unwrap().dst()).0
+}
+fn src_loc(w: &[u8]) -> Locator {
+    split_addr(ipv6::Packet::new_checked(w).unwrap().src()).0
+}
+fn events(actions: &[Action]) -> Vec<&Event> {
+    actions.iter().filter_map(|a| if let Action::Event(e) = a { Some(e) } else { None }).collect()
+}
+
+#[test]
+fn same_seed_same_nonces_other_seed_other_nonces() {
+    let now = Instant::now();
+    let nonce = |seed| {
+        let mut a = core(NA, LA, seed, Some((NB, LB)));
+        nonce_of(&wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete))[0])
+    };
+    assert_eq!(nonce(7), nonce(7));
+    assert_ne!(nonce(7), nonce(8));
+}
+
+#[test]
+fn local_icmp_error_goes_out_quoting_the_wire_form_and_comes_back_to_the_app() {
+    let (mut a, mut b, _, _) = session();
+    let now = Instant::now();
+    // B's stack has no socket on the port: port unreachable about A's packet
+    let orig = udp(NA, NB, b"to a closed port");
+    let err = icmpv6::error_packet(ilnp_addr(P, NB), ilnp_addr(P, NA), icmpv6::TYPE_DEST_UNREACH, 4, 0, &orig);
+    let w = wire(&b.handle_outbound(now, &err, Csum::Complete)).pop().expect("sent");
+    assert_eq!(nonce_of(&w), b.ilcc_entries().next().unwrap().nonce_tx, "B's own nonce on the error");
+    let out = a.handle_inbound(now, &w, Csum::Complete);
+    let d = delivered(&out);
+    assert_eq!(d.len(), 1, "{out:?}");
+    let m = icmpv6::Message::new_checked(&d[0][40..]).unwrap();
+    assert_eq!((m.msg_type(), m.code()), (1, 4));
+    assert_eq!(m.invoking_packet(), &orig[..], "the app's own identifier-form packet is quoted");
+    assert_eq!(a.stats().get("icmp_error_translated"), 1);
+
+    // the same error with another outer nonce is a forgery
+    let mut forged = w.clone();
+    forged[44] ^= 0x55;
+    assert!(delivered(&a.handle_inbound(now, &forged, Csum::Complete)).is_empty());
+    assert_eq!(a.stats().get("icmp_bad_nonce"), 1);
+}
+
+#[test]
+fn errors_from_a_correspondent_need_its_nonce_errors_from_routers_do_not() {
+    let (mut a, _b, ab, _) = session();
+    let now = Instant::now();
+    // "from B" without a nonce: B has shown its nonce, so this is a forgery
+    let pkt = icmpv6::error_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), icmpv6::TYPE_DEST_UNREACH, 4, 0, &ab);
+    assert!(delivered(&a.handle_inbound(now, &pkt, Csum::Complete)).is_empty());
+    assert_eq!(a.stats().get("icmp_missing_nonce"), 1);
+    // a router's Packet Too Big quoting our packet (our nonce inside): believed, MTU
+    // reduced by our Destination Options header
+    let router: std::net::Ipv6Addr = "2001:db8:ff::1".parse().unwrap();
+    let ptb = icmpv6::error_packet(router, ilnp_addr(LA, NA), icmpv6::TYPE_PACKET_TOO_BIG, 0, 1400, &ab);
+    let d = delivered(&a.handle_inbound(now, &ptb, Csum::Complete));
+    assert_eq!(d.len(), 1);
+    let m = icmpv6::Message::new_checked(&d[0][40..]).unwrap();
+    assert_eq!(m.mtu(), Some(1392));
+    // quoting a nonce that is not ours: dropped
+    let mut other = ab.clone();
+    other[44] ^= 1;
+    let ptb = icmpv6::error_packet(router, ilnp_addr(LA, NA), icmpv6::TYPE_PACKET_TOO_BIG, 0, 1400, &other);
+    assert!(delivered(&a.handle_inbound(now, &ptb, Csum::Complete)).is_empty());
+    assert_eq!(a.stats().get("icmp_error_unverified"), 1);
+}
+
+#[test]
+fn no_usable_local_locator_fails_the_application_at_once() {
+    let (mut a, _b, _, _) = session();
+    let now = Instant::now();
+    a.set_local_locators(now, vec![]);
+    let out = a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete);
+    assert!(wire(&out).is_empty());
+    let d = delivered(&out);
+    assert_eq!(d.len(), 1);
+    assert_eq!(&d[0][40..42], &[1, 3]);
+    assert_eq!(a.stats().get("no_local_locator"), 1);
+    // never an error about an error
+    let err = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &udp(NB, NA, b"y"));
+    assert!(delivered(&a.handle_outbound(now, &err, Csum::Complete)).is_empty());
+    assert_eq!(a.stats().get("no_local_locator"), 2);
+    // a new peer with no locator of ours: refused the same way
+    a.add_peer(PeerRecord {
+        name: "c".into(),
+        nid: Nid(0x0200_0000_0000_0042),
+        locators: vec![PeerLocator { loc: LB, pref: 1 }],
+    });
+    let out = a.handle_outbound(now, &udp(NA, Nid(0x0200_0000_0000_0042), b"x"), Csum::Complete);
+    assert_eq!(delivered(&out).len(), 1);
+    assert_eq!(a.stats().get("no_local_locator"), 3);
+    // the locator comes back: traffic flows again
+    a.set_local_locators(now, vec![local(LA)]);
+    assert_eq!(wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).len(), 1);
+}
+
+#[test]
+fn advertised_lifetimes_age_remote_locators_without_dropping_them() {
+    let (mut a, mut b, _, _) = session();
+    let t0 = Instant::now();
+    let lb3 = Locator(0x2001_0db8_00b3_0000);
+    let short = LocalLocator { lifetime_s: 30, ..local(LB2) };
+    let long = LocalLocator { pref: 20, lifetime_s: 300, ..local(lb3) };
+    let out = b.set_local_locators(t0, vec![short, long]);
+    let lu = wire(&out);
+    let parsed = translate::parse_lu_packet(&lu[0]).unwrap();
+    assert_eq!(parsed.lu.entries.iter().map(|e| e.lifetime).collect::<Vec<_>>(), vec![30, 300]);
+    a.handle_inbound(t0, &lu[0], Csum::Complete);
+    assert_eq!(a.poll_timeout(), Some(t0 + Duration::from_secs(30)));
+    // before the lifetime ends the preferred one is used
+    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    assert_eq!(dst_loc(&w), LB2);
+    let out = a.handle_timeout(t0 + Duration::from_secs(30));
+    assert!(out
+        .iter()
+        .any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_loc == lb3 && s.remote_locs.contains(&LB2))));
+    assert_eq!(a.stats().get("remote_locator_aged"), 1);
+    let e = a.ilcc_entries().next().unwrap();
+    assert_eq!(e.remote_locators.iter().find(|r| r.loc == LB2).unwrap().state, LocatorState::Aged);
+    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    assert_eq!(dst_loc(&w), lb3);
+    // all aged: the best aged one is still used (a live session survives a late LU)
+    a.handle_timeout(t0 + Duration::from_secs(300));
+    assert_eq!(a.stats().get("remote_locator_aged"), 2);
+    assert_eq!(a.ilcc_entries().count(), 1, "aged, not removed");
+    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    assert_eq!(dst_loc(&w), LB2);
+    // and packets from an aged locator are still accepted
+    let from_aged = wire(&b.handle_outbound(t0, &udp(NB, NA, b"late"), Csum::Complete)).pop().unwrap();
+    assert_eq!(delivered(&a.handle_inbound(t0, &from_aged, Csum::Complete)).len(), 1);
+}
+
+#[test]
+fn lu_ack_leaves_from_our_active_locator() {
+    let (mut a, mut b, _, _) = session();
+    let t0 = Instant::now();
+    let la2 = Locator(0x2001_0db8_00aa_0000);
+    // A joins a second network (newest preferred): its entry for B now uses LA2
+    a.set_local_locators(t0 + Duration::from_secs(1), vec![local(LA), local(la2)]);
+    // B moves before it heard A's LU: its LU reaches A at LA
+    let lu = wire(&b.set_local_locators(t0, vec![local(LB2)])).pop().unwrap();
+    assert_eq!(dst_loc(&lu), LA);
+    let ack = wire(&a.handle_inbound(t0, &lu, Csum::Complete)).pop().unwrap();
+    assert_eq!(src_loc(&ack), la2);
+    assert_eq!(dst_loc(&ack), LB2);
+    // B learns LA2 from the ack's correct nonce and is done
+    let out = b.handle_inbound(t0, &ack, Csum::Complete);
+    assert!(events(&out).iter().any(|e| matches!(e, Event::LuAcked { .. })));
+}
+
+#[test]
+fn slow_path_counters_and_view() {
+    let (a, _b, ab, ba) = session();
+    let t0 = Instant::now();
+    let v = a.ilcc_view(t0 + Duration::from_secs(5));
+    assert_eq!(v.len(), 1);
+    let e = &v[0];
+    assert_eq!((e.slow_pkts_out, e.slow_pkts_in), (1, 1));
+    assert_eq!((e.slow_bytes_out, e.slow_bytes_in), (udp(NA, NB, b"hello").len() as u64, ba.len() as u64));
+    assert!(e.age_s >= 5.0 && e.idle_s >= 5.0);
+    let j = serde_json::to_value(e).unwrap();
+    assert_eq!(j["nid"], NB.to_string());
+    assert_eq!(j["remote_locators"][0]["state"], "active");
+    assert_eq!(j["nonce_tx"], ilcc::hex(nonce_of(&ab).as_bytes()));
+}
+
+#[test]
+fn events_and_stats_serialise_for_the_monitor() {
+    let mut a = core(NA, LA, 1, None);
+    let out = a.handle_outbound(Instant::now(), &udp(NA, NB, b"x"), Csum::Complete);
+    let ev = events(&out)[0];
+    let j = serde_json::to_value(ev).unwrap();
+    assert_eq!(j["event"], "drop");
+    assert_eq!(j["reason"], "unknown_peer");
+    assert!(ev.to_string().contains("unknown_peer"), "{ev}");
+    let s = serde_json::to_value(a.stats()).unwrap();
+    assert_eq!(s["counters"]["unknown_peer"], 1);
+    let ev = Event::NonIlnpPeer { nid: NB };
+    assert_eq!(serde_json::to_value(&ev).unwrap()["nid"], NB.to_string());
+    assert!(ev.to_string().contains("not ILNPv6-capable"));
+}
+
+#[test]
+fn garbage_is_dropped_with_a_reason_never_a_panic() {
+    let (mut a, _b, ab, _) = session();
+    let now = Instant::now();
+    let mut rng = TestRng(42);
+    for len in 0..ab.len() {
+        a.handle_inbound(now, &ab[..len], Csum::Complete);
+        a.handle_outbound(now, &udp(NA, NB, b"hello")[..len.min(45)], Csum::Complete);
+    }
+    for _ in 0..2000 {
+        let mut p = ab.clone();
+        let i = (rng.next_u32() as usize) % p.len();
+        p[i] ^= rng.next_u32() as u8 | 1;
+        a.handle_inbound(now, &p, Csum::Complete);
+    }
+    let drops: u64 = a
+        .stats()
+        .counters
+        .iter()
+        .filter(|(k, _)| !k.starts_with("peer_") && !k.starts_with("remote_"))
+        .map(|(_, v)| v)
+        .sum();
+    assert!(drops > 0);
+    assert!(a.stats().get("malformed") > 0);
+}
