@@ -150,15 +150,15 @@ impl IlccEntry {
 
     /// Marks locators whose lifetime ran out at `now` as Aged (kept and still
     /// accepted, RFC 6741 §5.2); a new active one is chosen if the active one aged.
-    /// Returns how many aged.
-    pub fn age_locators(&mut self, now: Instant) -> usize {
-        let mut n = 0;
+    /// Returns the locators that aged.
+    pub fn age_locators(&mut self, now: Instant) -> Vec<Locator> {
+        let mut aged = Vec::new();
         let mut active_aged = false;
         for r in &mut self.remote_locators {
             if matches!(r.state, LocatorState::Active | LocatorState::Valid) && r.expires.is_some_and(|t| t <= now) {
                 active_aged |= r.state == LocatorState::Active;
                 r.state = LocatorState::Aged;
-                n += 1;
+                aged.push(r.loc);
             }
         }
         if active_aged {
@@ -166,7 +166,7 @@ impl IlccEntry {
                 self.activate_remote(b);
             }
         }
-        n
+        aged
     }
 
     /// The earliest lifetime end among locators still Active/Valid.

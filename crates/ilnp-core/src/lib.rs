@@ -165,6 +165,13 @@ pub enum Event {
         #[serde(serialize_with = "ser_display")]
         locator: Locator,
     },
+    /// a correspondent's locator outlived its advertised lifetime: kept, not preferred
+    RemoteLocatorAged {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        #[serde(serialize_with = "ser_display")]
+        locator: Locator,
+    },
     LocalLocatorsChanged {
         locators: Vec<String>,
     },
@@ -210,6 +217,9 @@ impl fmt::Display for Event {
             }
             Event::RemoteLocatorLearned { nid, locator } => {
                 write!(f, "learned locator {locator} of {nid} (correct nonce)")
+            }
+            Event::RemoteLocatorAged { nid, locator } => {
+                write!(f, "locator {locator} of {nid} outlived its lifetime (aged, kept until the next LU)")
             }
             Event::LocalLocatorsChanged { locators } => write!(f, "local locators: [{}]", locators.join(", ")),
             Event::LuReceived { nid, locators } => write!(f, "LU from {nid}: [{}]", locators.join(", ")),
@@ -873,19 +883,20 @@ impl Core {
 
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Action> {
         let mut out = self.send_due_lus(now);
-        let mut aged = 0;
+        let mut aged = Vec::new();
         for e in self.ilcc.iter_mut() {
             if e.next_expiry().is_some_and(|t| t <= now) {
                 let before = e.best_remote().map(|r| r.loc);
-                let n = e.age_locators(now);
-                aged += n;
-                if n > 0 && e.best_remote().map(|r| r.loc) != before {
+                let locs = e.age_locators(now);
+                if !locs.is_empty() && e.best_remote().map(|r| r.loc) != before {
                     out.extend(e.snapshot().map(Action::IlccUpsert));
                 }
+                aged.extend(locs.into_iter().map(|l| (e.nid, l)));
             }
         }
-        for _ in 0..aged {
+        for (nid, locator) in aged {
             self.stats.bump("remote_locator_aged");
+            out.push(Action::Event(Event::RemoteLocatorAged { nid, locator }));
         }
         for nid in self.ilcc.idle(now, self.cfg.idle_timeout) {
             self.ilcc.remove(&nid);

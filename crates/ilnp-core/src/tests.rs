@@ -502,6 +502,7 @@ fn advertised_lifetimes_age_remote_locators_without_dropping_them() {
         .iter()
         .any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_loc == lb3 && s.remote_locs.contains(&LB2))));
     assert_eq!(a.stats().get("remote_locator_aged"), 1);
+    assert!(events(&out).iter().any(|e| matches!(e, Event::RemoteLocatorAged { nid: NB, locator } if *locator == LB2)));
     let e = a.ilcc_entries().next().unwrap();
     assert_eq!(e.remote_locators.iter().find(|r| r.loc == LB2).unwrap().state, LocatorState::Aged);
     let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
@@ -591,4 +592,21 @@ fn garbage_is_dropped_with_a_reason_never_a_panic() {
         .sum();
     assert!(drops > 0);
     assert!(a.stats().get("malformed") > 0);
+}
+
+#[test]
+fn flush_and_peer_deletion() {
+    let (mut a, _b, _, _) = session();
+    assert!(a.del_peer(NB));
+    assert!(!a.del_peer(NB));
+    assert_eq!(a.peers().count(), 0);
+    // the live session outlives the static record
+    assert_eq!(wire(&a.handle_outbound(Instant::now(), &udp(NA, NB, b"x"), Csum::Complete)).len(), 1);
+    let out = a.flush_ilcc();
+    assert!(out.contains(&Action::IlccRemove(NB)));
+    assert_eq!(a.ilcc_entries().count(), 0);
+    // without the record a new session cannot start
+    let out = a.handle_outbound(Instant::now(), &udp(NA, NB, b"x"), Csum::Complete);
+    assert!(wire(&out).is_empty());
+    assert_eq!(a.stats().get("unknown_peer"), 1);
 }
