@@ -88,6 +88,19 @@ impl Netns {
         assert!(i != 0, "no {dev} in {}", self.name);
         i
     }
+    /// tc state of a device once detached programs are gone: the kernel releases a
+    /// tcx link from deferred work after its fd closes, so give it up to 2 s.
+    fn tc_state_settled(&self, dev: &str) -> String {
+        let mut st = self.tc_state(dev);
+        for _ in 0..40 {
+            if !st.contains("ilnp_") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            st = self.tc_state(dev);
+        }
+        st
+    }
     /// tc state of a device: tcx programs, netlink filters and qdiscs.
     fn tc_state(&self, dev: &str) -> String {
         self.enter();
@@ -272,7 +285,7 @@ fn attach_detach_and_maps_round_trip() {
             let st = ns.tc_state("veth0");
             assert_eq!(st.lines().filter(|l| l.contains("ilnp_ingress")).count(), 1, "{kind:?}: ingress once:\n{st}");
             dp.detach_uplink(up).unwrap();
-            let st = ns.tc_state("veth0");
+            let st = ns.tc_state_settled("veth0");
             assert!(!st.contains("ilnp_ingress") && !st.contains("clsact"), "{kind:?}: after detach:\n{st}");
             dp.attach_uplink(up).unwrap();
 
@@ -299,7 +312,7 @@ fn attach_detach_and_maps_round_trip() {
             }
             dp.shutdown().unwrap();
             for dev in ["ilnp0", "veth0"] {
-                let st = ns.tc_state(dev);
+                let st = ns.tc_state_settled(dev);
                 assert!(!st.contains("ilnp_") && !st.contains("clsact"), "{kind:?}: left behind on {dev}:\n{st}");
             }
             assert!(!pin_dir.exists(), "pin directory left behind");
@@ -321,7 +334,7 @@ fn attach_detach_and_maps_round_trip() {
         assert!(read_ilcc(&dp, NID_B).is_some(), "pinned ILCC not reused");
         dp.shutdown().unwrap();
         assert!(!pin_dir.exists());
-        assert!(ns.tc_state("ilnp0").find("ilnp_").is_none());
+        assert!(ns.tc_state_settled("ilnp0").find("ilnp_").is_none());
     });
 }
 
@@ -527,7 +540,7 @@ fn fast_path_between_two_hosts() {
         b.dp.shutdown().unwrap();
         for (ns, up) in [(&a.ns, "a0"), (&b.ns, "b0")] {
             for dev in ["ilnp0", up] {
-                let st = ns.tc_state(dev);
+                let st = ns.tc_state_settled(dev);
                 assert!(!st.contains("ilnp_") && !st.contains("clsact"), "left behind on {dev}:\n{st}");
             }
         }
