@@ -216,8 +216,9 @@ pub struct QuotedMeta {
     pub rejects_nonce: bool,
 }
 
-/// Inspects an ICMPv6 error (a full IPv6 packet) quoting one of our wire-form packets.
-pub fn icmp_error_meta(pkt: &[u8]) -> Result<QuotedMeta, Error> {
+/// The ICMPv6 error message of `pkt`, checksum verified:
+/// a corrupted error is never laundered into one the kernel would believe.
+fn icmp_error(pkt: &[u8]) -> Result<icmpv6::Message<&[u8]>, Error> {
     let p = ipv6::Packet::new_checked(pkt)?;
     let (proto, off) = ipv6::upper_layer(pkt)?;
     if proto != PROTO_ICMPV6 {
@@ -229,9 +230,14 @@ pub fn icmp_error_meta(pkt: &[u8]) -> Result<QuotedMeta, Error> {
         return Err(Error::Malformed("not an ICMPv6 error"));
     }
     if !m.verify_checksum(&p.src(), &p.dst()) {
-        // never launder a corrupted error into one the kernel would believe
         return Err(Error::BadChecksum);
     }
+    Ok(m)
+}
+
+/// Inspects an ICMPv6 error (a full IPv6 packet) quoting one of our wire-form packets.
+pub fn icmp_error_meta(pkt: &[u8]) -> Result<QuotedMeta, Error> {
+    let m = icmp_error(pkt)?;
     let quoted = m.invoking_packet();
     let nh = quoted_nonce(quoted).ok_or(Error::NoNonce)?;
     let qs = Ipv6Addr::from(<[u8; 16]>::try_from(&quoted[8..24]).map_err(|_| Error::Truncated)?);
@@ -354,18 +360,7 @@ pub fn icmp_error_to_wire(
     if sl != id_prefix || dl != id_prefix {
         return Err(Error::NotIdentifierForm);
     }
-    let (proto, off) = ipv6::upper_layer(pkt)?;
-    if proto != PROTO_ICMPV6 {
-        return Err(Error::Malformed("not ICMPv6"));
-    }
-    let end = ipv6::HEADER_LEN + p.payload_len() as usize;
-    let m = icmpv6::Message::new_checked(&pkt[off..end])?;
-    if !icmpv6::is_error(m.msg_type()) {
-        return Err(Error::Malformed("not an ICMPv6 error"));
-    }
-    if !m.verify_checksum(&p.src(), &p.dst()) {
-        return Err(Error::BadChecksum);
-    }
+    let m = icmp_error(pkt)?;
     let quoted = m.invoking_packet();
     let qh = quoted.get(..ipv6::HEADER_LEN).ok_or(Error::Truncated)?;
     if qh[0] >> 4 != 6 {

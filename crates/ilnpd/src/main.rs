@@ -1,6 +1,7 @@
 //! ilnpd — ILNPv6 for unmodified applications on a stock Linux kernel.
 
-mod bpf;
+// the data path module lives in the library (shared with its tests): compiled once
+use ilnpd::bpf;
 mod config;
 mod control;
 mod daemon;
