@@ -16,6 +16,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyroute2 import NetNS, netns
+from pyroute2.netlink.exceptions import NetlinkError
+
 
 class StepError(RuntimeError):
     """A testbed step failed; the message names the step and its output."""
@@ -28,13 +31,70 @@ def run(cmd: list[str], check: bool = True, timeout: float = 60, **kw) -> subpro
     return p
 
 
+IFA_F_NODAD = 0x02
+AF_INET6 = 10
+
+
 @dataclass
 class Node:
     bed: "Testbed"
     name: str  # logical name (cn, r1, mn)
     ns: str  # namespace name (unique per run)
     ifaces: list[str] = field(default_factory=list)
+    _nl: NetNS | None = None
 
+    @property
+    def nl(self) -> NetNS:
+        """pyroute2 netlink handle inside this node's namespace."""
+        if self._nl is None:
+            self._nl = NetNS(self.ns)
+        return self._nl
+
+    def close(self) -> None:
+        if self._nl is not None:
+            self._nl.close()
+            self._nl = None
+
+    def index(self, iface: str) -> int:
+        idx = self.nl.link_lookup(ifname=iface)
+        if not idx:
+            raise StepError(f"{self.name}: no interface {iface!r}")
+        return idx[0]
+
+    # ---------- netlink (pyroute2)
+    def set_link(self, iface: str, up: bool) -> None:
+        self.nl.link("set", index=self.index(iface), state="up" if up else "down")
+
+    def add_addr(self, iface: str, cidr: str, nodad: bool = True) -> None:
+        addr, plen = cidr.split("/")
+        try:
+            self.nl.addr("add", index=self.index(iface), address=addr, prefixlen=int(plen),
+                         flags=IFA_F_NODAD if nodad else 0)
+        except NetlinkError as e:
+            raise StepError(f"{self.name}: adding {cidr} on {iface}: {e}") from e
+
+    def add_route(self, dst: str, via: str) -> None:
+        try:
+            self.nl.route("add", dst=dst, gateway=via, family=AF_INET6)
+        except NetlinkError as e:
+            raise StepError(f"{self.name}: route {dst} via {via}: {e}") from e
+
+    def global_addrs(self, iface: str | None = None) -> list[str]:
+        """Global IPv6 addresses (on `iface`, or anywhere), as strings."""
+        kw = {"index": self.index(iface)} if iface else {}
+        out = []
+        for m in self.nl.get_addr(family=AF_INET6, **kw):
+            if m["scope"] == 0:
+                out.append(m.get_attr("IFA_ADDRESS"))
+        return out
+
+    def rate_limit(self, iface: str, rate_mbit: float) -> None:
+        """Token bucket on the interface's egress (a link's rate, one direction)."""
+        burst = max(int(rate_mbit * 1e6 / 8 / 250), 16 * 1514)  # 4 ms of traffic, at least 16 frames
+        self.nl.tc("add", "tbf", index=self.index(iface), handle="1:", rate=f"{rate_mbit}mbit", burst=burst,
+                   latency="50ms")
+
+    # ---------- processes in the namespace
     def cmd(self, *args: str) -> list[str]:
         return ["ip", "netns", "exec", self.ns, *args]
 
@@ -45,10 +105,14 @@ class Node:
         return run(self.cmd("sh", "-c", script), check=check, timeout=timeout)
 
     def ip(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """iproute2, for ad-hoc commands in tests (the lab itself uses pyroute2)."""
         return run(["ip", "-n", self.ns, *args], check=check)
 
-    def sysctl(self, key: str, value: str) -> None:
-        self.run("sysctl", "-qw", f"{key}={value}")
+    def sysctl(self, *settings: str) -> None:
+        """sysctl KEY=VALUE ... in this namespace (procfs, not netlink: one process for all)."""
+        if len(settings) == 2 and "=" not in settings[0]:
+            settings = (f"{settings[0]}={settings[1]}",)
+        self.run("sysctl", "-qw", *settings)
 
     def spawn(self, *args: str, stdout=None, stderr=None, env=None) -> subprocess.Popen:
         return self.bed.spawn(self, list(args), stdout=stdout, stderr=stderr, env=env)
@@ -78,53 +142,67 @@ class Testbed:
             stop_process(p)
         self.procs.clear()
         for node in self.nodes.values():
-            run(["ip", "netns", "del", node.ns], check=False)
+            node.close()
+            try:
+                netns.remove(node.ns)
+            except OSError:
+                pass
         self.nodes.clear()
 
     # ---------- topology
     def add_node(self, name: str, router: bool = False) -> Node:
         ns = f"{self.tag}-{name}"
-        run(["ip", "netns", "add", ns])
+        netns.create(ns)
         node = Node(self, name, ns)
         self.nodes[name] = node
-        node.ip("link", "set", "lo", "up")
+        node.set_link("lo", True)
         # deterministic headers for byte-level comparisons; no DAD delays in the lab
-        node.sysctl("net.ipv6.auto_flowlabels", "0")
-        node.sysctl("net.ipv6.conf.all.accept_dad", "0")
-        node.sysctl("net.ipv6.conf.default.accept_dad", "0")
+        settings = ["net.ipv6.auto_flowlabels=0", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0"]
         if router:
-            node.sysctl("net.ipv6.conf.all.forwarding", "1")
+            settings.append("net.ipv6.conf.all.forwarding=1")
+        node.sysctl(*settings)
         return node
 
-    def link(self, a: Node, a_if: str, b: Node, b_if: str, mtu: int | None = None) -> None:
-        run(["ip", "-n", a.ns, "link", "add", a_if, "type", "veth", "peer", "name", b_if, "netns", b.ns])
+    def _veth(self, a: Node, a_if: str, b: Node, b_if: str) -> None:
+        try:
+            a.nl.link("add", ifname=a_if, kind="veth", peer={"ifname": b_if, "net_ns_fd": b.ns})
+        except NetlinkError as e:
+            raise StepError(f"veth {a.name}:{a_if} — {b.name}:{b_if}: {e}") from e
+
+    def link(self, a: Node, a_if: str, b: Node, b_if: str, mtu: int | None = None,
+             rate_mbit: float | None = None) -> None:
+        self._veth(a, a_if, b, b_if)
         for n, i in ((a, a_if), (b, b_if)):
             if mtu:
-                n.ip("link", "set", i, "mtu", str(mtu))
-            n.ip("link", "set", i, "up")
+                n.nl.link("set", index=n.index(i), mtu=mtu)
+            if rate_mbit:
+                n.rate_limit(i, rate_mbit)
+            n.set_link(i, True)
             n.ifaces.append(i)
 
     def delay_link(self, a: Node, a_if: str, b: Node, b_if: str, delay_ms: float, loss_pct: float = 0.0,
-                   seed: int = 1) -> subprocess.Popen:
-        """A link with one-way delay (and loss) in both directions through the lab's
+                   seed: int = 1, rate_mbit: float | None = None) -> subprocess.Popen:
+        """A link with one-way delay (and loss, rate) in both directions through the lab's
         own delay line (this kernel has no netem): a —[dl namespace]— b."""
         from .daemon import binary
         dl = self.add_node(f"dl{len(self.nodes)}")
-        run(["ip", "-n", a.ns, "link", "add", a_if, "type", "veth", "peer", "name", "dla", "netns", dl.ns])
-        run(["ip", "-n", b.ns, "link", "add", b_if, "type", "veth", "peer", "name", "dlb", "netns", dl.ns])
+        self._veth(a, a_if, dl, "dla")
+        self._veth(b, b_if, dl, "dlb")
+        dl.sysctl("net.ipv6.conf.dla.disable_ipv6=1", "net.ipv6.conf.dlb.disable_ipv6=1")  # the line stays silent
         for i in ("dla", "dlb"):
-            dl.sysctl(f"net.ipv6.conf.{i}.disable_ipv6", "1")  # the line's namespace stays silent
-            dl.ip("link", "set", i, "up")
+            dl.set_link(i, True)
         for n, i in ((a, a_if), (b, b_if)):
-            n.ip("link", "set", i, "up")
+            n.set_link(i, True)
             n.ifaces.append(i)
-        log = open(self.workdir / f"{dl.name}.log", "w")
-        p = dl.spawn(binary("ilnp-delayline"), "--a", "dla", "--b", "dlb", "--delay-ms", str(delay_ms),
-                     "--loss", str(loss_pct), "--seed", str(seed), stdout=log, stderr=subprocess.STDOUT)
-        wait_for(lambda: "ready" in (self.workdir / f"{dl.name}.log").read_text() or p.poll() is not None,
-                 timeout=10, what="delay line ready")
+        logpath = self.workdir / f"{dl.name}.log"
+        args = [binary("ilnp-delayline"), "--a", "dla", "--b", "dlb", "--delay-ms", str(delay_ms),
+                "--loss", str(loss_pct), "--seed", str(seed)]
+        if rate_mbit:
+            args += ["--rate-mbit", str(rate_mbit)]
+        p = dl.spawn(*args, stdout=open(logpath, "w"), stderr=subprocess.STDOUT)
+        wait_for(lambda: "ready" in logpath.read_text() or p.poll() is not None, timeout=10, what="delay line ready")
         if p.poll() is not None:
-            raise StepError(f"delay line exited: {(self.workdir / f'{dl.name}.log').read_text()}")
+            raise StepError(f"delay line exited: {logpath.read_text()}")
         return p
 
     def spawn(self, node: Node, args: list[str], stdout=None, stderr=None, env=None) -> subprocess.Popen:
@@ -187,13 +265,13 @@ def three_node(bed: Testbed, mtu_mn: int | None = None) -> tuple[Node, Node, Nod
     bed.link(r1, "eth-mn", mn, "eth0")
     if mtu_mn:
         # only R1's side: hosts do not know it, so R1 must send Packet Too Big
-        r1.ip("link", "set", "eth-mn", "mtu", str(mtu_mn))
-    r1.ip("addr", "add", "2001:db8:a::1/64", "dev", "eth-cn", "nodad")
-    r1.ip("addr", "add", "2001:db8:b::1/64", "dev", "eth-mn", "nodad")
-    cn.ip("addr", "add", "2001:db8:a::c/64", "dev", "eth0", "nodad")
-    mn.ip("addr", "add", "2001:db8:b::d/64", "dev", "eth0", "nodad")
-    cn.ip("-6", "route", "add", "default", "via", "2001:db8:a::1")
-    mn.ip("-6", "route", "add", "default", "via", "2001:db8:b::1")
+        r1.nl.link("set", index=r1.index("eth-mn"), mtu=mtu_mn)
+    r1.add_addr("eth-cn", "2001:db8:a::1/64")
+    r1.add_addr("eth-mn", "2001:db8:b::1/64")
+    cn.add_addr("eth0", "2001:db8:a::c/64")
+    mn.add_addr("eth0", "2001:db8:b::d/64")
+    cn.add_route("default", "2001:db8:a::1")
+    mn.add_route("default", "2001:db8:b::1")
     nic_segmentation(cn, "eth0")
     nic_segmentation(mn, "eth0")
     return cn, r1, mn
@@ -226,6 +304,14 @@ def radvd(node: Node, iface: str, prefix: str, min_ra: float = 3, max_ra: float 
     return node.spawn("radvd", "-n", "-C", str(conf), "-p", str(d / "radvd.pid"), "-m", "stderr")
 
 
+def warm_neighbours(a: Node, b: Node, b_addr: str) -> None:
+    """One ping from `a` to `b_addr` so both routers know each other's link-layer
+    address before an experiment, as routers carrying traffic do; otherwise the
+    first packet of a handoff over a never-used delayed link pays a Neighbour
+    Discovery round trip across it (and packets queued behind it may overflow)."""
+    a.run("ping", "-6", "-c", "1", "-W", "3", b_addr, timeout=10)
+
+
 def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0, cn_mobile: bool = False) -> dict[str, Node]:
     """Seed 000 Fig. 8: CN — R1 — {R2, R3} — MN. R2 advertises 2001:db8:2::/64 and R3
     2001:db8:3::/64 to the MN with radvd; the MN starts with its R3 link down.
@@ -234,6 +320,7 @@ def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0, 
     advertises 2001:db8:a2::/64 with radvd (call `radvd(t["r1"], "eth-cn2", ...)`).
 
     CN: 2001:db8:a::c/64 static.  R1—R2: 2001:db8:12::/64, R1—R3: 2001:db8:13::/64.
+    The same network is lab/ilnp_lab/experiments/seed000-tcp.toml, built by topology.py.
     """
     cn, r1 = bed.add_node("cn"), bed.add_node("r1", router=True)
     r2, r3 = bed.add_node("r2", router=True), bed.add_node("r3", router=True)
@@ -250,24 +337,24 @@ def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0, 
                     (r1, "eth-r2", "2001:db8:12::1/64"), (r2, "eth-r1", "2001:db8:12::2/64"),
                     (r1, "eth-r3", "2001:db8:13::1/64"), (r3, "eth-r1", "2001:db8:13::3/64"),
                     (r2, "eth-mn", "2001:db8:2::1/64"), (r3, "eth-mn", "2001:db8:3::1/64")):
-        n.ip("addr", "add", a, "dev", i, "nodad")
-    cn.ip("-6", "route", "add", "default", "via", "2001:db8:a::1")
-    r1.ip("-6", "route", "add", "2001:db8:2::/64", "via", "2001:db8:12::2")
-    r1.ip("-6", "route", "add", "2001:db8:3::/64", "via", "2001:db8:13::3")
-    r2.ip("-6", "route", "add", "default", "via", "2001:db8:12::1")
-    r3.ip("-6", "route", "add", "default", "via", "2001:db8:13::1")
-    for i in ("eth-r2", "eth-r3"):
-        mn.sysctl(f"net.ipv6.conf.{i}.accept_ra", "2")
-        mn.sysctl(f"net.ipv6.conf.{i}.autoconf", "1")
-        mn.sysctl(f"net.ipv6.conf.{i}.optimistic_dad", "1")
+        n.add_addr(i, a)
+    cn.add_route("default", "2001:db8:a::1")
+    r1.add_route("2001:db8:2::/64", "2001:db8:12::2")
+    r1.add_route("2001:db8:3::/64", "2001:db8:13::3")
+    r2.add_route("default", "2001:db8:12::1")
+    r3.add_route("default", "2001:db8:13::1")
+    warm_neighbours(r1, r2, "2001:db8:12::2")
+    warm_neighbours(r1, r3, "2001:db8:13::3")
+    mn.sysctl(*(f"net.ipv6.conf.{i}.{k}={v}" for i in ("eth-r2", "eth-r3")
+                for k, v in (("accept_ra", 2), ("autoconf", 1), ("optimistic_dad", 1))))
     if cn_mobile:
         bed.link(cn, "eth1", r1, "eth-cn2")
-        r1.ip("addr", "add", "2001:db8:a2::1/64", "dev", "eth-cn2", "nodad")
-        cn.sysctl("net.ipv6.conf.eth1.accept_ra", "2")
+        r1.add_addr("eth-cn2", "2001:db8:a2::1/64")
+        cn.sysctl("net.ipv6.conf.eth1.accept_ra=2")
         nic_segmentation(cn, "eth1")
-        cn.ip("link", "set", "eth1", "down")
+        cn.set_link("eth1", False)
     nic_segmentation(cn, "eth0")
     for i in ("eth-r2", "eth-r3"):
         nic_segmentation(mn, i)
-    mn.ip("link", "set", "eth-r3", "down")
+    mn.set_link("eth-r3", False)
     return {"cn": cn, "r1": r1, "r2": r2, "r3": r3, "mn": mn}
