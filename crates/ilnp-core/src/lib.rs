@@ -29,6 +29,38 @@ pub enum LocatorState {
     Expired,
 }
 
+/// Default Router Preference of the router(s) behind an uplink, from the Router
+/// Advertisement (RFC 4191 §2.1; the kernel keeps it on the RA's default route).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouterPreference {
+    Low,
+    Medium,
+    High,
+}
+
+/// Locator preference (lower preferred, RFC 6742) when neither configuration nor a
+/// router says otherwise; peer files default to the same value.
+pub const DEFAULT_LOCATOR_PREF: u16 = 10;
+
+/// The preference we give (and advertise in LUs for) a local locator.
+///
+/// An explicit per-uplink configuration wins. Otherwise the uplink's best default
+/// router preference decides: high 5, medium 10 (the default), low 15; an uplink
+/// with no default router at all gets 20, so a locator whose router went away (RA
+/// router lifetime 0) is demoted behind every routed one without being dropped (its
+/// prefix may still be valid, RFC 4861 §6.3.4) — that demotion is a failover.
+/// With equal preferences the newest locator wins (see `set_local_locators`).
+pub fn locator_preference(configured: Option<u16>, router: Option<RouterPreference>) -> u16 {
+    match (configured, router) {
+        (Some(p), _) => p,
+        (None, Some(RouterPreference::High)) => DEFAULT_LOCATOR_PREF - 5,
+        (None, Some(RouterPreference::Medium)) => DEFAULT_LOCATOR_PREF,
+        (None, Some(RouterPreference::Low)) => DEFAULT_LOCATOR_PREF + 5,
+        (None, None) => DEFAULT_LOCATOR_PREF + 10,
+    }
+}
+
 /// One of this host's locators, as learned from the kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LocalLocator {
@@ -105,6 +137,10 @@ pub struct CoreConfig {
     /// locator's own valid lifetime (from the kernel) is advertised when shorter.
     pub lu_lifetime_s: u16,
     pub lu: LuTimers,
+    /// Most remote locators kept per correspondent (the fast path's table holds 8).
+    /// An LU may list up to 255 (RFC 6743 §2); the best by preference are kept and
+    /// the whole body is still acknowledged. Bounds memory per entry.
+    pub max_remote_locators: usize,
 }
 
 impl CoreConfig {
@@ -118,6 +154,7 @@ impl CoreConfig {
             handoff: HandoffMode::Soft,
             lu_lifetime_s: u16::MAX,
             lu: LuTimers::default(),
+            max_remote_locators: 8,
         }
     }
 }
@@ -243,7 +280,10 @@ pub struct Stats {
 
 impl Stats {
     fn bump(&mut self, reason: &'static str) {
-        *self.counters.entry(reason).or_insert(0) += 1;
+        self.add(reason, 1);
+    }
+    fn add(&mut self, reason: &'static str, n: u64) {
+        *self.counters.entry(reason).or_insert(0) += n;
     }
     pub fn get(&self, reason: &str) -> u64 {
         self.counters.get(reason).copied().unwrap_or(0)
@@ -353,6 +393,9 @@ impl Core {
         let seen = &self.first_seen;
         locs.sort_by_key(|l| (l.pref, std::cmp::Reverse(seen.get(&l.loc).copied()), l.loc));
         let old: BTreeSet<Locator> = self.usable_local().map(|l| l.loc).collect();
+        // what an LU advertises: a preference change alone (a router came or went, its
+        // RA preference changed) is a change too; lifetimes counting down are not
+        let old_adv: BTreeSet<(Locator, u16)> = self.usable_local().map(|l| (l.loc, l.pref)).collect();
         let old_best = self.best_local();
         // hard handoff: locators that disappeared are kept as Aged so late packets
         // to them are recognised and dropped (and counted)
@@ -379,8 +422,9 @@ impl Core {
         }
         self.local = locs;
         let new: BTreeSet<Locator> = self.usable_local().map(|l| l.loc).collect();
+        let new_adv: BTreeSet<(Locator, u16)> = self.usable_local().map(|l| (l.loc, l.pref)).collect();
         out.push(Action::LocalLocators(self.local.clone()));
-        if old == new {
+        if old_adv == new_adv {
             return out;
         }
         out.push(Action::Event(Event::LocalLocatorsChanged {
@@ -685,7 +729,10 @@ impl Core {
                     out.extend(e.snapshot().map(Action::IlccUpsert));
                 }
             }
-            if !e.has_remote(meta.src_loc) {
+            if !e.has_remote(meta.src_loc) && e.remote_locators.len() >= self.cfg.max_remote_locators.max(1) {
+                // the peer's own packet (right nonce): delivered, its locator not kept
+                self.stats.bump("remote_locator_not_learned_full");
+            } else if !e.has_remote(meta.src_loc) {
                 // unknown source locator with the correct nonce: learn it (RFC 6744 §4)
                 let pref = e.remote_locators.iter().map(|r| r.pref).max().unwrap_or(10);
                 e.remote_locators.push(RemoteLocator::new(meta.src_loc, pref, LocatorState::Valid, Some(now)));
@@ -786,6 +833,9 @@ impl Core {
         let lp = match translate::parse_lu_packet(pkt) {
             Ok(lp) => lp,
             Err(e) => {
+                // one drop reason for every malformed LU, and a breakdown by what was
+                // wrong (a flood of one kind shows up as that kind)
+                self.stats.bump(lu_malformed_kind(&e));
                 self.drop(out, "lu_malformed", format!("{e}: {}", packet_summary(pkt)));
                 return;
             }
@@ -806,11 +856,17 @@ impl Core {
         }
         match lp.lu.operation {
             LuOperation::Advertisement => {
-                // replace the whole set (RFC 6743 §4); the preferred one becomes active
-                let mut remote: Vec<RemoteLocator> = lp
-                    .lu
-                    .entries
-                    .iter()
+                // replace the whole set (RFC 6743 §4); the preferred one becomes active.
+                // A locator listed twice counts once (its best preference); at most
+                // max_remote_locators are kept, the best by preference.
+                let mut listed: Vec<&LuEntry> = lp.lu.entries.iter().collect();
+                listed.sort_by_key(|x| x.preference);
+                let mut seen = BTreeSet::new();
+                listed.retain(|x| seen.insert(x.locator));
+                let ignored = listed.len().saturating_sub(self.cfg.max_remote_locators.max(1));
+                listed.truncate(self.cfg.max_remote_locators.max(1));
+                let mut remote: Vec<RemoteLocator> = listed
+                    .into_iter()
                     .map(|x| RemoteLocator {
                         loc: x.locator,
                         pref: x.preference,
@@ -843,6 +899,9 @@ impl Core {
                 }
                 out.extend(e.snapshot().map(Action::IlccUpsert));
                 self.stats.bump("lu_received");
+                if ignored > 0 {
+                    self.stats.add("lu_locators_ignored", ignored as u64);
+                }
                 out.push(Action::Event(Event::LuReceived { nid, locators: entries }));
             }
             LuOperation::Acknowledgement => {
@@ -945,6 +1004,18 @@ impl Core {
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+}
+
+/// The breakdown counter of a malformed Locator Update (`lu_malformed` counts them all).
+fn lu_malformed_kind(e: &WireError) -> &'static str {
+    match e {
+        WireError::LuNoLocators => "lu_malformed_no_locators",
+        WireError::LuLengthMismatch { .. } => "lu_malformed_length_mismatch",
+        WireError::Truncated => "lu_malformed_truncated",
+        WireError::BadChecksum => "lu_malformed_bad_checksum",
+        WireError::UnknownLuOperation { .. } => "lu_malformed_unknown_operation",
+        _ => "lu_malformed_other",
     }
 }
 

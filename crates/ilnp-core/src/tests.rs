@@ -610,3 +610,245 @@ fn flush_and_peer_deletion() {
     assert!(wire(&out).is_empty());
     assert_eq!(a.stats().get("unknown_peer"), 1);
 }
+
+// ---------------------------------------------------------------- multihoming
+
+fn local_pref(loc: Locator, ifindex: u32, pref: u16) -> LocalLocator {
+    LocalLocator { loc, ifindex, pref, lifetime_s: 30, state: LocatorState::Active }
+}
+
+fn lu_locs(w: &[u8]) -> Vec<(Locator, u16)> {
+    translate::parse_lu_packet(w).unwrap().lu.entries.iter().map(|e| (e.locator, e.preference)).collect()
+}
+
+#[test]
+fn router_preference_sets_locator_preference_and_configuration_wins() {
+    use RouterPreference::*;
+    assert_eq!(locator_preference(None, Some(High)), 5);
+    assert_eq!(locator_preference(None, Some(Medium)), DEFAULT_LOCATOR_PREF);
+    assert_eq!(locator_preference(None, Some(Low)), 15);
+    assert_eq!(locator_preference(None, None), 20, "no default router behind the uplink: demoted, kept");
+    assert!(locator_preference(None, Some(High)) < locator_preference(None, Some(Low)));
+    for r in [None, Some(High), Some(Low)] {
+        assert_eq!(locator_preference(Some(42), r), 42, "explicit configuration wins over {r:?}");
+    }
+    assert_eq!(serde_json::to_value(High).unwrap(), "high");
+}
+
+/// B has two uplinks at once: LB behind a high-preference router, LB2 (newer)
+/// behind a low one. The preference beats "newest wins"; when LB goes away B fails
+/// over in the same step: data and the LU leave from LB2 at once, A acks.
+#[test]
+fn multihomed_preferred_locator_is_used_and_failover_is_immediate() {
+    let (mut a, mut b, _, _) = session();
+    let t0 = Instant::now();
+    let out = b.set_local_locators(t0, vec![local_pref(LB, 2, 5), local_pref(LB2, 3, 15)]);
+    // LB2 is newer but worse: B keeps using LB, and tells A about both
+    let lus = wire(&out);
+    assert_eq!(lus.len(), 1);
+    assert_eq!(lu_locs(&lus[0]), vec![(LB, 5), (LB2, 15)]);
+    assert_eq!(src_loc(&lus[0]), LB);
+    let acks = wire(&a.handle_inbound(t0, &lus[0], Csum::Complete));
+    b.handle_inbound(t0, &acks[0], Csum::Complete);
+    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    assert_eq!(dst_loc(&w), LB, "A sends to B's preferred locator");
+    let w = wire(&b.handle_outbound(t0, &udp(NB, NA, b"y"), Csum::Complete)).pop().unwrap();
+    assert_eq!(src_loc(&w), LB);
+    assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB);
+    // LB's uplink goes down: the very same call switches and sends the LU
+    let t1 = t0 + Duration::from_secs(1);
+    let out = b.set_local_locators(t1, vec![local_pref(LB2, 3, 15)]);
+    assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.local_loc == LB2)));
+    let lus = wire(&out);
+    assert_eq!(lus.len(), 1, "LU at once, no timer");
+    assert_eq!((src_loc(&lus[0]), lu_locs(&lus[0])), (LB2, vec![(LB2, 15)]));
+    let w = wire(&b.handle_outbound(t1, &udp(NB, NA, b"z"), Csum::Complete)).pop().unwrap();
+    assert_eq!(src_loc(&w), LB2);
+    let acks = wire(&a.handle_inbound(t1, &lus[0], Csum::Complete));
+    assert_eq!(dst_loc(&acks[0]), LB2);
+    let out = b.handle_inbound(t1 + Duration::from_millis(2), &acks[0], Csum::Complete);
+    assert!(events(&out).iter().any(|e| matches!(e, Event::LuAcked { rtt_us: 2000, attempts: 1, .. })));
+    let w = wire(&a.handle_outbound(t1, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    assert_eq!(dst_loc(&w), LB2);
+    assert_eq!(delivered(&b.handle_inbound(t1, &w, Csum::Complete)).len(), 1);
+}
+
+/// The router behind LB stops (RA router lifetime 0): LB stays configured but its
+/// preference drops behind LB2's. A preference change alone is an LU and a
+/// failover; lifetimes counting down are neither.
+#[test]
+fn router_loss_demotes_the_locator_and_fails_over() {
+    let (mut a, mut b, _, _) = session();
+    let t0 = Instant::now();
+    let out = b.set_local_locators(t0, vec![local_pref(LB, 2, 5), local_pref(LB2, 3, 15)]);
+    let acks = wire(&a.handle_inbound(t0, &wire(&out)[0], Csum::Complete));
+    b.handle_inbound(t0, &acks[0], Csum::Complete);
+    let mut later = vec![local_pref(LB, 2, 5), local_pref(LB2, 3, 15)];
+    later[0].lifetime_s = 17;
+    assert!(wire(&b.set_local_locators(t0 + Duration::from_secs(13), later)).is_empty(), "lifetime only: no LU");
+    let t1 = t0 + Duration::from_secs(14);
+    let out = b.set_local_locators(t1, vec![local_pref(LB, 2, locator_preference(None, None)), local_pref(LB2, 3, 15)]);
+    let lus = wire(&out);
+    assert_eq!(lus.len(), 1);
+    assert_eq!((src_loc(&lus[0]), lu_locs(&lus[0])), (LB2, vec![(LB2, 15), (LB, 20)]));
+    assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB2);
+    a.handle_inbound(t1, &lus[0], Csum::Complete);
+    let e = a.ilcc_entries().next().unwrap();
+    let states: Vec<(Locator, LocatorState)> = e.remote_locators.iter().map(|r| (r.loc, r.state)).collect();
+    assert_eq!(states, vec![(LB2, LocatorState::Active), (LB, LocatorState::Valid)]);
+    // soft: the demoted locator is still accepted meanwhile
+    let mut to_old = wire(&a.handle_outbound(t1, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    assert_eq!(dst_loc(&to_old), LB2);
+    to_old[24..32].copy_from_slice(&LB.to_bytes());
+    assert_eq!(delivered(&b.handle_inbound(t1, &to_old, Csum::Complete)).len(), 1);
+}
+
+// ---------------------------------------------------------------- bad Locator Updates
+
+/// A wire LU with any ICMPv6 body (checksum made correct unless `bad_csum`).
+fn raw_lu(
+    src: std::net::Ipv6Addr,
+    dst: std::net::Ipv6Addr,
+    nonce: &Nonce,
+    mut icmp: Vec<u8>,
+    bad_csum: bool,
+) -> Vec<u8> {
+    if icmp.len() >= 4 {
+        icmp[2..4].copy_from_slice(&[0, 0]);
+        let c = checksum::icmpv6_checksum(&src, &dst, &icmp) ^ u16::from(bad_csum);
+        icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    }
+    let hlen = ilnp_wire::destopts::header_len(nonce.len());
+    let mut out = Vec::new();
+    ipv6::Repr { src, dst, next_header: 60, payload_len: (hlen + icmp.len()) as u16, hop_limit: 64 }.emit(&mut out);
+    ilnp_wire::destopts::emit_nonce_header(58, nonce, &mut out);
+    out.extend_from_slice(&icmp);
+    out
+}
+
+fn lu_body(num: u8, entries: &[(Locator, u16)]) -> Vec<u8> {
+    let mut b = vec![156, 0, 0, 0, num, 1, 0, 0];
+    for (l, p) in entries {
+        b.extend_from_slice(&l.to_bytes());
+        b.extend_from_slice(&p.to_be_bytes());
+        b.extend_from_slice(&30u16.to_be_bytes());
+    }
+    b
+}
+
+#[test]
+fn malformed_lus_are_counted_by_kind_even_with_the_right_nonce() {
+    let (mut a, _b, _, ba) = session();
+    let now = Instant::now();
+    let (src, dst, n) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA), nonce_of(&ba));
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (raw_lu(src, dst, &n, lu_body(0, &[]), false), "lu_malformed_no_locators"),
+        (raw_lu(src, dst, &n, lu_body(255, &[(LB2, 1); 3]), false), "lu_malformed_length_mismatch"),
+        // cut in the middle of the only entry
+        (raw_lu(src, dst, &n, lu_body(1, &[(LB2, 1)])[..14].to_vec(), false), "lu_malformed_length_mismatch"),
+        (raw_lu(src, dst, &n, vec![156, 0, 0, 0, 1], false), "lu_malformed_truncated"),
+        (raw_lu(src, dst, &n, lu_body(1, &[(LB2, 1)]), true), "lu_malformed_bad_checksum"),
+        (
+            raw_lu(
+                src,
+                dst,
+                &n,
+                {
+                    let mut b = lu_body(1, &[(LB2, 1)]);
+                    b[5] = 9;
+                    b
+                },
+                false,
+            ),
+            "lu_malformed_unknown_operation",
+        ),
+    ];
+    for (pkt, kind) in &cases {
+        let before = a.stats().get(kind);
+        let out = a.handle_inbound(now, pkt, Csum::Complete);
+        assert!(wire(&out).is_empty(), "{kind}: no ack");
+        assert!(events(&out).iter().any(|e| matches!(e, Event::Drop { reason: "lu_malformed", .. })), "{kind}");
+        assert_eq!(a.stats().get(kind), before + 1, "{kind}");
+    }
+    assert_eq!(a.stats().get("lu_malformed"), cases.len() as u64);
+    assert_eq!(a.stats().get("lu_received"), 0);
+    let e = a.ilcc_entries().next().unwrap();
+    assert_eq!(e.remote_locators.iter().map(|r| r.loc).collect::<Vec<_>>(), vec![LB], "session untouched");
+}
+
+/// 255 locators is the most an LU can carry (RFC 6743 §2): accepted from the peer,
+/// acknowledged whole, but only the best max_remote_locators are kept.
+#[test]
+fn lu_with_255_locators_keeps_the_best_and_acks_the_whole_body() {
+    let (mut a, _b, _, ba) = session();
+    let now = Instant::now();
+    let entries: Vec<LuEntry> = (0..255u16)
+        .map(|i| LuEntry { locator: Locator(0x2001_0db8_1000_0000 + u64::from(i)), preference: 1000 - i, lifetime: 60 })
+        .collect();
+    let lu = LocatorUpdate { operation: LuOperation::Advertisement, entries };
+    let pkt = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &nonce_of(&ba), &lu).unwrap();
+    let out = a.handle_inbound(now, &pkt, Csum::Complete);
+    let acks = wire(&out);
+    assert_eq!(acks.len(), 1);
+    assert_eq!(translate::parse_lu_packet(&acks[0]).unwrap().lu, lu.ack(), "ack identical except Operation");
+    let e = a.ilcc_entries().next().unwrap();
+    assert_eq!(e.remote_locators.len(), 8);
+    assert_eq!(e.remote_locators[0].loc, Locator(0x2001_0db8_1000_0000 + 254), "lowest preference value first");
+    assert!(e.remote_locators.windows(2).all(|w| w[0].pref <= w[1].pref));
+    assert_eq!(a.stats().get("lu_locators_ignored"), 247);
+    assert_eq!(dst_loc(&acks[0]), Locator(0x2001_0db8_1000_0000 + 254));
+    // the peer's data from a ninth locator is still delivered, its locator not kept
+    let mut w = ba.clone();
+    w[8..16].copy_from_slice(&Locator(0x2001_0db8_9999_0000).to_bytes());
+    assert_eq!(delivered(&a.handle_inbound(now, &w, Csum::Complete)).len(), 1);
+    assert_eq!(a.ilcc_entries().next().unwrap().remote_locators.len(), 8);
+    assert_eq!(a.stats().get("remote_locator_not_learned_full"), 1);
+}
+
+/// Ten thousand forged and malformed LUs, then B's real handoff: every forgery is
+/// dropped and counted by reason, no state grows, and the real LU is acked.
+#[test]
+fn lu_flood_is_counted_and_a_real_handoff_still_completes() {
+    let (mut a, mut b, _, _) = session();
+    let t0 = Instant::now();
+    let dst = ilnp_addr(LA, NA);
+    let mut rng = TestRng(9);
+    let lu = |l: Locator| LocatorUpdate {
+        operation: LuOperation::Advertisement,
+        entries: vec![LuEntry { locator: l, preference: 1, lifetime: 30 }],
+    };
+    let mut sent = BTreeMap::new();
+    for i in 0..10_000u32 {
+        let wrong = Nonce::N32(rng.next_u32().to_be_bytes());
+        let evil = Locator(0x2001_0db8_dead_0000 + u64::from(i));
+        let (pkt, reason) = match i % 4 {
+            0 => (translate::lu_packet(ilnp_addr(LB, NB), dst, &wrong, &lu(evil)).unwrap(), "lu_bad_nonce"),
+            1 => (
+                translate::lu_packet(ilnp_addr(evil, Nid(u64::from(rng.next_u32()) << 1)), dst, &wrong, &lu(evil))
+                    .unwrap(),
+                "lu_unknown_peer",
+            ),
+            2 => (raw_lu(ilnp_addr(LB, NB), dst, &wrong, lu_body(0, &[]), false), "lu_malformed"),
+            _ => (raw_lu(ilnp_addr(LB, NB), dst, &wrong, lu_body(255, &[(evil, 1); 4]), false), "lu_malformed"),
+        };
+        *sent.entry(reason).or_insert(0u64) += 1;
+        let out = a.handle_inbound(t0, &pkt, Csum::Complete);
+        assert!(wire(&out).is_empty(), "forgery {i} answered");
+    }
+    for (reason, n) in &sent {
+        assert_eq!(a.stats().get(reason), *n, "{reason}");
+    }
+    assert_eq!(a.stats().get("lu_malformed_no_locators"), 2500);
+    assert_eq!(a.stats().get("lu_malformed_length_mismatch"), 2500);
+    assert_eq!(a.ilcc_entries().count(), 1, "no entry for forged peers");
+    assert_eq!(a.ilcc_entries().next().unwrap().remote_locators.len(), 1);
+    // the real handoff in the middle of it
+    let t1 = t0 + Duration::from_millis(1);
+    let lus = wire(&b.set_local_locators(t1, vec![local(LB2)]));
+    let acks = wire(&a.handle_inbound(t1, &lus[0], Csum::Complete));
+    assert_eq!(acks.len(), 1);
+    let out = b.handle_inbound(t1, &acks[0], Csum::Complete);
+    assert!(events(&out).iter().any(|e| matches!(e, Event::LuAcked { .. })));
+    let w = wire(&a.handle_outbound(t1, &udp(NA, NB, b"after"), Csum::Complete)).pop().unwrap();
+    assert_eq!(dst_loc(&w), LB2);
+}

@@ -177,9 +177,20 @@ fn locators(d: &Value) -> String {
     }
     let rows: Vec<Vec<String>> = l
         .iter()
-        .map(|x| vec![s(x, "l64"), s(x, "address"), s(x, "interface"), s(x, "pref"), lifetime(x), s(x, "state")])
+        .map(|x| {
+            vec![
+                s(x, "l64"),
+                s(x, "address"),
+                s(x, "interface"),
+                s(x, "pref"),
+                s(x, "router_preference"),
+                lifetime(x),
+                s(x, "state"),
+            ]
+        })
         .collect();
-    table(&["L64", "ADDRESS", "INTERFACE", "PREF", "LIFETIME", "STATE"], &rows)
+    // ROUTER: the RA's default router preference behind the uplink ("-": no default route)
+    table(&["L64", "ADDRESS", "INTERFACE", "PREF", "ROUTER", "LIFETIME", "STATE"], &rows)
 }
 
 fn peers(d: &Value) -> String {
@@ -267,6 +278,18 @@ mod tests {
         assert_eq!(render(&Object::Ilcc { verb: None }, &json!([])), "ILCC is empty");
         let stt = render(&Object::Stats, &json!({"core": {"bad_nonce": 3}, "datapath": {}}));
         assert!(stt.contains("bad_nonce") && stt.contains('3'), "{stt}");
+    }
+
+    #[test]
+    fn locator_table_shows_preference_and_router_preference() {
+        let t = locators(&json!([
+            {"l64": "2001:0db8:0002:0000", "interface": "eth-r2", "pref": 5, "router_preference": "high", "state": "active"},
+            {"l64": "2001:0db8:0003:0000", "interface": "eth-r3", "pref": 20, "router_preference": null, "state": "active"}
+        ]));
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].contains("PREF") && lines[0].contains("ROUTER"), "{t}");
+        assert!(lines[1].contains("eth-r2") && lines[1].contains(" 5 ") && lines[1].contains("high"), "{t}");
+        assert!(lines[2].contains("eth-r3") && lines[2].contains(" 20 ") && lines[2].contains(" - "), "{t}");
     }
 
     #[test]

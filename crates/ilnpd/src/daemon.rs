@@ -8,7 +8,10 @@ use crate::netlink::{self, Netlink};
 use crate::tun::Tun;
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
-use ilnp_core::{Action, Core, CoreConfig, Event, LocalLocator, LocatorState, LuTimers, PeerLocator, PeerRecord};
+use ilnp_core::{
+    locator_preference, Action, Core, CoreConfig, Event, LocalLocator, LocatorState, LuTimers, PeerLocator, PeerRecord,
+    RouterPreference,
+};
 use ilnp_wire::translate::Csum;
 use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
 use rand::SeedableRng;
@@ -19,6 +22,9 @@ use std::net::{Ipv6Addr, SocketAddrV6};
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{broadcast, mpsc};
+
+/// Drop log lines per reason per second (every drop is counted regardless).
+const DROP_LOG_BURST: u32 = 10;
 
 /// Uplink interface the daemon serves.
 #[derive(Debug, Clone)]
@@ -56,8 +62,10 @@ pub struct Daemon {
     added: BTreeSet<(u32, Ipv6Addr)>,
     events: broadcast::Sender<String>,
     started: Instant,
-    /// rate limit for drop logs: reason -> (window start, count)
+    /// rate limit for drop logs: reason -> (window start, count in the window)
     drop_log: HashMap<&'static str, (Instant, u32)>,
+    /// best default-router preference behind each uplink (absent: no default route)
+    routers: BTreeMap<u32, RouterPreference>,
     counters: BTreeMap<&'static str, u64>,
 }
 
@@ -157,6 +165,7 @@ impl Daemon {
             events,
             started: Instant::now(),
             drop_log: HashMap::new(),
+            routers: BTreeMap::new(),
             counters: BTreeMap::new(),
         };
         if let Err(e) = d.attach_datapath() {
@@ -206,6 +215,7 @@ impl Daemon {
     /// Re-reads the kernel's addresses and derives the local locator set.
     async fn sync_locators(&mut self) -> Result<()> {
         let addrs = self.nl.addresses().await?;
+        self.routers = self.nl.default_routers().await?;
         let mut locs: BTreeMap<Locator, LocalLocator> = BTreeMap::new();
         let mut ours_present: BTreeSet<(u32, Ipv6Addr)> = BTreeSet::new();
         for u in &self.uplinks {
@@ -223,7 +233,11 @@ impl Daemon {
                 if !up || l == self.cfg.id_prefix {
                     continue;
                 }
-                let pref = self.cfg.locator_pref.get(&u.name).copied().unwrap_or(10);
+                // configuration wins, else the RA's router preference (ilnp-core's policy)
+                let pref = locator_preference(
+                    self.cfg.locator_pref.get(&u.name).copied(),
+                    self.routers.get(&u.index).copied(),
+                );
                 locs.entry(l).or_insert(LocalLocator {
                     loc: l,
                     ifindex: u.index,
@@ -240,17 +254,19 @@ impl Daemon {
                 self.added.insert((l.ifindex, a));
             }
         }
+        // the core first: a failover's LU leaves before the housekeeping below
+        let now = Instant::now();
+        let current: BTreeSet<Locator> = locs.keys().copied().collect();
+        let actions = self.core.set_local_locators(now, locs.into_values().collect());
+        self.run_actions(actions);
         // locators that went away: remove our address for them
         for (idx, a) in ours_present {
             let (l, _) = split_addr(a);
-            if !locs.contains_key(&l) && self.added.contains(&(idx, a)) {
+            if !current.contains(&l) && self.added.contains(&(idx, a)) {
                 self.nl.del_address(idx, a, 64).await?;
                 self.added.remove(&(idx, a));
             }
         }
-        let now = Instant::now();
-        let actions = self.core.set_local_locators(now, locs.into_values().collect());
-        self.run_actions(actions);
         Ok(())
     }
 
@@ -306,14 +322,13 @@ impl Daemon {
 
     fn emit(&mut self, ev: Event) {
         if let Event::Drop { reason, .. } = &ev {
-            // at most 10 log lines per reason per second; all are counted
+            // at most DROP_LOG_BURST log lines per reason per second; all are counted,
+            // and what was not logged is summed up in one line when the window ends
             let now = Instant::now();
+            self.flush_drop_log(now);
             let e = self.drop_log.entry(reason).or_insert((now, 0));
-            if now.duration_since(e.0) > Duration::from_secs(1) {
-                *e = (now, 0);
-            }
             e.1 += 1;
-            if e.1 <= 10 {
+            if e.1 <= DROP_LOG_BURST {
                 tracing::warn!("{ev}");
             }
         } else {
@@ -322,6 +337,24 @@ impl Daemon {
         if let Ok(j) = serde_json::to_string(&ev) {
             let _ = self.events.send(j);
         }
+    }
+
+    /// Ends drop-log windows older than a second, with one line per reason saying
+    /// how many drops were not logged (the counters in `ilnpctl stats` have them all).
+    fn flush_drop_log(&mut self, now: Instant) {
+        self.drop_log.retain(|reason, (start, n)| {
+            if now.duration_since(*start) < Duration::from_secs(1) {
+                return true;
+            }
+            if *n > DROP_LOG_BURST {
+                let secs = now.duration_since(*start).as_secs_f64();
+                tracing::warn!(
+                    "drop ({reason}): {} more in the last {secs:.1} s not logged (rate limit)",
+                    *n - DROP_LOG_BURST
+                );
+            }
+            false
+        });
     }
 
     fn on_tun_packet(&mut self, pkt: &[u8], meta: crate::tun::PacketMeta) {
@@ -499,6 +532,7 @@ impl Daemon {
                     "address": ilnp_addr(l.loc, self.local_nid).to_string(),
                     "interface": ifname,
                     "pref": l.pref,
+                    "router_preference": self.routers.get(&l.ifindex),
                     "lifetime_s": l.lifetime_s,
                     "state": l.state,
                 })
@@ -569,7 +603,10 @@ impl Daemon {
                     }
                 }
                 _ = timer => self.on_timer(),
-                _ = tick.tick() => self.refresh_activity(&mut activity),
+                _ = tick.tick() => {
+                    self.refresh_activity(&mut activity);
+                    self.flush_drop_log(Instant::now());
+                }
                 Some(req) = requests.recv() => {
                     let reply = self.handle_request(&req.body);
                     let _ = req.reply.send(reply);

@@ -6,8 +6,10 @@ use futures::stream::TryStreamExt;
 use futures::StreamExt;
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, AddressScope};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::route::{RouteAttribute, RouteHeader, RouteMessage, RoutePreference, RouteType};
 use netlink_packet_route::AddressFamily;
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv6Addr};
 
 pub struct Netlink {
@@ -161,14 +163,74 @@ impl Netlink {
     }
 }
 
-/// A stream that yields whenever an IPv6 address or a link changes.
+/// The kernel's RTA_PREF value as the RFC 4191 router preference. Reserved (10,
+/// "invalid") is treated as medium, as RFC 4191 §2.2 says a receiver must.
+fn router_pref(p: &RoutePreference) -> ilnp_core::RouterPreference {
+    match p {
+        RoutePreference::High => ilnp_core::RouterPreference::High,
+        RoutePreference::Low => ilnp_core::RouterPreference::Low,
+        _ => ilnp_core::RouterPreference::Medium,
+    }
+}
+
+/// Interfaces with an IPv6 default route in the main table in `m`, with the route's
+/// router preference (RA-learned routes carry the RA's; static ones are medium).
+fn default_route_ifaces(m: &RouteMessage) -> Vec<(u32, ilnp_core::RouterPreference)> {
+    if m.header.address_family != AddressFamily::Inet6
+        || m.header.destination_prefix_length != 0
+        || m.header.kind != RouteType::Unicast
+    {
+        return Vec::new();
+    }
+    let mut table = u32::from(m.header.table);
+    let mut pref = ilnp_core::RouterPreference::Medium;
+    let mut out = Vec::new();
+    for a in &m.attributes {
+        match a {
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Preference(p) => pref = router_pref(p),
+            RouteAttribute::Oif(i) => out.push(*i),
+            RouteAttribute::MultiPath(hops) => out.extend(hops.iter().map(|h| h.interface_index)),
+            _ => {}
+        }
+    }
+    if table != u32::from(RouteHeader::RT_TABLE_MAIN) {
+        return Vec::new();
+    }
+    out.into_iter().map(|i| (i, pref)).collect()
+}
+
+impl Netlink {
+    /// The best router preference among IPv6 default routes, per interface
+    /// (interfaces without a default route are absent).
+    pub async fn default_routers(&self) -> Result<BTreeMap<u32, ilnp_core::RouterPreference>> {
+        let mut m = RouteMessage::default();
+        m.header.address_family = AddressFamily::Inet6;
+        let mut s = self.handle.route().get(m).execute();
+        let mut out: BTreeMap<u32, ilnp_core::RouterPreference> = BTreeMap::new();
+        while let Some(m) = s.try_next().await.context("dumping IPv6 routes")? {
+            for (i, p) in default_route_ifaces(&m) {
+                let e = out.entry(i).or_insert(p);
+                *e = (*e).max(p);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A stream that yields whenever an IPv6 address, a link or an IPv6 route changes
+/// (routes: the RA's default route appears, goes, or changes preference).
 pub fn subscribe() -> Result<futures::channel::mpsc::UnboundedReceiver<()>> {
     use netlink_sys::{AsyncSocket, SocketAddr};
     let (mut conn, _handle, mut messages) = rtnetlink::new_connection().context("opening a netlink event socket")?;
     let groups = (1 << (libc::RTNLGRP_LINK - 1))
         | (1 << (libc::RTNLGRP_IPV6_IFADDR - 1))
-        | (1 << (libc::RTNLGRP_IPV6_PREFIX - 1));
-    conn.socket_mut().socket_mut().bind(&SocketAddr::new(0, groups)).context("subscribing to address/link events")?;
+        | (1 << (libc::RTNLGRP_IPV6_PREFIX - 1))
+        | (1 << (libc::RTNLGRP_IPV6_ROUTE - 1));
+    conn.socket_mut()
+        .socket_mut()
+        .bind(&SocketAddr::new(0, groups))
+        .context("subscribing to address/link/route events")?;
     tokio::spawn(conn);
     let (tx, rx) = futures::channel::mpsc::unbounded();
     tokio::spawn(async move {
@@ -179,4 +241,48 @@ pub fn subscribe() -> Result<futures::channel::mpsc::UnboundedReceiver<()>> {
         }
     });
     Ok(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ilnp_core::RouterPreference;
+    use netlink_packet_route::route::RouteNextHop;
+
+    fn route(len: u8, attrs: Vec<RouteAttribute>) -> RouteMessage {
+        let mut m = RouteMessage::default();
+        m.header.address_family = AddressFamily::Inet6;
+        m.header.destination_prefix_length = len;
+        m.header.table = RouteHeader::RT_TABLE_MAIN;
+        m.header.kind = RouteType::Unicast;
+        m.attributes = attrs;
+        m
+    }
+
+    #[test]
+    fn default_routes_with_router_preference() {
+        use RouteAttribute::*;
+        let ra_low = route(0, vec![Oif(3), Preference(RoutePreference::Low)]);
+        assert_eq!(default_route_ifaces(&ra_low), vec![(3, RouterPreference::Low)]);
+        let ra_high = route(0, vec![Preference(RoutePreference::High), Oif(4)]);
+        assert_eq!(default_route_ifaces(&ra_high), vec![(4, RouterPreference::High)]);
+        // static route without RTA_PREF, reserved value: medium (RFC 4191 §2.2)
+        assert_eq!(default_route_ifaces(&route(0, vec![Oif(5)])), vec![(5, RouterPreference::Medium)]);
+        let reserved = route(0, vec![Oif(5), Preference(RoutePreference::Invalid)]);
+        assert_eq!(default_route_ifaces(&reserved), vec![(5, RouterPreference::Medium)]);
+        // multipath: every next hop's interface
+        let hop = |i| {
+            let mut h = RouteNextHop::default();
+            h.interface_index = i;
+            h
+        };
+        let mp = route(0, vec![MultiPath(vec![hop(6), hop(7)])]);
+        assert_eq!(default_route_ifaces(&mp), vec![(6, RouterPreference::Medium), (7, RouterPreference::Medium)]);
+        // not a default route, another table, an unreachable default: none
+        assert!(default_route_ifaces(&route(64, vec![Oif(3)])).is_empty());
+        assert!(default_route_ifaces(&route(0, vec![Oif(3), Table(100)])).is_empty());
+        let mut unreach = route(0, vec![Oif(1)]);
+        unreach.header.kind = RouteType::Unreachable;
+        assert!(default_route_ifaces(&unreach).is_empty());
+    }
 }
