@@ -1,17 +1,132 @@
-"""`ilnp-lab` command. Today: `demo`. The experiment runner is issue #4."""
+"""`ilnp-lab`: the laboratory's command line.
+
+    ilnp-lab demo                         the README demo (a TCP session surviving a move)
+    ilnp-lab list                         the shipped experiments
+    ilnp-lab check FILE|NAME              validate an experiment file, create nothing
+    ilnp-lab run NAME|FILE [--quick] [--runs N] [--scenario MOVE] [--scheme S] [--out DIR]
+    ilnp-lab report DIR                   rebuild report.md, CSV and plots from DIR/results.json
+"""
+
+from __future__ import annotations
+
 import argparse
+import datetime
+import json
+import os
+import shlex
 import sys
+from pathlib import Path
+
+from .topology import EXPERIMENTS, SpecError, load
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="ilnp-lab", description="ILNPv6 laboratory")
+    ap = argparse.ArgumentParser(prog="ilnp-lab", description="ILNPv6 laboratory: namespaced testbeds, experiments, reports",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("demo", help="two namespaced hosts, an unmodified app over ILNPv6, the capture decoded", add_help=False)
+    sub.add_parser("demo", help="two namespaced hosts, an unmodified app over ILNPv6, a move mid-flow", add_help=False)
+    sub.add_parser("list", help="list the shipped experiments")
+    c = sub.add_parser("check", help="validate an experiment file (nothing is created)")
+    c.add_argument("experiment", help="a shipped experiment's name or a .toml path")
+    r = sub.add_parser("run", help="run an experiment and write results, plots and report.md")
+    r.add_argument("experiment", help="a shipped experiment's name (see `list`) or a .toml path")
+    r.add_argument("--quick", action="store_true", help="short flows, one run per cell (the file's [quick] table)")
+    r.add_argument("--runs", type=int, help="runs per cell (default: the file's runs)")
+    r.add_argument("--scenario", action="append", metavar="MOVE", help="only this move (repeatable), e.g. lan-wan")
+    r.add_argument("--scheme", action="append", metavar="S", help="only this scheme (repeatable): ilnp-hard, ilnp-soft, plain, mptcp")
+    r.add_argument("--out", type=Path, help="output folder (default out/<experiment>)")
+    r.add_argument("--seed", type=int, default=1, help="seed for nonces and link loss (run i uses seed+i)")
+    r.add_argument("--json", action="store_true", help="print the per-run results as JSON on stdout")
+    rp = sub.add_parser("report", help="rebuild report.md, results.csv and plots from a run folder")
+    rp.add_argument("dir", type=Path)
     args, rest = ap.parse_known_args(argv)
     if args.cmd == "demo":
         from .demo import main as demo
         return demo(rest)
-    return 2
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
+    try:
+        if args.cmd == "list":
+            for p in sorted(EXPERIMENTS.glob("*.toml")):
+                ex = load(p)
+                print(f"{ex.name:16} {ex.title}  (moves: {', '.join(ex.moves)}; schemes: {', '.join(ex.schemes)})")
+            return 0
+        if args.cmd == "check":
+            ex = load(args.experiment)
+            print(f"{ex.path}: ok: {len(ex.nodes)} nodes, {len(ex.links)} links, {len(ex.events)} events, "
+                  f"moves {', '.join(ex.moves)}, schemes {', '.join(ex.schemes)}")
+            return 0
+        if args.cmd == "report":
+            from . import report
+            results = json.loads((args.dir / "results.json").read_text())
+            meta = json.loads((args.dir / "meta.json").read_text())
+            print(report.write(args.dir, results, meta))
+            return 0
+        return run(args)
+    except SpecError as e:
+        print(f"ilnp-lab: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"ilnp-lab: {e}", file=sys.stderr)
+        return 2
+
+
+def run(args) -> int:
+    from tqdm import tqdm
+
+    from . import report, runner
+
+    ex = load(args.experiment)
+    if os.geteuid() != 0:
+        print("ilnp-lab run: needs root (network namespaces, BPF)", file=sys.stderr)
+        return 2
+    if args.runs is not None and args.runs < 1:
+        print(f"ilnp-lab run: --runs {args.runs}: must be at least 1", file=sys.stderr)
+        return 2
+    todo, notes = runner.cells(ex, args.scenario, args.scheme)
+    duration = ex.quick_duration_s if args.quick else ex.duration_s
+    runs = args.runs or (ex.quick_runs if args.quick else ex.runs)
+    out = args.out or Path("out") / ex.name
+    out.mkdir(parents=True, exist_ok=True)
+    runner.install_sigterm()
+    meta = {"experiment": ex.name, "title": ex.title, "file": str(ex.path),
+            "command": shlex.join(["ilnp-lab", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv),
+            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "quick": args.quick,
+            "duration_s": duration, "runs_per_cell": runs, "seed": args.seed, "versions": runner.versions(), "notes": notes}
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+    results = []
+    bar = tqdm(total=len(todo) * runs, unit="run", file=sys.stderr, dynamic_ncols=True)
+    interrupted = False
+    try:
+        for cell in todo:
+            for i in range(runs):
+                bar.set_description(f"{cell.id} #{i + 1}")
+                rdir = out / "runs" / cell.id.replace("/", "_") / f"run{i + 1:02d}"
+                try:
+                    res = runner.Run(ex, cell, i + 1, duration, rdir, args.seed + i).execute()
+                    res["ok"] = True
+                except runner.RunError as e:
+                    tqdm.write(f"ilnp-lab: run failed: {e}", file=sys.stderr)
+                    res = {"experiment": ex.name, "cell": cell.id, "move": cell.move, "scheme": cell.scheme,
+                           "load": cell.load.name, "cc": cell.cc, "run": i + 1, "ok": False, "error": str(e)}
+                results.append(res)
+                bar.update(1)
+    except KeyboardInterrupt:
+        interrupted = True
+        tqdm.write("ilnp-lab: interrupted: the current run's testbed was removed; writing what finished", file=sys.stderr)
+    finally:
+        bar.close()
+    meta["runs_done"] = len(results)
+    meta["runs_failed"] = sum(1 for r in results if not r.get("ok"))
+    meta["interrupted"] = interrupted
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    path = report.write(out, results, meta)
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        print(f"results: {out / 'results.json'}, {out / 'results.csv'}; report: {path}")
+    return 130 if interrupted else (1 if meta["runs_failed"] else 0)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ step failed half-way.
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
 import shlex
@@ -16,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyroute2 import NetNS, netns
+from pyroute2 import NetNS
 from pyroute2.netlink.exceptions import NetlinkError
 
 
@@ -89,10 +90,12 @@ class Node:
         return out
 
     def rate_limit(self, iface: str, rate_mbit: float) -> None:
-        """Token bucket on the interface's egress (a link's rate, one direction)."""
+        """Token bucket on the interface's egress (a link's rate, one direction), with 200 ms
+        of queue: deeper than a 320 KB TCP window at 30 Mbit/s, like a Wi-Fi driver's, so that
+        a window-limited flow is not cut by tail drops that have nothing to do with a handoff."""
         burst = max(int(rate_mbit * 1e6 / 8 / 250), 16 * 1514)  # 4 ms of traffic, at least 16 frames
         self.nl.tc("add", "tbf", index=self.index(iface), handle="1:", rate=f"{rate_mbit}mbit", burst=burst,
-                   latency="50ms")
+                   latency="200ms")
 
     # ---------- processes in the namespace
     def cmd(self, *args: str) -> list[str]:
@@ -129,6 +132,7 @@ class Testbed:
         self.procs: list[subprocess.Popen] = []
         self.workdir = Path(workdir) if workdir else Path("/tmp") / f"ilnp-{self.tag}"
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.owner = os.getpid()
 
     # ---------- lifecycle
     def __enter__(self) -> "Testbed":
@@ -138,21 +142,23 @@ class Testbed:
         self.close()
 
     def close(self) -> None:
+        if os.getpid() != self.owner:
+            return  # a forked child (pyroute2 forks) unwinding through our `with`: not its to remove
         for p in reversed(self.procs):
             stop_process(p)
         self.procs.clear()
         for node in self.nodes.values():
             node.close()
-            try:
-                netns.remove(node.ns)
-            except OSError:
-                pass
+            run(["ip", "netns", "del", node.ns], check=False)
         self.nodes.clear()
 
     # ---------- topology
     def add_node(self, name: str, router: bool = False) -> Node:
         ns = f"{self.tag}-{name}"
-        netns.create(ns)
+        # iproute2 creates the namespace: pyroute2's netns.create forks this process, which
+        # is unreliable once its netlink handles into other namespaces are open (the child
+        # can be stopped before it bind-mounts the namespace); all else goes through pyroute2
+        run(["ip", "netns", "add", ns])
         node = Node(self, name, ns)
         self.nodes[name] = node
         node.set_link("lo", True)
@@ -181,10 +187,17 @@ class Testbed:
             n.ifaces.append(i)
 
     def delay_link(self, a: Node, a_if: str, b: Node, b_if: str, delay_ms: float, loss_pct: float = 0.0,
-                   seed: int = 1, rate_mbit: float | None = None) -> subprocess.Popen:
-        """A link with one-way delay (and loss, rate) in both directions through the lab's
-        own delay line (this kernel has no netem): a —[dl namespace]— b."""
+                   seed: int = 1, rate_mbit: float | None = None) -> subprocess.Popen | None:
+        """A link with one-way delay (and loss, rate) in both directions: netem on both
+        ends where the kernel has it, otherwise through the lab's own delay line,
+        a —[dl namespace]— b (returns its process)."""
         from .daemon import binary
+        if netem_available():
+            self.link(a, a_if, b, b_if)
+            for n, i in ((a, a_if), (b, b_if)):
+                n.run("tc", "qdisc", "add", "dev", i, "root", "netem", "delay", f"{delay_ms}ms", "loss", f"{loss_pct}%",
+                      *(["rate", f"{rate_mbit}mbit"] if rate_mbit else []))
+            return None
         dl = self.add_node(f"dl{len(self.nodes)}")
         self._veth(a, a_if, dl, "dla")
         self._veth(b, b_if, dl, "dlb")
@@ -216,6 +229,13 @@ class Testbed:
         )
         self.procs.append(p)
         return p
+
+
+@functools.cache
+def netem_available() -> bool:
+    """Whether this kernel has netem, tried in a throwaway network namespace."""
+    p = run(["unshare", "-n", "tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"], check=False)
+    return p.returncode == 0
 
 
 def stop_process(p: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 10) -> int | None:

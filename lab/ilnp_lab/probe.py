@@ -1,0 +1,55 @@
+"""Sequence-numbered UDP probe: sends `rate` datagrams/s to the peer for `secs` seconds
+and records every sequence number it receives from the peer (run one at each end).
+
+    python3 -m ilnp_lab.probe ME PEER PORT SECS RATE OUT.json
+
+Standard library only: it runs with the namespace's system python3. OUT.json:
+{"sent": N, "got": [seq, ...], "send_errors": N}. Both ends start 0.5 s after
+launch so each is listening before the first datagram.
+"""
+
+import json
+import select
+import socket
+import sys
+import time
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 6:
+        print(__doc__, file=sys.stderr)
+        return 2
+    me, peer, port, secs, rate, out = argv[0], argv[1], int(argv[2]), float(argv[3]), int(argv[4]), argv[5]
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.bind((me, port))
+    s.setblocking(False)
+    got, sent, errors, seq = set(), 0, 0, 0
+    t0 = time.monotonic() + 0.5
+    nxt = t0
+    while time.monotonic() < t0:
+        time.sleep(0.01)
+    while time.monotonic() - t0 < secs + 1.0:
+        now = time.monotonic()
+        if now >= nxt and now - t0 < secs:
+            try:
+                s.sendto(seq.to_bytes(4, "big"), (peer, port))
+                sent += 1
+            except OSError:
+                errors += 1  # e.g. no route after the network left: the datagram counts as sent and lost
+                sent += 1
+            seq += 1
+            nxt += 1.0 / rate
+        r, _, _ = select.select([s], [], [], 0.002)
+        while r:
+            try:
+                d, _a = s.recvfrom(64)
+                got.add(int.from_bytes(d[:4], "big"))
+            except BlockingIOError:
+                break
+    with open(out, "w") as f:
+        json.dump({"sent": sent, "got": sorted(got), "send_errors": errors}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

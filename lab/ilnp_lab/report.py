@@ -1,0 +1,143 @@
+"""Results of a run folder -> results.csv, plots/*.png and report.md.
+
+Our numbers sit beside the seeds': the measured ILNPv6 values of seed 000 / thesis
+Ch. 5 and the thesis's analytic values (Tables 6.5-6.12, no loss), which are also the
+only MIPv6 rows (MIPv6 cannot run on this kernel): labelled as reference rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from . import analysis, plots
+
+# thesis Tables 6.5-6.12 (no loss): handoff delay and interruption time, ms
+PUBLISHED = {
+    "lan-lan": {"handoff": {"MIPv6 no RO": 1005, "MIPv6 RO": 1024, "ILNP hard": 7, "ILNP soft": 7},
+                "interruption": {"MIPv6 no RO": 1002.5, "MIPv6 RO": 1002.5, "ILNP hard": 4.5, "ILNP soft": 0}},
+    "lan-wan": {"handoff": {"MIPv6 no RO": 1200, "MIPv6 RO": 1609, "ILNP hard": 202, "ILNP soft": 202},
+                "interruption": {"MIPv6 no RO": 1100, "MIPv6 RO": 1100, "ILNP hard": 102, "ILNP soft": 0}},
+    "wan-lan": {"handoff": {"MIPv6 no RO": 1200, "MIPv6 RO": 1609, "ILNP hard": 7, "ILNP soft": 7},
+                "interruption": {"MIPv6 no RO": 1100, "MIPv6 RO": 1100, "ILNP hard": 4.5, "ILNP soft": 0}},
+    "wan-wan": {"handoff": {"MIPv6 no RO": 1400, "MIPv6 RO": 2204, "ILNP hard": 202, "ILNP soft": 202},
+                "interruption": {"MIPv6 no RO": 1200, "MIPv6 RO": 1200, "ILNP hard": 102, "ILNP soft": 0}},
+}
+# seed 000 §6.1.3: a hard handoff (and MIPv6) loses about one 320 KB window of 1400 B segments
+WINDOW_LOSS_PACKETS = 234
+
+CSV_FIELDS = ["experiment", "cell", "move", "scheme", "load", "cc", "run", "ok", "failed_step", "session_survived",
+              "bytes_received", "retransmissions", "lost", "interruption_ms", "handoff_delay_ms", "lu_copies",
+              "ra_to_lu_ms", "probe_cn_to_mn_lost", "probe_mn_to_cn_lost", "stale_drops"]
+
+
+def flat(r: dict) -> dict:
+    if not r.get("ok", True):
+        return {k: r.get(k) for k in ("experiment", "cell", "move", "scheme", "load", "cc", "run")} | {
+            "ok": False, "failed_step": r.get("error")}
+    f, p = r["flow"], r.get("probe") or {}
+    return {"experiment": r["experiment"], "cell": r["cell"], "move": r["move"], "scheme": r["scheme"], "load": r["load"],
+            "cc": r["cc"], "run": r["run"], "ok": True, "failed_step": None, "session_survived": r["session_survived"],
+            "bytes_received": f["bytes_received"], "retransmissions": f.get("retransmissions"), "lost": f.get("lost"),
+            "interruption_ms": round(f["interruption_s"] * 1000, 1) if f.get("interruption_s") is not None else None,
+            "handoff_delay_ms": r.get("handoff_delay_ms"), "lu_copies": r.get("lu_copies"), "ra_to_lu_ms": r.get("ra_to_lu_ms"),
+            "probe_cn_to_mn_lost": p.get("cn_to_mn_lost"), "probe_mn_to_cn_lost": p.get("mn_to_cn_lost"),
+            "stale_drops": r.get("stale_drops")}
+
+
+def write_csv(results: list[dict], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        for r in results:
+            w.writerow(flat(r))
+
+
+def fmt(s: dict, scale: float = 1.0, digits: int = 1) -> str:
+    if not s or not s.get("n"):
+        return "—"
+    med = s["median"] * scale
+    if s["n"] == 1:
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} [{s['p25'] * scale:.{digits}f}–{s['p75'] * scale:.{digits}f}]"
+
+
+def group_key(r: dict) -> tuple:
+    return (r["experiment"], r["load"], r["cc"], r["move"])
+
+
+def write(outdir: Path, results: list[dict], meta: dict) -> Path:
+    """Writes results.csv, the plots and report.md into `outdir`; returns the report's path."""
+    outdir = Path(outdir)
+    write_csv(results, outdir / "results.csv")
+    pdir = outdir / "plots"
+    lines = [f"# ilnp-lab report: {meta['experiment']}", "", f"{meta.get('title', '')}", "",
+             f"Command: `{meta['command']}`  ", f"Started {meta['started']}, {meta['runs_done']} runs "
+             f"({meta['runs_failed']} failed), {meta['runs_per_cell']} per cell, flows of {meta['duration_s']:g} s"
+             f"{' (--quick)' if meta.get('quick') else ''}.", "", "Versions and link emulation:", ""]
+    lines += [f"* {k}: {v}" for k, v in meta["versions"].items()]
+    for n in meta.get("notes", []):
+        lines.append(f"* note: {n}")
+    lines += ["", "Values are median [25th–75th percentile] over the runs of a cell. Definitions (seed 000 §5.4): "
+              "*data* = unique TCP/UDP payload bytes received at the MN; *retrans.* = data segments the CN sent "
+              "with a sequence number it had sent before; *lost* = retransmitted at the CN and not received twice "
+              "at the MN, plus packets the MN's ilnpd dropped for a stale locator (UDP: sent at the CN minus "
+              "received at the MN); *interruption* = longest gap between data arrivals at the MN (to the flow's "
+              "end if the session broke); *handoff* = first Locator Update sent → its ack, at the MN; "
+              "*RA→LU* = the new network's first Router Advertisement at the MN → the first LU on the wire; "
+              "*probe* = sequence-numbered UDP probe lost CN→MN / MN→CN.", ""]
+
+    ok = [r for r in results if r.get("ok", True)]
+    failed = [r for r in results if not r.get("ok", True)]
+    groups: dict[tuple, list[dict]] = {}
+    for r in ok:
+        groups.setdefault(group_key(r), []).append(r)
+    for (exp, load, cc, move), rs in sorted(groups.items()):
+        tag = "-".join(x for x in (move, load if load != "default" else "", cc if cc != "-" else "") if x)
+        lines += [f"## {move}" + (f", load {load}" if load != "default" else "") + (f", {cc}" if cc != "-" else ""), ""]
+        by_scheme: dict[str, list[dict]] = {}
+        for r in sorted(rs, key=lambda r: (r["scheme"], r["run"])):
+            by_scheme.setdefault(r["scheme"], []).append(r)
+        lines += ["| scheme | runs | session survived | data (MB) | retrans. | lost | interruption (ms) | handoff (ms) "
+                  "| LUs sent | RA→LU (ms) | probe lost CN→MN / MN→CN |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for scheme, srs in by_scheme.items():
+            col = lambda f: analysis.summary([v for v in (f(r) for r in srs) if v is not None])  # noqa: E731
+            probe = lambda k: col(lambda r: (r.get("probe") or {}).get(k))  # noqa: E731
+            surv = sum(1 for r in srs if r["session_survived"])
+            lines.append(
+                f"| {scheme} | {len(srs)} | {surv}/{len(srs)} | {fmt(col(lambda r: r['flow']['bytes_received']), 1e-6, 2)} "
+                f"| {fmt(col(lambda r: r['flow'].get('retransmissions')), digits=0)} "
+                f"| {fmt(col(lambda r: r['flow'].get('lost')), digits=0)} "
+                f"| {fmt(col(lambda r: r['flow']['interruption_s']), 1000)} | {fmt(col(lambda r: r.get('handoff_delay_ms')))} "
+                f"| {fmt(col(lambda r: r.get('lu_copies') if r['scheme'].startswith('ilnp') else None), digits=0)} "
+                f"| {fmt(col(lambda r: r.get('ra_to_lu_ms')))} "
+                f"| {fmt(probe('cn_to_mn_lost'), digits=0)} / {fmt(probe('mn_to_cn_lost'), digits=0)} |")
+        pub = PUBLISHED.get(move)
+        if pub:
+            lines += ["", f"Reference rows (thesis Tables 6.5–6.12, analytic, no loss; MIPv6 cannot run on this kernel):", "",
+                      "| scheme | handoff (ms) | interruption (ms) |", "|---|---|---|"]
+            lines += [f"| {k} (published) | {pub['handoff'][k]:g} | {pub['interruption'][k]:g} |" for k in pub["handoff"]]
+            if exp.endswith("tcp"):
+                lines.append(f"| ILNP hard / MIPv6, TCP lost packets (seed 000 Fig. 15, ≈ one window) | — | "
+                             f"≈ {WINDOW_LOSS_PACKETS} packets |")
+        # plots: one timeline (first run of each scheme) and box plots, like Figs. 9-16
+        series = {s: srs[0]["flow"]["timeline"] for s, srs in by_scheme.items()}
+        events = [(e["t_s"], e["label"]) for e in rs[0]["timeline"]]
+        figs = [plots.timeline_plot(series, pdir / f"{exp}-{tag}-timeline.png", f"{exp} {tag}: data rate at the MN", events)]
+        for metric, label, get in (("data", "data received (MB)", lambda r: r["flow"]["bytes_received"] / 1e6),
+                                   ("lost", "lost packets", lambda r: r["flow"].get("lost")),
+                                   ("retrans", "retransmissions at the CN", lambda r: r["flow"].get("retransmissions")),
+                                   ("handoff", "handoff delay LU→ack (ms)", lambda r: r.get("handoff_delay_ms")),
+                                   ("interruption", "interruption (ms)", lambda r: r["flow"]["interruption_s"] * 1000)):
+            data = {s: [v for v in (get(r) for r in srs) if v is not None] for s, srs in by_scheme.items()}
+            if metric == "retrans" and not exp.endswith("tcp"):
+                continue
+            figs.append(plots.box_plot(data, pdir / f"{exp}-{tag}-{metric}.png", f"{exp} {tag}", label))
+        lines += [""] + [f"![{Path(f).stem}](plots/{Path(f).name})" for f in figs] + [""]
+    if failed:
+        lines += ["## Failed runs", ""] + [f"* {r['cell']} run {r['run']}: {r['error']}" for r in failed] + [""]
+    path = outdir / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    (outdir / "meta.json").write_text(json.dumps(meta, indent=1))
+    return path

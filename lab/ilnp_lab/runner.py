@@ -1,0 +1,352 @@
+"""Runs an experiment: every cell (move x scheme x load x congestion control) `runs`
+times, each run on a freshly built testbed that is removed afterwards, even when
+the run fails or the user presses Ctrl-C.
+
+One run: build the network, start radvd and wait for SLAAC, set up the scheme
+(ilnpd on CN and MN with hard or soft handoff; nothing for plain IPv6; MPTCP limits
+and a `signal` endpoint for each address the MN gains), start tcpdump on the CN
+and the MN, the iperf3 server on the MN and the UDP probe at both ends, start the
+iperf3 client on the CN at t = 0, play the timeline (links up/down), wait for the
+flow to end, then analyse the captures (analysis.py) into `result.json`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import analysis, pcap
+from .daemon import Ilnpd, Peer, binary
+from .testbed import StepError, Testbed, run as run_cmd, stop_process, wait_for
+from .topology import Experiment, Load, build
+
+ID_PREFIX = "fd69:6c6e:7000::"
+IPERF_PORT = 5201
+PROBE_PORT = 7100
+LAB_DIR = Path(__file__).resolve().parents[1]
+
+
+class RunError(RuntimeError):
+    """A run failed; the message names the cell, the run and the step."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    move: str
+    scheme: str
+    load: Load
+    cc: str
+
+    @property
+    def id(self) -> str:
+        parts = [self.move, self.scheme]
+        if self.load.name != "default":
+            parts.append(self.load.name)
+        parts.append(self.cc)
+        return "/".join(parts)
+
+
+def available_ccs() -> set[str]:
+    return set(Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split())
+
+
+def cells(ex: Experiment, moves: list[str] | None = None, schemes: list[str] | None = None) -> tuple[list[Cell], list[str]]:
+    """The cells to run and notes on what was skipped (unknown names are errors)."""
+    notes = []
+    for name, pool, what in ((moves, ex.moves, "move"), (schemes, ex.schemes, "scheme")):
+        for n in name or []:
+            if n not in pool:
+                raise ValueError(f"{ex.name}: no {what} {n!r} (known: {', '.join(pool)})")
+    ccs = ex.ccs if ex.kind == "tcp" else ["-"]
+    have = available_ccs()
+    runnable = []
+    for cc in ccs:
+        if cc != "-" and cc not in have:
+            notes.append(f"congestion control {cc!r} skipped: this kernel has only {', '.join(sorted(have))}")
+        else:
+            runnable.append(cc)
+    out = [Cell(m, s, ld, cc) for m in (moves or list(ex.moves)) for s in (schemes or ex.schemes)
+           for ld in ex.loads for cc in runnable]
+    return out, notes
+
+
+def nid_of(ex: Experiment, host: str) -> str:
+    k = {ex.cn: 0x0C, ex.mn: 0x0D}.get(host, 0x10 + sorted(ex.nodes).index(host))
+    return f"0200:00ff:fe00:{k:04x}"
+
+
+def join(prefix: str, nid: str) -> str:
+    hi = int(ipaddress.IPv6Network(prefix, strict=False).network_address) >> 64
+    return str(ipaddress.IPv6Address((hi << 64) | int(nid.replace(":", ""), 16)))
+
+
+def l64(prefix: str) -> str:
+    hi = int(ipaddress.IPv6Network(prefix, strict=False).network_address) >> 64
+    return ":".join(f"{(hi >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0))
+
+
+def initial_prefixes(ex: Experiment, host: str) -> list[tuple[str, str]]:
+    """(iface, /64) of the host's networks that are up at t = 0: static or advertised."""
+    out = []
+    for iface, link in ex.host_ifaces(host):
+        if not link.up:
+            continue
+        addr = link.a_addr if (link.a, link.a_if) == (host, iface) else link.b_addr
+        ra = ex.radvd_facing(host, iface)
+        if addr:
+            out.append((iface, str(ipaddress.IPv6Interface(addr).network)))
+        elif ra:
+            out.append((iface, ra.prefix))
+    return out
+
+
+def capture(node, path: Path) -> subprocess.Popen:
+    """tcpdump on all of a node's interfaces (wire form only: identifier-form packets on
+    ilnp0 are left out), headers only, written as it goes."""
+    p = node.spawn("tcpdump", "-i", "any", "-s", "160", "-U", "-n", "-w", str(path),
+                   f"ip6 and not net {ID_PREFIX}/64", stderr=subprocess.PIPE)
+    seen = []
+    for _ in range(3):  # "data link type ..." may come before "listening on ..."
+        seen.append(p.stderr.readline().decode().strip())
+        if "listening" in seen[-1]:
+            return p
+    raise StepError(f"tcpdump on {node.name} did not start: {' / '.join(seen)}")
+
+
+class Run:
+    def __init__(self, ex: Experiment, cell: Cell, index: int, duration: float, rdir: Path, seed: int):
+        self.ex, self.cell, self.index, self.duration, self.rdir, self.seed = ex, cell, index, duration, rdir, seed
+        self.step = "start"
+        self.notes: list[str] = []
+
+    def event_times(self) -> list[tuple[float, object]]:
+        scale = self.duration / self.ex.duration_s
+        return [(e.at_s * scale, e) for e in self.ex.events]
+
+    def execute(self) -> dict:
+        ex, cell = self.ex, self.cell
+        self.rdir.mkdir(parents=True, exist_ok=True)
+        with Testbed(workdir=self.rdir) as bed:
+            try:
+                return self._execute(bed)
+            except Exception as e:
+                raise RunError(f"{cell.id} run {self.index}: step '{self.step}': {e}") from e
+
+    def _execute(self, bed: Testbed) -> dict:
+        ex, cell, d = self.ex, self.cell, self.rdir
+        self.step = f"build the network (move {cell.move})"
+        nodes = build(bed, ex, cell.move, seed=self.seed)
+        cn, mn = nodes[ex.cn], nodes[ex.mn]
+        self.step = "wait for SLAAC on the MN's first network"
+        first = initial_prefixes(ex, ex.mn)
+        for iface, prefix in first:
+            net = ipaddress.IPv6Network(prefix)
+            wait_for(lambda: any(ipaddress.IPv6Address(a) in net for a in mn.global_addrs(iface)), timeout=20,
+                     what=f"SLAAC address from {prefix} on {ex.mn}:{iface}")
+        ilnp = cell.scheme.startswith("ilnp")
+        daemons = {}
+        if ilnp:
+            self.step = "start ilnpd on CN and MN"
+            for host, other in ((ex.cn, ex.mn), (ex.mn, ex.cn)):
+                peers = [Peer(other, nid_of(ex, other), [(l64(p), 10) for _, p in initial_prefixes(ex, other)])]
+                daemons[host] = Ilnpd(nodes[host], [i for i, _ in ex.host_ifaces(host)], nid=nid_of(ex, host), peers=peers,
+                                      extra={"handoff": cell.scheme.split("-")[1], "rng_seed": self.seed,
+                                             "log_level": "info"}).start()
+            src = daemons[ex.cn].identifier_address()
+            dst = daemons[ex.mn].identifier_address()
+        else:
+            src = cn.global_addrs(initial_prefixes(ex, ex.cn)[0][0])[0]
+            net = ipaddress.IPv6Network(first[0][1])
+            dst = next(a for a in mn.global_addrs(first[0][0]) if ipaddress.IPv6Address(a) in net)
+        if cell.scheme == "mptcp":
+            self.step = "MPTCP limits"
+            for n in (cn, mn):
+                n.ip("mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "4")
+
+        self.step = "start captures, server and probes"
+        caps = {n.name: capture(n, d / f"{n.name}.pcap") for n in (cn, mn)}
+        mon = None
+        if ilnp:
+            mon = mn.spawn(binary("ilnpctl"), "-s", daemons[ex.mn].socket, "--json", "monitor",
+                           stdout=open(d / "mn-events.jsonl", "w"))
+        wrap = ["mptcpize", "run"] if cell.scheme == "mptcp" else []
+        # ILNP: the server binds the identifier address; otherwise any address, so that
+        # MPTCP can add subflows towards the MN's new addresses
+        bind = ["-B", dst] if ilnp else []
+        srv = mn.spawn(*wrap, "iperf3", "-s", "-1", *bind, "-p", str(IPERF_PORT), "-J",
+                       stdout=open(d / "iperf-server.json", "w"), stderr=open(d / "iperf-server.err", "w"))
+        env = dict(os.environ, PYTHONPATH=str(LAB_DIR))
+        probes = {}
+        if ex.probe_pps:
+            for node, me, peer in ((cn, src, dst), (mn, dst, src)):
+                probes[node.name] = node.spawn("python3", "-m", "ilnp_lab.probe", me, peer, str(PROBE_PORT),
+                                               str(self.duration), str(ex.probe_pps), str(d / f"probe-{node.name}.json"),
+                                               env=env)
+        wait_for(lambda: port_listening(mn, IPERF_PORT), timeout=10, what="iperf3 server listening")
+
+        self.step = "traffic and timeline"
+        args = [*wrap, "iperf3", "-c", dst, "-p", str(IPERF_PORT), "-t", str(self.duration), "-J", "-B", src]
+        if ex.kind == "tcp":
+            args += ["-C", cell.cc] + (["-w", ex.window] if ex.window else [])
+        else:
+            args += ["-u"] + (["-b", cell.load.rate] if cell.load.rate else []) + (["-l", str(cell.load.size)] if cell.load.size else [])
+        t0 = time.time()
+        cli = cn.spawn(*args, stdout=open(d / "iperf-client.json", "w"), stderr=open(d / "iperf-client.err", "w"))
+        timeline = []
+        for at, e in self.event_times():
+            delay = t0 + at - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            t_event = time.time() - t0  # before the change: its effects (RS, RA, LU) follow within microseconds
+            nodes[e.node].set_link(e.iface, e.action == "up")
+            timeline.append({"t_s": round(t_event, 4), "label": e.label, "node": e.node, "iface": e.iface,
+                             "action": e.action})
+            if cell.scheme == "mptcp" and e.action == "up" and e.node == ex.mn:
+                threading.Thread(target=self._mptcp_endpoint, args=(mn, e.iface), daemon=True).start()
+        self.step = "wait for the flow to end"
+        try:
+            cli.wait(timeout=max(0.0, t0 + self.duration + 15 - time.time()))
+        except subprocess.TimeoutExpired:
+            self.notes.append("iperf3 client did not finish 15 s after the flow's end (session broken): stopped")
+            stop_process(cli)
+        for p in probes.values():
+            try:
+                p.wait(timeout=max(1.0, t0 + self.duration + 5 - time.time()))
+            except subprocess.TimeoutExpired:
+                stop_process(p)
+        stop_process(srv)
+        stats = {}
+        if ilnp:
+            for host, dm in daemons.items():
+                stats[host] = dm.stats()
+            stop_process(mon)
+        for p in caps.values():
+            stop_process(p)
+        self.step = "analyse"
+        return self._analyse(t0, timeline, stats, nid_of(ex, ex.mn) if ilnp else None)
+
+    def _mptcp_endpoint(self, mn, iface: str) -> None:
+        """What a connection manager does for MPTCP: announce each new address."""
+        try:
+            addr = wait_for(lambda: mn.global_addrs(iface), timeout=10, what=f"address on {iface}")[0]
+            mn.ip("mptcp", "endpoint", "add", addr, "dev", iface, "signal")
+        except Exception as e:  # recorded, the run goes on: the result shows what MPTCP did
+            self.notes.append(f"mptcp endpoint on {iface}: {e}")
+
+    def _analyse(self, t0: float, timeline: list[dict], stats: dict, mn_nid: str | None) -> dict:
+        ex, cell, d = self.ex, self.cell, self.rdir
+        cn_pcaps, mn_pcaps = [str(d / f"{ex.cn}.pcap")], [str(d / f"{ex.mn}.pcap")]
+        stale = 0
+        if mn_nid:
+            stale = int(stats[ex.mn]["core"].get("aged_local_locator", 0))
+        res = {"experiment": ex.name, "cell": cell.id, "move": cell.move, "scheme": cell.scheme, "load": cell.load.name,
+               "cc": cell.cc, "run": self.index, "duration_s": self.duration, "t0": t0, "timeline": timeline,
+               "stale_drops": stale}
+        if ex.kind == "tcp":
+            flow = analysis.tcp_flow(cn_pcaps, mn_pcaps, IPERF_PORT, t0, stale_drops=stale, end_s=self.duration)
+        else:
+            flow = analysis.udp_flow(mn_pcaps, IPERF_PORT, t0, end_s=self.duration)
+            sent = analysis.udp_flow(cn_pcaps, IPERF_PORT, t0, end_s=self.duration)
+            flow["packets_sent"] = sent["packets_received"]
+            flow["lost"] = max(0, sent["packets_received"] - flow["packets_received"]) + stale
+        res["flow"] = flow
+        leave = next((e["t_s"] for e in timeline if e["action"] == "down"), None)
+        # the session survived if data still reached the MN in the last second of the flow
+        res["session_survived"] = flow["last_data_at_s"] is not None and flow["last_data_at_s"] >= self.duration - 1.0
+        if leave is not None:
+            res["session_survived"] = res["session_survived"] and flow["last_data_at_s"] > leave + 1.0
+        lus = analysis.lu_handshakes(mn_pcaps, t0, mn_nid=mn_nid) if mn_nid else []
+        res["lu"] = lus
+        res["handoff_delay_ms"] = lus[0]["delay_ms"] if lus else None
+        res["lu_copies"] = sum(l["copies"] for l in lus)
+        res["ra_to_lu_ms"] = ra_to_lu_ms(mn_pcaps[0], t0, timeline, ex, lus)
+        res["probe"] = probe_loss(d, ex)
+        try:
+            ij = json.loads((d / "iperf-client.json").read_text() or "{}")
+            res["iperf_error"] = ij.get("error")
+            if ex.kind == "tcp":
+                res["iperf_retransmits"] = ij.get("end", {}).get("sum_sent", {}).get("retransmits")
+        except ValueError:
+            res["iperf_error"] = "no JSON from iperf3 client"
+        res["stats"] = stats
+        res["notes"] = self.notes
+        (d / "result.json").write_text(json.dumps(res, indent=1))
+        return res
+
+
+def port_listening(node, port: int) -> bool:
+    return f":{port} " in node.run("ss", "-Hltn", check=False).stdout
+
+
+def probe_loss(d: Path, ex: Experiment) -> dict | None:
+    if not ex.probe_pps:
+        return None
+    try:
+        a = json.loads((d / f"probe-{ex.cn}.json").read_text())
+        b = json.loads((d / f"probe-{ex.mn}.json").read_text())
+    except (OSError, ValueError) as e:
+        return {"error": f"probe output missing: {e}"}
+    return {"cn_to_mn_sent": a["sent"], "cn_to_mn_lost": a["sent"] - len(b["got"]),
+            "mn_to_cn_sent": b["sent"], "mn_to_cn_lost": b["sent"] - len(a["got"])}
+
+
+def ra_to_lu_ms(mn_pcap: str, t0: float, timeline: list[dict], ex: Experiment, lus: list[dict]) -> float | None:
+    """Locator usable -> LU on the wire: from the first Router Advertisement carrying the
+    joined network's prefix (with optimistic DAD the address is usable on receipt) to
+    the first LU the MN sends after it."""
+    join = next((e for e in timeline if e["action"] == "up" and e["node"] == ex.mn), None)
+    ra = ex.radvd_facing(ex.mn, join["iface"]) if join else None
+    if not ra or not lus:
+        return None
+    want = ipaddress.IPv6Network(ra.prefix).network_address.packed[:8]
+    t_ra = None
+    for p in pcap.read(mn_pcap):
+        if p.proto == pcap.ICMPV6 and p.l4[:1] == b"\x86" and p.ts - t0 >= join["t_s"] and want in p.l4[16:]:
+            t_ra = p.ts - t0
+            break
+    if t_ra is None:
+        return None
+    after = [l["t_sent_s"] for l in lus if l["t_sent_s"] >= t_ra]
+    return round((after[0] - t_ra) * 1000, 3) if after else None
+
+
+def versions() -> dict:
+    def first_line(cmd):
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            return (p.stdout or p.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "unavailable"
+    git = first_line(["git", "-C", str(LAB_DIR.parent), "describe", "--always", "--dirty"])
+    return {"kernel": platform.release(), "python": platform.python_version(), "git": git,
+            "ilnpd": first_line([binary("ilnpd"), "--version"]), "iperf3": first_line(["iperf3", "--version"]),
+            "radvd": first_line(["radvd", "--version"]), "tcpdump": first_line(["tcpdump", "--version"]),
+            "mptcpize": "present" if shutil.which("mptcpize") else "absent",
+            "link_emulation": "netem" if netem_available() else "ilnp-delayline (this kernel has no netem)"}
+
+
+def netem_available() -> bool:
+    """Tried in a throwaway network namespace, so the host is never touched."""
+    from .testbed import netem_available as probe
+    return probe()
+
+
+def install_sigterm() -> None:
+    """SIGTERM ends a run like Ctrl-C: the testbed's cleanup runs. Only in this process:
+    pyroute2's forked helpers inherit the handler and are stopped with SIGTERM."""
+    main = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != main:
+            os._exit(0)
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)

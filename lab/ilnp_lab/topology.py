@@ -1,0 +1,420 @@
+"""Experiment files: topology, timeline, traffic and the cells to run, in TOML.
+
+`load(path)` reads and checks a whole file before anything is created: an unknown
+key, a link to a missing node, an address that does not parse or a timeline out of
+order is a `SpecError` naming the file, the item and (where the key is written
+in the file) its line. `build(bed, topo, move)` then creates the network in a
+`Testbed`. The shipped experiments live in `experiments/` beside this file;
+`resolve("seed000-tcp")` finds them by name.
+
+Format (see experiments/seed000-tcp.toml for a complete file):
+
+    base = "other.toml"          # optional: start from another file, replace its top-level tables
+    [experiment] name, title, duration_s, runs, cn, mn, schemes = ["ilnp-hard", "ilnp-soft", "plain", "mptcp"]
+    [quick] duration_s, runs     # what --quick runs (the timeline is scaled to the shorter flow)
+    [traffic] kind = "tcp"|"udp", window, cc = [...], probe_pps, loads = [{name, rate, size}]
+    [[node]] name, router
+    [[link]] name, a = "node:iface", b = "node:iface", a_addr, b_addr, delay_ms, loss_pct, rate_mbit, mtu, up
+    [[route]] node, dst ("default" or prefix), via
+    [[radvd]] node, iface, prefix, pref ("low"|"medium"|"high"), min_ra, max_ra, valid, preferred
+    [[event]] at_s, node, iface, action ("up"|"down"), label
+    [move.NAME] links = { LINK = { delay_ms, loss_pct, rate_mbit } }
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
+SCHEMES = ("ilnp-hard", "ilnp-soft", "plain", "mptcp")
+IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
+NODENAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
+
+
+class SpecError(ValueError):
+    """A bad experiment file; the message names the file, the item and the key."""
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    name: str
+    a: str
+    a_if: str
+    b: str
+    b_if: str
+    a_addr: str | None = None
+    b_addr: str | None = None
+    delay_ms: float = 0.0
+    loss_pct: float = 0.0
+    rate_mbit: float | None = None
+    mtu: int | None = None
+    up: bool = True
+
+
+@dataclass(frozen=True)
+class RadvdSpec:
+    node: str
+    iface: str
+    prefix: str
+    pref: str = "medium"
+    min_ra: float = 3
+    max_ra: float = 4
+    valid: int = 30
+    preferred: int = 20
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    at_s: float
+    node: str
+    iface: str
+    action: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Load:
+    name: str
+    rate: str | None = None  # iperf3 -b
+    size: int | None = None  # iperf3 -l
+
+
+@dataclass
+class Experiment:
+    path: Path
+    name: str
+    title: str
+    duration_s: float
+    runs: int
+    quick_duration_s: float
+    quick_runs: int
+    cn: str
+    mn: str
+    schemes: list[str]
+    kind: str
+    window: str | None
+    ccs: list[str]
+    probe_pps: int
+    loads: list[Load]
+    nodes: dict[str, bool]  # name -> router
+    links: list[LinkSpec]
+    routes: list[tuple[str, str, str]]
+    radvd: list[RadvdSpec]
+    events: list[EventSpec]
+    moves: dict[str, dict[str, dict]] = field(default_factory=dict)
+
+    def links_for(self, move: str) -> list[LinkSpec]:
+        over = self.moves[move]
+        return [replace(l, **over.get(l.name, {})) for l in self.links]
+
+    def host_ifaces(self, node: str) -> list[tuple[str, LinkSpec]]:
+        out = []
+        for l in self.links:
+            if l.a == node:
+                out.append((l.a_if, l))
+            if l.b == node:
+                out.append((l.b_if, l))
+        return out
+
+    def radvd_facing(self, node: str, iface: str) -> RadvdSpec | None:
+        """The radvd advertising onto the link behind `node:iface`, if any."""
+        for l in self.links:
+            far = (l.b, l.b_if) if (l.a, l.a_if) == (node, iface) else (l.a, l.a_if) if (l.b, l.b_if) == (node, iface) else None
+            if far:
+                for r in self.radvd:
+                    if (r.node, r.iface) == far:
+                        return r
+        return None
+
+
+# ---------------------------------------------------------------- loading
+
+def resolve(name_or_path: str) -> Path:
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or p.exists():
+        if not p.exists():
+            raise SpecError(f"{p}: no such file")
+        return p
+    q = EXPERIMENTS / f"{name_or_path}.toml"
+    if not q.exists():
+        known = ", ".join(sorted(x.stem for x in EXPERIMENTS.glob("*.toml")))
+        raise SpecError(f"no experiment named {name_or_path!r} (shipped: {known}; or give a .toml path)")
+    return q
+
+
+class _Ctx:
+    def __init__(self, path: Path, text: str):
+        self.path, self.lines = path, text.splitlines()
+
+    def line_of(self, key: str) -> str:
+        pat = re.compile(rf"^\s*{re.escape(key)}\s*=|[{{,]\s*{re.escape(key)}\s*=")
+        for i, line in enumerate(self.lines, 1):
+            if pat.search(line.split("#", 1)[0]):
+                return f":{i}"
+        return ""
+
+    def err(self, where: str, msg: str, key: str | None = None) -> SpecError:
+        return SpecError(f"{self.path}{self.line_of(key) if key else ''}: {where}: {msg}")
+
+    def keys(self, where: str, table: dict, allowed: set[str], required: set[str] = frozenset()) -> None:
+        if not isinstance(table, dict):
+            raise self.err(where, "must be a table")
+        for k in table:
+            if k not in allowed:
+                raise self.err(where, f"unknown key {k!r} (allowed: {', '.join(sorted(allowed))})", k)
+        for k in required:
+            if k not in table:
+                raise self.err(where, f"missing key {k!r}")
+
+    def num(self, where: str, table: dict, key: str, default, lo: float = 0, hi: float = float("inf"), integer=False):
+        v = table.get(key, default)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+            raise self.err(where, f"{key} = {v!r} is not a{'n integer' if integer else ' number'}", key)
+        if not lo <= v <= hi:
+            raise self.err(where, f"{key} = {v!r} is out of range [{lo}, {hi}]", key)
+        return v
+
+    def string(self, where: str, table: dict, key: str, default=None, choices=None) -> str | None:
+        v = table.get(key, default)
+        if v is not None and not isinstance(v, str):
+            raise self.err(where, f"{key} = {v!r} is not a string", key)
+        if choices and v not in choices:
+            raise self.err(where, f"{key} = {v!r} is not one of {', '.join(choices)}", key)
+        return v
+
+
+def _read(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, str]:
+    try:
+        text = path.read_text()
+        doc = tomllib.loads(text)
+    except OSError as e:
+        raise SpecError(f"{path}: {e.strerror}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: {e}") from e
+    base = doc.pop("base", None)
+    if base is None:
+        return doc, text
+    if not isinstance(base, str):
+        raise SpecError(f"{path}: base = {base!r} is not a file name")
+    bpath = (path.parent / base).resolve()
+    if bpath in seen:
+        raise SpecError(f"{path}: base {base!r} includes itself")
+    merged, btext = _read(bpath, seen + (path.resolve(),))
+    merged.update(doc)  # top-level tables of this file replace the base's
+    return merged, text + "\n" + btext
+
+
+def load(name_or_path: str | Path) -> Experiment:
+    path = resolve(str(name_or_path))
+    doc, text = _read(path)
+    c = _Ctx(path, text)
+    c.keys("top level", doc, {"experiment", "quick", "traffic", "node", "link", "route", "radvd", "event", "move"},
+           {"experiment", "node", "link", "traffic"})
+
+    ex = doc["experiment"]
+    c.keys("[experiment]", ex, {"name", "title", "duration_s", "runs", "cn", "mn", "schemes"}, {"name", "cn", "mn"})
+    duration = c.num("[experiment]", ex, "duration_s", 30, 2, 3600)
+    runs = c.num("[experiment]", ex, "runs", 10, 1, 1000, integer=True)
+    schemes = ex.get("schemes", list(SCHEMES))
+    if not isinstance(schemes, list) or not schemes:
+        raise c.err("[experiment]", "schemes must be a non-empty list", "schemes")
+    for s in schemes:
+        if s not in SCHEMES:
+            raise c.err("[experiment]", f"unknown scheme {s!r} (known: {', '.join(SCHEMES)})", "schemes")
+    quick = doc.get("quick", {})
+    c.keys("[quick]", quick, {"duration_s", "runs"})
+
+    # nodes
+    nodes: dict[str, bool] = {}
+    for i, n in enumerate(doc["node"], 1):
+        where = f"[[node]] #{i}"
+        c.keys(where, n, {"name", "router"}, {"name"})
+        name = c.string(where, n, "name")
+        if not NODENAME.match(name):
+            raise c.err(where, f"node name {name!r}: lowercase letter then up to 7 letters/digits", "name")
+        if name in nodes:
+            raise c.err(where, f"node {name!r} defined twice", "name")
+        r = n.get("router", False)
+        if not isinstance(r, bool):
+            raise c.err(f"[[node]] {name!r}", f"router = {r!r} is not true/false", "router")
+        nodes[name] = r
+
+    def endpoint(where: str, spec, key: str) -> tuple[str, str]:
+        if not isinstance(spec, str) or spec.count(":") != 1:
+            raise c.err(where, f"{key} = {spec!r}: write \"node:iface\"", key)
+        node, iface = spec.split(":")
+        if node not in nodes:
+            raise c.err(where, f"{key} = {spec!r}: no node named {node!r}", key)
+        if not IFNAME.match(iface):
+            raise c.err(where, f"{key} = {spec!r}: bad interface name {iface!r}", key)
+        return node, iface
+
+    def cidr(where: str, v, key: str) -> str | None:
+        if v is None:
+            return None
+        try:
+            ipaddress.IPv6Interface(v)
+        except (ValueError, TypeError):
+            raise c.err(where, f"{key} = {v!r} is not an IPv6 address/prefix-length", key) from None
+        if "/" not in v:
+            raise c.err(where, f"{key} = {v!r} needs a prefix length", key)
+        return v
+
+    link_keys = {"delay_ms", "loss_pct", "rate_mbit"}
+
+    def link_params(where: str, t: dict) -> dict:
+        return {"delay_ms": c.num(where, t, "delay_ms", 0.0, 0, 10_000),
+                "loss_pct": c.num(where, t, "loss_pct", 0.0, 0, 100),
+                "rate_mbit": c.num(where, t, "rate_mbit", None, 0.001, 100_000)}
+
+    links: list[LinkSpec] = []
+    ifaces: set[tuple[str, str]] = set()
+    for i, l in enumerate(doc["link"], 1):
+        where = f"[[link]] #{i}"
+        c.keys(where, l, {"name", "a", "b", "a_addr", "b_addr", "mtu", "up"} | link_keys, {"name", "a", "b"})
+        name = c.string(where, l, "name")
+        where = f"[[link]] {name!r}"
+        if any(x.name == name for x in links):
+            raise c.err(where, "link name used twice", "name")
+        a, a_if = endpoint(where, l["a"], "a")
+        b, b_if = endpoint(where, l["b"], "b")
+        for e in ((a, a_if), (b, b_if)):
+            if e in ifaces:
+                raise c.err(where, f"interface {e[0]}:{e[1]} is on two links")
+            ifaces.add(e)
+        up = l.get("up", True)
+        if not isinstance(up, bool):
+            raise c.err(where, f"up = {up!r} is not true/false", "up")
+        links.append(LinkSpec(name, a, a_if, b, b_if, cidr(where, l.get("a_addr"), "a_addr"),
+                              cidr(where, l.get("b_addr"), "b_addr"), mtu=c.num(where, l, "mtu", None, 1280, 65535, True),
+                              up=up, **link_params(where, l)))
+
+    routes = []
+    for i, r in enumerate(doc.get("route", []), 1):
+        where = f"[[route]] #{i}"
+        c.keys(where, r, {"node", "dst", "via"}, {"node", "dst", "via"})
+        if r["node"] not in nodes:
+            raise c.err(where, f"node = {r['node']!r}: no such node", "node")
+        if r["dst"] != "default":
+            cidr(where, r["dst"], "dst")
+        try:
+            ipaddress.IPv6Address(r["via"])
+        except (ValueError, TypeError):
+            raise c.err(where, f"via = {r['via']!r} is not an IPv6 address", "via") from None
+        routes.append((r["node"], r["dst"], r["via"]))
+
+    radvds = []
+    for i, r in enumerate(doc.get("radvd", []), 1):
+        where = f"[[radvd]] #{i}"
+        c.keys(where, r, {"node", "iface", "prefix", "pref", "min_ra", "max_ra", "valid", "preferred"},
+               {"node", "iface", "prefix"})
+        if (r["node"], r["iface"]) not in ifaces:
+            raise c.err(where, f"{r['node']}:{r['iface']} is not an interface of any link", "iface")
+        net = cidr(where, r["prefix"], "prefix")
+        if ipaddress.IPv6Network(net, strict=False).prefixlen != 64:
+            raise c.err(where, f"prefix = {net!r}: SLAAC needs a /64", "prefix")
+        radvds.append(RadvdSpec(r["node"], r["iface"], net, c.string(where, r, "pref", "medium", ("low", "medium", "high")),
+                                c.num(where, r, "min_ra", 3, 0.05, 1800), c.num(where, r, "max_ra", 4, 0.07, 1800),
+                                c.num(where, r, "valid", 30, 1, 2**32 - 1, True),
+                                c.num(where, r, "preferred", 20, 0, 2**32 - 1, True)))
+
+    events = []
+    last = -1.0
+    for i, e in enumerate(doc.get("event", []), 1):
+        where = f"[[event]] #{i}"
+        c.keys(where, e, {"at_s", "node", "iface", "action", "label"}, {"at_s", "node", "iface", "action"})
+        at = c.num(where, e, "at_s", None, 0, duration)
+        if at < last:
+            raise c.err(where, f"at_s = {at} comes before the previous event's {last}: the timeline must be in order", "at_s")
+        last = at
+        if (e["node"], e["iface"]) not in ifaces:
+            raise c.err(where, f"{e['node']}:{e['iface']} is not an interface of any link", "iface")
+        action = c.string(where, e, "action", choices=("up", "down"))
+        events.append(EventSpec(at, e["node"], e["iface"], action, e.get("label") or f"{e['node']}:{e['iface']} {action}"))
+
+    moves = {}
+    for mname, m in (doc.get("move") or {"default": {}}).items():
+        where = f"[move.{mname}]"
+        c.keys(where, m, {"links"})
+        over = {}
+        for lname, params in (m.get("links") or {}).items():
+            if not any(l.name == lname for l in links):
+                raise c.err(where, f"no link named {lname!r}", lname)
+            c.keys(f"{where} links.{lname}", params, link_keys)
+            over[lname] = {k: v for k, v in link_params(f"{where} links.{lname}", params).items() if k in params}
+        moves[mname] = over
+
+    tr = doc["traffic"]
+    c.keys("[traffic]", tr, {"kind", "window", "cc", "probe_pps", "loads"}, {"kind"})
+    kind = c.string("[traffic]", tr, "kind", choices=("tcp", "udp"))
+    loads = []
+    for i, ld in enumerate(tr.get("loads", [{"name": "default"}]), 1):
+        c.keys(f"[traffic] loads #{i}", ld, {"name", "rate", "size"}, {"name"})
+        loads.append(Load(ld["name"], ld.get("rate"), c.num(f"[traffic] loads #{i}", ld, "size", None, 16, 65000, True)))
+    ccs = tr.get("cc", ["cubic"])
+    if not isinstance(ccs, list) or not all(isinstance(x, str) for x in ccs):
+        raise c.err("[traffic]", "cc must be a list of congestion control names", "cc")
+    if "mptcp" in schemes and kind != "tcp":
+        raise c.err("[experiment]", "scheme 'mptcp' needs [traffic] kind = \"tcp\"", "schemes")
+
+    for role in ("cn", "mn"):
+        if ex[role] not in nodes or nodes[ex[role]]:
+            raise c.err("[experiment]", f"{role} = {ex[role]!r} is not a host node", role)
+
+    return Experiment(
+        path=path, name=ex["name"], title=ex.get("title", ex["name"]), duration_s=float(duration), runs=runs,
+        quick_duration_s=float(c.num("[quick]", quick, "duration_s", min(duration, 12), 2, duration)),
+        quick_runs=c.num("[quick]", quick, "runs", 1, 1, 1000, integer=True),
+        cn=ex["cn"], mn=ex["mn"], schemes=list(schemes), kind=kind, window=c.string("[traffic]", tr, "window"),
+        ccs=ccs, probe_pps=c.num("[traffic]", tr, "probe_pps", 100, 0, 10_000, integer=True), loads=loads,
+        nodes=nodes, links=links, routes=routes, radvd=radvds, events=events, moves=moves)
+
+
+# ---------------------------------------------------------------- building
+
+def build(bed, ex: Experiment, move: str, seed: int = 1) -> dict:
+    """Creates the experiment's network for `move` in `bed`; returns {name: Node}.
+    Routers know each other's link-layer addresses before it returns."""
+    from .testbed import nic_segmentation, radvd, warm_neighbours
+
+    nodes = {name: bed.add_node(name, router=r) for name, r in ex.nodes.items()}
+    for i, l in enumerate(ex.links_for(move)):
+        a, b = nodes[l.a], nodes[l.b]
+        if l.delay_ms or l.loss_pct:
+            bed.delay_link(a, l.a_if, b, l.b_if, l.delay_ms, l.loss_pct, seed=seed * 100 + i, rate_mbit=l.rate_mbit)
+        else:
+            bed.link(a, l.a_if, b, l.b_if, mtu=l.mtu, rate_mbit=l.rate_mbit)
+        for n, iface, addr in ((a, l.a_if, l.a_addr), (b, l.b_if, l.b_addr)):
+            if addr:
+                n.add_addr(iface, addr)
+    for node, dst, via in ex.routes:
+        nodes[node].add_route(dst, via)
+    for l in ex.links:
+        if ex.nodes[l.a] and ex.nodes[l.b] and l.b_addr:
+            warm_neighbours(nodes[l.a], nodes[l.b], l.b_addr.split("/")[0])
+    for name, router in ex.nodes.items():
+        if router:
+            continue
+        slaac = []
+        for iface, _ in ex.host_ifaces(name):
+            nic_segmentation(nodes[name], iface)
+            if ex.radvd_facing(name, iface):
+                slaac += [f"net.ipv6.conf.{iface}.{k}={v}" for k, v in
+                          (("accept_ra", 2), ("autoconf", 1), ("optimistic_dad", 1))]
+        if slaac:
+            nodes[name].sysctl(*slaac)
+    for r in ex.radvd:
+        radvd(nodes[r.node], r.iface, r.prefix, r.min_ra, r.max_ra, r.pref, r.valid, r.preferred)
+    for l in ex.links:
+        if not l.up:
+            # down at the end the timeline later brings up (the MN's interface), else at b
+            ends = [(n, i) for n, i in ((l.a, l.a_if), (l.b, l.b_if)) if any((e.node, e.iface) == (n, i) for e in ex.events)]
+            for n, i in ends or [(l.b, l.b_if)]:
+                nodes[n].set_link(i, False)
+    return nodes
