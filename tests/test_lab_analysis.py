@@ -1,0 +1,414 @@
+"""ilnp_lab.analysis and ilnp_lab.plots on small hand-built captures.
+
+Every capture is written the way the lab's tcpdump writes them (`-s 160`): frames are
+cut to 160 bytes, so lengths must come from the IPv6 header.
+"""
+
+import hashlib
+import struct
+
+import pytest
+from scapy.layers.inet import TCP, UDP
+from scapy.layers.inet6 import HBHOptUnknown, IPv6, IPv6ExtHdrDestOpt
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+from scapy.utils import RawPcapReader, wrpcap
+
+from ilnp_lab import analysis, pcap, plots
+
+T0 = 1_700_000_000.0
+PORT = 5201
+CN_NID = "0000:0000:0000:00c1"
+MN_NID = "0000:0000:0000:00a1"
+CN_ADDR = "2001:db8:c::c1"
+MN_A = "2001:db8:2::a1"  # the MN on R2
+MN_B = "2001:db8:3::a1"  # the MN on R3 (same NID, new locator)
+CTRL, DATA, SUB = 40000, 40001, 40002
+ISN = {CTRL: 1000, DATA: 4_294_960_000, SUB: 77, 40003: 9}  # DATA wraps past 2^32 mid-flow
+SEG = 1000
+
+
+def nonce():
+    return IPv6ExtHdrDestOpt(options=[HBHOptUnknown(otype=0x8B, optdata=b"\x11\x22\x33\x44")])
+
+
+def ip(src, dst, ilnp=True):
+    p = IPv6(src=src, dst=dst)
+    return p / nonce() if ilnp else p
+
+
+def tcp(src, dst, sport, dport, seq, flags="A", payload=b"", options=(), ilnp=True):
+    return Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x86DD) / ip(src, dst, ilnp) / TCP(sport=sport, dport=dport, seq=seq & 0xFFFFFFFF, flags=flags, options=list(options)) / Raw(payload)
+
+
+def data(sport, i, dst=MN_A, ln=SEG, ilnp=True):
+    """The i-th full-size data segment of a connection, CN -> MN."""
+    return tcp(CN_ADDR, dst, sport, PORT, ISN[sport] + 1 + i * SEG, payload=b"d" * ln, ilnp=ilnp)
+
+
+def write(path, pkts, snaplen=160):
+    """pkts: [(t relative to T0, scapy packet)], written like `tcpdump -s 160 -w`."""
+    out = []
+    for t, p in sorted(pkts, key=lambda x: x[0]):
+        raw = bytes(p)
+        q = Ether(raw[:snaplen])
+        q.time = T0 + t
+        q.wirelen = len(raw)
+        out.append(q)
+    wrpcap(str(path), out, linktype=1, snaplen=snaplen)
+    return str(path)
+
+
+def handshake(sport, t, options_syn=(("MSS", SEG),), options_synack=(("MSS", SEG),), ilnp=True):
+    """SYN seen at both ends, SYN-ACK seen at both ends (same times: one capture each)."""
+    syn = tcp(CN_ADDR, MN_A, sport, PORT, ISN[sport], "S", options=options_syn, ilnp=ilnp)
+    synack = tcp(MN_A, CN_ADDR, PORT, sport, 5555, "SA", options=options_synack, ilnp=ilnp)
+    return [(t, syn), (t + 0.001, synack)], [(t + 0.0005, syn), (t + 0.0006, synack)]
+
+
+def control_conn():
+    """iperf3's control connection: first SYN, small payloads both ways for the whole flow."""
+    cn, mn = handshake(CTRL, 0.0)
+    for k, t in enumerate((0.002, 0.003, 29.9)):
+        p = tcp(CN_ADDR, MN_A, CTRL, PORT, ISN[CTRL] + 1 + 100 * k, payload=b"c" * 37)
+        cn.append((t, p))
+        mn.append((t + 0.0005, p))
+    return cn, mn
+
+
+def start():
+    """Control connection, then the data connection's handshake."""
+    cn, mn = control_conn()
+    h_cn, h_mn = handshake(DATA, 0.05)
+    return cn + h_cn, mn + h_mn
+
+
+@pytest.fixture
+def basic(tmp_path):
+    """Ten data segments at t = 1.0 .. 1.9 s. Segment 3 is lost and retransmitted at
+    2.5 s (received once: lost); segment 5 is retransmitted spuriously at
+    2.6 s (received twice: not lost). The MN moves from R2 to R3 after segment 6: its
+    locator changes, the later segments are captured on its second uplink."""
+    cn, mn = control_conn()
+    mn_b = []
+    h_cn, h_mn = handshake(DATA, 0.05)
+    cn += h_cn
+    mn += h_mn
+    for i in range(10):
+        t = 1.0 + i * 0.1
+        dst = MN_A if i <= 6 else MN_B
+        cn.append((t, data(DATA, i, dst)))
+        if i == 3:
+            continue
+        (mn if i <= 6 else mn_b).append((t + 0.01, data(DATA, i, dst)))
+    cn.append((2.5, data(DATA, 3, MN_B)))
+    mn_b.append((2.51, data(DATA, 3, MN_B)))
+    cn.append((2.6, data(DATA, 5, MN_B)))
+    mn_b.append((2.61, data(DATA, 5, MN_B)))
+    # an ack from the MN with no payload, and unrelated traffic on another port
+    mn.append((1.5, tcp(MN_A, CN_ADDR, PORT, DATA, 5556, payload=b"")))
+    cn.append((1.55, tcp(CN_ADDR, MN_A, 33333, 80, 1, payload=b"x" * 500)))
+    return (
+        [write(tmp_path / "cn.pcap", cn)],
+        [write(tmp_path / "mn-r2.pcap", mn), write(tmp_path / "mn-r3.pcap", mn_b)],
+    )
+
+
+def test_tcp_counts_retransmissions_loss_and_bytes(basic):
+    cn, mn = basic
+    r = analysis.tcp_flow(cn, mn, PORT, T0, end_s=3.0)
+    assert r["connections"] == [[DATA, PORT]]
+    assert r["control_connections"] == [[CTRL, PORT]]
+    assert r["mss"] == SEG
+    assert r["data_packets_sent"] == 12
+    assert r["retransmissions"] == 2
+    assert r["lost"] == 1, "segment 3 (received once) is lost, segment 5 (received twice) is not"
+    assert r["lost_retransmitted"] == 1
+    assert r["bytes_received"] == 10 * SEG  # control payloads, duplicates and port 80 not counted
+    assert r["data_packets_received"] == 11
+    assert r["last_data_at_s"] == pytest.approx(2.61)
+
+
+def test_stale_drops_are_added_to_loss(basic):
+    cn, mn = basic
+    r = analysis.tcp_flow(cn, mn, PORT, T0, stale_drops=7, end_s=3.0)
+    assert r["stale_drops"] == 7
+    assert r["lost"] == 8
+
+
+def test_locator_change_does_not_split_the_flow(basic):
+    cn, mn = basic
+    # the MN's second uplink alone sees a part of the same connection
+    only_r3 = analysis.tcp_flow(cn, mn[1:], PORT, T0, end_s=3.0)
+    assert only_r3["connections"] == [[DATA, PORT]]
+    assert only_r3["bytes_received"] == 5 * SEG
+    both = analysis.tcp_flow(cn, mn, PORT, T0, end_s=3.0)
+    assert both["bytes_received"] == 10 * SEG
+
+
+def test_merge_order_of_mn_captures_does_not_matter(basic):
+    cn, mn = basic
+    a = analysis.tcp_flow(cn, mn, PORT, T0, end_s=3.0)
+    b = analysis.tcp_flow(cn, list(reversed(mn)), PORT, T0, end_s=3.0)
+    assert a == b
+
+
+def test_retransmission_never_received_is_lost(tmp_path):
+    cn, mn = start()
+    for i in range(4):
+        cn.append((1 + i * 0.1, data(DATA, i)))
+        if i != 2:
+            mn.append((1.01 + i * 0.1, data(DATA, i)))
+    cn.append((2.0, data(DATA, 2)))  # retransmitted, lost again
+    cn.append((3.0, data(DATA, 2)))  # retransmitted again, arrives
+    mn.append((3.01, data(DATA, 2)))
+    r = analysis.tcp_flow(write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn), PORT, T0, end_s=4)
+    assert r["retransmissions"] == 2
+    assert r["lost"] == 1  # one (connection, seq), counted once
+    assert r["bytes_received"] == 4 * SEG
+    r2 = analysis.tcp_flow(write(tmp_path / "c2.pcap", cn[:-1]), write(tmp_path / "m2.pcap", mn[:-1]), PORT, T0)
+    assert r2["lost"] == 1 and r2["bytes_received"] == 3 * SEG
+
+
+def test_control_connection_without_syn_and_without_control(tmp_path):
+    cn, mn = [], []
+    for i in range(3):  # capture started late: no handshakes, control traffic first
+        c = tcp(CN_ADDR, MN_A, CTRL, PORT, ISN[CTRL] + 1 + 37 * i, payload=b"c" * 37)
+        cn.append((0.1 * i, c))
+        mn.append((0.1 * i + 0.001, c))
+        cn.append((1 + 0.1 * i, data(DATA, i)))
+        mn.append((1.001 + 0.1 * i, data(DATA, i)))
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    r = analysis.tcp_flow(c, m, PORT, T0)
+    assert r["control_connections"] == [[CTRL, PORT]]
+    assert r["bytes_received"] == 3 * SEG
+    everything = analysis.tcp_flow(c, m, PORT, T0, control=False)
+    assert everything["control_connections"] == []
+    assert everything["bytes_received"] == 3 * SEG + 3 * 37
+    assert everything["retransmissions"] == 0
+
+
+def mp_capable(key):
+    return (30, bytes([0x01, 0x81]) + key)  # subtype 0, version 1, flags; sender's key
+
+
+def mp_join(token):
+    return (30, bytes([0x10, 0x01]) + token + b"rand")  # subtype 1, address id 1, token, nonce
+
+
+def test_mptcp_subflows_counted_and_control_subflows_ignored(tmp_path):
+    ctrl_key, data_key = b"CTRLKEY!", b"DATAKEY!"
+    cn, mn = handshake(CTRL, 0.0, options_synack=[("MSS", SEG), mp_capable(ctrl_key)])
+    c2, m2 = handshake(DATA, 0.05, options_synack=[("MSS", SEG), mp_capable(data_key)])
+    cn += c2
+    mn += m2
+    # data subflow joins the data connection over the MN's other locator, plain IPv6
+    c3, m3 = handshake(SUB, 0.2, options_syn=[("MSS", SEG), mp_join(hashlib.sha256(data_key).digest()[:4])], ilnp=False)
+    cn += c3
+    mn += m3
+    # a subflow of the control connection (token from the control key) carries a byte
+    c4, m4 = handshake(40003, 0.3, options_syn=[("MSS", SEG), mp_join(hashlib.sha256(ctrl_key).digest()[:4])])
+    cn += c4
+    mn += m4
+    cn.append((0.4, tcp(CN_ADDR, MN_A, 40003, PORT, 10, payload=b"c")))
+    mn.append((0.41, tcp(CN_ADDR, MN_A, 40003, PORT, 10, payload=b"c")))
+    for i in range(6):
+        cn.append((1 + i * 0.1, data(DATA, i)))
+        mn.append((1.01 + i * 0.1, data(DATA, i)))
+    for i in range(4):
+        cn.append((1.05 + i * 0.1, data(SUB, i, MN_B, ilnp=False)))
+        mn.append((1.06 + i * 0.1, data(SUB, i, MN_B, ilnp=False)))
+    r = analysis.tcp_flow(write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn), PORT, T0, end_s=2)
+    assert r["connections"] == [[DATA, PORT], [SUB, PORT]]
+    assert r["control_connections"] == [[CTRL, PORT], [40003, PORT]]
+    assert r["bytes_received"] == 10 * SEG
+    assert r["data_packets_sent"] == 10
+    assert r["retransmissions"] == 0 and r["lost"] == 0
+
+
+def test_interruption_gap_and_broken_session(tmp_path):
+    cn, mn = start()
+    times = [1.0, 1.5, 2.0, 3.5, 4.0]  # 1.5 s hole after 2.0
+    for i, t in enumerate(times):
+        cn.append((t - 0.01, data(DATA, i)))
+        mn.append((t, data(DATA, i)))
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    r = analysis.tcp_flow(c, m, PORT, T0, end_s=4.5)
+    assert r["interruption_s"] == pytest.approx(1.5)
+    assert r["interruption_at_s"] == pytest.approx(2.0)
+    # the session breaks: nothing after 4.0 in a flow that should run to 10 s
+    r = analysis.tcp_flow(c, m, PORT, T0, end_s=10.0)
+    assert r["interruption_s"] == pytest.approx(6.0)
+    assert r["interruption_at_s"] == pytest.approx(4.0)
+    assert r["last_data_at_s"] == pytest.approx(4.0)
+    # no end given: the flow ends with its last arrival
+    r = analysis.tcp_flow(c, m, PORT, T0)
+    assert r["interruption_s"] == pytest.approx(1.5) and r["end_s"] == pytest.approx(4.0)
+
+
+def test_timeline_bins_include_zeros(tmp_path):
+    cn, mn = start()
+    arrivals = [0.1, 0.2, 0.3, 1.7, 2.2]  # bins [0, .5) x3, [1.5, 2) x1, [2, 2.5) x1
+    for i, t in enumerate(arrivals):
+        cn.append((t - 0.01, data(DATA, i)))
+        mn.append((t, data(DATA, i)))
+    r = analysis.tcp_flow(write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn), PORT, T0, bin_s=0.5, end_s=3.0)
+    tl = r["timeline"]
+    assert [b[0] for b in tl] == [0.0, 0.5, 1.0, 1.5, 2.0, 2.5]
+    assert [b[1] for b in tl] == [3 * SEG / 0.5, 0, 0, SEG / 0.5, SEG / 0.5, 0]
+    assert r["bin_s"] == 0.5
+
+
+def test_truncated_captures_count_the_full_payload(tmp_path):
+    cn, mn = control_conn()
+    h_cn, h_mn = handshake(DATA, 0.05, options_syn=[("MSS", 1400)], options_synack=[("MSS", 1400)])
+    cn += h_cn
+    mn += h_mn
+    for i in range(5):
+        p = tcp(CN_ADDR, MN_A, DATA, PORT, ISN[DATA] + 1 + i * 1400, payload=b"z" * 1400)
+        cn.append((1 + i * 0.1, p))
+        mn.append((1.01 + i * 0.1, p))
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    frames = [f for f, _ in RawPcapReader(m)]
+    assert max(len(f) for f in frames) == 160, "the capture really is truncated"
+    r = analysis.tcp_flow(c, m, PORT, T0)
+    assert r["bytes_received"] == 5 * 1400
+    assert r["mss"] == 1400
+
+
+def test_gso_super_segment_and_resegmented_retransmission(tmp_path):
+    """tcpdump on a veth sees TSO super-segments; counts are in MSS units."""
+    cn, mn = start()
+    big = tcp(CN_ADDR, MN_A, DATA, PORT, ISN[DATA] + 1, payload=b"g" * (3 * SEG))
+    cn.append((1.0, big))
+    for i in (0, 2):
+        mn.append((1.01 + i * 0.001, data(DATA, i)))
+    cn.append((1.5, data(DATA, 1)))  # the middle MSS, retransmitted on its own
+    mn.append((1.51, data(DATA, 1)))
+    r = analysis.tcp_flow(write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn), PORT, T0)
+    assert r["data_packets_sent"] == 4
+    assert r["data_segments_captured"] == 2
+    assert r["retransmissions"] == 1
+    assert r["lost"] == 1
+    assert r["bytes_received"] == 3 * SEG
+
+
+def test_udp_flow(tmp_path):
+    pkts = []
+    for i, t in enumerate([0.5, 0.6, 0.7, 2.7, 2.8]):
+        pkts.append((t, Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x86DD) / ip(CN_ADDR, MN_A if t < 2 else MN_B) / UDP(sport=999, dport=PORT) / Raw(b"u" * 1300)))
+    pkts.append((1.0, Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x86DD) / ip(CN_ADDR, MN_A) / UDP(sport=999, dport=53) / Raw(b"n" * 40)))
+    m = write(tmp_path / "m.pcap", pkts)
+    r = analysis.udp_flow([m], PORT, T0, bin_s=1.0, end_s=4.0)
+    assert r["packets_received"] == 5
+    assert r["bytes_received"] == 5 * 1300
+    assert r["interruption_s"] == pytest.approx(2.0)
+    assert r["interruption_at_s"] == pytest.approx(0.7)
+    assert [b[1] for b in r["timeline"]] == [3 * 1300, 0, 2 * 1300, 0]
+    broken = analysis.udp_flow(m, PORT, T0, end_s=10)
+    assert broken["interruption_s"] == pytest.approx(7.2)
+
+
+def lu(src, dst, op, locs, code=0):
+    body = b"".join(struct.pack("!QHH", loc, 1, 300) for loc in locs)
+    msg = bytes([156, code, 0, 0, len(locs), op, 0, 0]) + body
+    return Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x86DD) / IPv6(src=src, dst=dst, nh=60) / IPv6ExtHdrDestOpt(nh=58, options=[HBHOptUnknown(otype=0x8B, optdata=b"abcd")]) / Raw(msg)
+
+
+L_R2, L_R3 = 0x2001_0DB8_0002_0000, 0x2001_0DB8_0003_0000
+
+
+def test_lu_copies_ack_delay_and_unacked(tmp_path):
+    r2 = [
+        (5.0, lu(MN_A, CN_ADDR, 1, [L_R2, L_R3])),
+        (5.2, lu(MN_A, CN_ADDR, 1, [L_R2, L_R3])),  # retransmission
+        (5.25, lu(CN_ADDR, MN_A, 2, [L_R3])),  # ack of something else: ignored
+    ]
+    r3 = [
+        (5.3, lu(CN_ADDR, MN_B, 2, [L_R2, L_R3])),  # the ack, on the other uplink
+        (5.35, lu(CN_ADDR, MN_B, 2, [L_R2, L_R3])),  # ack of the retransmission
+        (20.0, lu(MN_B, CN_ADDR, 1, [L_R3])),  # after leaving R2: never acked
+        (21.0, lu(MN_B, CN_ADDR, 1, [L_R3])),
+        (22.0, lu(MN_B, CN_ADDR, 1, [L_R3])),
+        (9.0, lu(CN_ADDR, MN_B, 1, [0x2001_0DB8_000C_0000])),  # the CN's own LU
+    ]
+    m = [write(tmp_path / "r2.pcap", r2), write(tmp_path / "r3.pcap", r3)]
+    hs = analysis.lu_handshakes(m, T0, mn_nid=MN_NID)
+    assert len(hs) == 2
+    a, b = hs
+    assert a["copies"] == 2 and a["attempts"] == 2
+    assert a["t_sent_s"] == pytest.approx(5.0)
+    assert a["t_ack_s"] == pytest.approx(5.3)
+    assert a["delay_ms"] == pytest.approx(300.0)
+    assert a["acks"] == 2
+    assert a["locators"] == ["2001:0db8:0002:0000", "2001:0db8:0003:0000"]
+    assert a["src_nid"] == MN_NID and a["dst_nid"] == CN_NID
+    assert b["copies"] == 3 and b["t_ack_s"] is None and b["delay_ms"] is None
+    assert b["locators"] == ["2001:0db8:0003:0000"]
+    # without a NID filter the CN's advertisement is listed too; 16-digit form works
+    assert len(analysis.lu_handshakes(m, T0)) == 3
+    assert len(analysis.lu_handshakes(m, T0, mn_nid="00000000000000a1")) == 2
+    assert analysis.lu_handshakes(m, T0, mn_nid="00000000000000ff") == []
+
+
+def test_lu_same_locators_again_after_ack_is_a_new_advertisement(tmp_path):
+    pkts = [
+        (1.0, lu(MN_A, CN_ADDR, 1, [L_R2])),
+        (1.007, lu(CN_ADDR, MN_A, 2, [L_R2])),
+        (3.0, lu(MN_A, CN_ADDR, 1, [L_R2])),
+        (3.2, lu(CN_ADDR, MN_A, 0, [L_R2], code=2)),  # the Code 2 / Operation 0 variant
+    ]
+    hs = analysis.lu_handshakes(write(tmp_path / "m.pcap", pkts), T0)
+    assert [h["copies"] for h in hs] == [1, 1]
+    assert [h["delay_ms"] for h in hs] == [pytest.approx(7.0), pytest.approx(200.0)]
+
+
+def test_summary():
+    s = analysis.summary([3, None, 1, 2, 4])
+    assert s == {"n": 4, "median": 2.5, "p25": 1.75, "p75": 3.25, "min": 1.0, "max": 4.0}
+    assert analysis.summary([])["median"] is None and analysis.summary([None])["n"] == 0
+    assert analysis.summary([5])["p25"] == 5.0
+
+
+def test_results_are_json(basic):
+    import json
+
+    cn, mn = basic
+    r = analysis.tcp_flow(cn, mn, PORT, T0, end_s=3.0)
+    assert json.loads(json.dumps(r)) == r
+
+
+def test_fast_reader_matches_scapy(basic):
+    _, mn = basic
+    ours = list(pcap.iter_ipv6(mn[0]))
+    theirs = [(m.sec + m.usec / 1e6, f[14:]) for f, m in RawPcapReader(mn[0])]
+    assert len(ours) == len(theirs) > 5
+    for (t1, p1), (t2, p2) in zip(ours, theirs):
+        assert t1 == pytest.approx(t2) and p1 == p2
+
+
+PNG_SIG = b"\x89PNG\r\n\x1a\n"
+
+
+def check_png(path):
+    b = open(path, "rb").read()
+    assert b[:8] == PNG_SIG
+    assert b[12:16] == b"IHDR"
+    w, h = struct.unpack("!II", b[16:24])
+    assert w > 0 and h > 0
+    assert len(b) > 1000
+
+
+def test_plots(tmp_path, basic):
+    cn, mn = basic
+    r = analysis.tcp_flow(cn, mn, PORT, T0, end_s=3.0)
+    p = plots.timeline_plot(
+        {"ILNP soft": r["timeline"], "IPv6": [[0, 1e6], [0.5, 0]]},
+        tmp_path / "figs" / "tl.png", "LAN to LAN", events=[(1.0, "join R3"), (2.0, "leave R2")],
+    )
+    assert str(p).endswith("figs/tl.png")
+    check_png(p)
+    check_png(plots.timeline_plot({}, tmp_path / "empty-tl.png", "nothing"))
+    check_png(plots.box_plot({"ILNP hard": [234, 240, 228], "ILNP soft": [0], "MPTCP": []}, tmp_path / "b" / "box.png", "Loss", "packets"))
+    check_png(plots.box_plot({}, tmp_path / "empty-box.png", "nothing", "packets"))
+    check_png(plots.box_plot({"a": [None]}, tmp_path / "none-box.png", "nothing", "ms"))
