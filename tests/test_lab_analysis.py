@@ -188,6 +188,23 @@ def test_control_connection_without_syn_and_without_control(tmp_path):
     assert everything["retransmissions"] == 0
 
 
+def test_iperf3_cookie_is_not_data(tmp_path):
+    cn, mn = start()
+    cookie = tcp(CN_ADDR, MN_A, DATA, PORT, ISN[DATA] + 1, payload=b"k" * 37)
+    cn.append((0.06, cookie))
+    mn.append((0.061, cookie))
+    for i in range(3):
+        p = tcp(CN_ADDR, MN_A, DATA, PORT, ISN[DATA] + 38 + i * SEG, payload=b"d" * SEG)
+        cn.append((1 + 0.1 * i, p))
+        mn.append((1.001 + 0.1 * i, p))
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    r = analysis.tcp_flow(c, m, PORT, T0)
+    assert r["bytes_received"] == 3 * SEG
+    assert r["data_packets_sent"] == 3
+    assert r["first_data_at_s"] == pytest.approx(1.001)
+    assert analysis.tcp_flow(c, m, PORT, T0, control=False)["bytes_received"] == 3 * SEG + 37 + 3 * 37
+
+
 def mp_capable(key):
     return (30, bytes([0x01, 0x81]) + key)  # subtype 0, version 1, flags; sender's key
 

@@ -28,7 +28,7 @@ from bisect import bisect_right
 from collections import Counter, defaultdict
 from typing import Iterable, Iterator, Sequence
 
-from .pcap import EXT_HDRS, ICMPV6, TCP, UDP, iter_ipv6, walk_ext
+from .pcap import EXT_HDRS, ICMPV6, TCP, UDP, iter_ipv6, upper_layer
 
 LU_TYPE = 156
 LU_ADVERT, LU_ACK = 1, 2
@@ -36,6 +36,7 @@ _M32 = 0xFFFFFFFF
 _SYN, _ACK = 0x02, 0x10
 _TCP_HDR = struct.Struct("!HHIIBB")
 MPTCP_OPT = 30
+IPERF_COOKIE = 37  # iperf3's per-connection cookie (COOKIE_SIZE)
 
 __all__ = ["tcp_flow", "udp_flow", "lu_handshakes", "summary"]
 
@@ -56,7 +57,10 @@ def _l4(paths: Sequence[str], protos: tuple[int, ...]) -> Iterator[tuple[float, 
                 continue
             nh = pkt[6]
             if nh in EXT_HDRS:
-                nh, off, _nonces, _trunc = walk_ext(pkt)
+                ul = upper_layer(pkt)
+                if ul is None:
+                    continue
+                nh, off = ul
             else:
                 off = 40
             if nh not in protos:
@@ -244,6 +248,9 @@ def tcp_flow(
     iperf3's control connection (the earliest SYN to `port`, or the earliest connection
     seen if no SYN was captured, and any MPTCP subflow joined to it) is left out; every
     other connection to `port` is the data connection or one of its MPTCP subflows.
+    iperf3 starts every connection with a 37-byte cookie; with `control=True` that cookie
+    (bytes 0-36 of a connection whose SYN was seen and that is not an MPTCP join) is not
+    counted as data, so `bytes_received` matches iperf3's own byte count.
     `control=False` is for traffic without a control connection: everything counts.
     """
     cn_paths, mn_paths = _as_list(cn_pcaps), _as_list(mn_pcaps)
@@ -275,8 +282,19 @@ def tcp_flow(
             if c["join_token"] is not None and c["join_token"] in tokens:
                 excluded.add(k)  # an MPTCP subflow of the control connection
     data_keys = {k for k in conns if k not in excluded}
-    cn_segs = [s for s in cn_segs if s.key in data_keys]
-    mn_segs = [s for s in mn_segs if s.key in data_keys]
+    cookie = {}
+    if control:
+        for k in data_keys:
+            c = conns[k]
+            if c["isn"] is not None and c["join_token"] is None:
+                cookie[k] = (c["isn"] + 1) & _M32
+
+    def is_cookie(s: _Seg) -> bool:
+        start = cookie.get(s.key)
+        return start is not None and ((s.seq - start) & _M32) + s.ln <= IPERF_COOKIE
+
+    cn_segs = [s for s in cn_segs if s.key in data_keys and not is_cookie(s)]
+    mn_segs = [s for s in mn_segs if s.key in data_keys and not is_cookie(s)]
     mss = _mss(data_keys, mss_opts, conns, cn_segs, mn_segs)
 
     def units(ln: int) -> int:

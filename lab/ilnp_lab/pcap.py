@@ -113,6 +113,20 @@ def walk_ext(pkt: bytes) -> tuple[int, int, list[bytes], bool]:
     return nh, off, nonces, truncated
 
 
+def upper_layer(pkt: bytes) -> tuple[int, int] | None:
+    """(upper-layer protocol, its offset) of an IPv6 packet, skipping extension headers
+    without looking inside them (the fast path of walk_ext); None if the headers were
+    cut off by the snaplen."""
+    nh, off, n = pkt[6], 40, len(pkt)
+    while nh in EXT_HDRS:
+        if off + 2 > n:
+            return None
+        nh, off = pkt[off], off + (pkt[off + 1] + 1) * 8
+    if off > n:
+        return None
+    return nh, off
+
+
 def parse_ipv6(ts: float, pkt: bytes) -> WirePacket | None:
     if len(pkt) < 40 or pkt[0] >> 4 != 6:
         return None
