@@ -288,7 +288,9 @@ def test_truncated_captures_count_the_full_payload(tmp_path):
     c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
     frames = [f for f, _ in RawPcapReader(m)]
     assert max(len(f) for f in frames) == 160, "the capture really is truncated"
-    r = analysis.tcp_flow(c, m, PORT, T0)
+    from pathlib import Path
+
+    r = analysis.tcp_flow(Path(c), [Path(m)], PORT, T0)
     assert r["bytes_received"] == 5 * 1400
     assert r["mss"] == 1400
 

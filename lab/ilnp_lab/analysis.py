@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import statistics
 import struct
 from bisect import bisect_right
@@ -44,8 +45,10 @@ __all__ = ["tcp_flow", "udp_flow", "lu_handshakes", "summary"]
 # --------------------------------------------------------------------------- packets
 
 
-def _as_list(paths: str | Iterable[str]) -> list[str]:
-    return [paths] if isinstance(paths, str) else [str(p) for p in paths]
+def _as_list(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
 
 
 def _l4(paths: Sequence[str], protos: tuple[int, ...]) -> Iterator[tuple[float, bytes, int, int, int]]:

@@ -46,6 +46,9 @@ def timeline_plot(
             continue
         ts = [float(pt[0]) for pt in pts]
         rates = [float(pt[1]) * 8 / 1e6 for pt in pts]
+        if len(ts) >= 2:  # a step plot ends where its last bin starts: draw that bin too
+            ts.append(ts[-1] + (ts[-1] - ts[-2]))
+            rates.append(rates[-1])
         ax.step(ts, rates, where="post", label=str(label), linewidth=1.4)
         drawn += 1
     events = list(events)
