@@ -144,7 +144,7 @@ def both_locators(dmn) -> dict:
     return wait_for(ready, what="both MN locators")
 
 
-@pytest.mark.parametrize("failure", ["link-down", "router-gone"])
+@pytest.mark.parametrize("failure", ["link-down", "carrier-lost", "router-gone"])
 def test_preferred_uplink_carries_traffic_and_fails_over(bed, tmp_path, failure):
     t, (ra2, _ra3), dcn, dmn = multihomed_mn(bed)
     cn, mn, r2, r3 = t["cn"], t["mn"], t["r2"], t["r3"]
@@ -174,6 +174,8 @@ def test_preferred_uplink_carries_traffic_and_fails_over(bed, tmp_path, failure)
     t_fail = time.monotonic()
     if failure == "link-down":
         mn.ip("link", "set", "eth-r2", "down")
+    elif failure == "carrier-lost":
+        r2.ip("link", "set", "eth-mn", "down")  # the MN's eth-r2 loses carrier, keeps its address
     else:
         stop_process(ra2)  # radvd's last RA has router lifetime 0: the kernel drops the default route
     wait_for(lambda: active_remote(cn_entry(dcn)) == L3, timeout=10, what="CN switches to L3")
@@ -184,7 +186,7 @@ def test_preferred_uplink_carries_traffic_and_fails_over(bed, tmp_path, failure)
     mon.stop()
 
     entry = cn_entry(dcn)
-    if failure == "link-down":
+    if failure != "router-gone":
         assert [r["l64"] for r in entry["remote_locators"]] == [L3], entry
     else:
         # the prefix is still valid, its router is gone: kept but demoted to 20
@@ -227,3 +229,9 @@ def test_configured_preference_wins_over_router_preference(bed):
     assert [r["l64"] for r in cn_entry(dcn)["remote_locators"]] == [L3]
     text = dmn.ctl_raw("locator", "show").stdout
     assert "ROUTER" in text and "low" in text and "high" in text, text
+    # while ilnpd runs, a carrier-less uplink's routes are ignored; put back on exit
+    mn = t["mn"]
+    sysctl = "net.ipv6.conf.eth-r2.ignore_routes_with_linkdown"
+    assert mn.run("sysctl", "-n", sysctl).stdout.strip() == "1"
+    assert dmn.stop() == 0
+    assert mn.run("sysctl", "-n", sysctl).stdout.strip() == "0"

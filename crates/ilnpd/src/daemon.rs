@@ -66,6 +66,8 @@ pub struct Daemon {
     drop_log: HashMap<&'static str, (Instant, u32)>,
     /// best default-router preference behind each uplink (absent: no default route)
     routers: BTreeMap<u32, RouterPreference>,
+    /// uplink sysctls we changed, with the value to put back on exit
+    saved_sysctls: Vec<(String, String)>,
     counters: BTreeMap<&'static str, u64>,
 }
 
@@ -166,8 +168,10 @@ impl Daemon {
             started: Instant::now(),
             drop_log: HashMap::new(),
             routers: BTreeMap::new(),
+            saved_sysctls: Vec::new(),
             counters: BTreeMap::new(),
         };
+        d.uplink_sysctls();
         if let Err(e) = d.attach_datapath() {
             d.cleanup().await;
             return Err(e);
@@ -193,6 +197,28 @@ impl Daemon {
             d.cfg.uplinks
         );
         Ok((d, rx))
+    }
+
+    /// An uplink that lost carrier keeps its RA default route (marked linkdown) and,
+    /// with a high router preference, the kernel keeps choosing it: the LU of a
+    /// failover and the data from the new locator would leave through the dead
+    /// link until the route expires (seconds). `ignore_routes_with_linkdown` makes
+    /// the kernel (and bpf_fib_lookup) skip such routes. Restored on exit.
+    fn uplink_sysctls(&mut self) {
+        for u in &self.uplinks {
+            let p = format!("/proc/sys/net/ipv6/conf/{}/ignore_routes_with_linkdown", u.name);
+            match std::fs::read_to_string(&p) {
+                Ok(old) if old.trim() != "1" => {
+                    if let Err(e) = std::fs::write(&p, "1") {
+                        tracing::warn!("{p}: {e} (a failover over an uplink that lost carrier may be slow)");
+                    } else {
+                        self.saved_sysctls.push((p, old.trim().to_string()));
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!("{p}: {e}"),
+            }
+        }
     }
 
     fn attach_datapath(&mut self) -> Result<()> {
@@ -556,6 +582,11 @@ impl Daemon {
         for (idx, a) in std::mem::take(&mut self.added) {
             if let Err(e) = self.nl.del_address(idx, a, 64).await {
                 tracing::warn!("{e:#}");
+            }
+        }
+        for (p, v) in std::mem::take(&mut self.saved_sysctls) {
+            if let Err(e) = std::fs::write(&p, &v) {
+                tracing::warn!("restoring {p} to {v}: {e}");
             }
         }
         // closing the TUN removes ilnp0 with its address and route
