@@ -39,6 +39,7 @@ def main(argv=None) -> int:
     r.add_argument("--json", action="store_true", help="print the per-run results as JSON on stdout")
     rp = sub.add_parser("report", help="rebuild report.md, results.csv and plots from a run folder")
     rp.add_argument("dir", type=Path)
+    rp.add_argument("--reanalyse", action="store_true", help="recompute every run's results from its captures first")
     args, rest = ap.parse_known_args(argv)
     if args.cmd == "demo":
         from .demo import main as demo
@@ -60,6 +61,10 @@ def main(argv=None) -> int:
             from . import report
             results = json.loads((args.dir / "results.json").read_text())
             meta = json.loads((args.dir / "meta.json").read_text())
+            if args.reanalyse:
+                from . import runner
+                results = runner.reanalyse(args.dir, results, load(meta["file"]))
+                (args.dir / "results.json").write_text(json.dumps(results, indent=1))
             print(report.write(args.dir, results, meta))
             return 0
         return run(args)

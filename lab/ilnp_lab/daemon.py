@@ -52,7 +52,10 @@ class Ilnpd:
 
     @property
     def socket(self) -> str:
-        return str(self.dir / "ctl.sock")
+        # a Unix socket path is at most 107 bytes: not under a deep output folder
+        d = Path("/run/ilnp-lab")
+        d.mkdir(exist_ok=True)
+        return str(d / f"{self.node.ns}.sock")
 
     @property
     def log(self) -> Path:

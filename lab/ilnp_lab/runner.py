@@ -112,7 +112,7 @@ def initial_prefixes(ex: Experiment, host: str) -> list[tuple[str, str]]:
 def capture(node, path: Path) -> subprocess.Popen:
     """tcpdump on all of a node's interfaces (wire form only: identifier-form packets on
     ilnp0 are left out), headers only, written as it goes."""
-    p = node.spawn("tcpdump", "-i", "any", "-s", "160", "-U", "-n", "-w", str(path),
+    p = node.spawn("tcpdump", "-i", "any", "-s", "160", "-U", "--immediate-mode", "-n", "-w", str(path),
                    f"ip6 and not net {ID_PREFIX}/64", stderr=subprocess.PIPE)
     seen = []
     for _ in range(3):  # "data link type ..." may come before "listening on ..."
@@ -152,6 +152,8 @@ class Run:
             net = ipaddress.IPv6Network(prefix)
             wait_for(lambda: any(ipaddress.IPv6Address(a) in net for a in mn.global_addrs(iface)), timeout=20,
                      what=f"SLAAC address from {prefix} on {ex.mn}:{iface}")
+        self.step = "measure the round trip to each access network"
+        rtt = path_rtts_ms(ex, nodes)
         ilnp = cell.scheme.startswith("ilnp")
         daemons = {}
         if ilnp:
@@ -229,10 +231,14 @@ class Run:
             for host, dm in daemons.items():
                 stats[host] = dm.stats()
             stop_process(mon)
+        time.sleep(0.5)  # the last segments and FINs reach the capture files
         for p in caps.values():
             stop_process(p)
+        raw = {"t0": t0, "timeline": timeline, "stats": stats, "notes": self.notes, "rtt_ms": rtt,
+               "mn_nid": nid_of(ex, ex.mn) if ilnp else None}
+        (d / "run.json").write_text(json.dumps(raw, indent=1))
         self.step = "analyse"
-        return self._analyse(t0, timeline, stats, nid_of(ex, ex.mn) if ilnp else None)
+        return self.analyse(raw)
 
     def _mptcp_endpoint(self, mn, iface: str) -> None:
         """What a connection manager does for MPTCP: announce each new address."""
@@ -242,15 +248,19 @@ class Run:
         except Exception as e:  # recorded, the run goes on: the result shows what MPTCP did
             self.notes.append(f"mptcp endpoint on {iface}: {e}")
 
-    def _analyse(self, t0: float, timeline: list[dict], stats: dict, mn_nid: str | None) -> dict:
+    def analyse(self, raw: dict) -> dict:
+        """Results of a finished run from its captures and `run.json` (so a run folder can be
+        analysed again: `ilnp-lab report DIR --reanalyse`)."""
         ex, cell, d = self.ex, self.cell, self.rdir
+        t0, timeline, stats, mn_nid = raw["t0"], raw["timeline"], raw["stats"], raw["mn_nid"]
+        self.notes = raw["notes"]
         cn_pcaps, mn_pcaps = [str(d / f"{ex.cn}.pcap")], [str(d / f"{ex.mn}.pcap")]
         stale = 0
         if mn_nid:
             stale = int(stats[ex.mn]["core"].get("aged_local_locator", 0))
         res = {"experiment": ex.name, "cell": cell.id, "move": cell.move, "scheme": cell.scheme, "load": cell.load.name,
                "cc": cell.cc, "run": self.index, "duration_s": self.duration, "t0": t0, "timeline": timeline,
-               "stale_drops": stale}
+               "stale_drops": stale, "rtt_ms": raw["rtt_ms"]}
         if ex.kind == "tcp":
             flow = analysis.tcp_flow(cn_pcaps, mn_pcaps, IPERF_PORT, t0, stale_drops=stale, end_s=self.duration)
         else:
@@ -281,6 +291,24 @@ class Run:
         res["notes"] = self.notes
         (d / "result.json").write_text(json.dumps(res, indent=1))
         return res
+
+
+def path_rtts_ms(ex: Experiment, nodes: dict) -> dict[str, float]:
+    """Mean of 5 pings from the CN to each access router's MN-facing address: the
+    round trip of each path the MN can use (less its last hop), measured in the same run."""
+    out = {}
+    for r in ex.radvd:
+        link = next(l for l in ex.links if (l.a, l.a_if) == (r.node, r.iface) or (l.b, l.b_if) == (r.node, r.iface))
+        addr = link.a_addr if (link.a, link.a_if) == (r.node, r.iface) else link.b_addr
+        if not addr:
+            continue
+        p = nodes[ex.cn].run("ping", "-6", "-n", "-q", "-c", "5", "-i", "0.05", "-W", "2",
+                             addr.split("/")[0], check=False, timeout=30)
+        # rtt min/avg/max/mdev = 0.051/0.062/0.080/0.010 ms
+        for line in p.stdout.splitlines():
+            if "min/avg/max" in line:
+                out[r.node] = float(line.split("=")[1].split("/")[1])
+    return out
 
 
 def port_listening(node, port: int) -> bool:
@@ -338,6 +366,24 @@ def netem_available() -> bool:
     """Tried in a throwaway network namespace, so the host is never touched."""
     from .testbed import netem_available as probe
     return probe()
+
+
+def reanalyse(outdir: Path, results: list[dict], ex: Experiment) -> list[dict]:
+    """Recomputes every finished run's results from its captures and run.json."""
+    loads = {ld.name: ld for ld in ex.loads}
+    out = []
+    for r in results:
+        if r.get("ok"):
+            cell = Cell(r["move"], r["scheme"], loads[r["load"]], r["cc"])
+            rdir = outdir / "runs" / cell.id.replace("/", "_") / f"run{r['run']:02d}"
+            run = Run(ex, cell, r["run"], r["duration_s"], rdir, 0)
+            try:
+                raw = json.loads((rdir / "run.json").read_text())
+            except OSError as e:
+                raise ValueError(f"{rdir}: cannot re-analyse: {e.strerror} (run.json)") from e
+            r = run.analyse(raw) | {"ok": True}
+        out.append(r)
+    return out
 
 
 def install_sigterm() -> None:

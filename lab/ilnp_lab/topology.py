@@ -276,10 +276,10 @@ def load(name_or_path: str | Path) -> Experiment:
     links: list[LinkSpec] = []
     ifaces: set[tuple[str, str]] = set()
     for i, l in enumerate(doc["link"], 1):
-        where = f"[[link]] #{i}"
+        name = l.get("name") if isinstance(l, dict) else None
+        where = f"[[link]] {name!r}" if isinstance(name, str) else f"[[link]] #{i}"
         c.keys(where, l, {"name", "a", "b", "a_addr", "b_addr", "mtu", "up"} | link_keys, {"name", "a", "b"})
         name = c.string(where, l, "name")
-        where = f"[[link]] {name!r}"
         if any(x.name == name for x in links):
             raise c.err(where, "link name used twice", "name")
         a, a_if = endpoint(where, l["a"], "a")

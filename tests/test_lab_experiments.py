@@ -1,0 +1,160 @@
+"""ilnp-lab (issue #4): experiment files are checked before anything is created, the
+shipped experiments run in --quick mode and their outputs hold what the seeds found,
+and an interrupted run leaves nothing behind."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ilnp_lab.testbed import wait_for
+
+LAB = [sys.executable, "-m", "ilnp_lab.cli"]
+SEED = Path(__file__).resolve().parents[1] / "lab" / "ilnp_lab" / "experiments" / "seed000-tcp.toml"
+
+
+def lab(*args, timeout=1800) -> subprocess.CompletedProcess:
+    p = subprocess.Popen([*LAB, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=timeout)
+    r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    r.pid = p.pid
+    return r
+
+
+def namespaces(pid: int) -> set[str]:
+    """The namespaces of the ilnp-lab process `pid` (testbed names start il<pid % 10000>)."""
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    return {n for n in names if n.startswith(f"il{pid % 10000}")}
+
+
+def edited(tmp_path: Path, old: str, new: str) -> Path:
+    text = SEED.read_text()
+    assert old in text, old
+    p = tmp_path / "bad.toml"
+    p.write_text(text.replace(old, new, 1))
+    return p
+
+
+@pytest.mark.parametrize("old,new,expect", [
+    ('rate_mbit = 30\n', 'rate_mbt = 30\n', ["[[link]] 'r2-mn'", "unknown key 'rate_mbt'", "bad.toml:"]),
+    ('b = "r2:eth-r1"', 'b = "r9:eth-r1"', ["[[link]] 'r1-r2'", "no node named 'r9'"]),
+    ('at_s = 20\n', 'at_s = 4\n', ["[[event]] #2", "before the previous event"]),
+    ('[move.lan-wan]\nlinks = { r1-r3', '[move.lan-wan]\nlinks = { r1-r4', ["[move.lan-wan]", "no link named 'r1-r4'"]),
+    ('prefix = "2001:db8:3::/64"', 'prefix = "2001:db8:3::/56"', ["[[radvd]] #2", "needs a /64"]),
+    ('a_addr = "2001:db8:a::c/64"', 'a_addr = "2001:db8:zz::c/64"', ["[[link]] 'cn-r1'", "not an IPv6 address"]),
+    ('schemes = ["ilnp-hard"', 'schemes = ["ilnp-sideways"', ["[experiment]", "unknown scheme 'ilnp-sideways'"]),
+])
+def test_bad_experiment_file_is_refused_before_anything_is_created(tmp_path, old, new, expect):
+    bad = edited(tmp_path, old, new)
+    r = lab("check", str(bad))
+    assert r.returncode == 2, r
+    for e in expect:
+        assert e in r.stderr, (e, r.stderr)
+    r = lab("run", str(bad), "--quick", "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and expect[1] in r.stderr, r
+    assert not namespaces(r.pid)
+    assert not (tmp_path / "out").exists()
+
+
+def test_shipped_experiments_check_and_list():
+    r = lab("list")
+    assert r.returncode == 0 and "seed000-tcp" in r.stdout and "thesis-udp" in r.stdout, r
+    r = lab("run", "seed000-tcp", "--scenario", "lan-moon", "--quick")
+    assert r.returncode == 2 and "no move 'lan-moon'" in r.stderr, r
+
+
+def png_ok(path: Path) -> bool:
+    b = path.read_bytes()
+    # signature, then the IHDR chunk with a non-zero width and height
+    return (len(b) > 1000 and b[:8] == b"\x89PNG\r\n\x1a\n" and b[12:16] == b"IHDR"
+            and int.from_bytes(b[16:20], "big") > 0 and int.from_bytes(b[20:24], "big") > 0)
+
+
+def check_outputs(out: Path, kind: str) -> list[dict]:
+    results = json.loads((out / "results.json").read_text())
+    failed = [r for r in results if not r["ok"]]
+    assert not failed, failed
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert len(rows) == len(results)
+    report = (out / "report.md").read_text()
+    assert "(published)" in report and "link_emulation" in report
+    pngs = [out / line.split("](")[1].rstrip(")") for line in report.splitlines() if line.startswith("![")]
+    assert pngs and all(p.exists() and png_ok(p) for p in pngs), pngs
+    by = {}
+    for r in results:
+        by.setdefault(r["scheme"], []).append(r)
+        print(f"{r['cell']}: survived={r['session_survived']} lost={r['flow'].get('lost')} "
+              f"handoff={r['handoff_delay_ms']} ms rtt={r['rtt_ms']} probe={r['probe']}")
+    for r in by["ilnp-soft"]:
+        # soft handoff: no packet lost, the session carries on, both LUs acked in about one RTT
+        assert r["session_survived"], r["cell"]
+        assert r["flow"]["lost"] == 0, (r["cell"], r["flow"]["lost"])
+        assert r["probe"]["cn_to_mn_lost"] == 0 and r["probe"]["mn_to_cn_lost"] == 0, (r["cell"], r["probe"])
+        worst_rtt = max(r["rtt_ms"].values())
+        assert r["lu"] and all(l["delay_ms"] is not None and l["delay_ms"] < 2 * worst_rtt + 50 for l in r["lu"]), r["lu"]
+    for r in by["ilnp-hard"]:
+        assert r["session_survived"], r["cell"]
+    for r in by["plain"]:
+        # without ilnpd the session breaks when the MN leaves its first network: measured
+        assert not r["session_survived"], r["cell"]
+        leave = [e["t_s"] for e in r["timeline"] if e["action"] == "down"][0]
+        assert r["flow"]["last_data_at_s"] < leave + 1.0, r["flow"]["last_data_at_s"]
+    return results
+
+
+def test_seed000_tcp_quick(tmp_path):
+    out = tmp_path / "seed000"
+    r = lab("run", "seed000-tcp", "--quick", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = check_outputs(out, "tcp")
+    assert {x["scheme"] for x in results} == {"ilnp-hard", "ilnp-soft", "plain", "mptcp"}
+    assert {x["move"] for x in results} == {"lan-lan", "lan-wan", "wan-lan", "wan-wan"}
+    for x in results:
+        if x["scheme"] == "mptcp":
+            # MPTCP moves the connection to the new network's subflow
+            assert x["session_survived"], x["cell"]
+
+
+def test_thesis_udp_quick(tmp_path):
+    out = tmp_path / "udp"
+    r = lab("run", "thesis-udp", "--quick", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = check_outputs(out, "udp")
+    assert {x["load"] for x in results} == {"64kbit-300B", "2350kbit-1300B"}
+    for x in results:
+        if x["scheme"] != "plain":
+            # the offered load arrives: 64 kbit/s of 300 B is ~27 datagrams/s
+            assert x["flow"]["packets_received"] >= 0.9 * x["flow"]["packets_sent"] > 0, x["flow"]
+
+
+def test_interrupted_run_leaves_nothing_behind(tmp_path):
+    p = subprocess.Popen([*LAB, "run", "seed000-tcp", "--quick", "--scenario", "lan-lan", "--scheme", "ilnp-soft",
+                          "--out", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=open(tmp_path / "err", "w"), text=True)
+    try:
+        # interrupt mid-flow: once the run's iperf3 client is running
+        wait_for(lambda: list((tmp_path / "out").glob("runs/*/run01/iperf-client.err")) or p.poll() is not None,
+                 timeout=60, what="flow started")
+        assert p.poll() is None, (tmp_path / "err").read_text()
+        time.sleep(1)
+        assert len(namespaces(p.pid)) >= 5
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)
+        err = (tmp_path / "err").read_text()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err[-2000:]
+    assert "interrupted" in err
+    assert not namespaces(p.pid)
+    assert json.loads((tmp_path / "out" / "results.json").read_text()) == []
+    # no process of the run is left: every pid it started is gone
+    for pidfile in (tmp_path / "out").rglob("radvd.pid"):
+        pid = int(pidfile.read_text().split()[0]) if pidfile.read_text().strip() else None
+        if pid:
+            assert not os.path.exists(f"/proc/{pid}"), pid
