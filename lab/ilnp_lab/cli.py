@@ -77,8 +77,6 @@ def main(argv=None) -> int:
 
 
 def run(args) -> int:
-    from tqdm import tqdm
-
     from . import report, runner
 
     ex = load(args.experiment)
@@ -100,28 +98,7 @@ def run(args) -> int:
             "duration_s": duration, "runs_per_cell": runs, "seed": args.seed, "versions": runner.versions(), "notes": notes}
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
-    results = []
-    bar = tqdm(total=len(todo) * runs, unit="run", file=sys.stderr, dynamic_ncols=True)
-    interrupted = False
-    try:
-        for cell in todo:
-            for i in range(runs):
-                bar.set_description(f"{cell.id} #{i + 1}")
-                rdir = out / "runs" / cell.id.replace("/", "_") / f"run{i + 1:02d}"
-                try:
-                    res = runner.Run(ex, cell, i + 1, duration, rdir, args.seed + i).execute()
-                    res["ok"] = True
-                except runner.RunError as e:
-                    tqdm.write(f"ilnp-lab: run failed: {e}", file=sys.stderr)
-                    res = {"experiment": ex.name, "cell": cell.id, "move": cell.move, "scheme": cell.scheme,
-                           "load": cell.load.name, "cc": cell.cc, "run": i + 1, "ok": False, "error": str(e)}
-                results.append(res)
-                bar.update(1)
-    except KeyboardInterrupt:
-        interrupted = True
-        tqdm.write("ilnp-lab: interrupted: the current run's testbed was removed; writing what finished", file=sys.stderr)
-    finally:
-        bar.close()
+    results, interrupted = runner.run_all(ex, todo, runs, duration, out, args.seed)
     meta["runs_done"] = len(results)
     meta["runs_failed"] = sum(1 for r in results if not r.get("ok"))
     meta["interrupted"] = interrupted

@@ -72,7 +72,10 @@ class Ilnpd:
             "log_level": "debug",
         }
         keys.update(self.extra)
-        lines = [f"{k} = {json.dumps(v)}" for k, v in keys.items()]
+        lines = [f"{k} = {json.dumps(v)}" for k, v in keys.items() if not isinstance(v, dict)]
+        for k, v in keys.items():  # tables (e.g. locator_pref) after the plain keys
+            if isinstance(v, dict):
+                lines += ["", f"[{k}]"] + [f"{json.dumps(sk)} = {json.dumps(sv)}" for sk, sv in v.items()]
         for p in self.peers:
             locs = ", ".join(f'{{ l64 = "{l}", pref = {pref} }}' for l, pref in p.locators)
             lines += ["", "[[peer]]", f'name = "{p.name}"', f'nid = "{p.nid}"', f"locators = [{locs}]"]

@@ -19,6 +19,7 @@ import platform
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -366,6 +367,34 @@ def netem_available() -> bool:
     """Tried in a throwaway network namespace, so the host is never touched."""
     from .testbed import netem_available as probe
     return probe()
+
+
+def run_all(ex: Experiment, todo: list[Cell], runs: int, duration: float, out: Path, seed: int) -> tuple[list[dict], bool]:
+    """Every cell `runs` times with a progress bar on stderr; a failed run is recorded
+    (with its step) and the others go on. Returns (results, interrupted by Ctrl-C)."""
+    from tqdm import tqdm
+
+    results = []
+    bar = tqdm(total=len(todo) * runs, unit="run", file=sys.stderr, dynamic_ncols=True)
+    try:
+        for cell in todo:
+            for i in range(runs):
+                bar.set_description(f"{cell.id} #{i + 1}")
+                rdir = out / "runs" / cell.id.replace("/", "_") / f"run{i + 1:02d}"
+                try:
+                    res = Run(ex, cell, i + 1, duration, rdir, seed + i).execute() | {"ok": True}
+                except RunError as e:
+                    tqdm.write(f"ilnp-lab: run failed: {e}", file=sys.stderr)
+                    res = {"experiment": ex.name, "cell": cell.id, "move": cell.move, "scheme": cell.scheme,
+                           "load": cell.load.name, "cc": cell.cc, "run": i + 1, "ok": False, "error": str(e)}
+                results.append(res)
+                bar.update(1)
+    except KeyboardInterrupt:
+        tqdm.write("ilnp-lab: interrupted: the current run's testbed was removed; writing what finished", file=sys.stderr)
+        return results, True
+    finally:
+        bar.close()
+    return results, False
 
 
 def reanalyse(outdir: Path, results: list[dict], ex: Experiment) -> list[dict]:
