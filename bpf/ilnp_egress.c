@@ -4,7 +4,7 @@
  *
  * Identifier form (P:NID_self -> P:NID_peer, from local sockets) becomes wire
  * form (L64:NID_self -> L64:NID_peer + Destination Options with the nonce) for
- * peers the ILCC knows, and leaves through the uplink the FIB picks.
+ * peers the ILCC knows, and leaves through the uplink of its source locator.
  * Everything else returns TC_ACT_OK, which hands the packet to the TUN, where
  * ilnpd reads it: slow-path identifier packets and wire packets the ingress
  * program punted here (their destination is not in P).
@@ -49,19 +49,36 @@ static __always_inline int eg_check_proto(struct __sk_buff *skb, struct egress_c
 	return ILNP_R_EGRESS_PUNT_PROTO;
 }
 
-/* The wire addresses' route; fills nh. 0 = go, else a punt reason. */
+/*
+ * The wire addresses' route; fills nh and oif. 0 = go, else a punt reason.
+ *
+ * A packet leaves through the uplink that owns its source locator (lv->ifindex),
+ * via that uplink's router: its source address belongs to that network, whose
+ * path it was advertised for, and another network's ingress filter (BCP 38)
+ * would drop it.
+ *   1. The main table, as if the wire packet arrived on ilnp0 (ilnpd sets
+ *      forwarding=1 on ilnp0 only; the helper insists on it for the ifindex it
+ *      is given). The source address takes part (source-specific routes), and
+ *      the helper checks the MTU itself, GSO-aware (tot_len = 0). If its route
+ *      leaves through lv->ifindex (a route via that uplink's router, or the
+ *      destination on that link), that is the route.
+ *   2. Else, if ilnpd knows that uplink's default router (lv->router): through
+ *      lv->ifindex to that router (egress_via_router).
+ *   3. Else (its router is gone): where the main table says, counted
+ *      (egress_fib_fallback), rather than dropped.
+ * Not BPF_FIB_LOOKUP_OUTPUT with the uplink as ifindex: on IPv6 the helper then
+ * wants forwarding=1 on the uplink itself (which would stop it taking RAs and
+ * make the host advertise itself as a router there), and the output interface
+ * only breaks ties between routes of equal metric and router preference
+ * (no RT6_LOOKUP_F_IFACE), so it does not pin the uplink.
+ */
 static __always_inline int eg_route(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c,
-				    struct bpf_redir_neigh *nh, __u32 *oif)
+				    struct ilnp_local_val *lv, struct bpf_redir_neigh *nh, __u32 *oif)
 {
 	struct bpf_fib_lookup fib = {};
+	__u64 r0, r1;
 	int rc;
 
-	/*
-	 * Routed as if the wire packet arrived on ilnp0 (ilnpd sets forwarding=1
-	 * on ilnp0 only; the helper insists on it). The source address takes part
-	 * in the lookup, so source-specific routes pick the locator's uplink.
-	 * tot_len = 0: the helper checks the MTU itself, GSO-aware.
-	 */
 	fib.family = AF_INET6;
 	fib.l4_protocol = c->proto;
 	fib.ifindex = skb->ifindex;
@@ -71,8 +88,23 @@ static __always_inline int eg_route(struct __sk_buff *skb, struct ilnp_cfg *cfg,
 	__builtin_memcpy(&fib.ipv6_dst[2], &c->peer_nid, 8);
 
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH)
-		return ILNP_R_EGRESS_PUNT_FIB;
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH &&
+	    rc != BPF_FIB_LKUP_RET_NOT_FWDED && rc != BPF_FIB_LKUP_RET_UNREACHABLE)
+		return ILNP_R_EGRESS_PUNT_FIB; /* MTU, blackhole, prohibit, ... */
+	if (rc == BPF_FIB_LKUP_RET_NOT_FWDED || rc == BPF_FIB_LKUP_RET_UNREACHABLE || fib.ifindex != lv->ifindex) {
+		__builtin_memcpy(&r0, &lv->router[0], 8);
+		__builtin_memcpy(&r1, &lv->router[8], 8);
+		if (r0 | r1) {
+			count(ILNP_R_EGRESS_VIA_ROUTER);
+			*oif = lv->ifindex;
+			nh->nh_family = AF_INET6;
+			__builtin_memcpy(nh->ipv6_nh, lv->router, sizeof(nh->ipv6_nh));
+			return 0;
+		}
+		if (rc == BPF_FIB_LKUP_RET_NOT_FWDED || rc == BPF_FIB_LKUP_RET_UNREACHABLE)
+			return ILNP_R_EGRESS_PUNT_FIB;
+		count(ILNP_R_EGRESS_FIB_FALLBACK);
+	}
 	*oif = fib.ifindex;
 	if (rc == BPF_FIB_LKUP_RET_NO_NEIGH) {
 		/* nh_family stays 0: see the redirect at the end of ilnp_egress */
@@ -174,7 +206,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	lv = bpf_map_lookup_elem(&ilnp_locals, &c.e->local_loc);
 	if (!lv || lv->state >= ILNP_LOC_AGED)
 		return eg_punt(ILNP_R_EGRESS_PUNT_LOCAL_LOC);
-	r = eg_route(skb, cfg, &c, &nh, &oif);
+	r = eg_route(skb, cfg, &c, lv, &nh, &oif);
 	if (r)
 		return eg_punt(r);
 

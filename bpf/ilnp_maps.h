@@ -69,10 +69,17 @@ enum ilnp_loc_state {
 	ILNP_LOC_EXPIRED = 3,
 };
 
-/* ilnp_locals: HASH, key = local locator (__u64, wire order). */
+/*
+ * ilnp_locals: HASH, key = local locator (__u64, wire order).
+ * router: the default router behind `ifindex` (its address as in the kernel's
+ * default route, usually link-local), all zero if that uplink has none. The
+ * egress program sends a packet from this locator through `ifindex` via this
+ * router when the main table would send it out of another uplink.
+ */
 struct ilnp_local_val {
-	__u32 state;   /* enum ilnp_loc_state */
-	__u32 ifindex; /* uplink carrying the locator */
+	__u32 state;      /* enum ilnp_loc_state */
+	__u32 ifindex;    /* uplink carrying the locator */
+	__u8 router[16];  /* IPv6 address, network order; :: = no router */
 };
 
 /*
@@ -91,6 +98,10 @@ struct ilnp_local_val {
 	X(EGRESS_PUNT_LOCAL_LOC, "egress_punt_local_loc")   /* source locator not ours or aged */       \
 	X(EGRESS_PUNT_FIB, "egress_punt_fib")               /* FIB lookup failed (route, MTU, ...) */   \
 	X(EGRESS_DROP_ERROR, "egress_drop_error")           /* a helper failed mid-rewrite */           \
+	X(EGRESS_VIA_ROUTER, "egress_via_router")           /* main route left by another uplink: */    \
+	                                                    /* sent via the locator's uplink router */  \
+	X(EGRESS_FIB_FALLBACK, "egress_fib_fallback")       /* ... and that uplink has no router: */    \
+	                                                    /* sent where the main route says */        \
 	X(INGRESS_FAST, "ingress_fast")                     /* translated, passed up */                 \
 	X(INGRESS_PUNT_USERSPACE, "ingress_punt_userspace")                                             \
 	X(INGRESS_PUNT_LU, "ingress_punt_lu")               /* ICMPv6 Locator Update */                 \
@@ -118,6 +129,6 @@ _Static_assert(sizeof(struct ilnp_ilcc_val) == 144, "ilnp_ilcc_val layout");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_tx) == 80, "ilnp_ilcc_val.nonce_tx");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_rx) == 96, "ilnp_ilcc_val.nonce_rx");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, tx_pkts) == 112, "ilnp_ilcc_val counters 8-aligned");
-_Static_assert(sizeof(struct ilnp_local_val) == 8, "ilnp_local_val layout");
+_Static_assert(sizeof(struct ilnp_local_val) == 24, "ilnp_local_val layout");
 
 #endif

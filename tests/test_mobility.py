@@ -232,3 +232,65 @@ def test_both_ends_move_at_once(bed, tmp_path):
     lost = (a["sent"] - len(b["got"]), b["sent"] - len(a["got"]))
     print(f"both moved: lost CN->MN {lost[0]}, MN->CN {lost[1]}; CN {dcn.stats()['core']}; MN {dmn.stats()['core']}")
     assert lost == (0, 0), lost
+
+
+def _ilnp_sources(node, pcap):
+    """Source /64s of the ILNPv6 packets (nonce DestOpts first) in a capture, with counts."""
+    out = node.run("tcpdump", "-r", str(pcap), "-n", "-q", check=False).stdout
+    counts = {}
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) > 2 and f[1] == "IP6":
+            src = f[2].rsplit(".", 1)[0] if f[2].count(":") and "." in f[2] else f[2]
+            l64 = ":".join(src.split(":")[:3])
+            counts[l64] = counts.get(l64, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("datapath", ["ebpf", "userspace"])
+def test_wan_to_lan_lu_leaves_through_the_new_uplink(bed, tmp_path, datapath):
+    """WAN -> LAN (R2 behind 100 ms, R3 on the LAN), R2 still up: the LU that
+    advertises L3 leaves through eth-r3 via R3 (acked in about the LAN RTT, not the
+    WAN's 200 ms), and every packet from L3 leaves through eth-r3, every packet
+    from L2 through eth-r2 (ingress filtering would drop the others)."""
+    t = mobility_topology(bed, wan_r2_ms=100)
+    cn, mn = t["cn"], t["mn"]
+    radvd(t["r2"], "eth-mn", "2001:db8:2::/64")
+    radvd(t["r3"], "eth-mn", "2001:db8:3::/64")
+    wait_for(lambda: "2001:db8:2:" in mn.ip("-6", "addr", "show", "eth-r2").stdout, timeout=15, what="SLAAC on R2's link")
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])], datapath=datapath).start()
+    dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                datapath=datapath).start()
+    caps = {r: tmp_path / f"{r}.pcap" for r in ("r2", "r3")}
+    dumps = [t[r].spawn("tcpdump", "-i", "eth-mn", "-n", "-U", "-w", str(p), "ip6 and ip6[6] == 60",
+                        stderr=subprocess.DEVNULL) for r, p in caps.items()]
+    mon = monitor(dmn, tmp_path / "mn-events.jsonl")
+    secs = 6
+    pm = mn.spawn("python3", "-c", PROBE, MN_ID, CN_ID, "7100", str(secs), "50", str(tmp_path / "mn-probe.json"))
+    pc = cn.spawn("python3", "-c", PROBE, CN_ID, MN_ID, "7100", str(secs), "50", str(tmp_path / "cn-probe.json"))
+    time.sleep(2)
+    mn.ip("link", "set", "eth-r3", "up")  # join R3's network; R2 stays up
+    wait_for(lambda: any(l["l64"] == L3 for l in dmn.ctl("locator", "show")), timeout=10, what="MN learns L3")
+    wait_for(lambda: events(tmp_path / "mn-events.jsonl", "lu_acked"), timeout=10, what="the LU is acked")
+    for p in (pm, pc):
+        p.wait(timeout=30)
+    time.sleep(0.5)
+    for p in dumps + [mon]:
+        stop_process(p)
+    acks = events(tmp_path / "mn-events.jsonl", "lu_acked")
+    rtts_ms = [a["rtt_us"] / 1000 for a in acks]
+    seen = {r: _ilnp_sources(t[r], p) for r, p in caps.items()}
+    print(f"LU -> ack ms: {rtts_ms}; ILNPv6 sources seen by R2 {seen['r2']}, by R3 {seen['r3']}")
+    print("MN", dmn.stats())
+    # before the fix the LU left through the WAN uplink: ~200 ms (2 x 100 ms)
+    assert rtts_ms and max(rtts_ms) < 50, rtts_ms
+    # from L3 through eth-r3 only (the LU, its retries, and the data after the switch)
+    assert seen["r3"].get("2001:db8:3", 0) >= 20, seen
+    assert seen["r2"].get("2001:db8:3", 0) == 0, seen
+    # from L2 through eth-r2 only (the data before the switch)
+    assert seen["r2"].get("2001:db8:2", 0) >= 20, seen
+    assert seen["r3"].get("2001:db8:2", 0) == 0, seen
+    st = dmn.stats()
+    assert st["core"].get("send_uplink_fallback", 0) == 0, st
+    if datapath == "ebpf":
+        assert st["datapath"]["egress_fib_fallback"] == 0, st

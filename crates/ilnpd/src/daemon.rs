@@ -66,6 +66,8 @@ pub struct Daemon {
     drop_log: HashMap<&'static str, (Instant, u32)>,
     /// best default-router preference behind each uplink (absent: no default route)
     routers: BTreeMap<u32, RouterPreference>,
+    /// address of the default router behind each uplink (absent: none known)
+    gateways: BTreeMap<u32, Ipv6Addr>,
     /// uplink sysctls we changed, with the value to put back on exit
     saved_sysctls: Vec<(String, String)>,
     counters: BTreeMap<&'static str, u64>,
@@ -168,6 +170,7 @@ impl Daemon {
             started: Instant::now(),
             drop_log: HashMap::new(),
             routers: BTreeMap::new(),
+            gateways: BTreeMap::new(),
             saved_sysctls: Vec::new(),
             counters: BTreeMap::new(),
         };
@@ -241,7 +244,14 @@ impl Daemon {
     /// Re-reads the kernel's addresses and derives the local locator set.
     async fn sync_locators(&mut self) -> Result<()> {
         let addrs = self.nl.addresses().await?;
-        self.routers = self.nl.default_routers().await?;
+        let dr = self.nl.default_routers().await?;
+        self.routers = dr.iter().map(|(i, (p, _))| (*i, *p)).collect();
+        self.gateways = dr.iter().filter_map(|(i, (_, g))| g.map(|g| (*i, g))).collect();
+        if let Some(dp) = self.dp.as_mut() {
+            if let Err(e) = dp.set_uplink_routers(&self.gateways) {
+                tracing::warn!("{e:#}");
+            }
+        }
         let mut locs: BTreeMap<Locator, LocalLocator> = BTreeMap::new();
         let mut ours_present: BTreeSet<(u32, Ipv6Addr)> = BTreeSet::new();
         for u in &self.uplinks {
@@ -296,6 +306,39 @@ impl Daemon {
         Ok(())
     }
 
+    /// Sends a wire packet through the uplink that owns its source locator (the
+    /// kernel routes it via that interface's routes only), so it reaches the
+    /// network its source address belongs to (BCP 38) over the path it was
+    /// advertised for. If that uplink has no route to the destination (its router
+    /// is gone), the main table decides, counted as `send_uplink_fallback`.
+    fn send_wire(&mut self, pkt: &[u8]) {
+        let (src, dst) = match ilnp_wire::ipv6::Packet::new_checked(pkt) {
+            Ok(p) => (p.src(), p.dst()),
+            Err(_) => return,
+        };
+        let (sl, _) = split_addr(src);
+        let uplink = self.core.local_locators().iter().find(|l| l.loc == sl).map(|l| l.ifindex);
+        if let Some(ifindex) = uplink {
+            match send_via(&self.raw, pkt, dst, ifindex) {
+                Ok(()) => return,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENETUNREACH) | Some(libc::EHOSTUNREACH)) => {
+                    self.bump("send_uplink_fallback");
+                    tracing::debug!("no route to {dst} via ifindex {ifindex} (source {src}): main table");
+                }
+                Err(e) => {
+                    self.bump("send_error");
+                    tracing::debug!("sending {} bytes to {dst} via ifindex {ifindex}: {e}", pkt.len());
+                    return;
+                }
+            }
+        }
+        let sa = SockAddr::from(SocketAddrV6::new(dst, 0, 0, 0));
+        if let Err(e) = self.raw.send_to(pkt, &sa) {
+            self.bump("send_error");
+            tracing::debug!("sending {} bytes to {dst}: {e}", pkt.len());
+        }
+    }
+
     fn bump(&mut self, k: &'static str) {
         *self.counters.entry(k).or_insert(0) += 1;
     }
@@ -303,17 +346,7 @@ impl Daemon {
     fn run_actions(&mut self, actions: Vec<Action>) {
         for a in actions {
             match a {
-                Action::SendWire(pkt) => {
-                    let dst = match ilnp_wire::ipv6::Packet::new_checked(&pkt[..]) {
-                        Ok(p) => p.dst(),
-                        Err(_) => continue,
-                    };
-                    let sa = SockAddr::from(SocketAddrV6::new(dst, 0, 0, 0));
-                    if let Err(e) = self.raw.send_to(&pkt, &sa) {
-                        self.bump("send_error");
-                        tracing::debug!("sending {} bytes to {dst}: {e}", pkt.len());
-                    }
-                }
+                Action::SendWire(pkt) => self.send_wire(&pkt),
                 Action::DeliverLocal(pkt) => {
                     if let Err(e) = self.tun.send(&pkt) {
                         self.bump("deliver_error");
@@ -649,6 +682,51 @@ impl Daemon {
         self.cleanup().await;
         Ok(())
     }
+}
+
+/// Sends `pkt` (a whole IPv6 packet) on the IPPROTO_RAW socket with an
+/// IPV6_PKTINFO control message naming `ifindex` and no source address:
+/// rawv6_sendmsg() takes the output interface from it even with the header
+/// included, and an output interface without a source address makes the route
+/// lookup strict (RT6_LOOKUP_F_IFACE: only routes through that interface).
+fn send_via(raw: &Socket, pkt: &[u8], dst: Ipv6Addr, ifindex: u32) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: zeroed sockaddr_in6 / in6_pktinfo are valid (all-zero = unspecified).
+    let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+    sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+    sa.sin6_addr.s6_addr = dst.octets();
+    // SAFETY: as above.
+    let mut info: libc::in6_pktinfo = unsafe { std::mem::zeroed() };
+    info.ipi6_ifindex = ifindex;
+    // u64 words: cmsghdr alignment
+    let mut cbuf = [0u64; 8];
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::in6_pktinfo>() as u32) } as usize;
+    assert!(space <= std::mem::size_of_val(&cbuf));
+    let mut iov = libc::iovec { iov_base: pkt.as_ptr() as *mut libc::c_void, iov_len: pkt.len() };
+    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives sendmsg.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut sa as *mut libc::sockaddr_in6).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_in6>() as u32;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: msg_control points at `space` writable, aligned bytes, enough for
+    // one cmsghdr with an in6_pktinfo, so CMSG_FIRSTHDR is non-null and its data fits.
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::IPPROTO_IPV6;
+        (*c).cmsg_type = libc::IPV6_PKTINFO;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::in6_pktinfo>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::in6_pktinfo>(), info);
+    }
+    // SAFETY: msg is fully initialised above.
+    let n = unsafe { libc::sendmsg(raw.as_raw_fd(), &msg, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// rand 0.8 re-exports rand_core 0.6, the trait the core takes.

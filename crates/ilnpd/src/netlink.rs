@@ -6,7 +6,9 @@ use futures::stream::TryStreamExt;
 use futures::StreamExt;
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, AddressScope};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
-use netlink_packet_route::route::{RouteAttribute, RouteHeader, RouteMessage, RoutePreference, RouteType};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RoutePreference, RouteType,
+};
 use netlink_packet_route::AddressFamily;
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
 use std::collections::BTreeMap;
@@ -173,9 +175,21 @@ fn router_pref(p: &RoutePreference) -> ilnp_core::RouterPreference {
     }
 }
 
+fn gateway6(attrs: &[RouteAttribute]) -> Option<Ipv6Addr> {
+    attrs.iter().find_map(|a| match a {
+        RouteAttribute::Gateway(RouteAddress::Inet6(g)) => Some(*g),
+        _ => None,
+    })
+}
+
+/// A default route's next hop: its interface, the router preference and the
+/// router's address (none for a default route without a gateway).
+type DefaultHop = (u32, ilnp_core::RouterPreference, Option<Ipv6Addr>);
+
 /// Interfaces with an IPv6 default route in the main table in `m`, with the route's
-/// router preference (RA-learned routes carry the RA's; static ones are medium).
-fn default_route_ifaces(m: &RouteMessage) -> Vec<(u32, ilnp_core::RouterPreference)> {
+/// router preference (RA-learned routes carry the RA's; static ones are medium)
+/// and the router's address.
+fn default_route_ifaces(m: &RouteMessage) -> Vec<DefaultHop> {
     if m.header.address_family != AddressFamily::Inet6
         || m.header.destination_prefix_length != 0
         || m.header.kind != RouteType::Unicast
@@ -189,29 +203,34 @@ fn default_route_ifaces(m: &RouteMessage) -> Vec<(u32, ilnp_core::RouterPreferen
         match a {
             RouteAttribute::Table(t) => table = *t,
             RouteAttribute::Preference(p) => pref = router_pref(p),
-            RouteAttribute::Oif(i) => out.push(*i),
-            RouteAttribute::MultiPath(hops) => out.extend(hops.iter().map(|h| h.interface_index)),
+            RouteAttribute::Oif(i) => out.push((*i, gateway6(&m.attributes))),
+            RouteAttribute::MultiPath(hops) => {
+                out.extend(hops.iter().map(|h| (h.interface_index, gateway6(&h.attributes))))
+            }
             _ => {}
         }
     }
     if table != u32::from(RouteHeader::RT_TABLE_MAIN) {
         return Vec::new();
     }
-    out.into_iter().map(|i| (i, pref)).collect()
+    out.into_iter().map(|(i, g)| (i, pref, g)).collect()
 }
 
 impl Netlink {
-    /// The best router preference among IPv6 default routes, per interface
-    /// (interfaces without a default route are absent).
-    pub async fn default_routers(&self) -> Result<BTreeMap<u32, ilnp_core::RouterPreference>> {
+    /// Per interface with an IPv6 default route (others are absent): the best
+    /// router preference among them, and the address of the router of the first
+    /// route with that preference that has one.
+    pub async fn default_routers(&self) -> Result<BTreeMap<u32, (ilnp_core::RouterPreference, Option<Ipv6Addr>)>> {
         let mut m = RouteMessage::default();
         m.header.address_family = AddressFamily::Inet6;
         let mut s = self.handle.route().get(m).execute();
-        let mut out: BTreeMap<u32, ilnp_core::RouterPreference> = BTreeMap::new();
+        let mut out: BTreeMap<u32, (ilnp_core::RouterPreference, Option<Ipv6Addr>)> = BTreeMap::new();
         while let Some(m) = s.try_next().await.context("dumping IPv6 routes")? {
-            for (i, p) in default_route_ifaces(&m) {
-                let e = out.entry(i).or_insert(p);
-                *e = (*e).max(p);
+            for (i, p, g) in default_route_ifaces(&m) {
+                let e = out.entry(i).or_insert((p, g));
+                if p > e.0 || (p == e.0 && e.1.is_none()) {
+                    *e = (p, g);
+                }
             }
         }
         Ok(out)
@@ -262,22 +281,28 @@ mod tests {
     #[test]
     fn default_routes_with_router_preference() {
         use RouteAttribute::*;
-        let ra_low = route(0, vec![Oif(3), Preference(RoutePreference::Low)]);
-        assert_eq!(default_route_ifaces(&ra_low), vec![(3, RouterPreference::Low)]);
+        let gw: Ipv6Addr = "fe80::1".parse().unwrap();
+        let ra_low = route(0, vec![Oif(3), Preference(RoutePreference::Low), Gateway(RouteAddress::Inet6(gw))]);
+        assert_eq!(default_route_ifaces(&ra_low), vec![(3, RouterPreference::Low, Some(gw))]);
         let ra_high = route(0, vec![Preference(RoutePreference::High), Oif(4)]);
-        assert_eq!(default_route_ifaces(&ra_high), vec![(4, RouterPreference::High)]);
+        assert_eq!(default_route_ifaces(&ra_high), vec![(4, RouterPreference::High, None)]);
         // static route without RTA_PREF, reserved value: medium (RFC 4191 §2.2)
-        assert_eq!(default_route_ifaces(&route(0, vec![Oif(5)])), vec![(5, RouterPreference::Medium)]);
+        assert_eq!(default_route_ifaces(&route(0, vec![Oif(5)])), vec![(5, RouterPreference::Medium, None)]);
         let reserved = route(0, vec![Oif(5), Preference(RoutePreference::Invalid)]);
-        assert_eq!(default_route_ifaces(&reserved), vec![(5, RouterPreference::Medium)]);
-        // multipath: every next hop's interface
-        let hop = |i| {
+        assert_eq!(default_route_ifaces(&reserved), vec![(5, RouterPreference::Medium, None)]);
+        // multipath: every next hop's interface and router
+        let gw2: Ipv6Addr = "fe80::2".parse().unwrap();
+        let hop = |i, g: Option<Ipv6Addr>| {
             let mut h = RouteNextHop::default();
             h.interface_index = i;
+            h.attributes = g.map(|g| vec![Gateway(RouteAddress::Inet6(g))]).unwrap_or_default();
             h
         };
-        let mp = route(0, vec![MultiPath(vec![hop(6), hop(7)])]);
-        assert_eq!(default_route_ifaces(&mp), vec![(6, RouterPreference::Medium), (7, RouterPreference::Medium)]);
+        let mp = route(0, vec![MultiPath(vec![hop(6, Some(gw)), hop(7, Some(gw2))])]);
+        assert_eq!(
+            default_route_ifaces(&mp),
+            vec![(6, RouterPreference::Medium, Some(gw)), (7, RouterPreference::Medium, Some(gw2))]
+        );
         // not a default route, another table, an unreachable default: none
         assert!(default_route_ifaces(&route(64, vec![Oif(3)])).is_empty());
         assert!(default_route_ifaces(&route(0, vec![Oif(3), Table(100)])).is_empty());

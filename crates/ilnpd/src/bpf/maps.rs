@@ -50,6 +50,8 @@ pub struct IlccVal {
 pub struct LocalVal {
     pub state: u32,
     pub ifindex: u32,
+    /// default router behind `ifindex` (network order); all zero: none
+    pub router: [u8; 16],
 }
 
 // SAFETY: plain old data made of integers and byte arrays; every hole is an
@@ -70,6 +72,8 @@ pub const REASONS: &[&str] = &[
     "egress_punt_local_loc",
     "egress_punt_fib",
     "egress_drop_error",
+    "egress_via_router",
+    "egress_fib_fallback",
     "ingress_fast",
     "ingress_punt_userspace",
     "ingress_punt_lu",
@@ -97,8 +101,13 @@ pub fn state_code(s: LocatorState) -> u32 {
 }
 
 impl LocalVal {
-    pub fn from_core(l: &LocalLocator) -> LocalVal {
-        LocalVal { state: state_code(l.state), ifindex: l.ifindex }
+    /// `router`: the default router behind the locator's uplink, if it has one.
+    pub fn from_core(l: &LocalLocator, router: Option<std::net::Ipv6Addr>) -> LocalVal {
+        LocalVal {
+            state: state_code(l.state),
+            ifindex: l.ifindex,
+            router: router.map(|r| r.octets()).unwrap_or_default(),
+        }
     }
 }
 
@@ -150,7 +159,7 @@ int main(void) {
   O(ilnp_ilcc_val, nonce_tx) O(ilnp_ilcc_val, nonce_tx_len) O(ilnp_ilcc_val, nonce_rx_len)
   O(ilnp_ilcc_val, n_remote_locs) O(ilnp_ilcc_val, flags) O(ilnp_ilcc_val, nonce_rx) O(ilnp_ilcc_val, _pad)
   O(ilnp_ilcc_val, tx_pkts) O(ilnp_ilcc_val, tx_bytes) O(ilnp_ilcc_val, rx_pkts) O(ilnp_ilcc_val, rx_bytes)
-  O(ilnp_local_val, state) O(ilnp_local_val, ifindex)
+  O(ilnp_local_val, state) O(ilnp_local_val, ifindex) O(ilnp_local_val, router)
   ILNP_REASONS(R)
   printf("const.ILNP_R_MAX %d\nconst.ILNP_MAX_REMOTE_LOCS %d\nconst.ILNP_NONCE_MAX %d\n", ILNP_R_MAX, ILNP_MAX_REMOTE_LOCS, ILNP_NONCE_MAX);
   printf("const.ILNP_MODE_EBPF %d\nconst.ILNP_MODE_USERSPACE %d\n", ILNP_MODE_EBPF, ILNP_MODE_USERSPACE);
@@ -207,6 +216,7 @@ int main(void) {
             ("ilnp_ilcc_val.rx_bytes", offset_of!(IlccVal, rx_bytes)),
             ("ilnp_local_val.state", offset_of!(LocalVal, state)),
             ("ilnp_local_val.ifindex", offset_of!(LocalVal, ifindex)),
+            ("ilnp_local_val.router", offset_of!(LocalVal, router)),
             ("const.ILNP_R_MAX", REASONS.len()),
             ("const.ILNP_MAX_REMOTE_LOCS", MAX_REMOTE_LOCS),
             ("const.ILNP_NONCE_MAX", NONCE_MAX),

@@ -23,6 +23,8 @@ use aya::programs::{SchedClassifier, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
 use ilnp_core::{IlccSnapshot, LocalLocator};
 use ilnp_wire::{Locator, Nid};
+use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
 use std::path::PathBuf;
 
 pub use maps::REASONS;
@@ -80,6 +82,8 @@ pub struct Datapath {
     egress: Option<Attachment>,
     uplinks: Vec<Attachment>,
     pins: Option<Pins>,
+    /// default router per uplink ifindex (see `set_uplink_routers`)
+    routers: BTreeMap<u32, Ipv6Addr>,
 }
 
 /// aya reports a missing key on delete as the syscall's ENOENT, not KeyNotFound.
@@ -122,7 +126,7 @@ impl Datapath {
                 return Err(e).context("loading the eBPF object (needs CAP_BPF/CAP_NET_ADMIN and a kernel with BTF)");
             }
         };
-        let mut dp = Datapath { bpf, kind, egress: None, uplinks: Vec::new(), pins };
+        let mut dp = Datapath { bpf, kind, egress: None, uplinks: Vec::new(), pins, routers: BTreeMap::new() };
         match dp.init(cfg) {
             Ok(()) => Ok(dp),
             Err(e) => {
@@ -207,8 +211,27 @@ impl Datapath {
             absent_ok(m.remove(&k)).context("removing a local locator from the fast path")?;
         }
         for l in locs {
-            m.insert(l.loc.to_bytes(), LocalVal::from_core(l), 0)
+            m.insert(l.loc.to_bytes(), LocalVal::from_core(l, self.routers.get(&l.ifindex).copied()), 0)
                 .with_context(|| format!("writing local locator {} to the fast path", l.loc))?;
+        }
+        Ok(())
+    }
+
+    /// The default router behind each uplink (uplinks without one are absent):
+    /// packets from an uplink's locators leave through it via this router when
+    /// the main table would send them out of another uplink. Updates the local
+    /// locators already written.
+    pub fn set_uplink_routers(&mut self, routers: &BTreeMap<u32, Ipv6Addr>) -> Result<()> {
+        if *routers == self.routers {
+            return Ok(());
+        }
+        self.routers = routers.clone();
+        let mut m: HashMap<_, [u8; 8], LocalVal> =
+            HashMap::try_from(self.bpf.map_mut(MAP_LOCALS).ok_or_else(|| map_err(MAP_LOCALS))?)?;
+        let all: Vec<([u8; 8], LocalVal)> = m.iter().filter_map(|e| e.ok()).collect();
+        for (k, mut v) in all {
+            v.router = routers.get(&v.ifindex).map(|r| r.octets()).unwrap_or_default();
+            m.insert(k, v, 0).context("writing a local locator's router to the fast path")?;
         }
         Ok(())
     }

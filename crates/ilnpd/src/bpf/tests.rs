@@ -660,3 +660,99 @@ fn userspace_mode_steers_only() {
         b.dp.shutdown().unwrap();
     });
 }
+
+// ------------------------------------------------------------------ two uplinks
+
+/// A multihomed host M (uplinks m2 with locator L2 and m3 with L3, one router
+/// each in namespace R; the main table prefers m2's default route): every packet
+/// leaves through the uplink of its source locator, whatever the main table
+/// prefers; with no route via that uplink, through the ordinary route, counted.
+#[test]
+fn fast_path_leaves_through_the_source_locators_uplink() {
+    if !can_run() {
+        return;
+    }
+    on_thread(|| {
+        const L2: Locator = Locator(0x2001_0db8_0002_0000);
+        const L3: Locator = Locator(0x2001_0db8_0003_0000);
+        const LB: Locator = Locator(0x2001_0db8_000b_0000);
+        let (nm, nr) = (Netns::new("mh"), Netns::new("mhr"));
+        for (m, r, l) in [("m2", "r2", L2), ("m3", "r3", L3)] {
+            nm.ip(&format!("link add {m} type veth peer name {r} netns {}", nr.name));
+            nm.ip(&format!("addr add {}/64 dev {m} nodad", addr(l, NID_A)));
+            nr.ip(&format!("addr add {}/64 dev {r} nodad", addr(l, Nid(1))));
+            nm.ip(&format!("link set {m} up"));
+            nr.ip(&format!("link set {r} up"));
+        }
+        // the main table's choice: m2 (the lower metric)
+        nm.ip(&format!("-6 route add default via {} dev m2 metric 100", addr(L2, Nid(1))));
+        nm.ip(&format!("-6 route add default via {} dev m3 metric 200", addr(L3, Nid(1))));
+        nm.enter();
+        let tun = open_tun("ilnp0", false);
+        nm.exec("sysctl -qw net.ipv6.conf.ilnp0.forwarding=1");
+        nm.ip("link set ilnp0 mtu 1484 up");
+        nm.ip(&format!("addr add {}/128 dev ilnp0 nodad", addr(P, NID_A)));
+        nm.ip(&format!("route add {}/64 dev ilnp0", addr(P, Nid(0))));
+        let (m2, m3) = (nm.ifindex("m2"), nm.ifindex("m3"));
+        let cfg = DatapathConfig {
+            mode: Mode::Ebpf,
+            ilnp0_ifindex: nm.ifindex("ilnp0"),
+            id_prefix: P,
+            local_nid: NID_A,
+            ilcc_max_entries: 64,
+            pin_dir: None,
+        };
+        let mut dp = Datapath::load(&cfg).unwrap();
+        dp.attach_uplink(m2).unwrap();
+        dp.attach_uplink(m3).unwrap();
+        let loc =
+            |loc, ifindex| LocalLocator { loc, ifindex, pref: 0, lifetime_s: u32::MAX, state: LocatorState::Active };
+        dp.set_local_locators(&[loc(L2, m2), loc(L3, m3)]).unwrap();
+        let routers = |v: &[(u32, Locator)]| v.iter().map(|(i, l)| (*i, addr(*l, Nid(1)))).collect();
+        dp.set_uplink_routers(&routers(&[(m2, L2), (m3, L3)])).unwrap();
+        let (cap2, cap3) = (capture(m2), capture(m3));
+        let mut h = Host { ns: nm, nid: NID_A, tun, uplink: m2, dp };
+        let from = |l: Locator| move |p: &[u8]| is_udp_to(p, addr(LB, NID_B)) && p[8..24] == addr(l, NID_A).octets();
+        let entry = |local_loc| IlccSnapshot {
+            nid: NID_B,
+            local_loc,
+            remote_loc: LB,
+            remote_locs: vec![LB],
+            nonce_tx: Nonce::N32(N_AB),
+            nonce_rx: Some(Nonce::N32(N_AB)),
+        };
+        let sent = |h: &Host, cap: &OwnedFd, other: &OwnedFd, l: Locator, what: &str| {
+            udp_send(h, NID_B, 5555, what.as_bytes());
+            let p = wait_packet(cap, Duration::from_secs(2), from(l));
+            assert!(p.is_some(), "{what}: not seen on its uplink; stats {:?}", nonzero(&h.dp));
+            let o = wait_packet(other, Duration::from_millis(200), from(l));
+            assert!(o.is_none(), "{what}: seen on the other uplink");
+        };
+
+        // source L2: out of m2, the main table's choice
+        h.dp.upsert_peer(&entry(L2)).unwrap();
+        sent(&h, &cap2, &cap3, L2, "from L2");
+        assert_eq!((stat(&h.dp, "egress_via_router"), stat(&h.dp, "egress_fib_fallback")), (0, 0));
+        // source L3: out of m3 via its router, though the main table prefers m2;
+        // the router's neighbour entry is not resolved yet on the first packet
+        h.dp.upsert_peer(&entry(L3)).unwrap();
+        sent(&h, &cap3, &cap2, L3, "from L3");
+        sent(&h, &cap3, &cap2, L3, "from L3 again");
+        assert_eq!(stat(&h.dp, "egress_via_router"), 2);
+        assert_eq!(stat(&h.dp, "egress_fast"), 3);
+        // m3's router is gone: the packet from L3 takes the main route (m2), counted
+        h.ns.ip(&format!("-6 route del default via {} dev m3", addr(L3, Nid(1))));
+        h.dp.set_uplink_routers(&routers(&[(m2, L2)])).unwrap();
+        sent(&h, &cap2, &cap3, L3, "from L3 without a router on m3");
+        assert_eq!((stat(&h.dp, "egress_via_router"), stat(&h.dp, "egress_fib_fallback")), (2, 1));
+        // no route at all: punted to ilnpd, not sent
+        h.ns.ip(&format!("-6 route del default via {} dev m2", addr(L2, Nid(1))));
+        udp_send(&h, NID_B, 5555, b"no route");
+        assert!(wait_packet(&h.tun, Duration::from_secs(1), |p| is_udp_to(p, addr(P, NID_B))).is_some());
+        assert_eq!(stat(&h.dp, "egress_punt_fib"), 1);
+        assert_eq!(stat(&h.dp, "egress_fast"), 4);
+        let _ = h.uplink;
+        let dp = h.dp;
+        dp.shutdown().unwrap();
+    });
+}
