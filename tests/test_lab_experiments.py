@@ -91,15 +91,18 @@ def check_outputs(out: Path, kind: str) -> list[dict]:
         by.setdefault(r["scheme"], []).append(r)
         print(f"{r['cell']}: survived={r['session_survived']} lost={r['flow'].get('lost')} "
               f"handoff={r['handoff_delay_ms']} ms rtt={r['rtt_ms']} probe={r['probe']}")
-    for r in by["ilnp-soft"]:
-        # soft handoff: no packet lost, the session carries on, both LUs acked in about one RTT
+    for r in by["ilnp-soft"] + by["ilnp-hard"]:
         assert r["session_survived"], r["cell"]
+        # the handoff (the LU on joining R3, to the new network) is acked within 2 RTT of
+        # that path + 50 ms (issue #3); the LU on leaving R2 waits behind the TCP window
+        # queued at R3 by then, so it is reported, not bounded
+        assert r["lu"] and r["lu"][0]["delay_ms"] is not None, r["lu"]
+        assert r["handoff_delay_ms"] < 2 * r["rtt_ms"]["r3"] + 50, (r["cell"], r["lu"], r["rtt_ms"])
+        assert all(l["t_ack_s"] is not None for l in r["lu"]), r["lu"]
+    for r in by["ilnp-soft"]:
+        # soft handoff: no packet lost in the flow or the probe
         assert r["flow"]["lost"] == 0, (r["cell"], r["flow"]["lost"])
         assert r["probe"]["cn_to_mn_lost"] == 0 and r["probe"]["mn_to_cn_lost"] == 0, (r["cell"], r["probe"])
-        worst_rtt = max(r["rtt_ms"].values())
-        assert r["lu"] and all(l["delay_ms"] is not None and l["delay_ms"] < 2 * worst_rtt + 50 for l in r["lu"]), r["lu"]
-    for r in by["ilnp-hard"]:
-        assert r["session_survived"], r["cell"]
     for r in by["plain"]:
         # without ilnpd the session breaks when the MN leaves its first network: measured
         assert not r["session_survived"], r["cell"]

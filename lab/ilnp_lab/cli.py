@@ -35,6 +35,7 @@ def main(argv=None) -> int:
     r.add_argument("--scenario", action="append", metavar="MOVE", help="only this move (repeatable), e.g. lan-wan")
     r.add_argument("--scheme", action="append", metavar="S", help="only this scheme (repeatable): ilnp-hard, ilnp-soft, plain, mptcp")
     r.add_argument("--out", type=Path, help="output folder (default out/<experiment>)")
+    r.add_argument("--jobs", type=int, default=1, help="testbeds run at once (each run is independent)")
     r.add_argument("--seed", type=int, default=1, help="seed for nonces and link loss (run i uses seed+i)")
     r.add_argument("--json", action="store_true", help="print the per-run results as JSON on stdout")
     rp = sub.add_parser("report", help="rebuild report.md, results.csv and plots from a run folder")
@@ -95,10 +96,10 @@ def run(args) -> int:
     meta = {"experiment": ex.name, "title": ex.title, "file": str(ex.path),
             "command": shlex.join(["ilnp-lab", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv),
             "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "quick": args.quick,
-            "duration_s": duration, "runs_per_cell": runs, "seed": args.seed, "versions": runner.versions(), "notes": notes}
+            "duration_s": duration, "runs_per_cell": runs, "jobs": args.jobs, "seed": args.seed, "versions": runner.versions(), "notes": notes}
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
-    results, interrupted = runner.run_all(ex, todo, runs, duration, out, args.seed)
+    results, interrupted = runner.run_all(ex, todo, runs, duration, out, args.seed, max(1, args.jobs))
     meta["runs_done"] = len(results)
     meta["runs_failed"] = sum(1 for r in results if not r.get("ok"))
     meta["interrupted"] = interrupted

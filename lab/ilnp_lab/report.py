@@ -74,7 +74,7 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
     pdir = outdir / "plots"
     lines = [f"# ilnp-lab report: {meta['experiment']}", "", f"{meta.get('title', '')}", "",
              f"Command: `{meta['command']}`  ", f"Started {meta['started']}, {meta['runs_done']} runs "
-             f"({meta['runs_failed']} failed), {meta['runs_per_cell']} per cell, flows of {meta['duration_s']:g} s"
+             f"({meta['runs_failed']} failed), {meta['runs_per_cell']} per cell, {meta.get('jobs', 1)} at a time, flows of {meta['duration_s']:g} s"
              f"{' (--quick)' if meta.get('quick') else ''}.", "", "Versions and link emulation:", ""]
     lines += [f"* {k}: {v}" for k, v in meta["versions"].items()]
     for n in meta.get("notes", []):

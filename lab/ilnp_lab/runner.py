@@ -171,9 +171,11 @@ class Run:
             net = ipaddress.IPv6Network(first[0][1])
             dst = next(a for a in mn.global_addrs(first[0][0]) if ipaddress.IPv6Address(a) in net)
         if cell.scheme == "mptcp":
-            self.step = "MPTCP limits"
+            self.step = "MPTCP limits and the MN's per-network routing"
             for n in (cn, mn):
                 n.ip("mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "4")
+            for k, (iface, prefix) in enumerate(first):
+                mn.source_route(iface, prefix, 100 + k)
 
         self.step = "start captures, server and probes"
         caps = {n.name: capture(n, d / f"{n.name}.pcap") for n in (cn, mn)}
@@ -242,9 +244,11 @@ class Run:
         return self.analyse(raw)
 
     def _mptcp_endpoint(self, mn, iface: str) -> None:
-        """What a connection manager does for MPTCP: announce each new address."""
+        """What a connection manager does for MPTCP (the deployment guides' setup): route each
+        new network's source address out of its own interface, and announce the address."""
         try:
             addr = wait_for(lambda: mn.global_addrs(iface), timeout=10, what=f"address on {iface}")[0]
+            mn.source_route(iface, f"{addr}/64", 200 + mn.index(iface))
             mn.ip("mptcp", "endpoint", "add", addr, "dev", iface, "signal")
         except Exception as e:  # recorded, the run goes on: the result shows what MPTCP did
             self.notes.append(f"mptcp endpoint on {iface}: {e}")
@@ -369,32 +373,58 @@ def netem_available() -> bool:
     return probe()
 
 
-def run_all(ex: Experiment, todo: list[Cell], runs: int, duration: float, out: Path, seed: int) -> tuple[list[dict], bool]:
+def _one(ex: Experiment, cell: Cell, i: int, duration: float, out: Path, seed: int) -> dict:
+    rdir = out / "runs" / cell.id.replace("/", "_") / f"run{i:02d}"
+    try:
+        return Run(ex, cell, i, duration, rdir, seed + i - 1).execute() | {"ok": True}
+    except RunError as e:
+        return {"experiment": ex.name, "cell": cell.id, "move": cell.move, "scheme": cell.scheme,
+                "load": cell.load.name, "cc": cell.cc, "run": i, "ok": False, "error": str(e)}
+
+
+def run_all(ex: Experiment, todo: list[Cell], runs: int, duration: float, out: Path, seed: int,
+            jobs: int = 1) -> tuple[list[dict], bool]:
     """Every cell `runs` times with a progress bar on stderr; a failed run is recorded
-    (with its step) and the others go on. Returns (results, interrupted by Ctrl-C)."""
+    (with its step) and the others go on. `jobs` > 1 runs that many testbeds at once, each
+    in its own worker process (runs are independent: own namespaces, own names). Returns
+    (results in cell order, interrupted by Ctrl-C)."""
     from tqdm import tqdm
 
-    results = []
-    bar = tqdm(total=len(todo) * runs, unit="run", file=sys.stderr, dynamic_ncols=True)
+    work = [(cell, i) for cell in todo for i in range(1, runs + 1)]
+    results: dict[int, dict] = {}
+    bar = tqdm(total=len(work), unit="run", file=sys.stderr, dynamic_ncols=True)
+
+    def done(k: int, res: dict) -> None:
+        results[k] = res
+        if not res["ok"]:
+            tqdm.write(f"ilnp-lab: run failed: {res['error']}", file=sys.stderr)
+        bar.update(1)
+
     try:
-        for cell in todo:
-            for i in range(runs):
-                bar.set_description(f"{cell.id} #{i + 1}")
-                rdir = out / "runs" / cell.id.replace("/", "_") / f"run{i + 1:02d}"
+        if jobs <= 1:
+            for k, (cell, i) in enumerate(work):
+                bar.set_description(f"{cell.id} #{i}")
+                done(k, _one(ex, cell, i, duration, out, seed))
+        else:
+            import concurrent.futures as cf
+            import multiprocessing as mp
+            with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=install_sigterm) as pool:
+                futs = {pool.submit(_one, ex, cell, i, duration, out, seed): k for k, (cell, i) in enumerate(work)}
                 try:
-                    res = Run(ex, cell, i + 1, duration, rdir, seed + i).execute() | {"ok": True}
-                except RunError as e:
-                    tqdm.write(f"ilnp-lab: run failed: {e}", file=sys.stderr)
-                    res = {"experiment": ex.name, "cell": cell.id, "move": cell.move, "scheme": cell.scheme,
-                           "load": cell.load.name, "cc": cell.cc, "run": i + 1, "ok": False, "error": str(e)}
-                results.append(res)
-                bar.update(1)
+                    for f in cf.as_completed(futs):
+                        done(futs[f], f.result())
+                except KeyboardInterrupt:
+                    for f in futs:
+                        f.cancel()
+                    for p in list(pool._processes.values()):  # each worker removes its testbed on SIGTERM
+                        p.terminate()
+                    raise
     except KeyboardInterrupt:
-        tqdm.write("ilnp-lab: interrupted: the current run's testbed was removed; writing what finished", file=sys.stderr)
-        return results, True
+        tqdm.write("ilnp-lab: interrupted: the running testbeds were removed; writing what finished", file=sys.stderr)
+        return [results[k] for k in sorted(results)], True
     finally:
         bar.close()
-    return results, False
+    return [results[k] for k in sorted(results)], False
 
 
 def reanalyse(outdir: Path, results: list[dict], ex: Experiment) -> list[dict]:

@@ -8,6 +8,7 @@ step failed half-way.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
 import secrets
 import shlex
@@ -79,6 +80,22 @@ class Node:
             self.nl.route("add", dst=dst, gateway=via, family=AF_INET6)
         except NetlinkError as e:
             raise StepError(f"{self.name}: route {dst} via {via}: {e}") from e
+
+    def default_gateway(self, iface: str) -> str | None:
+        """The gateway of the main table's default route through `iface` (from an RA: link-local)."""
+        for r in self.nl.get_routes(family=AF_INET6, table=254, oif=self.index(iface)):
+            if r["dst_len"] == 0 and r.get_attr("RTA_GATEWAY"):
+                return r.get_attr("RTA_GATEWAY")
+        return None
+
+    def source_route(self, iface: str, prefix: str, table: int) -> None:
+        """Packets from `prefix` leave through `iface` (its default gateway), as a multihomed
+        host needs when each network only forwards its own sources (RFC 8678 §5)."""
+        gw = wait_for(lambda: self.default_gateway(iface), timeout=10, what=f"{self.name}: default route via {iface}")
+        net = ipaddress.IPv6Network(prefix, strict=False)
+        self.nl.route("add", dst="::", dst_len=0, gateway=gw, oif=self.index(iface), table=table, family=AF_INET6)
+        self.nl.rule("add", family=AF_INET6, src=str(net.network_address), src_len=net.prefixlen, table=table,
+                     priority=1000 + table)
 
     def global_addrs(self, iface: str | None = None) -> list[str]:
         """Global IPv6 addresses (on `iface`, or anywhere), as strings."""

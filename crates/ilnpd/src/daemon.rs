@@ -55,6 +55,8 @@ pub struct Daemon {
     tun: Tun,
     tun_index: u32,
     raw: Socket,
+    /// member of our solicited-node group on every uplink (see `solicited_node_member`)
+    _nd_group: Socket,
     dp: Option<Datapath>,
     uplinks: Vec<Uplink>,
     local_nid: Nid,
@@ -71,6 +73,22 @@ pub struct Daemon {
     /// uplink sysctls we changed, with the value to put back on exit
     saved_sysctls: Vec<(String, String)>,
     counters: BTreeMap<&'static str, u64>,
+}
+
+/// Joins our solicited-node multicast group (ff02::1:ffXX:XXXX, RFC 4291 §2.7.1; the same
+/// for every L64:NID, as it depends on the NID's last 24 bits) on every uplink, once, for
+/// the daemon's life. The kernel joins it for an address we add only from its deferred
+/// DAD work; until then a router's Neighbour Solicitation for the new L64:NID is not
+/// received, so an LU Ack that comes back within a millisecond waited a whole NS
+/// retransmission (1 s) before reaching us.
+fn solicited_node_member(nid: Nid, uplinks: &[Uplink]) -> Result<Socket> {
+    let n = nid.0;
+    let group = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00 | ((n >> 16) & 0xff) as u16, (n & 0xffff) as u16);
+    let s = Socket::new(Domain::IPV6, Type::DGRAM, None).context("socket for the solicited-node group")?;
+    for u in uplinks {
+        s.join_multicast_v6(&group, u.index).with_context(|| format!("joining {group} on {}", u.name))?;
+    }
+    Ok(s)
 }
 
 fn is_identifier_overlap(id: Locator, addr: Ipv6Addr, len: u8) -> bool {
@@ -154,6 +172,7 @@ impl Daemon {
         for p in &cfg.peers {
             core.add_peer(p.clone());
         }
+        let nd_group = solicited_node_member(local_nid, &uplinks)?;
         let (events, _) = broadcast::channel(1024);
         let mut d = Daemon {
             cfg,
@@ -162,6 +181,7 @@ impl Daemon {
             tun,
             tun_index: tl.index,
             raw,
+            _nd_group: nd_group,
             dp: None,
             uplinks,
             local_nid,
