@@ -1,7 +1,9 @@
 """Shared constants and helpers for the system tests."""
 import ipaddress
+import os
 import subprocess
 import time
+from pathlib import Path
 
 from ilnp_lab.daemon import Ilnpd, Peer
 from ilnp_lab.testbed import three_node, wait_for
@@ -58,3 +60,11 @@ class Capture:
         time.sleep(0.3)
         stop_process(self.proc)
         return self.path
+
+
+def probe(node, me: str, peer: str, port: int, secs: float, rate: int, out) -> subprocess.Popen:
+    """The lab's sequence-numbered UDP probe (ilnp_lab/probe.py) in `node`: sends `rate`
+    datagrams/s to `peer` for `secs` s, writes {"sent", "got", "send_errors"} to `out`."""
+    lab = str(Path(__file__).resolve().parents[1] / "lab")
+    return node.spawn("python3", "-m", "ilnp_lab.probe", me, peer, str(port), str(secs), str(rate), str(out),
+                      env=dict(os.environ, PYTHONPATH=lab))

@@ -15,9 +15,9 @@ import json
 import time
 
 from ilnp_lab.testbed import stop_process, wait_for
-from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, addr
+from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, addr, probe
 from test_multihoming import Monitor, cn_entry
-from test_mobility import L2, L3, PROBE, mobile_pair
+from test_mobility import L2, L3, mobile_pair
 
 TOTAL = 20_000
 SECONDS = 3.0
@@ -110,8 +110,8 @@ def test_lu_flood_during_handoff(bed, tmp_path):
     cn, mn, r1 = t["cn"], t["mn"], t["r1"]
     mon = Monitor(dmn)
     secs = 7
-    pm = mn.spawn("python3", "-c", PROBE, MN_ID, CN_ID, "7300", str(secs), "100", str(tmp_path / "mn-probe.json"))
-    pc = cn.spawn("python3", "-c", PROBE, CN_ID, MN_ID, "7300", str(secs), "100", str(tmp_path / "cn-probe.json"))
+    pm = probe(mn, MN_ID, CN_ID, 7300, secs, 100, str(tmp_path / "mn-probe.json"))
+    pc = probe(cn, CN_ID, MN_ID, 7300, secs, 100, str(tmp_path / "cn-probe.json"))
     wait_for(lambda: cn_entry(dcn) and any(e["nid"] == CN_NID and e["nonce_rx"] for e in dmn.ctl("ilcc", "show")),
              timeout=10, what="session with both nonces known")
     log_before = len(dcn.log.read_text().splitlines())

@@ -13,37 +13,11 @@ import pytest
 
 from ilnp_lab.daemon import Ilnpd, Peer, binary
 from ilnp_lab.testbed import mobility_topology, radvd, stop_process, wait_for
-from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID
+from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, probe
 
 L2 = "2001:0db8:0002:0000"
 L3 = "2001:0db8:0003:0000"
 
-PROBE = r"""
-import socket, sys, time, json, select
-me, peer, port, secs, rate, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.bind((me, port))
-s.setblocking(False)
-got, sent, seq = set(), 0, 0
-t0 = time.monotonic() + 0.5; nxt = t0   # both ends are listening before the first datagram
-while time.monotonic() < t0:
-    time.sleep(0.01)
-while time.monotonic() - t0 < secs + 1.0:
-    now = time.monotonic()
-    if now >= nxt and now - t0 < secs:
-        try:
-            s.sendto(seq.to_bytes(4, "big"), (peer, port)); sent += 1
-        except OSError:
-            pass
-        seq += 1; nxt += 1.0 / rate
-    r, _, _ = select.select([s], [], [], 0.002)
-    while r:
-        try:
-            d, a = s.recvfrom(64); got.add(int.from_bytes(d[:4], "big"))
-        except BlockingIOError:
-            break
-json.dump({"sent": sent, "got": sorted(got)}, open(out, "w"))
-"""
 
 
 def mobile_pair(bed, handoff="soft", wan_r3_ms=0):
@@ -82,8 +56,8 @@ def test_session_survives_move_between_networks(bed, tmp_path, handoff, wan_r3_m
     cn, mn = t["cn"], t["mn"]
     mon = monitor(dmn, tmp_path / "mn-events.jsonl")
     secs = 9
-    pm = mn.spawn("python3", "-c", PROBE, MN_ID, CN_ID, "7100", str(secs), "100", str(tmp_path / "mn-probe.json"))
-    pc = cn.spawn("python3", "-c", PROBE, CN_ID, MN_ID, "7100", str(secs), "100", str(tmp_path / "cn-probe.json"))
+    pm = probe(mn, MN_ID, CN_ID, 7100, secs, 100, str(tmp_path / "mn-probe.json"))
+    pc = probe(cn, CN_ID, MN_ID, 7100, secs, 100, str(tmp_path / "cn-probe.json"))
     srv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
     time.sleep(0.3)
     ip = cn.spawn("iperf3", "-c", MN_ID, "-t", str(secs - 1), "-b", "100M", "-J", stdout=open(tmp_path / "iperf.json", "w"))
@@ -207,8 +181,8 @@ def test_both_ends_move_at_once(bed, tmp_path):
     dcn = Ilnpd(cn, ["eth0", "eth1"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])]).start()
     dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])]).start()
     secs = 9
-    pm = mn.spawn("python3", "-c", PROBE, MN_ID, CN_ID, "7100", str(secs), "100", str(tmp_path / "mn.json"))
-    pc = cn.spawn("python3", "-c", PROBE, CN_ID, MN_ID, "7100", str(secs), "100", str(tmp_path / "cn.json"))
+    pm = probe(mn, MN_ID, CN_ID, 7100, secs, 100, str(tmp_path / "mn.json"))
+    pc = probe(cn, CN_ID, MN_ID, 7100, secs, 100, str(tmp_path / "cn.json"))
     srv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
     time.sleep(0.3)
     ip = cn.spawn("iperf3", "-c", MN_ID, "-t", str(secs - 1), "-b", "50M", "-J", stdout=open(tmp_path / "iperf.json", "w"))
@@ -266,8 +240,8 @@ def test_wan_to_lan_lu_leaves_through_the_new_uplink(bed, tmp_path, datapath):
                         stderr=subprocess.DEVNULL) for r, p in caps.items()]
     mon = monitor(dmn, tmp_path / "mn-events.jsonl")
     secs = 6
-    pm = mn.spawn("python3", "-c", PROBE, MN_ID, CN_ID, "7100", str(secs), "50", str(tmp_path / "mn-probe.json"))
-    pc = cn.spawn("python3", "-c", PROBE, CN_ID, MN_ID, "7100", str(secs), "50", str(tmp_path / "cn-probe.json"))
+    pm = probe(mn, MN_ID, CN_ID, 7100, secs, 50, str(tmp_path / "mn-probe.json"))
+    pc = probe(cn, CN_ID, MN_ID, 7100, secs, 50, str(tmp_path / "cn-probe.json"))
     time.sleep(2)
     mn.ip("link", "set", "eth-r3", "up")  # join R3's network; R2 stays up
     wait_for(lambda: any(l["l64"] == L3 for l in dmn.ctl("locator", "show")), timeout=10, what="MN learns L3")

@@ -17,40 +17,11 @@ import pytest
 
 from ilnp_lab.daemon import Ilnpd, Peer, binary
 from ilnp_lab.testbed import mobility_topology, radvd, stop_process, wait_for
-from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID
+from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, probe
 
 L2 = "2001:0db8:0002:0000"
 L3 = "2001:0db8:0003:0000"
 
-# Sequence-numbered UDP both ways; every received datagram is kept with its
-# arrival time (monotonic, seconds since the probe's start) so the test can
-# measure the interruption, not only count losses.
-PROBE = r"""
-import socket, sys, time, json, select
-me, peer, port, secs, rate, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), sys.argv[6]
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.bind((me, port))
-s.setblocking(False)
-got, sent, seq, errors = {}, 0, 0, 0
-t0 = time.monotonic() + 0.5; nxt = t0
-while time.monotonic() < t0:
-    time.sleep(0.01)
-while time.monotonic() - t0 < secs + 1.0:
-    now = time.monotonic()
-    if now >= nxt and now - t0 < secs:
-        try:
-            s.sendto(seq.to_bytes(4, "big"), (peer, port)); sent += 1
-        except OSError:
-            errors += 1
-        seq += 1; nxt += 1.0 / rate
-    r, _, _ = select.select([s], [], [], 0.001)
-    while r:
-        try:
-            d, a = s.recvfrom(64); got.setdefault(int.from_bytes(d[:4], "big"), time.monotonic() - t0)
-        except BlockingIOError:
-            break
-json.dump({"sent": sent, "errors": errors, "got": got}, open(out, "w"))
-"""
 
 RATE = 200  # datagrams per second each way: 5 ms resolution
 
@@ -158,8 +129,8 @@ def test_preferred_uplink_carries_traffic_and_fails_over(bed, tmp_path, failure)
 
     mon = Monitor(dmn)
     secs = 6
-    pm = mn.spawn("python3", "-c", PROBE, MN_ID, CN_ID, "7200", str(secs), str(RATE), str(tmp_path / "mn.json"))
-    pc = cn.spawn("python3", "-c", PROBE, CN_ID, MN_ID, "7200", str(secs), str(RATE), str(tmp_path / "cn.json"))
+    pm = probe(mn, MN_ID, CN_ID, 7200, secs, RATE, tmp_path / "mn.json")
+    pc = probe(cn, CN_ID, MN_ID, 7200, secs, RATE, tmp_path / "cn.json")
     time.sleep(1.0)
     # traffic runs through R2 only (both directions), R3 sees next to nothing
     r2a, r3a = link_counters(r2, "eth-mn"), link_counters(r3, "eth-mn")
@@ -201,7 +172,7 @@ def test_preferred_uplink_carries_traffic_and_fails_over(bed, tmp_path, failure)
     lost_to_cn = b["sent"] - len(a["got"])
 
     def gap_ms(p):  # longest silence between consecutive arrivals, minus the send interval
-        ts = sorted(p["got"].values())
+        ts = sorted(t for _, t in p["arrivals"])
         return (max(y - x for x, y in zip(ts, ts[1:])) - 1 / RATE) * 1000
 
     gaps = (gap_ms(b), gap_ms(a))

@@ -4,8 +4,10 @@ and records every sequence number it receives from the peer (run one at each end
     python3 -m ilnp_lab.probe ME PEER PORT SECS RATE OUT.json
 
 Standard library only: it runs with the namespace's system python3. OUT.json:
-{"sent": N, "got": [seq, ...], "send_errors": N}. Both ends start 0.5 s after
-launch so each is listening before the first datagram.
+{"sent": N, "send_errors": N, "got": [seq, ...], "arrivals": [[seq, t], ...]} where t is
+the first arrival of seq in seconds since the probe's start (monotonic), for measuring
+interruptions. A send that fails (no route) counts as sent: the datagram is lost. Both
+ends start 0.5 s after launch so each is listening before the first datagram.
 """
 
 import json
@@ -23,7 +25,8 @@ def main(argv: list[str]) -> int:
     s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     s.bind((me, port))
     s.setblocking(False)
-    got, sent, errors, seq = set(), 0, 0, 0
+    got: dict[int, float] = {}
+    sent, errors, seq = 0, 0, 0
     t0 = time.monotonic() + 0.5
     nxt = t0
     while time.monotonic() < t0:
@@ -39,15 +42,16 @@ def main(argv: list[str]) -> int:
                 sent += 1
             seq += 1
             nxt += 1.0 / rate
-        r, _, _ = select.select([s], [], [], 0.002)
+        r, _, _ = select.select([s], [], [], 0.001)
         while r:
             try:
                 d, _a = s.recvfrom(64)
-                got.add(int.from_bytes(d[:4], "big"))
+                got.setdefault(int.from_bytes(d[:4], "big"), round(time.monotonic() - t0, 6))
             except BlockingIOError:
                 break
     with open(out, "w") as f:
-        json.dump({"sent": sent, "got": sorted(got), "send_errors": errors}, f)
+        json.dump({"sent": sent, "send_errors": errors, "got": sorted(got),
+                   "arrivals": sorted(([q, t] for q, t in got.items()), key=lambda x: x[1])}, f)
     return 0
 
 
