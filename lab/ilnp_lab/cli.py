@@ -34,6 +34,8 @@ def main(argv=None) -> int:
     r.add_argument("--runs", type=int, help="runs per cell (default: the file's runs)")
     r.add_argument("--scenario", action="append", metavar="MOVE", help="only this move (repeatable), e.g. lan-wan")
     r.add_argument("--scheme", action="append", metavar="S", help="only this scheme (repeatable): ilnp-hard, ilnp-soft, plain, mptcp")
+    r.add_argument("--cc", action="append", metavar="NAME",
+                   help="TCP congestion control (repeatable; default: the file's [traffic] cc), e.g. cubic, bbr, hybla")
     r.add_argument("--out", type=Path, help="output folder (default out/<experiment>)")
     r.add_argument("--jobs", type=int, default=1, help="testbeds run at once (each run is independent)")
     r.add_argument("--seed", type=int, default=1, help="seed for nonces and link loss (run i uses seed+i)")
@@ -87,7 +89,12 @@ def run(args) -> int:
     if args.runs is not None and args.runs < 1:
         print(f"ilnp-lab run: --runs {args.runs}: must be at least 1", file=sys.stderr)
         return 2
+    if args.cc:
+        ex.ccs = args.cc
     todo, notes = runner.cells(ex, args.scenario, args.scheme)
+    if not todo:
+        print(f"ilnp-lab run: nothing to run: {'; '.join(notes)}", file=sys.stderr)
+        return 2
     duration = ex.quick_duration_s if args.quick else ex.duration_s
     runs = args.runs or (ex.quick_runs if args.quick else ex.runs)
     out = args.out or Path("out") / ex.name

@@ -350,48 +350,23 @@ def warm_neighbours(a: Node, b: Node, b_addr: str) -> None:
 
 
 def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0, cn_mobile: bool = False) -> dict[str, Node]:
-    """Seed 000 Fig. 8: CN — R1 — {R2, R3} — MN. R2 advertises 2001:db8:2::/64 and R3
-    2001:db8:3::/64 to the MN with radvd; the MN starts with its R3 link down.
-    `wan_r2_ms`/`wan_r3_ms`: one-way delay added on R1—R2 / R1—R3 (the seeds' WAN: 100).
-    `cn_mobile`: the CN gets a second link to R1 (eth1, down at first), where R1
-    advertises 2001:db8:a2::/64 with radvd (call `radvd(t["r1"], "eth-cn2", ...)`).
-
-    CN: 2001:db8:a::c/64 static.  R1—R2: 2001:db8:12::/64, R1—R3: 2001:db8:13::/64.
-    The same network is lab/ilnp_lab/experiments/seed000-tcp.toml, built by topology.py.
+    """Seed 000 Fig. 8 for the tests: the network of experiments/seed000-tcp.toml (CN — R1 —
+    {R2, R3} — MN, the MN's link to R3 down at first) without its 30 Mbit/s cell rate and
+    without radvd (tests start it: `radvd(t["r2"], "eth-mn", "2001:db8:2::/64")`, R3:
+    2001:db8:3::/64). `wan_r2_ms`/`wan_r3_ms`: one-way delay added on R1—R2 / R1—R3.
+    `cn_mobile`: the CN gets a second link to R1 (eth1, down at first), where R1 has
+    2001:db8:a2::1/64 (tests start `radvd(t["r1"], "eth-cn2", "2001:db8:a2::/64")`).
     """
-    cn, r1 = bed.add_node("cn"), bed.add_node("r1", router=True)
-    r2, r3 = bed.add_node("r2", router=True), bed.add_node("r3", router=True)
-    mn = bed.add_node("mn")
-    bed.link(cn, "eth0", r1, "eth-cn")
-    for r, name, ms in ((r2, "eth-r2", wan_r2_ms), (r3, "eth-r3", wan_r3_ms)):
-        if ms:
-            bed.delay_link(r1, name, r, "eth-r1", ms)
-        else:
-            bed.link(r1, name, r, "eth-r1")
-    bed.link(r2, "eth-mn", mn, "eth-r2")
-    bed.link(r3, "eth-mn", mn, "eth-r3")
-    for n, i, a in ((r1, "eth-cn", "2001:db8:a::1/64"), (cn, "eth0", "2001:db8:a::c/64"),
-                    (r1, "eth-r2", "2001:db8:12::1/64"), (r2, "eth-r1", "2001:db8:12::2/64"),
-                    (r1, "eth-r3", "2001:db8:13::1/64"), (r3, "eth-r1", "2001:db8:13::3/64"),
-                    (r2, "eth-mn", "2001:db8:2::1/64"), (r3, "eth-mn", "2001:db8:3::1/64")):
-        n.add_addr(i, a)
-    cn.add_route("default", "2001:db8:a::1")
-    r1.add_route("2001:db8:2::/64", "2001:db8:12::2")
-    r1.add_route("2001:db8:3::/64", "2001:db8:13::3")
-    r2.add_route("default", "2001:db8:12::1")
-    r3.add_route("default", "2001:db8:13::1")
-    warm_neighbours(r1, r2, "2001:db8:12::2")
-    warm_neighbours(r1, r3, "2001:db8:13::3")
-    mn.sysctl(*(f"net.ipv6.conf.{i}.{k}={v}" for i in ("eth-r2", "eth-r3")
-                for k, v in (("accept_ra", 2), ("autoconf", 1), ("optimistic_dad", 1))))
+    from .topology import build, load
+
+    over = {"r1-r2": {"delay_ms": wan_r2_ms}, "r1-r3": {"delay_ms": wan_r3_ms},
+            "r2-mn": {"rate_mbit": None}, "r3-mn": {"rate_mbit": None}}
+    nodes = build(bed, load("seed000-tcp"), "lan-lan", overrides=over, start_radvd=False)
+    cn, r1 = nodes["cn"], nodes["r1"]
     if cn_mobile:
         bed.link(cn, "eth1", r1, "eth-cn2")
         r1.add_addr("eth-cn2", "2001:db8:a2::1/64")
         cn.sysctl("net.ipv6.conf.eth1.accept_ra=2")
         nic_segmentation(cn, "eth1")
         cn.set_link("eth1", False)
-    nic_segmentation(cn, "eth0")
-    for i in ("eth-r2", "eth-r3"):
-        nic_segmentation(mn, i)
-    mn.set_link("eth-r3", False)
-    return {"cn": cn, "r1": r1, "r2": r2, "r3": r3, "mn": mn}
+    return nodes

@@ -107,8 +107,10 @@ class Experiment:
     events: list[EventSpec]
     moves: dict[str, dict[str, dict]] = field(default_factory=dict)
 
-    def links_for(self, move: str) -> list[LinkSpec]:
-        over = self.moves[move]
+    def links_for(self, move: str, overrides: dict[str, dict] | None = None) -> list[LinkSpec]:
+        over = {k: dict(v) for k, v in self.moves[move].items()}
+        for name, params in (overrides or {}).items():
+            over.setdefault(name, {}).update(params)
         return [replace(l, **over.get(l.name, {})) for l in self.links]
 
     def host_ifaces(self, node: str) -> list[tuple[str, LinkSpec]]:
@@ -378,13 +380,15 @@ def load(name_or_path: str | Path) -> Experiment:
 
 # ---------------------------------------------------------------- building
 
-def build(bed, ex: Experiment, move: str, seed: int = 1) -> dict:
+def build(bed, ex: Experiment, move: str, seed: int = 1, overrides: dict[str, dict] | None = None,
+          start_radvd: bool = True) -> dict:
     """Creates the experiment's network for `move` in `bed`; returns {name: Node}.
+    `overrides`: per-link parameters on top of the move's ({"r1-r3": {"delay_ms": 50}}).
     Routers know each other's link-layer addresses before it returns."""
     from .testbed import nic_segmentation, radvd, warm_neighbours
 
     nodes = {name: bed.add_node(name, router=r) for name, r in ex.nodes.items()}
-    for i, l in enumerate(ex.links_for(move)):
+    for i, l in enumerate(ex.links_for(move, overrides)):
         a, b = nodes[l.a], nodes[l.b]
         if l.delay_ms or l.loss_pct:
             bed.delay_link(a, l.a_if, b, l.b_if, l.delay_ms, l.loss_pct, seed=seed * 100 + i, rate_mbit=l.rate_mbit)
@@ -409,7 +413,7 @@ def build(bed, ex: Experiment, move: str, seed: int = 1) -> dict:
                           (("accept_ra", 2), ("autoconf", 1), ("optimistic_dad", 1))]
         if slaac:
             nodes[name].sysctl(*slaac)
-    for r in ex.radvd:
+    for r in ex.radvd if start_radvd else ():
         radvd(nodes[r.node], r.iface, r.prefix, r.min_ra, r.max_ra, r.pref, r.valid, r.preferred)
     for l in ex.links:
         if not l.up:
