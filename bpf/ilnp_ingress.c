@@ -178,6 +178,17 @@ static __always_inline int in_src_loc_known(const struct ilnp_ilcc_val *e, __u64
 	return known;
 }
 
+/* A verified packet arrived on this local locator: the soft-handoff quiet period
+ * starts again. One aligned 8-byte store, only when the stamp is older than the
+ * grain; a race between CPUs leaves one of two close times, which is as good. */
+static __always_inline void in_note_local_rx(struct ilnp_local_val *lv)
+{
+	__u64 now = bpf_ktime_get_ns();
+
+	if (now - lv->last_rx_ns > ILNP_LOCAL_RX_GRAIN_NS)
+		lv->last_rx_ns = now;
+}
+
 /* Wire form -> identifier form, in place. 0 = done. */
 static __always_inline int in_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c)
 {
@@ -262,6 +273,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 		return in_drop(ILNP_R_INGRESS_DROP_ERROR);
 	__sync_fetch_and_add(&e->rx_pkts, 1);
 	__sync_fetch_and_add(&e->rx_bytes, skb->len - ETH_HLEN);
+	in_note_local_rx(lv);
 	count(ILNP_R_INGRESS_FAST);
 	return TC_ACT_OK;
 }

@@ -80,7 +80,16 @@ struct ilnp_local_val {
 	__u32 state;      /* enum ilnp_loc_state */
 	__u32 ifindex;    /* uplink carrying the locator */
 	__u8 router[16];  /* IPv6 address, network order; :: = no router */
+	/* written by the ingress program only: bpf_ktime_get_ns() (CLOCK_MONOTONIC) of
+	 * the last packet it delivered on this locator, refreshed when older than
+	 * ILNP_LOCAL_RX_GRAIN_NS; 0 = none. ilnpd keeps it on update and feeds it to
+	 * the soft-handoff quiet period. */
+	__u64 last_rx_ns;
 };
+
+/* a locator's last_rx_ns is rewritten at most this often (keeps the store, and
+ * its cache-line traffic between CPUs, off most packets) */
+#define ILNP_LOCAL_RX_GRAIN_NS 10000000ULL
 
 /*
  * ilnp_stats: PERCPU_ARRAY of __u64 indexed by reason. One X-macro list gives
@@ -129,6 +138,7 @@ _Static_assert(sizeof(struct ilnp_ilcc_val) == 144, "ilnp_ilcc_val layout");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_tx) == 80, "ilnp_ilcc_val.nonce_tx");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_rx) == 96, "ilnp_ilcc_val.nonce_rx");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, tx_pkts) == 112, "ilnp_ilcc_val counters 8-aligned");
-_Static_assert(sizeof(struct ilnp_local_val) == 24, "ilnp_local_val layout");
+_Static_assert(sizeof(struct ilnp_local_val) == 32, "ilnp_local_val layout");
+_Static_assert(__builtin_offsetof(struct ilnp_local_val, last_rx_ns) == 24, "ilnp_local_val.last_rx_ns");
 
 #endif

@@ -38,6 +38,8 @@ fuzz_target!(|data: &[u8]| {
             pref: 10,
             lifetime_s: 30,
             state: LocatorState::Active,
+            has_router: true,
+            deprecated: false,
         }],
     );
     c.add_peer(PeerRecord {

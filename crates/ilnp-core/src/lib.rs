@@ -73,6 +73,19 @@ pub struct LocalLocator {
     /// seconds; u32::MAX = infinite
     pub lifetime_s: u32,
     pub state: LocatorState,
+    /// the uplink has a default router (its RA has not stopped: a router whose RAs
+    /// stop disappears when its router lifetime ends, at once for a final RA)
+    pub has_router: bool,
+    /// the kernel deprecated the address (preferred lifetime 0, RFC 4862 §5.5.4)
+    pub deprecated: bool,
+}
+
+impl LocalLocator {
+    /// The network stopped offering this locator: no router behind its uplink, or
+    /// its address is deprecated. One half of the soft-handoff retirement rule.
+    pub fn ra_stopped(&self) -> bool {
+        !self.has_router || self.deprecated
+    }
 }
 
 /// What the fast path needs to know about one correspondent; written to the
@@ -141,6 +154,11 @@ pub struct CoreConfig {
     /// An LU may list up to 255 (RFC 6743 §2); the best by preference are kept and
     /// the whole body is still acknowledged. Bounds memory per entry.
     pub max_remote_locators: usize,
+    /// Soft handoff: a local locator that is no longer the preferred one is retired
+    /// (no longer advertised) once no packet arrived on it for this long and its RA
+    /// stopped (`LocalLocator::ra_stopped`). Zero: never retired, a locator stays
+    /// until its address goes away.
+    pub soft_quiet_period: Duration,
 }
 
 impl CoreConfig {
@@ -155,6 +173,7 @@ impl CoreConfig {
             lu_lifetime_s: u16::MAX,
             lu: LuTimers::default(),
             max_remote_locators: 8,
+            soft_quiet_period: Duration::from_secs(3),
         }
     }
 }
@@ -212,6 +231,12 @@ pub enum Event {
     LocalLocatorsChanged {
         locators: Vec<String>,
     },
+    /// soft handoff: a non-preferred locator went quiet and its RA stopped
+    LocalLocatorRetired {
+        #[serde(serialize_with = "ser_display")]
+        locator: Locator,
+        quiet_ms: u64,
+    },
     LuReceived {
         #[serde(serialize_with = "ser_display")]
         nid: Nid,
@@ -259,6 +284,10 @@ impl fmt::Display for Event {
                 write!(f, "locator {locator} of {nid} outlived its lifetime (aged, kept until the next LU)")
             }
             Event::LocalLocatorsChanged { locators } => write!(f, "local locators: [{}]", locators.join(", ")),
+            Event::LocalLocatorRetired { locator, quiet_ms } => write!(
+                f,
+                "local locator {locator} retired: no packet for {quiet_ms} ms and no router (no longer advertised)"
+            ),
             Event::LuReceived { nid, locators } => write!(f, "LU from {nid}: [{}]", locators.join(", ")),
             Event::LuSent { nid, attempt, locators } => {
                 write!(f, "LU to {nid} (attempt {attempt}): [{}]", locators.join(", "))
@@ -311,6 +340,14 @@ pub struct Core {
     first_seen: HashMap<Locator, Instant>,
     /// hard handoff: locators still configured but aged because a newer one took over
     hard_aged: BTreeSet<Locator>,
+    /// the locators as the shell last reported them (re-evaluated when a quiet period ends)
+    reported: Vec<LocalLocator>,
+    /// soft handoff: locators still configured but retired (quiet, RA stopped):
+    /// not advertised, not used as a source, late packets to them still accepted
+    soft_retired: BTreeSet<Locator>,
+    /// last packet that arrived on each local locator (fast path via
+    /// `note_local_activity`, slow path here)
+    local_rx: HashMap<Locator, Instant>,
     stats: Stats,
 }
 
@@ -329,6 +366,9 @@ impl Core {
             local: Vec::new(),
             first_seen: HashMap::new(),
             hard_aged: BTreeSet::new(),
+            reported: Vec::new(),
+            soft_retired: BTreeSet::new(),
+            local_rx: HashMap::new(),
             stats: Stats::default(),
         }
     }
@@ -386,12 +426,22 @@ impl Core {
     /// (RFC 6743 §2, RFC 6740 §6).
     pub fn set_local_locators(&mut self, now: Instant, mut locs: Vec<LocalLocator>) -> Vec<Action> {
         let mut out = Vec::new();
+        self.reported = locs.clone();
         for l in &locs {
             self.first_seen.entry(l.loc).or_insert(now);
         }
         self.first_seen.retain(|k, _| locs.iter().any(|l| l.loc == *k));
+        self.local_rx.retain(|k, _| locs.iter().any(|l| l.loc == *k));
         let seen = &self.first_seen;
         locs.sort_by_key(|l| (l.pref, std::cmp::Reverse(seen.get(&l.loc).copied()), l.loc));
+        if self.soft_retiring() {
+            for (locator, quiet) in self.retire_quiet(now, &mut locs) {
+                self.stats.bump("local_locator_retired");
+                out.push(Action::Event(Event::LocalLocatorRetired { locator, quiet_ms: quiet.as_millis() as u64 }));
+            }
+        } else {
+            self.soft_retired.clear();
+        }
         let old: BTreeSet<Locator> = self.usable_local().map(|l| l.loc).collect();
         // what an LU advertises: a preference change alone (a router came or went, its
         // RA preference changed) is a change too; lifetimes counting down are not
@@ -450,6 +500,75 @@ impl Core {
         }
         out.extend(self.send_due_lus(now));
         out
+    }
+
+    fn soft_retiring(&self) -> bool {
+        self.cfg.handoff == HandoffMode::Soft && !self.cfg.soft_quiet_period.is_zero()
+    }
+
+    /// When a packet last arrived on `loc` (its first appearance if none has).
+    fn last_local_activity(&self, loc: Locator) -> Option<Instant> {
+        [self.local_rx.get(&loc), self.first_seen.get(&loc)].into_iter().flatten().max().copied()
+    }
+
+    /// Soft handoff, on the sorted reported set: marks Aged every locator retired
+    /// before or now, returns those retired now with how long they were quiet.
+    /// The preferred locator is never retired (a retired one that becomes the
+    /// preferred again is back), nor one whose router came back or whose address
+    /// is no longer deprecated. Packets arriving on a retired locator do not bring
+    /// it back: the correspondents were told it is gone; they are still accepted.
+    fn retire_quiet(&mut self, now: Instant, locs: &mut [LocalLocator]) -> Vec<(Locator, Duration)> {
+        let usable = |l: &LocalLocator| matches!(l.state, LocatorState::Active | LocatorState::Valid);
+        let preferred = locs.iter().find(|l| usable(l)).map(|l| l.loc);
+        self.soft_retired
+            .retain(|r| Some(*r) != preferred && locs.iter().any(|l| l.loc == *r && usable(l) && l.ra_stopped()));
+        let mut newly = Vec::new();
+        for l in locs.iter() {
+            if Some(l.loc) == preferred || !usable(l) || !l.ra_stopped() || self.soft_retired.contains(&l.loc) {
+                continue;
+            }
+            let quiet = self.last_local_activity(l.loc).map_or(Duration::MAX, |t| now.saturating_duration_since(t));
+            if quiet >= self.cfg.soft_quiet_period {
+                newly.push((l.loc, quiet));
+            }
+        }
+        self.soft_retired.extend(newly.iter().map(|(l, _)| *l));
+        for l in locs.iter_mut() {
+            if self.soft_retired.contains(&l.loc) {
+                l.state = LocatorState::Aged;
+            }
+        }
+        newly
+    }
+
+    /// The next instant a soft-handoff candidate (usable, not preferred, RA
+    /// stopped) will have been quiet for the quiet period, if any.
+    fn next_retirement(&self) -> Option<Instant> {
+        if !self.soft_retiring() {
+            return None;
+        }
+        let best = self.best_local();
+        self.usable_local()
+            .filter(|l| Some(l.loc) != best && l.ra_stopped())
+            .filter_map(|l| self.last_local_activity(l.loc))
+            .map(|t| t + self.cfg.soft_quiet_period)
+            .min()
+    }
+
+    /// A packet arrived on local locator `loc` at `last_rx` (the shell reads the
+    /// fast path's per-locator timestamp; packets the core handles count by
+    /// themselves). Older reports than what is known are ignored.
+    pub fn note_local_activity(&mut self, loc: Locator, last_rx: Instant) {
+        if !self.local.iter().any(|l| l.loc == loc) {
+            return;
+        }
+        let t = self.local_rx.entry(loc).or_insert(last_rx);
+        *t = (*t).max(last_rx);
+    }
+
+    /// When a packet last arrived on local locator `loc`, as far as the core knows.
+    pub fn local_last_rx(&self, loc: Locator) -> Option<Instant> {
+        self.local_rx.get(&loc).copied()
     }
 
     fn lu_entries(&self) -> Vec<LuEntry> {
@@ -660,7 +779,11 @@ impl Core {
                 self.drop(&mut out, "unknown_local_locator", packet_summary(pkt));
                 return out;
             }
-            Some(l) if matches!(l.state, LocatorState::Aged | LocatorState::Expired) => {
+            // soft handoff: a retired locator still accepts late packets (RFC 6740 §6)
+            Some(l)
+                if matches!(l.state, LocatorState::Aged | LocatorState::Expired)
+                    && !self.soft_retired.contains(&l.loc) =>
+            {
                 self.drop(&mut out, "aged_local_locator", packet_summary(pkt));
                 return out;
             }
@@ -740,6 +863,11 @@ impl Core {
                 out.push(Action::Event(Event::RemoteLocatorLearned { nid, locator: meta.src_loc }));
                 out.extend(e.snapshot().map(Action::IlccUpsert));
             }
+        }
+        // a verified packet arrived on this locator: it is not quiet
+        self.local_rx.insert(meta.dst_loc, now);
+        if self.soft_retired.contains(&meta.dst_loc) {
+            self.stats.bump("retired_local_locator_rx");
         }
         let e = self.ilcc.get_mut(&nid).expect("present");
         e.last_used = now;
@@ -854,6 +982,9 @@ impl Core {
             self.drop(out, "lu_bad_nonce", packet_summary(pkt));
             return;
         }
+        if self.local.iter().any(|l| l.loc == dst_loc) {
+            self.local_rx.insert(dst_loc, now);
+        }
         match lp.lu.operation {
             LuOperation::Advertisement => {
                 // replace the whole set (RFC 6743 §4); the preferred one becomes active.
@@ -932,16 +1063,25 @@ impl Core {
     // ---------------------------------------------------------------- timers
 
     /// The next instant `handle_timeout` has work: an LU (re)transmission, a remote
-    /// locator's lifetime end, or an entry's idle deadline.
+    /// locator's lifetime end, an entry's idle deadline, or the end of a soft-handoff
+    /// quiet period.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let lu = self.ilcc.iter().filter_map(|e| e.pending_lu.as_ref().map(|p| p.next_at)).min();
         let idle = self.ilcc.iter().map(|e| e.last_used + self.cfg.idle_timeout).min();
         let expiry = self.ilcc.iter().filter_map(|e| e.next_expiry()).min();
-        [lu, idle, expiry].into_iter().flatten().min()
+        [lu, idle, expiry, self.next_retirement()].into_iter().flatten().min()
     }
 
+    /// Due work at `now`. A shell with a fast path feeds `note_local_activity` first,
+    /// so a quiet period ends on what really arrived.
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Action> {
-        let mut out = self.send_due_lus(now);
+        let mut out = Vec::new();
+        if self.next_retirement().is_some_and(|t| t <= now) {
+            // the same rule as for a change the shell reports; the LU leaves here
+            let reported = self.reported.clone();
+            out.extend(self.set_local_locators(now, reported));
+        }
+        out.extend(self.send_due_lus(now));
         let mut aged = Vec::new();
         for e in self.ilcc.iter_mut() {
             if e.next_expiry().is_some_and(|t| t <= now) {

@@ -35,7 +35,15 @@ impl rand_core::RngCore for TestRng {
 }
 
 fn local(loc: Locator) -> LocalLocator {
-    LocalLocator { loc, ifindex: 2, pref: 10, lifetime_s: u32::MAX, state: LocatorState::Active }
+    LocalLocator {
+        loc,
+        ifindex: 2,
+        pref: 10,
+        lifetime_s: u32::MAX,
+        state: LocatorState::Active,
+        has_router: true,
+        deprecated: false,
+    }
 }
 
 fn core(nid: Nid, loc: Locator, seed: u64, peer: Option<(Nid, Locator)>) -> Core {
@@ -614,7 +622,15 @@ fn flush_and_peer_deletion() {
 // ---------------------------------------------------------------- multihoming
 
 fn local_pref(loc: Locator, ifindex: u32, pref: u16) -> LocalLocator {
-    LocalLocator { loc, ifindex, pref, lifetime_s: 30, state: LocatorState::Active }
+    LocalLocator {
+        loc,
+        ifindex,
+        pref,
+        lifetime_s: 30,
+        state: LocatorState::Active,
+        has_router: true,
+        deprecated: false,
+    }
 }
 
 fn lu_locs(w: &[u8]) -> Vec<(Locator, u16)> {
@@ -851,4 +867,202 @@ fn lu_flood_is_counted_and_a_real_handoff_still_completes() {
     assert!(events(&out).iter().any(|e| matches!(e, Event::LuAcked { .. })));
     let w = wire(&a.handle_outbound(t1, &udp(NA, NB, b"after"), Csum::Complete)).pop().unwrap();
     assert_eq!(dst_loc(&w), LB2);
+}
+
+// ---------------------------------------------------------------- soft-handoff quiet period
+
+/// LB's uplink lost its default router (the RA's router lifetime ran out or was 0).
+fn routerless(l: LocalLocator) -> LocalLocator {
+    LocalLocator { has_router: false, pref: locator_preference(None, None), ..l }
+}
+
+fn retired(actions: &[Action]) -> Vec<(Locator, u64)> {
+    events(actions)
+        .into_iter()
+        .filter_map(|e| {
+            if let Event::LocalLocatorRetired { locator, quiet_ms } = e {
+                Some((*locator, *quiet_ms))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Delivers every LU in `out` to `a` and its acks back to `b`.
+fn deliver_lus(a: &mut Core, b: &mut Core, out: &[Action], t: Instant) {
+    for lu in wire(out) {
+        for ack in wire(&a.handle_inbound(t, &lu, Csum::Complete)) {
+            b.handle_inbound(t, &ack, Csum::Complete);
+        }
+    }
+}
+
+/// A opens a session to B on LB at `t`; B's config from `cfg`. At t + 1 s B joins
+/// LB2 (newest: preferred) and A learns both. Returns (A, B, t).
+fn moved(cfg: impl FnOnce(&mut CoreConfig)) -> (Core, Core, Instant) {
+    let t = Instant::now();
+    let mut a = core(NA, LA, 1, Some((NB, LB)));
+    let mut c = CoreConfig::new(P, NB);
+    cfg(&mut c);
+    let mut b = Core::new(c, Box::new(TestRng(2)));
+    b.set_local_locators(t, vec![local(LB)]);
+    let ab = wire(&a.handle_outbound(t, &udp(NA, NB, b"hello"), Csum::Complete)).pop().unwrap();
+    let out = b.handle_inbound(t, &ab, Csum::Complete);
+    assert_eq!(delivered(&out).len(), 1);
+    for w in wire(&out) {
+        a.handle_inbound(t, &w, Csum::Complete); // B's nonce-only packet: A learns its nonce
+    }
+    let t0 = t + Duration::from_secs(1);
+    let out = b.set_local_locators(t0, vec![local(LB), local(LB2)]);
+    let lus = wire(&out);
+    assert_eq!(lus.len(), 1);
+    assert_eq!(lu_locs(&lus[0])[0], (LB2, 10), "the newest locator is preferred");
+    deliver_lus(&mut a, &mut b, &out, t0);
+    (a, b, t)
+}
+
+/// A's packet to B's locator `to` (A's data goes to the active one; rewritten).
+fn a_to(a: &mut Core, t: Instant, to: Locator) -> Vec<u8> {
+    let mut w = wire(&a.handle_outbound(t, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    w[24..32].copy_from_slice(&to.to_bytes());
+    w
+}
+
+#[test]
+fn quiet_period_retires_an_old_locator_only_when_quiet_and_routerless() {
+    let (mut a, mut b, t) = moved(|_| {});
+    let ms = Duration::from_millis;
+    // R's RA stops at t + 2 s: LB demoted (a preference change: one LU), not retired,
+    // since the last packet on it arrived at t and the quiet period is 3 s
+    let t1 = t + ms(2000);
+    let out = b.set_local_locators(t1, vec![routerless(local(LB)), local(LB2)]);
+    assert!(retired(&out).is_empty());
+    assert_eq!(lu_locs(&wire(&out)[0]), vec![(LB2, 10), (LB, 20)]);
+    deliver_lus(&mut a, &mut b, &out, t1);
+    // the core asks to be woken when the quiet period ends, not before
+    assert_eq!(b.poll_timeout(), Some(t + ms(3000)));
+    let out = b.handle_timeout(t + ms(2999));
+    assert!(retired(&out).is_empty() && wire(&out).is_empty());
+    // both conditions hold: retired, and an LU lists what remains
+    let out = b.handle_timeout(t + ms(3000));
+    assert_eq!(retired(&out), vec![(LB, 3000)]);
+    let lus = wire(&out);
+    assert_eq!(lus.len(), 1);
+    assert_eq!((src_loc(&lus[0]), lu_locs(&lus[0])), (LB2, vec![(LB2, 10)]));
+    assert_eq!(b.stats().get("local_locator_retired"), 1);
+    let lb = b.local_locators().iter().find(|l| l.loc == LB).unwrap().clone();
+    assert_eq!(lb.state, LocatorState::Aged, "kept, not advertised, not a source");
+    assert!(out.iter().any(
+        |x| matches!(x, Action::LocalLocators(l) if l.iter().any(|l| l.loc == LB && l.state == LocatorState::Aged))
+    ));
+    deliver_lus(&mut a, &mut b, &out, t + ms(3000));
+    let e = a.ilcc_entries().next().unwrap();
+    assert_eq!(e.remote_locators.iter().map(|r| r.loc).collect::<Vec<_>>(), vec![LB2]);
+    // a late packet to the retired locator is still accepted (soft handoff), and
+    // does not bring it back: the correspondents were told it is gone
+    let late = a_to(&mut a, t + ms(3100), LB);
+    let out = b.handle_inbound(t + ms(3100), &late, Csum::Complete);
+    assert_eq!(delivered(&out).len(), 1);
+    assert_eq!(b.stats().get("retired_local_locator_rx"), 1);
+    assert!(wire(&b.handle_timeout(t + ms(9000))).is_empty());
+    assert_eq!(b.local_locators().iter().find(|l| l.loc == LB).unwrap().state, LocatorState::Aged);
+    // nothing left to retire: no timer for it
+    assert!(b.poll_timeout().unwrap() > t + ms(60_000));
+    // reported again without change: still retired, no LU
+    let out = b.set_local_locators(t + ms(9500), vec![routerless(local(LB)), local(LB2)]);
+    assert!(wire(&out).is_empty() && retired(&out).is_empty());
+    // its router comes back (the host is in that cell again): advertised again
+    let out = b.set_local_locators(t + ms(10_000), vec![local(LB), local(LB2)]);
+    let lus = wire(&out);
+    assert_eq!(lu_locs(&lus[0]), vec![(LB2, 10), (LB, 10)]);
+}
+
+#[test]
+fn quiet_but_still_routed_locator_is_kept() {
+    let (mut a, mut b, t) = moved(|_| {});
+    // no packet on LB for a long time, but its router is still there
+    let out = b.handle_timeout(t + Duration::from_secs(60));
+    assert!(retired(&out).is_empty() && wire(&out).is_empty());
+    assert!(b.local_locators().iter().all(|l| l.state == LocatorState::Active));
+    assert!(b.poll_timeout().unwrap() >= t + Duration::from_secs(600), "only the idle timer");
+    let _ = &mut a;
+}
+
+#[test]
+fn quiet_period_counts_from_the_last_packet_fast_or_slow_path() {
+    let (mut a, mut b, t) = moved(|_| {});
+    let ms = Duration::from_millis;
+    let out = b.set_local_locators(t + ms(1500), vec![routerless(local(LB)), local(LB2)]);
+    deliver_lus(&mut a, &mut b, &out, t + ms(1500));
+    // the fast path delivered a packet on LB at t + 2.5 s (the shell read its map)
+    b.note_local_activity(LB, t + ms(2500));
+    b.note_local_activity(LB, t + ms(100)); // an older stamp changes nothing
+    assert_eq!(b.local_last_rx(LB), Some(t + ms(2500)));
+    assert_eq!(b.poll_timeout(), Some(t + ms(5500)));
+    assert!(retired(&b.handle_timeout(t + ms(3000))).is_empty(), "traffic resumed: kept");
+    // then a late packet through the slow path at t + 5 s
+    let w = a_to(&mut a, t + ms(5000), LB);
+    assert_eq!(delivered(&b.handle_inbound(t + ms(5000), &w, Csum::Complete)).len(), 1);
+    assert_eq!(b.poll_timeout(), Some(t + ms(8000)));
+    assert!(retired(&b.handle_timeout(t + ms(5500))).is_empty());
+    assert_eq!(retired(&b.handle_timeout(t + ms(8000))), vec![(LB, 3000)]);
+}
+
+#[test]
+fn router_gone_long_after_the_last_packet_retires_at_once_with_one_lu() {
+    let (_a, mut b, t) = moved(|_| {});
+    let t1 = t + Duration::from_secs(10);
+    let out = b.set_local_locators(t1, vec![routerless(local(LB)), local(LB2)]);
+    assert_eq!(retired(&out), vec![(LB, 10_000)]);
+    let lus = wire(&out);
+    assert_eq!(lus.len(), 1, "the demotion and the retirement are one LU");
+    assert_eq!(lu_locs(&lus[0]), vec![(LB2, 10)]);
+}
+
+#[test]
+fn deprecated_address_counts_as_a_stopped_ra_and_the_preferred_locator_is_never_retired() {
+    let (_a, mut b, t) = moved(|_| {});
+    let t1 = t + Duration::from_secs(10);
+    let dep = LocalLocator { deprecated: true, ..local(LB) };
+    let out = b.set_local_locators(t1, vec![dep.clone(), local(LB2)]);
+    assert_eq!(retired(&out), vec![(LB, 10_000)]);
+    assert_eq!(lu_locs(&wire(&out)[0]), vec![(LB2, 10)]);
+    // LB2 goes away: the retired LB is all that is left, so it is preferred and back
+    let out = b.set_local_locators(t1 + Duration::from_secs(1), vec![dep.clone()]);
+    assert_eq!(lu_locs(&wire(&out)[0]), vec![(LB, 10)]);
+    assert_eq!(b.local_locators()[0].state, LocatorState::Active);
+    // a preferred locator whose RA stopped is never retired, however quiet
+    let out = b.handle_timeout(t1 + Duration::from_secs(100));
+    assert!(retired(&out).is_empty());
+    assert_eq!(b.best_local(), Some(LB));
+}
+
+#[test]
+fn hard_handoff_is_unaffected_by_the_quiet_period() {
+    let (mut a, mut b, t) = moved(|c| c.handoff = HandoffMode::Hard);
+    // hard: LB was aged when LB2 took over, at once
+    assert_eq!(b.local_locators().iter().find(|l| l.loc == LB).unwrap().state, LocatorState::Aged);
+    let out = b.set_local_locators(t + Duration::from_secs(2), vec![routerless(local(LB)), local(LB2)]);
+    assert!(retired(&out).is_empty());
+    let out = b.handle_timeout(t + Duration::from_secs(30));
+    assert!(retired(&out).is_empty() && wire(&out).is_empty());
+    // and a late packet to it is dropped, as before
+    let late = a_to(&mut a, t + Duration::from_secs(30), LB);
+    assert!(delivered(&b.handle_inbound(t + Duration::from_secs(30), &late, Csum::Complete)).is_empty());
+    assert_eq!(b.stats().get("aged_local_locator"), 1);
+    assert_eq!(b.stats().get("local_locator_retired"), 0);
+}
+
+#[test]
+fn zero_quiet_period_keeps_todays_behaviour() {
+    let (mut a, mut b, t) = moved(|c| c.soft_quiet_period = Duration::ZERO);
+    let out = b.set_local_locators(t + Duration::from_secs(10), vec![routerless(local(LB)), local(LB2)]);
+    assert!(retired(&out).is_empty());
+    assert_eq!(lu_locs(&wire(&out)[0]), vec![(LB2, 10), (LB, 20)], "demoted, still advertised");
+    deliver_lus(&mut a, &mut b, &out, t + Duration::from_secs(10));
+    assert!(b.poll_timeout().unwrap() >= t + Duration::from_secs(600), "no quiet-period timer");
+    let out = b.handle_timeout(t + Duration::from_secs(100));
+    assert!(retired(&out).is_empty() && wire(&out).is_empty());
+    assert!(b.local_locators().iter().all(|l| l.state == LocatorState::Active));
 }

@@ -36,6 +36,9 @@ pub struct FileConfig {
     pub rng_seed: Option<u64>,
     pub lu_initial_rto_ms: Option<u64>,
     pub lu_max_attempts: Option<u32>,
+    /// soft handoff: a non-preferred locator whose RA stopped is retired after this
+    /// long without a packet; 0 = never (kept until its address goes away)
+    pub soft_quiet_period_ms: Option<u64>,
     #[serde(default)]
     pub peer: Vec<TomlPeer>,
 }
@@ -66,7 +69,12 @@ pub struct Config {
     pub rng_seed: Option<u64>,
     pub lu_initial_rto: Duration,
     pub lu_max_attempts: u32,
+    pub soft_quiet_period: Duration,
 }
+
+/// Longest soft-handoff quiet period accepted (one hour): longer, and a host that
+/// left a network would advertise the dead locator for the better part of a day.
+pub const MAX_SOFT_QUIET_PERIOD_MS: u64 = 3_600_000;
 
 /// Command-line overrides (clap fills these in main.rs).
 #[derive(Debug, Default, Clone)]
@@ -193,6 +201,12 @@ impl Config {
             let text = std::fs::read_to_string(h).with_context(|| format!("peers_file: reading {}", h.display()))?;
             peers.extend(ilnp_core::peers::load_toml_str(&text, &h.display().to_string())?);
         }
+        let quiet_ms = f.soft_quiet_period_ms.unwrap_or(3000);
+        if quiet_ms > MAX_SOFT_QUIET_PERIOD_MS {
+            bail!(
+                "soft_quiet_period_ms: {quiet_ms} is more than {MAX_SOFT_QUIET_PERIOD_MS} (one hour); 0 turns it off"
+            );
+        }
         let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(65536);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
@@ -218,6 +232,7 @@ impl Config {
             rng_seed: f.rng_seed,
             lu_initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
             lu_max_attempts: f.lu_max_attempts.unwrap_or(7),
+            soft_quiet_period: Duration::from_millis(quiet_ms),
         })
     }
 }
@@ -246,6 +261,8 @@ mod tests {
             ("uplinks = [\"e\"]\nhandoff = \"sometimes\"\n", "handoff"),
             ("nid = \"auto\"\n", "uplinks"),
             ("uplinks = [\"e\"]\nnonce_bits = \"x\"\n", "nonce_bits"),
+            ("uplinks = [\"e\"]\nsoft_quiet_period_ms = 3600001\n", "soft_quiet_period_ms"),
+            ("uplinks = [\"e\"]\nsoft_quiet_period_ms = -1\n", "soft_quiet_period_ms"),
         ] {
             let e = load(t).unwrap_err().to_string();
             assert!(e.contains(key), "{t:?}: {e}");
@@ -263,6 +280,15 @@ mod tests {
         let e = format!("{:#}", Config::load(Some(&p), &Overrides::default()).unwrap_err());
         assert!(e.contains("identifier_prefix") && e.contains("line 2"), "{e}");
         assert_eq!(key_line("a = 1\nnid_x = 2\nnid = 3\n", "nid"), Some(3));
+        std::fs::write(&p, "uplinks = [\"e\"]\n\nsoft_quiet_period_ms = 7200000\n").unwrap();
+        let e = format!("{:#}", Config::load(Some(&p), &Overrides::default()).unwrap_err());
+        assert!(e.contains("soft_quiet_period_ms") && e.contains("line 3"), "{e}");
+        std::fs::write(&p, "uplinks = [\"e\"]\nsoft_quiet_period_ms = \"3s\"\n").unwrap();
+        let e = format!("{:#}", Config::load(Some(&p), &Overrides::default()).unwrap_err());
+        assert!(e.contains("soft_quiet_period_ms") && e.contains("line 2"), "{e}");
+        std::fs::write(&p, "uplinks = [\"e\"]\nsoft_quiet_period_ms = 0\n").unwrap();
+        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        assert_eq!(c.soft_quiet_period, Duration::ZERO);
     }
 
     #[test]
@@ -300,6 +326,7 @@ mod tests {
         assert_eq!(c.id_prefix, Locator(0xfd69_6c6e_7000_0000));
         assert_eq!(c.nonce_len, 4);
         assert_eq!(c.datapath, Datapath::Ebpf);
+        assert_eq!(c.soft_quiet_period, Duration::from_secs(3));
         assert_eq!(c.peers[0].nid, Nid(0x0200_00ff_fe00_000d));
         let e = load("uplinks = [\"eth0\"]\n[[peer]]\nname = \"mn\"\nnid = \"zz\"\nlocators = []\n")
             .unwrap_err()

@@ -163,6 +163,7 @@ impl Daemon {
         cc.ilcc_max_entries = cfg.ilcc_max_entries as usize;
         cc.idle_timeout = cfg.idle_timeout;
         cc.handoff = cfg.handoff;
+        cc.soft_quiet_period = cfg.soft_quiet_period;
         cc.lu = LuTimers { initial_rto: cfg.lu_initial_rto, max_attempts: cfg.lu_max_attempts, ..LuTimers::default() };
         let rng: Box<dyn rand_core_compat::RngCore + Send> = match cfg.rng_seed {
             Some(s) => Box::new(rand::rngs::StdRng::seed_from_u64(s)),
@@ -300,6 +301,8 @@ impl Daemon {
                     pref,
                     lifetime_s: a.valid_lft,
                     state: LocatorState::Active,
+                    has_router: self.routers.contains_key(&u.index),
+                    deprecated: a.deprecated,
                 });
             }
         }
@@ -310,7 +313,9 @@ impl Daemon {
                 self.added.insert((l.ifindex, a));
             }
         }
-        // the core first: a failover's LU leaves before the housekeeping below
+        // the core first: a failover's LU leaves before the housekeeping below;
+        // with what the fast path received so far, so a quiet period is judged right
+        self.feed_local_activity();
         let now = Instant::now();
         let current: BTreeSet<Locator> = locs.keys().copied().collect();
         let actions = self.core.set_local_locators(now, locs.into_values().collect());
@@ -479,8 +484,29 @@ impl Daemon {
     }
 
     fn on_timer(&mut self) {
+        // the core's timer may be a soft-handoff quiet period ending: it decides on
+        // the fast path's latest receive stamps (read here, not polled)
+        self.feed_local_activity();
         let actions = self.core.handle_timeout(Instant::now());
         self.run_actions(actions);
+    }
+
+    /// Hands the fast path's per-locator receive stamps (CLOCK_MONOTONIC ns, the
+    /// clock behind `Instant` on Linux) to the core as instants.
+    fn feed_local_activity(&mut self) {
+        let Some(dp) = self.dp.as_ref() else { return };
+        let stamps = match dp.local_last_rx() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!("reading the local locators' receive stamps: {e:#}");
+                return;
+            }
+        };
+        let (now, now_ns) = (Instant::now(), monotonic_ns());
+        for (loc, ns) in stamps {
+            let t = now.checked_sub(Duration::from_nanos(now_ns.saturating_sub(ns))).unwrap_or(now);
+            self.core.note_local_activity(loc, t);
+        }
     }
 
     /// Keeps entries the fast path is using from ageing out.
@@ -599,7 +625,9 @@ impl Daemon {
         })
     }
 
-    fn locator_view(&self) -> Vec<Value> {
+    fn locator_view(&mut self) -> Vec<Value> {
+        self.feed_local_activity();
+        let now = Instant::now();
         self.core
             .local_locators()
             .iter()
@@ -614,6 +642,11 @@ impl Daemon {
                     "router_preference": self.routers.get(&l.ifindex),
                     "lifetime_s": l.lifetime_s,
                     "state": l.state,
+                    "has_router": l.has_router,
+                    "deprecated": l.deprecated,
+                    // seconds since a packet last arrived on it (as of the core's last
+                    // look at the fast path); null: none yet
+                    "last_rx_age_s": self.core.local_last_rx(l.loc).map(|t| now.saturating_duration_since(t).as_secs_f64()),
                 })
             })
             .collect()
@@ -749,6 +782,15 @@ fn send_via(raw: &Socket, pkt: &[u8], dst: Ipv6Addr, ifindex: u32) -> std::io::R
     Ok(())
 }
 
+/// CLOCK_MONOTONIC in ns: what bpf_ktime_get_ns() returns.
+fn monotonic_ns() -> u64 {
+    // SAFETY: a zeroed timespec is valid; clock_gettime only writes it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// rand 0.8 re-exports rand_core 0.6, the trait the core takes.
 mod rand_core_compat {
     pub use rand::RngCore;
@@ -757,6 +799,19 @@ mod rand_core_compat {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_path_stamps_and_instant_share_a_clock() {
+        // bpf_ktime_get_ns() is CLOCK_MONOTONIC; so is std's Instant on Linux
+        let (i0, n0) = (Instant::now(), monotonic_ns());
+        std::thread::sleep(Duration::from_millis(20));
+        let (i1, n1) = (Instant::now(), monotonic_ns());
+        let d = (n1 - n0) as i128 - i1.duration_since(i0).as_nanos() as i128;
+        assert!(d.abs() < 2_000_000, "clocks drift by {d} ns over 20 ms");
+        let uptime: f64 = std::fs::read_to_string("/proc/uptime").unwrap().split(' ').next().unwrap().parse().unwrap();
+        // CLOCK_MONOTONIC is not CLOCK_BOOTTIME: never ahead of the uptime
+        assert!(n1 as f64 / 1e9 <= uptime + 1.0, "{n1} ns vs uptime {uptime} s");
+    }
 
     #[test]
     fn identifier_prefix_overlap() {

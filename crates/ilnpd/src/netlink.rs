@@ -37,6 +37,8 @@ pub struct Addr6 {
     pub tentative: bool,
     /// seconds; u32::MAX = forever
     pub valid_lft: u32,
+    /// preferred lifetime over (IFA_F_DEPRECATED, or a preferred lifetime of 0)
+    pub deprecated: bool,
 }
 
 fn link_from_msg(m: &LinkMessage) -> Link {
@@ -101,11 +103,12 @@ impl Netlink {
             let mut addr = None;
             let mut flags = AddressFlags::empty();
             let mut valid_lft = u32::MAX;
+            let mut preferred_lft = u32::MAX;
             for a in &m.attributes {
                 match a {
                     AddressAttribute::Address(IpAddr::V6(v)) => addr = Some(*v),
                     AddressAttribute::Flags(f) => flags = *f,
-                    AddressAttribute::CacheInfo(c) => valid_lft = c.ifa_valid,
+                    AddressAttribute::CacheInfo(c) => (valid_lft, preferred_lft) = (c.ifa_valid, c.ifa_preferred),
                     _ => {}
                 }
             }
@@ -117,6 +120,7 @@ impl Netlink {
                     global: m.header.scope == AddressScope::Universe,
                     tentative: flags.contains(AddressFlags::Tentative),
                     valid_lft,
+                    deprecated: flags.contains(AddressFlags::Deprecated) || preferred_lft == 0,
                 });
             }
         }

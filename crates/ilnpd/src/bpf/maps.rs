@@ -52,7 +52,14 @@ pub struct LocalVal {
     pub ifindex: u32,
     /// default router behind `ifindex` (network order); all zero: none
     pub router: [u8; 16],
+    /// CLOCK_MONOTONIC ns of the last packet the ingress program delivered on this
+    /// locator (written by the program only, kept on update); 0: none
+    pub last_rx_ns: u64,
 }
+
+/// `ILNP_LOCAL_RX_GRAIN_NS` (checked against the header; ilnpd only reads the stamps)
+#[cfg(test)]
+pub const LOCAL_RX_GRAIN_NS: u64 = 10_000_000;
 
 // SAFETY: plain old data made of integers and byte arrays; every hole is an
 // explicit `_pad` field, so there is no uninitialised byte and any bit pattern is valid.
@@ -102,11 +109,13 @@ pub fn state_code(s: LocatorState) -> u32 {
 
 impl LocalVal {
     /// `router`: the default router behind the locator's uplink, if it has one.
-    pub fn from_core(l: &LocalLocator, router: Option<std::net::Ipv6Addr>) -> LocalVal {
+    /// `old`: the entry being replaced, whose receive stamp is kept.
+    pub fn from_core(l: &LocalLocator, router: Option<std::net::Ipv6Addr>, old: Option<&LocalVal>) -> LocalVal {
         LocalVal {
             state: state_code(l.state),
             ifindex: l.ifindex,
             router: router.map(|r| r.octets()).unwrap_or_default(),
+            last_rx_ns: old.map_or(0, |o| o.last_rx_ns),
         }
     }
 }
@@ -159,7 +168,8 @@ int main(void) {
   O(ilnp_ilcc_val, nonce_tx) O(ilnp_ilcc_val, nonce_tx_len) O(ilnp_ilcc_val, nonce_rx_len)
   O(ilnp_ilcc_val, n_remote_locs) O(ilnp_ilcc_val, flags) O(ilnp_ilcc_val, nonce_rx) O(ilnp_ilcc_val, _pad)
   O(ilnp_ilcc_val, tx_pkts) O(ilnp_ilcc_val, tx_bytes) O(ilnp_ilcc_val, rx_pkts) O(ilnp_ilcc_val, rx_bytes)
-  O(ilnp_local_val, state) O(ilnp_local_val, ifindex) O(ilnp_local_val, router)
+  O(ilnp_local_val, state) O(ilnp_local_val, ifindex) O(ilnp_local_val, router) O(ilnp_local_val, last_rx_ns)
+  printf("const.ILNP_LOCAL_RX_GRAIN_NS %llu\n", ILNP_LOCAL_RX_GRAIN_NS);
   ILNP_REASONS(R)
   printf("const.ILNP_R_MAX %d\nconst.ILNP_MAX_REMOTE_LOCS %d\nconst.ILNP_NONCE_MAX %d\n", ILNP_R_MAX, ILNP_MAX_REMOTE_LOCS, ILNP_NONCE_MAX);
   printf("const.ILNP_MODE_EBPF %d\nconst.ILNP_MODE_USERSPACE %d\n", ILNP_MODE_EBPF, ILNP_MODE_USERSPACE);
@@ -217,6 +227,8 @@ int main(void) {
             ("ilnp_local_val.state", offset_of!(LocalVal, state)),
             ("ilnp_local_val.ifindex", offset_of!(LocalVal, ifindex)),
             ("ilnp_local_val.router", offset_of!(LocalVal, router)),
+            ("ilnp_local_val.last_rx_ns", offset_of!(LocalVal, last_rx_ns)),
+            ("const.ILNP_LOCAL_RX_GRAIN_NS", LOCAL_RX_GRAIN_NS as usize),
             ("const.ILNP_R_MAX", REASONS.len()),
             ("const.ILNP_MAX_REMOTE_LOCS", MAX_REMOTE_LOCS),
             ("const.ILNP_NONCE_MAX", NONCE_MAX),

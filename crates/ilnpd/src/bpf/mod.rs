@@ -6,7 +6,8 @@
 //! Datapath::load(cfg)            load + verify both programs, fill ilnp_cfg, attach egress on ilnp0
 //! attach_uplink / detach_uplink  tc ingress on an uplink
 //! upsert_peer / remove_peer      ilnp_ilcc (counters survive an update)
-//! set_local_locators             ilnp_locals (replaced as a whole)
+//! set_local_locators             ilnp_locals (replaced as a whole; receive stamps kept)
+//! local_last_rx                  per local locator: last packet delivered (ns, CLOCK_MONOTONIC)
 //! stats / peer_counters          reason counters (summed over CPUs), per-peer fast-path counters
 //! shutdown                       detach all, delete the clsact qdiscs it created, unpin
 //! ```
@@ -211,10 +212,28 @@ impl Datapath {
             absent_ok(m.remove(&k)).context("removing a local locator from the fast path")?;
         }
         for l in locs {
-            m.insert(l.loc.to_bytes(), LocalVal::from_core(l, self.routers.get(&l.ifindex).copied()), 0)
+            let old = m.get(&l.loc.to_bytes(), 0).ok();
+            let v = LocalVal::from_core(l, self.routers.get(&l.ifindex).copied(), old.as_ref());
+            m.insert(l.loc.to_bytes(), v, 0)
                 .with_context(|| format!("writing local locator {} to the fast path", l.loc))?;
         }
         Ok(())
+    }
+
+    /// When the ingress program last delivered a packet on each local locator
+    /// (CLOCK_MONOTONIC ns, to within `ILNP_LOCAL_RX_GRAIN_NS`); locators it never
+    /// delivered on are absent.
+    pub fn local_last_rx(&self) -> Result<Vec<(Locator, u64)>> {
+        let m: HashMap<_, [u8; 8], LocalVal> =
+            HashMap::try_from(self.bpf.map(MAP_LOCALS).ok_or_else(|| map_err(MAP_LOCALS))?)?;
+        let mut out = Vec::new();
+        for r in m.iter() {
+            let (k, v) = r?;
+            if v.last_rx_ns != 0 {
+                out.push((Locator::from_bytes(k), v.last_rx_ns));
+            }
+        }
+        Ok(out)
     }
 
     /// The default router behind each uplink (uplinks without one are absent):

@@ -213,6 +213,15 @@ fn capture(dev_index: u32) -> OwnedFd {
     fd
 }
 
+/// CLOCK_MONOTONIC in ns (bpf_ktime_get_ns()'s clock).
+fn monotonic_ns() -> u64 {
+    // SAFETY: a zeroed timespec is valid; clock_gettime only writes it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 fn addr(loc: Locator, nid: Nid) -> Ipv6Addr {
     ilnp_wire::ilnp_addr(loc, nid)
 }
@@ -222,7 +231,7 @@ fn snapshot(peer: Nid, tx: Nonce, rx: Option<Nonce>) -> IlccSnapshot {
 }
 
 fn local_locs(ifindex: u32, state: LocatorState) -> Vec<LocalLocator> {
-    vec![LocalLocator { loc: L, ifindex, pref: 0, lifetime_s: u32::MAX, state }]
+    vec![LocalLocator { loc: L, ifindex, pref: 0, lifetime_s: u32::MAX, state, has_router: true, deprecated: false }]
 }
 
 fn stat(dp: &Datapath, name: &str) -> u64 {
@@ -431,6 +440,8 @@ fn fast_path_between_two_hosts() {
         let cap = capture(b.uplink);
         let rx = UdpSocket::bind(SocketAddrV6::new(addr(P, NID_B), 5555, 0, 0)).unwrap();
         rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        assert!(b.dp.local_last_rx().unwrap().is_empty(), "no packet yet: no receive stamp");
+        let sent_ns = monotonic_ns();
         udp_send(&a, NID_B, 5555, b"hello over ilnp");
         let mut buf = [0u8; 100];
         let (n, from) = rx.recv_from(&mut buf).unwrap_or_else(|e| {
@@ -449,6 +460,15 @@ fn fast_path_between_two_hosts() {
         assert_eq!(stat(&a.dp, "egress_fast"), 1);
         assert_eq!(stat(&a.dp, "egress_neigh"), 1, "first packet resolved its next hop via redirect_neigh");
         assert_eq!(stat(&b.dp, "ingress_fast"), 1);
+        // the delivery stamped B's local locator (CLOCK_MONOTONIC): the soft-handoff
+        // quiet period's input; rewriting the locator table keeps the stamp
+        let stamps = b.dp.local_last_rx().unwrap();
+        assert_eq!(stamps.len(), 1, "{stamps:?}");
+        assert_eq!(stamps[0].0, L);
+        assert!(stamps[0].1 >= sent_ns && stamps[0].1 <= monotonic_ns(), "{stamps:?} sent at {sent_ns}");
+        b.dp.set_local_locators(&local_locs(b.uplink, LocatorState::Active)).unwrap();
+        assert_eq!(b.dp.local_last_rx().unwrap(), stamps);
+        assert!(a.dp.local_last_rx().unwrap().is_empty(), "A received nothing");
 
         // what B's uplink saw: wire addresses, the nonce, an RFC 6744 checksum
         let wire = wait_packet(&cap, Duration::from_secs(1), |p| is_udp_to(p, addr(L, NID_B)) && p[6] == 60)
@@ -705,8 +725,15 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
         let mut dp = Datapath::load(&cfg).unwrap();
         dp.attach_uplink(m2).unwrap();
         dp.attach_uplink(m3).unwrap();
-        let loc =
-            |loc, ifindex| LocalLocator { loc, ifindex, pref: 0, lifetime_s: u32::MAX, state: LocatorState::Active };
+        let loc = |loc, ifindex| LocalLocator {
+            loc,
+            ifindex,
+            pref: 0,
+            lifetime_s: u32::MAX,
+            state: LocatorState::Active,
+            has_router: true,
+            deprecated: false,
+        };
         dp.set_local_locators(&[loc(L2, m2), loc(L3, m3)]).unwrap();
         let routers = |v: &[(u32, Locator)]| v.iter().map(|(i, l)| (*i, addr(*l, Nid(1)))).collect();
         dp.set_uplink_routers(&routers(&[(m2, L2), (m3, L3)])).unwrap();
