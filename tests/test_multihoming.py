@@ -150,20 +150,24 @@ def test_preferred_uplink_carries_traffic_and_fails_over(bed, tmp_path, failure)
     else:
         stop_process(ra2)  # radvd's last RA has router lifetime 0: the kernel drops the default route
     wait_for(lambda: active_remote(cn_entry(dcn)) == L3, timeout=10, what="CN switches to L3")
+    if failure == "router-gone":
+        # the prefix is still valid, its router is gone: kept but demoted to 20 ...
+        entry = cn_entry(dcn)
+        assert [(r["l64"], r["pref"], r["state"]) for r in entry["remote_locators"]] == [
+            (L3, 15, "active"), (L2, 20, "valid")], entry
+        assert mn_locators(dmn)[L2]["router_preference"] is None
     for p in (pm, pc):
         p.wait(timeout=30)
     acked = mon.of("lu_acked", after=t_fail - 0.05)
     sent = mon.of("lu_sent", after=t_fail - 0.05)
     mon.stop()
 
-    entry = cn_entry(dcn)
-    if failure != "router-gone":
-        assert [r["l64"] for r in entry["remote_locators"]] == [L3], entry
-    else:
-        # the prefix is still valid, its router is gone: kept but demoted to 20
-        assert [(r["l64"], r["pref"], r["state"]) for r in entry["remote_locators"]] == [
-            (L3, 15, "active"), (L2, 20, "valid")], entry
-        assert mn_locators(dmn)[L2]["router_preference"] is None
+    # ... until it has been quiet for the soft-handoff quiet period (3 s): then retired
+    # and left out of the LUs (tests/test_quiet_period.py)
+    entry = wait_for(lambda: (e := cn_entry(dcn)) and [r["l64"] for r in e["remote_locators"]] == [L3] and e,
+                     timeout=5, what="the CN's entry lists only L3")
+    if failure == "router-gone":
+        assert mn_locators(dmn)[L2]["state"] == "aged", mn_locators(dmn)
     assert sent and sent[0][1]["locators"][0] == f"{L3}|15", sent
     assert acked, f"no LU acked after the failure: {mon.events}"
     t_lu, t_ack = sent[0][0], acked[0][0]
