@@ -2,7 +2,7 @@
 """Handoff benchmark (issue #3): the seed 000 moves (LAN/WAN x LAN/WAN) with ILNPv6 soft
 and hard handoff, and plain IPv6 and MPTCP measured in the same run on the same testbed.
 
-    sudo .venv/bin/python bench/handoff.py [--runs 3] [--seconds 12] [--out out/bench-handoff]
+    sudo .venv/bin/python bench/handoff.py [--runs 3] [--seconds 12] [--jobs 1] [--out out/bench-handoff]
 
 Prints, per move and scheme (medians over the runs): the Locator Update handshake
 (first LU sent -> ack, at the MN) against the round trip of the path the MN moved
@@ -39,11 +39,13 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=12, help="flow length (the timeline is scaled to it)")
     ap.add_argument("--out", type=Path, default=Path("out/bench-handoff"))
     ap.add_argument("--move", action="append", help="only this move (repeatable)")
+    ap.add_argument("--jobs", type=int, default=1, help="testbeds at once (timing is cleaner with 1)")
     args = ap.parse_args()
     ex = topology.load("seed000-tcp")
     cells, _ = runner.cells(ex, args.move, ["ilnp-soft", "ilnp-hard", "mptcp", "plain"])
     runner.install_sigterm()
-    results, interrupted = runner.run_all(ex, cells, args.runs, args.seconds, args.out, seed=1)
+    results, interrupted = runner.run_all(ex, cells, args.runs, args.seconds, args.out, seed=1,
+                                           jobs=max(1, args.jobs))
     ok = [r for r in results if r.get("ok")]
     print(f"\nhandoff benchmark: {len(ok)}/{len(results)} runs, {args.seconds:g} s flows, medians over {args.runs} runs")
     print(f"{'move':8} {'scheme':10} {'RTT new':>8} {'LU->ack':>8} {'ratio':>6} {'<=RTT+1':>7} {'leave LU':>8} "
