@@ -163,6 +163,9 @@ class Testbed:
             return  # a forked child (pyroute2 forks) unwinding through our `with`: not its to remove
         for p in reversed(self.procs):
             stop_process(p)
+            for pipe in (p.stdin, p.stdout, p.stderr):
+                if pipe:
+                    pipe.close()
         self.procs.clear()
         for node in self.nodes.values():
             node.close()
@@ -244,6 +247,9 @@ class Testbed:
             env=env,
             start_new_session=True,
         )
+        for f in (stdout, stderr):  # the child has its own copy: a long experiment must not run out of fds
+            if f is not None and hasattr(f, "close"):
+                f.close()
         self.procs.append(p)
         return p
 
