@@ -111,10 +111,15 @@ def initial_prefixes(ex: Experiment, host: str) -> list[tuple[str, str]]:
 
 
 def capture(node, path: Path) -> subprocess.Popen:
-    """tcpdump on all of a node's interfaces (wire form only: identifier-form packets on
-    ilnp0 are left out), headers only, written as it goes."""
+    """tcpdump on all of a node's interfaces but ilnp0, headers only, written as it goes.
+    ilnp0 is left out: besides identifier-form packets it carries, a second time, every
+    wire packet the ingress program hands to ilnpd (LUs, stale-locator packets), which
+    would count twice."""
+    filt = f"ip6 and not net {ID_PREFIX}/64"
+    if node.nl.link_lookup(ifname="ilnp0"):
+        filt += f" and not ifindex {node.index('ilnp0')}"
     p = node.spawn("tcpdump", "-i", "any", "-s", "160", "-U", "--immediate-mode", "-n", "-w", str(path),
-                   f"ip6 and not net {ID_PREFIX}/64", stderr=subprocess.PIPE)
+                   filt, stderr=subprocess.PIPE)
     seen = []
     for _ in range(3):  # "data link type ..." may come before "listening on ..."
         seen.append(p.stderr.readline().decode().strip())
