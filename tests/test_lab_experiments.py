@@ -161,3 +161,17 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path):
         pid = int(pidfile.read_text().split()[0]) if pidfile.read_text().strip() else None
         if pid:
             assert not os.path.exists(f"/proc/{pid}"), pid
+
+
+def test_run_failing_midway_reports_the_step_and_leaves_nothing(tmp_path):
+    # valid as a file, impossible to build: R1's route via a gateway on no link of R1's
+    bad = edited(tmp_path, 'via = "2001:db8:12::2"', 'via = "2001:db8:99::2"')
+    assert lab("check", str(bad)).returncode == 0
+    out = tmp_path / "out"
+    r = lab("run", str(bad), "--quick", "--scenario", "lan-lan", "--scheme", "plain", "--out", str(out))
+    assert r.returncode == 1, r
+    assert "step 'build the network (move lan-lan)'" in r.stderr and "2001:db8:99::2" in r.stderr, r.stderr
+    res = json.loads((out / "results.json").read_text())
+    assert len(res) == 1 and not res[0]["ok"] and "build the network" in res[0]["error"], res
+    assert "## Failed runs" in (out / "report.md").read_text()
+    assert not namespaces(r.pid)
