@@ -1,12 +1,14 @@
 """Shared constants and helpers for the system tests."""
 import ipaddress
+import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
-from ilnp_lab.daemon import Ilnpd, Peer
-from ilnp_lab.testbed import three_node, wait_for
+from ilnp_lab.daemon import Ilnpd, Peer, binary
+from ilnp_lab.testbed import stop_process, three_node
 
 ID_PREFIX = "fd69:6c6e:7000::"
 CN_NID = "0200:00ff:fe00:000c"
@@ -68,3 +70,29 @@ def probe(node, me: str, peer: str, port: int, secs: float, rate: int, out) -> s
     lab = str(Path(__file__).resolve().parents[1] / "lab")
     return node.spawn("python3", "-m", "ilnp_lab.probe", me, peer, str(port), str(secs), str(rate), str(out),
                       env=dict(os.environ, PYTHONPATH=lab))
+
+
+class Monitor:
+    """`ilnpctl monitor` with each event stamped (time.monotonic()) on arrival."""
+
+    def __init__(self, d: Ilnpd):
+        self.proc = d.node.spawn(binary("ilnpctl"), "-s", d.socket, "--json", "monitor", stdout=subprocess.PIPE)
+        self.events: list[tuple[float, dict]] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(e, dict) and "event" in e:
+                self.events.append((time.monotonic(), e))
+
+    def of(self, kind: str, after: float = 0.0) -> list[tuple[float, dict]]:
+        return [(t, e) for t, e in list(self.events) if e["event"] == kind and t >= after]
+
+    def stop(self):
+        stop_process(self.proc)
+        self.thread.join(timeout=5)

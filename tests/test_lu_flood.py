@@ -15,8 +15,8 @@ import json
 import time
 
 from ilnp_lab.testbed import stop_process, wait_for
-from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, addr, probe
-from test_multihoming import Monitor, cn_entry
+from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, Monitor, addr, probe
+from test_multihoming import cn_entry
 from test_mobility import L2, L3, mobile_pair
 
 TOTAL = 20_000

@@ -8,44 +8,16 @@ lifetime 0: the kernel deletes the default route; the prefix stays valid for 30 
 """
 
 import json
-import subprocess
-import threading
 import time
 
-from ilnp_lab.daemon import Ilnpd, Peer, binary
+from ilnp_lab.daemon import Ilnpd, Peer
 from ilnp_lab.testbed import mobility_topology, radvd, stop_process, wait_for
-from ilnp_test_util import CN_ID, CN_NID, CN_L64, MN_ID, MN_NID, probe
+from ilnp_test_util import CN_ID, CN_NID, CN_L64, MN_ID, MN_NID, Monitor, probe
 
 L2 = "2001:0db8:0002:0000"
 L3 = "2001:0db8:0003:0000"
 QUIET_MS = 3000
 RATE = 200  # datagrams per second each way
-
-
-class Monitor:
-    """`ilnpctl monitor` with each event stamped (time.monotonic()) on arrival."""
-
-    def __init__(self, d: Ilnpd):
-        self.proc = d.node.spawn(binary("ilnpctl"), "-s", d.socket, "--json", "monitor", stdout=subprocess.PIPE)
-        self.events: list[tuple[float, dict]] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(e, dict) and "event" in e:
-                self.events.append((time.monotonic(), e))
-
-    def of(self, kind: str, after: float = 0.0) -> list[tuple[float, dict]]:
-        return [(t, e) for t, e in list(self.events) if e["event"] == kind and t >= after]
-
-    def stop(self):
-        stop_process(self.proc)
-        self.thread.join(timeout=5)
 
 
 def has_default_route(node, iface: str) -> bool:

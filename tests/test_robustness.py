@@ -3,7 +3,6 @@
 import json
 import os
 import struct
-import subprocess
 import time
 
 import pytest

@@ -6,7 +6,6 @@ eBPF fast path and with the userspace reference data path.
 
 import json
 import secrets
-import subprocess
 import time
 
 import pytest

@@ -406,7 +406,8 @@ def udp_flow(
     bin_s: float = 0.5,
     end_s: float | None = None,
 ) -> dict:
-    """UDP datagrams to `port` arriving at the MN (loss comes from the traffic programs)."""
+    """UDP datagrams to `port` in the given captures: the MN's (received) or the CN's (sent);
+    the runner's loss is the difference."""
     arrivals: list[tuple[float, int]] = []
     for ts, pkt, _nh, off, l4len in _l4(_as_list(mn_pcaps), (UDP,)):
         if off + 4 > len(pkt) or ((pkt[off + 2] << 8) | pkt[off + 3]) != port:

@@ -13,7 +13,6 @@ nonce-protected Locator Update, the CN acknowledges it, and the flow goes on.
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import time

@@ -115,7 +115,7 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
                 f"| {fmt(probe('cn_to_mn_lost'), digits=0)} / {fmt(probe('mn_to_cn_lost'), digits=0)} |")
         pub = PUBLISHED.get(move)
         if pub:
-            lines += ["", f"Reference rows (thesis Tables 6.5–6.12, analytic, no loss; MIPv6 cannot run on this kernel):", "",
+            lines += ["", "Reference rows (thesis Tables 6.5–6.12, analytic, no loss; MIPv6 cannot run on this kernel):", "",
                       "| scheme | handoff (ms) | interruption (ms) |", "|---|---|---|"]
             lines += [f"| {k} (published) | {pub['handoff'][k]:g} | {pub['interruption'][k]:g} |" for k in pub["handoff"]]
             if exp.endswith("tcp"):

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from . import analysis, pcap
 from .daemon import Ilnpd, Peer, binary
-from .testbed import StepError, Testbed, run as run_cmd, stop_process, wait_for
+from .testbed import StepError, Testbed, stop_process, wait_for
 from .topology import Experiment, Load, build
 
 ID_PREFIX = "fd69:6c6e:7000::"
@@ -139,7 +139,7 @@ class Run:
         return [(e.at_s * scale, e) for e in self.ex.events]
 
     def execute(self) -> dict:
-        ex, cell = self.ex, self.cell
+        cell = self.cell
         self.rdir.mkdir(parents=True, exist_ok=True)
         with Testbed(workdir=self.rdir) as bed:
             try:
