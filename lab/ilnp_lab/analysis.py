@@ -165,6 +165,21 @@ def _timeline(arrivals: list[tuple[float, int]], end: float, bin_s: float) -> li
     return out
 
 
+def _arrival_metrics(arrivals: list[tuple[float, int]], end_s: float | None, bin_s: float) -> dict:
+    """First/last arrival, the longest gap and the rate timeline of (time, bytes) arrivals."""
+    times = [t for t, _ in arrivals]
+    gap, gap_at, end = _gap(times, end_s)
+    return {
+        "first_data_at_s": _r(times[0]) if times else None,
+        "last_data_at_s": _r(times[-1]) if times else None,
+        "interruption_s": _r(gap),
+        "interruption_at_s": _r(gap_at),
+        "end_s": _r(end),
+        "bin_s": bin_s,
+        "timeline": _timeline(arrivals, end, bin_s),
+    }
+
+
 def _r(x: float | None, nd: int = 6) -> float | None:
     return None if x is None else round(x, nd)
 
@@ -366,8 +381,6 @@ def tcp_flow(
             lost_units += units(e - a)
             lost_bytes += e - a
 
-    times = [t for t, _ in arrivals]
-    gap, gap_at, end = _gap(times, end_s)
     return {
         "port": port,
         "connections": [list(k) for k in sorted(data_keys, key=lambda k: conns[k]["first"])],
@@ -385,13 +398,7 @@ def tcp_flow(
         "lost_bytes": lost_bytes,
         "stale_drops": int(stale_drops),
         "lost": lost_units + int(stale_drops),
-        "first_data_at_s": _r(times[0]) if times else None,
-        "last_data_at_s": _r(times[-1]) if times else None,
-        "interruption_s": _r(gap),
-        "interruption_at_s": _r(gap_at),
-        "end_s": _r(end),
-        "bin_s": bin_s,
-        "timeline": _timeline(arrivals, end, bin_s),
+        **_arrival_metrics(arrivals, end_s, bin_s),
     }
 
 
@@ -414,19 +421,11 @@ def udp_flow(
             continue
         arrivals.append((ts - t0, max(0, l4len - 8)))
     arrivals.sort()
-    times = [t for t, _ in arrivals]
-    gap, gap_at, end = _gap(times, end_s)
     return {
         "port": port,
         "packets_received": len(arrivals),
         "bytes_received": sum(b for _, b in arrivals),
-        "first_data_at_s": _r(times[0]) if times else None,
-        "last_data_at_s": _r(times[-1]) if times else None,
-        "interruption_s": _r(gap),
-        "interruption_at_s": _r(gap_at),
-        "end_s": _r(end),
-        "bin_s": bin_s,
-        "timeline": _timeline(arrivals, end, bin_s),
+        **_arrival_metrics(arrivals, end_s, bin_s),
     }
 
 
