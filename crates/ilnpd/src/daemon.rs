@@ -743,43 +743,19 @@ impl Daemon {
 /// included, and an output interface without a source address makes the route
 /// lookup strict (RT6_LOOKUP_F_IFACE: only routes through that interface).
 fn send_via(raw: &Socket, pkt: &[u8], dst: Ipv6Addr, ifindex: u32) -> std::io::Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, SockaddrIn6};
     use std::os::fd::AsRawFd;
-    // SAFETY: zeroed sockaddr_in6 / in6_pktinfo are valid (all-zero = unspecified).
-    let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
-    sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-    sa.sin6_addr.s6_addr = dst.octets();
-    // SAFETY: as above.
-    let mut info: libc::in6_pktinfo = unsafe { std::mem::zeroed() };
-    info.ipi6_ifindex = ifindex;
-    // u64 words: cmsghdr alignment
-    let mut cbuf = [0u64; 8];
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::in6_pktinfo>() as u32) } as usize;
-    assert!(space <= std::mem::size_of_val(&cbuf));
-    let mut iov = libc::iovec { iov_base: pkt.as_ptr() as *mut libc::c_void, iov_len: pkt.len() };
-    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives sendmsg.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_name = (&mut sa as *mut libc::sockaddr_in6).cast();
-    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_in6>() as u32;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    // SAFETY: msg_control points at `space` writable, aligned bytes, enough for
-    // one cmsghdr with an in6_pktinfo, so CMSG_FIRSTHDR is non-null and its data fits.
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::IPPROTO_IPV6;
-        (*c).cmsg_type = libc::IPV6_PKTINFO;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::in6_pktinfo>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::in6_pktinfo>(), info);
-    }
-    // SAFETY: msg is fully initialised above.
-    let n = unsafe { libc::sendmsg(raw.as_raw_fd(), &msg, 0) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    let info = libc::in6_pktinfo { ipi6_addr: libc::in6_addr { s6_addr: [0; 16] }, ipi6_ifindex: ifindex };
+    let to = SockaddrIn6::from(SocketAddrV6::new(dst, 0, 0, 0));
+    sendmsg(
+        raw.as_raw_fd(),
+        &[std::io::IoSlice::new(pkt)],
+        &[ControlMessage::Ipv6PacketInfo(&info)],
+        MsgFlags::empty(),
+        Some(&to),
+    )
+    .map(|_| ())
+    .map_err(std::io::Error::from)
 }
 
 /// CLOCK_MONOTONIC in ns: what bpf_ktime_get_ns() returns.
