@@ -30,6 +30,12 @@ if ! command -v cargo >/dev/null 2>&1; then
   apt-get install -y -q cargo rustc
 fi
 
+# cargo-fuzz: the README's test command runs the bounded fuzz step (fuzz/run-all.sh)
+if ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "== cargo install cargo-fuzz"
+  cargo install cargo-fuzz --locked --quiet
+fi
+
 echo "== python venv (.venv) with the lab package"
 if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
 .venv/bin/pip install -q --upgrade pip >/dev/null

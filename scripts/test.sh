@@ -7,9 +7,13 @@ export PATH="$HOME/.cargo/bin:$PATH"
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 
 echo "== cargo test"
-cargo test --workspace --release 2>&1 | tee /tmp/ilnp-cargo-test.log | grep -E "^(test result|running|failures|---- )|panicked" || true
-if grep -qE "test result: FAILED|error(\[E[0-9]+\])?:" /tmp/ilnp-cargo-test.log; then
-  echo "cargo test failed"; tail -50 /tmp/ilnp-cargo-test.log; exit 1
+log=$(mktemp /tmp/ilnp-cargo-test.XXXXXX.log)
+# cargo's own exit status decides; the log keeps the whole output, the terminal the summary
+status=0
+cargo test --workspace --release >"$log" 2>&1 || status=$?
+grep -E "^(test result|running|failures|---- )|panicked" "$log" || true
+if [ "$status" != 0 ]; then
+  echo "cargo test failed (exit $status); full log: $log"; tail -50 "$log"; exit 1
 fi
 
 echo "== cargo clippy (warnings are errors)"

@@ -48,10 +48,10 @@ def ilnp_pair(bed, datapath="ebpf", on_mn=True, nonce_bits=32, mtu_mn=None, extr
 class Capture:
     """tcpdump on one interface of a node, written to a pcap."""
 
-    def __init__(self, node, iface, path, filt="ip6"):
+    def __init__(self, node, iface, path, filt="ip6", direction="inout"):
         self.node, self.path = node, str(path)
-        self.proc = node.spawn("tcpdump", "-i", iface, "-U", "--immediate-mode", "-n", "-s", "0", "-w", self.path, filt,
-                               stderr=subprocess.PIPE)
+        self.proc = node.spawn("tcpdump", "-i", iface, "-Q", direction, "-U", "--immediate-mode", "-n", "-s", "0",
+                               "-w", self.path, filt, stderr=subprocess.PIPE)
         # tcpdump prints "listening on" once the capture is live
         line = self.proc.stderr.readline().decode()
         if "listening" not in line:

@@ -97,9 +97,12 @@ def test_session_survives_move_between_networks(bed, tmp_path, handoff, wan_r3_m
     missing = (sorted(set(range(sent_by_cn)) - set(got_by_mn)), sorted(set(range(sent_by_mn)) - set(got_by_cn)))
     print(f"handoff (LU -> ack) ms: {rtts_ms}; lost CN->MN {lost_to_mn}, MN->CN {lost_to_cn} {missing}")
     print("MN", dmn.stats(), "CN", dcn.stats())
-    # issue #3: LU -> ack under 2 RTT + 50 ms (RTT on the new path: 2 x the added delay)
+    # docs claim LU -> ack <= RTT of the new path + 1 ms (the new path's RTT: 2 x the
+    # added one-way delay, plus < 1 ms of LAN). Margin: 8 ms more for a shared 2-core
+    # machine (the delay line and iperf3 compete with the daemons for the CPUs). The old
+    # 1.75-2 RTT behaviour (351/401 ms on a 200 ms path) fails this.
     rtt_new = 2 * wan_r3_ms + 1
-    assert max(rtts_ms) < 2 * rtt_new + 50, rtts_ms
+    assert max(rtts_ms) <= rtt_new + 1 + 8, (rtts_ms, rtt_new)
     if handoff == "soft" and not wan_r3_ms:
         assert lost_to_mn == 0 and lost_to_cn == 0, (lost_to_mn, lost_to_cn)
     elif handoff == "soft":

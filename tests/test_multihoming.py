@@ -159,11 +159,15 @@ def test_preferred_uplink_carries_traffic_and_fails_over(bed, tmp_path, failure)
     assert a["sent"] >= RATE * (secs - 1) and b["sent"] >= RATE * (secs - 1)
     # failover within one RTT of detection: the LU leaves as soon as ilnpd hears of
     # it (the netlink event), and the ack follows one LAN round trip later
-    assert acked[0][1]["rtt_us"] < 20_000, acked
-    assert t_ack - t_fail < 0.5, (t_fail, t_lu, t_ack)
+    # docs/benchmarks.md reports: LU RTT <= 1 ms, failure -> ack <= 4.7 ms, 0-1 lost,
+    # longest gap <= 5.4 ms. Margins for a shared 2-core machine (the Python probes and the
+    # daemons compete for CPU; a scheduling hiccup delays a datagram by a few ms): RTT 5 ms,
+    # failure -> ack 50 ms, one more datagram lost, gaps 20 ms (4 send intervals).
+    assert acked[0][1]["rtt_us"] < 5_000, acked
+    assert t_ack - t_fail < 0.05, (t_fail, t_lu, t_ack)
     # bounded loss: what was in flight to the vanished locator, at 5 ms spacing
-    assert lost_to_mn <= 5 and lost_to_cn <= 5, (lost_to_mn, lost_to_cn)
-    assert max(gaps) < 100, gaps
+    assert lost_to_mn <= 2 and lost_to_cn <= 2, (lost_to_mn, lost_to_cn)
+    assert max(gaps) < 20, gaps
     assert dmn.proc.poll() is None and dcn.proc.poll() is None
 
 

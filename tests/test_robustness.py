@@ -121,7 +121,8 @@ def _send_raw(node, pkts):
 def test_bad_input_is_dropped_and_counted(bed, mode):
     cn, r1, mn, dcn, dmn = ilnp_pair(bed, datapath=mode)
     # establish the session so MN knows CN's nonce
-    mn.spawn("socat", "-u", f"UDP6-RECV:9,bind=[{MN_ID}]", "OPEN:/dev/null")
+    received = bed.workdir / "mn-received.txt"
+    mn.spawn("socat", "-u", f"UDP6-RECV:9,bind=[{MN_ID}]", f"OPEN:{received},creat,append")
     time.sleep(0.2)
     cn.run("sh", "-c", f"echo hi | socat -u - UDP6-SENDTO:[{MN_ID}]:9")
     wait_for(lambda: any(e["nid"] == CN_NID for e in dmn.ctl("ilcc", "show")), what="MN learns CN")
@@ -155,6 +156,8 @@ def test_bad_input_is_dropped_and_counted(bed, mode):
     entry = [e for e in dmn.ctl("ilcc", "show") if e["nid"] == CN_NID][0]
     assert [l["l64"] for l in entry["remote_locators"]] == [CN_L64]
     cn.run("sh", "-c", f"echo again | socat -u - UDP6-SENDTO:[{MN_ID}]:9")
+    wait_for(lambda: "again" in received.read_text(), timeout=5, what="MN receives the datagram sent after the forgeries")
+    assert received.read_text().split() == ["hi", "again"], received.read_text()
 
 
 def test_config_errors_name_the_problem(bed, tmp_path):
