@@ -63,13 +63,13 @@ def main() -> int:
             ratio = join / rtt_new if join is not None and rtt_new else None
             meets = "—" if join is None or rtt_new is None else ("yes" if join <= rtt_new + 1 else "no")
             print(f"{move:8} {scheme:10} {f(rtt_new, 2):>8} {f(join, 2):>8} {f(ratio, 2):>6} {meets:>7} {f(leave, 2):>8} "
-                  f"{f(med([r['flow']['interruption_s'] * 1000 for r in rs])):>8} "
+                  f"{f(med([max((e['interruption_ms'] or 0 for e in r['flow']['events']), default=None) for r in rs])):>8} "
                   f"{f(med([r['flow']['lost'] for r in rs]), 0):>6} {f(med([r['lu_copies'] for r in rs]) if scheme.startswith('ilnp') else None, 0):>4} "
                   f"{f(med([r['ra_to_lu_ms'] for r in rs]), 2):>7} {sum(r['session_survived'] for r in rs)}/{len(rs):<6}")
         print(f"{'':8} (RTT old path via {old_router}: {f(med([r['rtt_ms'].get(old_router) for r in ok if r['move'] == move]), 2)} ms)")
     print("columns: RTT new = CN -> R3 ping (ms); LU->ack = first LU (on joining R3) sent -> ack at the MN (ms); "
-          "ratio = LU->ack / RTT new; leave LU = the LU on leaving R2 (ms); interr. = longest gap in TCP data at the MN "
-          "(ms); lost = seed 000 §5.4 lost packets; LUs = LU packets sent by the MN in the run; RA->LU = new network's "
+          "ratio = LU->ack / RTT new; leave LU = the LU on leaving R2 (ms); interr. = the longer of the interruptions at "
+          "join and leave (longest gap in TCP data delivered at the MN around each event, analysis.py; ms); lost = seed 000 §5.4 lost packets; LUs = LU packets sent by the MN in the run; RA->LU = new network's "
           "first RA -> first LU on the wire (ms)")
     return 130 if interrupted else 0
 

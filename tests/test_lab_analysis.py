@@ -129,13 +129,6 @@ def test_tcp_counts_retransmissions_loss_and_bytes(basic):
     assert r["last_data_at_s"] == pytest.approx(2.61)
 
 
-def test_stale_drops_are_added_to_loss(basic):
-    cn, mn = basic
-    r = analysis.tcp_flow(cn, mn, PORT, T0, stale_drops=7, end_s=3.0)
-    assert r["stale_drops"] == 7
-    assert r["lost"] == 8
-
-
 def test_locator_change_does_not_split_the_flow(basic):
     cn, mn = basic
     # the MN's second uplink alone sees a part of the same connection
@@ -251,16 +244,23 @@ def test_interruption_gap_and_broken_session(tmp_path):
         mn.append((t, data(DATA, i)))
     c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
     r = analysis.tcp_flow(c, m, PORT, T0, end_s=4.5)
-    assert r["interruption_s"] == pytest.approx(1.5)
-    assert r["interruption_at_s"] == pytest.approx(2.0)
+    assert r["longest_gap_ms"] == pytest.approx(1500, abs=1e-3)
+    assert r["longest_gap_at_s"] == pytest.approx(2.0)
+    # no move event: gaps starting within 2 s of the first data are start-up, the rest steady
+    assert r["startup_gap_ms"] == pytest.approx(1500, abs=1e-3) and r["steady_gap_ms"] == pytest.approx(500, abs=1e-3)
+    assert r["tail_ms"] == pytest.approx(500, abs=1e-3)
+    assert r["broken_at_s"] is None and r["lost"] == 0 and r["events"] == []
     # the session breaks: nothing after 4.0 in a flow that should run to 10 s
     r = analysis.tcp_flow(c, m, PORT, T0, end_s=10.0)
-    assert r["interruption_s"] == pytest.approx(6.0)
-    assert r["interruption_at_s"] == pytest.approx(4.0)
+    assert r["broken_at_s"] == pytest.approx(4.0)
+    assert r["longest_gap_ms"] == pytest.approx(1500, abs=1e-3), "the break is not a gap"
+    assert r["tail_ms"] is None and r["lost"] is None
+    assert r["undelivered_after_break"] == 0, "everything the CN sent was delivered"
     assert r["last_data_at_s"] == pytest.approx(4.0)
     # no end given: the flow ends with its last arrival
     r = analysis.tcp_flow(c, m, PORT, T0)
-    assert r["interruption_s"] == pytest.approx(1.5) and r["end_s"] == pytest.approx(4.0)
+    assert r["longest_gap_ms"] == pytest.approx(1500, abs=1e-3) and r["end_s"] == pytest.approx(4.0)
+    assert r["broken_at_s"] is None
 
 
 def test_timeline_bins_include_zeros(tmp_path):
@@ -319,13 +319,13 @@ def test_udp_flow(tmp_path):
     pkts.append((1.0, Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x86DD) / ip(CN_ADDR, MN_A) / UDP(sport=999, dport=53) / Raw(b"n" * 40)))
     m = write(tmp_path / "m.pcap", pkts)
     r = analysis.udp_flow([m], PORT, T0, bin_s=1.0, end_s=4.0)
-    assert r["packets_received"] == 5
+    assert r["packets_delivered"] == r["packets_captured"] == 5 and r["stale_dropped"] == 0
     assert r["bytes_received"] == 5 * 1300
-    assert r["interruption_s"] == pytest.approx(2.0)
-    assert r["interruption_at_s"] == pytest.approx(0.7)
+    assert r["longest_gap_ms"] == pytest.approx(2000, abs=1e-3)
+    assert r["longest_gap_at_s"] == pytest.approx(0.7)
     assert [b[1] for b in r["timeline"]] == [3 * 1300, 0, 2 * 1300, 0]
     broken = analysis.udp_flow(m, PORT, T0, end_s=10)
-    assert broken["interruption_s"] == pytest.approx(7.2)
+    assert broken["broken_at_s"] == pytest.approx(2.8) and broken["tail_ms"] is None
 
 
 def lu(src, dst, op, locs, code=0):
@@ -431,3 +431,234 @@ def test_plots(tmp_path, basic):
     check_png(plots.box_plot({"ILNP hard": [234, 240, 228], "ILNP soft": [0], "MPTCP": []}, tmp_path / "b" / "box.png", "Loss", "packets"))
     check_png(plots.box_plot({}, tmp_path / "empty-box.png", "nothing", "packets"))
     check_png(plots.box_plot({"a": [None]}, tmp_path / "none-box.png", "nothing", "ms"))
+
+
+# --------------------------------------------------------------------------- issue #9: metrics at the event
+
+LOC_R2, LOC_R3 = "2001:0db8:0002:0000", "2001:0db8:0003:0000"
+JOIN = {"t_s": 2.05, "label": "join R3", "action": "up"}
+LEAVE = {"t_s": 6.1, "label": "leave R2", "action": "down"}
+PROBE_PORT = 7100
+
+
+def eth():
+    return Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02", type=0x86DD)
+
+
+def flow_at(times, dsts=None, port=DATA):
+    """Data segment i captured at the CN 10 ms before, and at the MN at, times[i]."""
+    cn, mn = start()
+    for i, t in enumerate(times):
+        dst = dsts(t) if dsts else MN_A
+        cn.append((t - 0.01, data(port, i, dst)))
+        mn.append((t, data(port, i, dst)))
+    return cn, mn
+
+
+def steps(a, b, dt=0.05):
+    n = round((b - a) / dt)
+    return [round(a + k * dt, 6) for k in range(n + 1)]
+
+
+def test_startup_gap_longer_than_the_handoff_gap_is_not_the_interruption(tmp_path):
+    # first data at 0.3, then a 300 ms start-up gap (TCP's first round trip); 50 ms
+    # spacing; the join at 2.05 falls in a 150 ms gap (2.00 -> 2.15), the leave at
+    # 6.10 in an 80 ms one (6.05 -> 6.13); the flow ends at 8.0, last data at 7.93
+    times = [0.3] + steps(0.6, 2.0) + steps(2.15, 6.05) + steps(6.13, 7.93)
+    cn, mn = flow_at(times)
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    r = analysis.tcp_flow(c, m, PORT, T0, events=[JOIN, LEAVE], end_s=8.0)
+    assert r["longest_gap_ms"] == pytest.approx(300, abs=1e-3), "the old headline: the start-up gap"
+    assert r["startup_gap_ms"] == pytest.approx(300, abs=1e-3) and r["startup_gap_at_s"] == pytest.approx(0.3)
+    assert r["interruption_join_ms"] == pytest.approx(150, abs=1e-3)
+    assert r["interruption_join_at_s"] == pytest.approx(2.0)
+    assert r["interruption_leave_ms"] == pytest.approx(80, abs=1e-3)
+    assert r["interruption_leave_at_s"] == pytest.approx(6.05)
+    assert r["tail_ms"] == pytest.approx(70, abs=1e-3)
+    assert r["window_s"] == analysis.EVENT_WINDOW_S == 5.0 and r["startup_s"] == analysis.STARTUP_S == 2.0
+    join, leave = r["events"]
+    # the join's window runs from the gap in progress to the leave's (clipped), the leave's to the end
+    assert join["window_s"] == [pytest.approx(2.0), pytest.approx(6.05)] and join["key"] == "join"
+    assert leave["window_s"] == [pytest.approx(6.05), pytest.approx(8.0)] and not leave["broken"]
+    assert (join["gap_from_s"], join["gap_to_s"]) == (pytest.approx(2.0), pytest.approx(2.15))
+    assert r["steady_gap_ms"] is None, "every gap is start-up or in an event's window"
+    # a 1 s window: what follows it is steady state (50 ms spacing)
+    r1 = analysis.tcp_flow(c, m, PORT, T0, events=[JOIN, LEAVE], end_s=8.0, window_s=1.0)
+    assert r1["events"][0]["window_s"] == [pytest.approx(2.0), pytest.approx(3.05)]
+    assert r1["interruption_join_ms"] == pytest.approx(150, abs=1e-3)
+    assert r1["steady_gap_ms"] == pytest.approx(50, abs=1e-3)
+    # UDP: the same definition
+    u = []
+    for t in times:
+        u.append((t, eth() / ip(CN_ADDR, MN_A) / UDP(sport=999, dport=PORT) / Raw(struct.pack("!d", t) + b"u" * 100)))
+    ru = analysis.udp_flow(write(tmp_path / "u.pcap", u), PORT, T0, events=[JOIN, LEAVE], end_s=8.0)
+    assert (ru["startup_gap_ms"], ru["interruption_join_ms"], ru["interruption_leave_ms"]) == (
+        pytest.approx(300, abs=1e-3), pytest.approx(150, abs=1e-3), pytest.approx(80, abs=1e-3))
+
+
+def hard_handoff_capture(tmp_path):
+    """Hard handoff: CN sends segments 0-9 every 0.1 s from 1.0 to MN_A; the MN joins R3
+    at 1.4 and its LU at 1.45 advertises only L3, so segments 5 and 6 (captured at 1.51,
+    1.61 on MN_A) are dropped by ilnpd. The CN retransmits them to MN_B at 2.0 and 2.1;
+    7-9 go to MN_B at 2.2-2.4. The UDP probe sends datagrams to MN_A at 1.3 (accepted)
+    and 1.5, 1.6, 1.7 (dropped); the CN's LU ack to MN_A at 1.46 is not a drop, nor is a
+    packet for another NID. iperf3's control connection still sends to MN_A at 29.9:
+    dropped too."""
+    cn, mn = start()
+    for i in range(10):
+        dst = MN_A if i < 7 else MN_B
+        t = 1.0 + 0.1 * i if i < 7 else 2.2 + 0.1 * (i - 7)
+        cn.append((t, data(DATA, i, dst)))
+        mn.append((t + 0.01, data(DATA, i, dst)))
+    for k, i in enumerate((5, 6)):
+        cn.append((2.0 + 0.1 * k, data(DATA, i, MN_B)))
+        mn.append((2.01 + 0.1 * k, data(DATA, i, MN_B)))
+    mn.append((1.45, lu(MN_A, CN_ADDR, 1, [L_R3])))
+    mn.append((1.46, lu(CN_ADDR, MN_A, 2, [L_R3])))
+    for k, t in enumerate((1.3, 1.5, 1.6, 1.7)):
+        mn.append((t, eth() / ip(CN_ADDR, MN_A) / UDP(sport=PROBE_PORT, dport=PROBE_PORT) / Raw(bytes([k]) * 20)))
+    mn.append((1.8, eth() / ip(CN_ADDR, "2001:db8:2::ff") / UDP(sport=1, dport=PROBE_PORT) / Raw(b"x")))
+    return write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+
+
+def test_stale_locator_drops_are_not_arrivals(tmp_path):
+    c, m = hard_handoff_capture(tmp_path)
+    lus = analysis.lu_handshakes(m, T0, mn_nid=MN_NID)
+    assert [(h["t_sent_s"], h["locators"]) for h in lus] == [(pytest.approx(1.45), [LOC_R3])]
+    acc = analysis.accepted_locators(lus, "hard")
+    assert acc == [(pytest.approx(1.45), frozenset({LOC_R3}))]
+    assert analysis.accepted_locators(lus, "soft") == [] and analysis.accepted_locators(lus, None) == []
+    join = {"t_s": 1.4, "label": "join R3", "action": "up"}
+    r = analysis.tcp_flow(c, m, PORT, T0, accepted=acc, events=[join], end_s=2.5)
+    assert r["stale_dropped"] == 2 and r["stale_dropped_segments"] == 2
+    assert r["data_packets_received"] == 10, "8 first transmissions and 2 retransmissions delivered"
+    assert r["bytes_received"] == 10 * SEG
+    assert r["retransmissions"] == 2
+    assert r["lost"] == 2, "5 and 6 were delivered once (their retransmission): lost"
+    # the interruption at the join runs from segment 4 (1.41) to the retransmission of 5 (2.01)
+    assert r["interruption_join_ms"] == pytest.approx(600, abs=1e-3)
+    assert r["interruption_join_at_s"] == pytest.approx(1.41)
+    # counted as captured (the old metric), the drops hide the loss and halve the gap
+    old = analysis.tcp_flow(c, m, PORT, T0, events=[join], end_s=2.5)
+    assert old["lost"] == 0 and old["stale_dropped"] == 0
+    assert old["interruption_join_ms"] == pytest.approx(400, abs=1e-3)
+    # per 5-tuple: 2 data segments, 1 control segment, 3 probe datagrams; the LU ack and
+    # the other NID are not drops
+    drops = analysis.stale_drops(m, T0, MN_NID, acc)
+    assert drops == [{"proto": 17, "src_port": PROBE_PORT, "dst_port": PROBE_PORT, "packets": 3},
+                     {"proto": 6, "src_port": DATA, "dst_port": PORT, "packets": 2},
+                     {"proto": 6, "src_port": CTRL, "dst_port": PORT, "packets": 1}]
+    by = analysis.attribute_drops(drops, {"flow": PORT, "probe": PROBE_PORT}, daemon_counter=7)
+    assert by == {"flow": 3, "probe": 3, "other": 0, "daemon_counter": 7, "unattributed": 1}
+    assert analysis.stale_drops(m, T0, MN_NID, []) == []
+
+
+def test_udp_flow_and_probe_accounted_apart(tmp_path):
+    """iperf3 UDP datagrams 0-9 every 0.1 s from 1.0 to MN_A; the LU at 1.45 leaves only L3:
+    2 more go to MN_A (dropped) before the CN switches; datagram 9 is lost on the way.
+    Probe datagrams to the stale locator are the probe's, never the flow's."""
+    cn, mn = [], []
+    for i in range(10):
+        t = 1.0 + 0.1 * i
+        dst = MN_A if t < 1.65 else MN_B
+        p = eth() / ip(CN_ADDR, dst) / UDP(sport=999, dport=PORT) / Raw(struct.pack("!III", 0, i, i) + b"u" * 288)
+        cn.append((t, p))
+        if i != 9:
+            mn.append((t + 0.005, p))
+    mn.append((1.45, lu(MN_A, CN_ADDR, 1, [L_R3])))
+    for t in (1.5, 1.6, 1.7):
+        mn.append((t, eth() / ip(CN_ADDR, MN_A) / UDP(sport=PROBE_PORT, dport=PROBE_PORT) / Raw(b"p" * 20)))
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    acc = analysis.accepted_locators(analysis.lu_handshakes(m, T0, mn_nid=MN_NID), "hard")
+    r = analysis.udp_transfer(c, m, PORT, T0, accepted=acc, end_s=2.5)
+    assert r["packets_sent"] == 10 and r["packets_captured"] == 9
+    assert r["stale_dropped"] == 2 and r["packets_delivered"] == 7
+    assert r["lost"] == 3, "2 dropped by ilnpd + 1 lost on the way; the 3 probe drops are not the flow's"
+    assert r["bytes_received"] == 7 * 300
+    by = analysis.attribute_drops(analysis.stale_drops(m, T0, MN_NID, acc), {"flow": PORT, "probe": PROBE_PORT}, 5)
+    assert by == {"flow": 2, "probe": 3, "other": 0, "daemon_counter": 5, "unattributed": 0}
+
+
+def test_broken_session_reports_what_was_not_delivered(tmp_path):
+    """Plain IPv6, TCP: segments 0-39 every 0.1 s from 1.0; the MN leaves at 3.0 and the
+    segments from 2.95 on (20-39) are never delivered, nor the CN's retransmission of 20
+    at 4.0. The flow should run to 6.0."""
+    cn, mn = start()
+    for i in range(40):
+        t = 1.0 + 0.1 * i
+        cn.append((t, data(DATA, i, ilnp=False)))
+        if t < 2.95:
+            mn.append((t + 0.01, data(DATA, i, ilnp=False)))
+    cn.append((4.0, data(DATA, 20, ilnp=False)))
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    leave = {"t_s": 3.0, "label": "leave R2", "action": "down"}
+    r = analysis.tcp_flow(c, m, PORT, T0, events=[leave], end_s=6.0)
+    assert r["broken_at_s"] == pytest.approx(2.91)
+    assert r["lost"] is None, "no loss count for a broken session"
+    assert r["undelivered_after_break"] == 20 and r["undelivered_bytes_after_break"] == 20 * SEG
+    assert r["lost_retransmitted"] == 1, "the raw count is kept apart"
+    assert r["interruption_leave_ms"] is None and r["events"][0]["broken"] is True
+    assert r["tail_ms"] is None
+    # UDP: datagrams 0-39 from 1.0, delivered until 2.9 except 5; 20-39 never
+    cn, mn = [], []
+    for i in range(40):
+        t = 1.0 + 0.1 * i
+        p = eth() / ip(CN_ADDR, MN_A, ilnp=False) / UDP(sport=999, dport=PORT) / Raw(struct.pack("!III", 0, i, i) + b"u" * 88)
+        cn.append((t, p))
+        if t < 2.95 and i != 5:
+            mn.append((t + 0.01, p))
+    u = analysis.udp_transfer(write(tmp_path / "uc.pcap", cn), write(tmp_path / "um.pcap", mn), PORT, T0,
+                              events=[leave], end_s=6.0)
+    assert u["broken_at_s"] == pytest.approx(2.91)
+    assert u["lost"] is None and u["undelivered_after_break"] == 20 and u["lost_before_break"] == 1
+    assert u["packets_sent"] == 40 and u["packets_delivered"] == 19
+
+
+def test_lu_by_event_and_iperf_receiver(tmp_path):
+    lus = [{"t_sent_s": 2.06, "delay_ms": 0.2, "copies": 1}, {"t_sent_s": 6.2, "delay_ms": 201.0, "copies": 2},
+           {"t_sent_s": 6.5, "delay_ms": None, "copies": 1}]
+    ev = analysis.lu_by_event(lus, [LEAVE, JOIN])
+    assert [(e["key"], e["lu_sent_s"], e["handoff_delay_ms"], e["lu_copies"]) for e in ev] == [
+        ("join", 2.06, 0.2, 1), ("leave", 6.2, 201.0, 3)]
+    import json
+
+    (tmp_path / "t.json").write_text(json.dumps({"end": {"sum_received": {"bytes": 12345}}}))
+    (tmp_path / "u.json").write_text(json.dumps({"end": {"sum": {"packets": 801, "lost_packets": 13, "bytes": 1}}}))
+    (tmp_path / "broken.json").write_text(json.dumps({"start": {}, "error": "interrupted"}))
+    assert analysis.iperf_receiver(tmp_path / "t.json", "tcp") == {"bytes_received": 12345}
+    assert analysis.iperf_receiver(tmp_path / "u.json", "udp")["packets_delivered"] == 788
+    assert analysis.iperf_receiver(tmp_path / "broken.json", "tcp") is None
+    assert analysis.iperf_receiver(tmp_path / "missing.json", "udp") is None
+
+
+def test_report_columns_follow_the_new_metrics(tmp_path):
+    import csv
+
+    from ilnp_lab import report
+
+    c, m = hard_handoff_capture(tmp_path)
+    acc = analysis.accepted_locators(analysis.lu_handshakes(m, T0, mn_nid=MN_NID), "hard")
+    ev = [{"t_s": 1.4, "label": "join R3", "action": "up"}, {"t_s": 2.3, "label": "leave R2", "action": "down"}]
+    base = {"experiment": "x-tcp", "move": "lan-lan", "load": "default", "cc": "cubic", "ok": True, "timeline": ev,
+            "lu_copies": 1, "ra_to_lu_ms": 0.5, "probe": {"cn_to_mn_lost": 3, "mn_to_cn_lost": 0},
+            "lu_by_event": [{"key": "join", "handoff_delay_ms": 0.2}, {"key": "leave", "handoff_delay_ms": None}]}
+    hard = base | {"cell": "lan-lan/ilnp-hard/cubic", "scheme": "ilnp-hard", "run": 1, "session_survived": True,
+                   "handoff_delay_ms": 0.2, "flow": analysis.tcp_flow(c, m, PORT, T0, accepted=acc, events=ev, end_s=2.5),
+                   "stale_drops_by_flow": {"flow": 3, "probe": 3, "other": 0, "daemon_counter": 6, "unattributed": 0},
+                   "iperf_receiver": {"bytes_received": 10 * SEG}}
+    plain = base | {"cell": "lan-lan/plain/cubic", "scheme": "plain", "run": 1, "session_survived": False,
+                    "flow": analysis.tcp_flow(c, m, PORT, T0, events=ev, end_s=6.0)}
+    meta = {"experiment": "x-tcp", "command": "test", "started": "now", "runs_done": 2, "runs_failed": 0,
+            "runs_per_cell": 1, "duration_s": 2.5, "versions": {"git": "abc"}}
+    text = report.write(tmp_path / "out", [hard, plain], meta).read_text()
+    assert "interruption at join (ms)" in text and "within 5.0 s" not in text and "up to 5.0 s after it" in text
+    row = next(line for line in text.splitlines() if line.startswith("| ilnp-hard |"))
+    # flow lost, broken, interruption at join (1.41 -> 2.01) and at leave, start-up gap (100 ms spacing)
+    assert row.split(" | ")[5:10] == ["2", "—", "600.0", "100.0", "100.0"], row
+    prow = next(line for line in text.splitlines() if line.startswith("| plain |"))
+    assert "1 run(s): 2.4: 0" in prow, prow  # broken at 2.41 (its last delivered data), all it sent was delivered
+    rows = {r["scheme"]: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
+    assert rows["ilnp-hard"]["flow_lost"] == "2" and rows["ilnp-hard"]["interruption_join_ms"] == "600.0"
+    assert rows["ilnp-hard"]["stale_drops_probe"] == "3" and rows["ilnp-hard"]["iperf_received"] == str(10 * SEG)
+    assert rows["plain"]["flow_lost"] == "" and rows["plain"]["undelivered_after_break"] == "0"
+    assert rows["plain"]["broken_at_s"] == "2.41" and rows["plain"]["interruption_leave_ms"] == ""

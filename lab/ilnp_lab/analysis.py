@@ -15,6 +15,21 @@ saw before segmentation, is still matched. Packet counts are given in MSS-sized 
 (`ceil(payload / mss)`), which equals the number of captured segments when nothing was
 aggregated, and the number of wire packets when something was.
 
+Delivered, not captured: the MN's capture is taken before its tc ingress program, so a
+packet ilnpd drops is on it too. With hard handoff the MN accepts only the locators its
+latest Locator Update advertised (the previous ones are aged when a new one takes over);
+a data packet captured at the MN addressed to any other locator after that LU is counted
+as dropped (`stale_dropped`), never as an arrival (`accepted_locators`, `stale_drops`).
+
+Gaps (seed 000 §5.4 at the event): each gap between consecutive delivered arrivals is
+attributed to one period, by where it starts. The gap in progress at a move event and
+every gap starting up to `window_s` after it (or until the next event's window) belong to
+that event: its interruption is the longest of them. Gaps starting within `startup_s` of
+the first delivered data are the start-up (TCP's first round trips, iperf3's start), the
+rest are the steady state, and the time from the last arrival to the flow's end is the
+tail. A flow whose tail is longer than `BROKEN_S` is broken at its last delivered arrival:
+its loss is then "N not delivered after", not a count of lost packets.
+
 All results are plain dicts of JSON types; times are seconds relative to the caller's t0.
 """
 
@@ -39,7 +54,15 @@ _TCP_HDR = struct.Struct("!HHIIBB")
 MPTCP_OPT = 30
 IPERF_COOKIE = 37  # iperf3's per-connection cookie (COOKIE_SIZE)
 
-__all__ = ["tcp_flow", "udp_flow", "lu_handshakes", "summary"]
+__all__ = ["tcp_flow", "udp_flow", "udp_transfer", "lu_handshakes", "accepted_locators", "stale_drops",
+           "attribute_drops", "lu_by_event", "iperf_receiver", "summary"]
+
+# a gap starting up to this long after a move event (or in progress at it) is that event's
+EVENT_WINDOW_S = 5.0
+# gaps starting this long after the first delivered data are start-up, not handoff
+STARTUP_S = 2.0
+# no data delivered for this long before the flow's end: the session is broken
+BROKEN_S = 1.0
 
 
 # --------------------------------------------------------------------------- packets
@@ -126,27 +149,6 @@ def _union_len(ranges: list[tuple[int, int]]) -> int:
     return total
 
 
-def _gap(times: list[float], end_s: float | None) -> tuple[float | None, float | None, float]:
-    """Longest gap between consecutive arrivals from the first one until end_s (the tail
-    counts: a flow that stops early shows as a gap to end_s). Returns (gap, start, end)."""
-    if not times:
-        if end_s is None:
-            return None, None, 0.0
-        return float(end_s), 0.0, float(end_s)
-    end = times[-1] if end_s is None else float(end_s)
-    best, at = 0.0, times[0]
-    prev = times[0]
-    for t in times[1:]:
-        if t > end:
-            break
-        if t - prev > best:
-            best, at = t - prev, prev
-        prev = t
-    if end - prev > best:
-        best, at = end - prev, prev
-    return best, at, end
-
-
 def _timeline(arrivals: list[tuple[float, int]], end: float, bin_s: float) -> list[list[float]]:
     if bin_s <= 0:
         raise ValueError(f"bin_s must be positive, got {bin_s}")
@@ -165,19 +167,138 @@ def _timeline(arrivals: list[tuple[float, int]], end: float, bin_s: float) -> li
     return out
 
 
-def _arrival_metrics(arrivals: list[tuple[float, int]], end_s: float | None, bin_s: float) -> dict:
-    """First/last arrival, the longest gap and the rate timeline of (time, bytes) arrivals."""
-    times = [t for t, _ in arrivals]
-    gap, gap_at, end = _gap(times, end_s)
+def _event_kind(e: dict) -> str:
+    return {"up": "join", "down": "leave"}.get(e.get("action"), str(e.get("action")))
+
+
+def _gap_metrics(times: list[float], end_s: float | None, events: Sequence[dict], window_s: float,
+                 startup_s: float) -> dict:
+    """Gaps between the sorted delivered arrival `times`, attributed to start-up, each move
+    event, the steady state and the tail (see the module doc); all durations in ms."""
+    out: dict = {"window_s": window_s, "startup_s": startup_s}
+    end = (times[-1] if times else 0.0) if end_s is None else float(end_s)
+    upto = [t for t in times if t <= end]
+    last = times[-1] if times else None
+    broken_at = None
+    if end_s is not None and (last is None or (last <= end and end - last > BROKEN_S)):
+        broken_at = 0.0 if last is None else last
+    gaps = list(zip(upto, upto[1:]))
+    evs = sorted((dict(e) for e in events), key=lambda e: e["t_s"])
+
+    def before(t: float) -> float:  # the last arrival at or before t (the gap in progress)
+        j = bisect_right(upto, t) - 1
+        return upto[j] if j >= 0 else t
+
+    starts = [before(e["t_s"]) for e in evs]
+    ends = [min(e["t_s"] + window_s, end, starts[i + 1] if i + 1 < len(evs) else math.inf) for i, e in enumerate(evs)]
+    first = upto[0] if upto else None
+    su_end = None if first is None else min(first + startup_s, starts[0] if evs else math.inf, end)
+
+    def longest(gs):
+        g = max(gs, key=lambda g: g[1] - g[0], default=None)
+        return (None, None, None) if g is None else (_r((g[1] - g[0]) * 1000, 3), _r(g[0]), _r(g[1]))
+
+    claimed = set()
+    per_event, seen_kind = [], Counter()
+    for e, ws, we in zip(evs, starts, ends):
+        kind = _event_kind(e)
+        seen_kind[kind] += 1
+        key = kind if seen_kind[kind] == 1 else f"{kind}{seen_kind[kind]}"
+        mine = [g for g in gaps if ws <= g[0] < we]
+        claimed.update(mine)
+        broken = broken_at is not None and broken_at < we
+        ms, a, b = (None, None, None) if broken else longest(mine)
+        per_event.append({"key": key, "label": e.get("label"), "t_s": e["t_s"], "window_s": [_r(ws), _r(we)],
+                          "interruption_ms": ms, "gap_from_s": a, "gap_to_s": b, "broken": broken})
+        out.setdefault(f"interruption_{key}_ms", ms)
+        out.setdefault(f"interruption_{key}_at_s", a)
+    startup = [g for g in gaps if su_end is not None and g[0] < su_end and g not in claimed]
+    claimed.update(startup)
+    out["startup_gap_ms"], out["startup_gap_at_s"], _ = longest(startup)
+    out["steady_gap_ms"], out["steady_gap_at_s"], _ = longest([g for g in gaps if g not in claimed])
+    out["tail_ms"] = None if broken_at is not None or not upto else _r(max(0.0, end - upto[-1]) * 1000, 3)
+    out["longest_gap_ms"], out["longest_gap_at_s"], _ = longest(gaps)  # whole flow, start-up included
+    out["broken_at_s"] = _r(broken_at)
+    out["events"] = per_event
+    return out
+
+
+def _arrival_metrics(arrivals: list[tuple[float, int]], end_s: float | None, bin_s: float,
+                     events: Sequence[dict] = (), window_s: float = EVENT_WINDOW_S,
+                     startup_s: float = STARTUP_S) -> dict:
+    """First/last delivered arrival, the gaps and the rate timeline of (time, bytes) arrivals."""
+    times = sorted(t for t, _ in arrivals)
+    g = _gap_metrics(times, end_s, events, window_s, startup_s)
+    end = (times[-1] if times else 0.0) if end_s is None else float(end_s)
     return {
         "first_data_at_s": _r(times[0]) if times else None,
         "last_data_at_s": _r(times[-1]) if times else None,
-        "interruption_s": _r(gap),
-        "interruption_at_s": _r(gap_at),
+        **g,
         "end_s": _r(end),
         "bin_s": bin_s,
         "timeline": _timeline(arrivals, end, bin_s),
     }
+
+
+# --------------------------------------------------------------------------- dropped at the MN
+
+
+def _loc_str(b: bytes) -> str:
+    return _groups(int.from_bytes(b[:8], "big"))
+
+
+def accepted_locators(lus: Sequence[dict], handoff: str | None) -> list[tuple[float, frozenset[str]]]:
+    """(from t, locators the MN accepts) after each of its Locator Updates, for hard
+    handoff (the MN accepts exactly what it advertises: a locator is aged when a newer one
+    takes over, and ilnpd drops packets to it as `aged_local_locator`). Before the first LU,
+    and with soft handoff (a retired locator still accepts late packets), every locator is
+    accepted: empty list."""
+    if handoff != "hard":
+        return []
+    return sorted((float(a["t_sent_s"]), frozenset(a["locators"])) for a in lus)
+
+
+def _stale(accepted: Sequence[tuple[float, frozenset[str]]], t: float, dst: bytes) -> bool:
+    """Is a packet to the MN's address `dst` at time t dropped for its locator?"""
+    if not accepted:
+        return False
+    j = bisect_right([a[0] for a in accepted], t) - 1
+    return j >= 0 and _loc_str(dst) not in accepted[j][1]
+
+
+def stale_drops(mn_pcaps: str | Iterable[str], t0: float, mn_nid: str | int,
+                accepted: Sequence[tuple[float, frozenset[str]]]) -> list[dict]:
+    """Packets captured at the MN that its ilnpd dropped for a stale locator, per flow:
+    [{"proto", "src_port", "dst_port", "packets"}] (TCP/UDP; other protocols with ports 0),
+    most first. Locator Updates are never dropped this way (ilnpd handles them first)."""
+    nid = _parse_nid(mn_nid)
+    count: Counter = Counter()
+    for ts, pkt, nh, off, _l4len in _l4(_as_list(mn_pcaps), (TCP, UDP, ICMPV6)):
+        if int.from_bytes(pkt[32:40], "big") != nid or not _stale(accepted, ts - t0, pkt[24:32]):
+            continue
+        if nh == ICMPV6:
+            if off < len(pkt) and pkt[off] == LU_TYPE:
+                continue
+            count[(nh, 0, 0)] += 1
+        elif off + 4 <= len(pkt):
+            count[(nh, *struct.unpack_from("!HH", pkt, off))] += 1
+    return [{"proto": k[0], "src_port": k[1], "dst_port": k[2], "packets": n}
+            for k, n in sorted(count.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def attribute_drops(drops: Sequence[dict], ports: dict[str, int], daemon_counter: int | None = None) -> dict:
+    """Sums `stale_drops` per named flow (by its destination port at the MN; a TCP flow's
+    drops include its control connection's), the rest as "other", beside the MN daemon's
+    own `aged_local_locator` counter (`unattributed` = counter minus what the capture shows)."""
+    out = {name: 0 for name in ports}
+    out["other"] = 0
+    for d in drops:
+        name = next((n for n, p in ports.items() if d["dst_port"] == p), "other")
+        out[name] += d["packets"]
+    if daemon_counter is not None:
+        out["daemon_counter"] = int(daemon_counter)
+        out["unattributed"] = int(daemon_counter) - sum(out[n] for n in (*ports, "other"))
+    return out
 
 
 def _r(x: float | None, nd: int = 6) -> float | None:
@@ -194,7 +315,10 @@ class _Seg:
         self.ts, self.key, self.seq, self.ln = ts, key, seq, ln
 
 
-def _scan_tcp(paths: Sequence[str], port: int, t0: float, conns: dict, segs: list[_Seg], mss_opts: dict) -> None:
+def _scan_tcp(paths: Sequence[str], port: int, t0: float, conns: dict, segs: list[_Seg], mss_opts: dict,
+              accepted: Sequence = (), dropped: list[_Seg] | None = None) -> None:
+    """Connections and data segments to `port`; with `accepted`, data segments to a stale
+    locator of the MN go to `dropped` instead of `segs`."""
     for ts, pkt, _nh, off, l4len in _l4(paths, (TCP,)):
         if off + 14 > len(pkt):
             continue
@@ -234,7 +358,8 @@ def _scan_tcp(paths: Sequence[str], port: int, t0: float, conns: dict, segs: lis
             continue
         ln = l4len - doff
         if ln > 0:
-            segs.append(_Seg(t, key, seq, ln))
+            stale = dropped is not None and _stale(accepted, t, pkt[24:32])
+            (dropped if stale else segs).append(_Seg(t, key, seq, ln))
 
 
 def _mss(data_keys: set, mss_opts: dict, conns: dict, cn: list[_Seg], mn: list[_Seg]) -> int:
@@ -256,7 +381,10 @@ def tcp_flow(
     port: int,
     t0: float,
     *,
-    stale_drops: int = 0,
+    accepted: Sequence[tuple[float, frozenset[str]]] = (),
+    events: Sequence[dict] = (),
+    window_s: float = EVENT_WINDOW_S,
+    startup_s: float = STARTUP_S,
     bin_s: float = 0.5,
     end_s: float | None = None,
     control: bool = True,
@@ -270,14 +398,23 @@ def tcp_flow(
     (bytes 0-36 of a connection whose SYN was seen and that is not an MPTCP join) is not
     counted as data, so `bytes_received` matches iperf3's own byte count.
     `control=False` is for traffic without a control connection: everything counts.
+
+    Segments captured at the MN to a locator that `accepted` (see `accepted_locators`)
+    excludes were dropped by its ilnpd: `stale_dropped`, not received. `lost` = data
+    packets the CN retransmitted whose sequence range was not delivered twice (a dropped
+    or lost original, or a lost retransmission), counted once; None for a broken session,
+    which reports `broken_at_s` and `undelivered_after_break` (data packets the CN sent
+    that never reached the MN's TCP) instead. `events` (the runner's timeline) give the
+    per-event interruptions.
     """
     cn_paths, mn_paths = _as_list(cn_pcaps), _as_list(mn_pcaps)
     conns: dict[tuple[int, int], dict] = {}
     mss_opts: dict = {}
     cn_segs: list[_Seg] = []
     mn_segs: list[_Seg] = []
+    dropped: list[_Seg] = []
     _scan_tcp(cn_paths, port, t0, conns, cn_segs, mss_opts)
-    _scan_tcp(mn_paths, port, t0, conns, mn_segs, mss_opts)
+    _scan_tcp(mn_paths, port, t0, conns, mn_segs, mss_opts, accepted, dropped)
     cn_segs.sort(key=lambda s: s.ts)
     mn_segs.sort(key=lambda s: s.ts)
 
@@ -313,6 +450,7 @@ def tcp_flow(
 
     cn_segs = [s for s in cn_segs if s.key in data_keys and not is_cookie(s)]
     mn_segs = [s for s in mn_segs if s.key in data_keys and not is_cookie(s)]
+    dropped = [s for s in dropped if s.key in data_keys and not is_cookie(s)]
     mss = _mss(data_keys, mss_opts, conns, cn_segs, mn_segs)
 
     def units(ln: int) -> int:
@@ -381,28 +519,54 @@ def tcp_flow(
             lost_units += units(e - a)
             lost_bytes += e - a
 
+    bytes_received = sum(_union_len(r) for r in recv_ranges.values())
+    bytes_sent = sum(_union_len(r) for r in sent_ranges.values())
+    # sequence space the CN sent that never reached the MN's TCP
+    undelivered = sum(_union_len(sent_ranges[k] + recv_ranges.get(k, [])) - _union_len(recv_ranges.get(k, []))
+                      for k in sent_ranges)
+    gaps = _arrival_metrics(arrivals, end_s, bin_s, events, window_s, startup_s)
+    broken = gaps["broken_at_s"] is not None
     return {
         "port": port,
         "connections": [list(k) for k in sorted(data_keys, key=lambda k: conns[k]["first"])],
         "control_connections": [list(k) for k in sorted(excluded, key=lambda k: conns[k]["first"])],
         "mss": mss,
-        "bytes_received": sum(_union_len(r) for r in recv_ranges.values()),
-        "bytes_sent": sum(_union_len(r) for r in sent_ranges.values()),
+        "bytes_received": bytes_received,
+        "bytes_sent": bytes_sent,
         "data_packets_sent": data_units,
         "data_segments_captured": len(cn_segs),
         "data_packets_received": sum(units(s.ln) for s in mn_segs),
         "retransmissions": retrans_units,
         "retransmitted_segments_captured": retrans_segs,
         "retransmitted_bytes": retrans_bytes,
+        "stale_dropped": sum(units(s.ln) for s in dropped),
+        "stale_dropped_segments": len(dropped),
         "lost_retransmitted": lost_units,
         "lost_bytes": lost_bytes,
-        "stale_drops": int(stale_drops),
-        "lost": lost_units + int(stale_drops),
-        **_arrival_metrics(arrivals, end_s, bin_s),
+        "lost": None if broken else lost_units,
+        "undelivered_after_break": -(-undelivered // mss) if broken else None,
+        "undelivered_bytes_after_break": undelivered if broken else None,
+        **gaps,
     }
 
 
 # --------------------------------------------------------------------------- UDP
+
+
+_UDP_KEY = 16  # payload bytes identifying a datagram (iperf3: its send time and sequence number)
+
+
+def _udp_datagrams(paths: Sequence[str], port: int, t0: float, accepted: Sequence = ()) -> tuple[list, list]:
+    """(kept, stale) lists of (t, payload length, identity) of UDP datagrams to `port`."""
+    kept, stale = [], []
+    for ts, pkt, _nh, off, l4len in _l4(paths, (UDP,)):
+        if off + 4 > len(pkt) or ((pkt[off + 2] << 8) | pkt[off + 3]) != port:
+            continue
+        d = (ts - t0, max(0, l4len - 8), bytes(pkt[off + 8 : off + 8 + _UDP_KEY]))
+        (stale if _stale(accepted, d[0], pkt[24:32]) else kept).append(d)
+    kept.sort(key=lambda d: d[0])
+    stale.sort(key=lambda d: d[0])
+    return kept, stale
 
 
 def udp_flow(
@@ -410,23 +574,52 @@ def udp_flow(
     port: int,
     t0: float,
     *,
+    accepted: Sequence[tuple[float, frozenset[str]]] = (),
+    events: Sequence[dict] = (),
+    window_s: float = EVENT_WINDOW_S,
+    startup_s: float = STARTUP_S,
     bin_s: float = 0.5,
     end_s: float | None = None,
 ) -> dict:
-    """UDP datagrams to `port` in the given captures: the MN's (received) or the CN's (sent);
-    the runner's loss is the difference."""
-    arrivals: list[tuple[float, int]] = []
-    for ts, pkt, _nh, off, l4len in _l4(_as_list(mn_pcaps), (UDP,)):
-        if off + 4 > len(pkt) or ((pkt[off + 2] << 8) | pkt[off + 3]) != port:
-            continue
-        arrivals.append((ts - t0, max(0, l4len - 8)))
-    arrivals.sort()
+    """UDP datagrams to `port` in the given captures: the MN's (delivered: captured less
+    those to a stale locator, see `accepted_locators`) or the CN's (sent)."""
+    kept, stale = _udp_datagrams(_as_list(mn_pcaps), port, t0, accepted)
+    arrivals = [(t, b) for t, b, _ in kept]
     return {
         "port": port,
-        "packets_received": len(arrivals),
+        "packets_delivered": len(kept),
+        "packets_captured": len(kept) + len(stale),
+        "stale_dropped": len(stale),
         "bytes_received": sum(b for _, b in arrivals),
-        **_arrival_metrics(arrivals, end_s, bin_s),
+        **_arrival_metrics(arrivals, end_s, bin_s, events, window_s, startup_s),
     }
+
+
+def udp_transfer(
+    cn_pcaps: str | Iterable[str],
+    mn_pcaps: str | Iterable[str],
+    port: int,
+    t0: float,
+    **kw,
+) -> dict:
+    """`udp_flow` at the MN plus what the CN sent: `lost` = sent and never delivered; for
+    a broken session `lost` is None and `undelivered_after_break` = datagrams sent after
+    the last delivered one was sent, none of them delivered (matched by their first 16
+    payload bytes: iperf3's timestamp and sequence number)."""
+    flow = udp_flow(mn_pcaps, port, t0, **kw)
+    sent, _ = _udp_datagrams(_as_list(cn_pcaps), port, t0)
+    got = {k for _, _, k in _udp_datagrams(_as_list(mn_pcaps), port, t0, kw.get("accepted", ()))[0]}
+    flow["packets_sent"] = len(sent)
+    undelivered = [t for t, _, k in sent if k not in got]
+    if flow["broken_at_s"] is None:
+        flow["lost"] = len(undelivered)
+        flow["undelivered_after_break"] = None
+    else:
+        last_sent = max((t for t, _, k in sent if k in got), default=-math.inf)
+        flow["lost"] = None
+        flow["undelivered_after_break"] = sum(1 for t in undelivered if t > last_sent)
+    flow["lost_before_break"] = len(undelivered) - (flow["undelivered_after_break"] or 0)
+    return flow
 
 
 # --------------------------------------------------------------------------- Locator Updates
@@ -531,6 +724,43 @@ def lu_handshakes(mn_pcaps: str | Iterable[str], t0: float, mn_nid: str | int | 
         a["t_sent_s"] = round(a["t_sent_s"], 6)
         out.append(a)
     return out
+
+
+def lu_by_event(lus: Sequence[dict], events: Sequence[dict]) -> list[dict]:
+    """The MN's first Locator Update after each move event (before the next one): when it
+    was sent, LU -> ack at the MN, and the LU packets sent in that period."""
+    evs = sorted(events, key=lambda e: e["t_s"])
+    out, seen = [], Counter()
+    for i, e in enumerate(evs):
+        nxt = evs[i + 1]["t_s"] if i + 1 < len(evs) else math.inf
+        mine = [a for a in lus if e["t_s"] <= a["t_sent_s"] < nxt]
+        kind = _event_kind(e)
+        seen[kind] += 1
+        out.append({"key": kind if seen[kind] == 1 else f"{kind}{seen[kind]}", "label": e.get("label"),
+                    "t_s": e["t_s"], "lu_sent_s": mine[0]["t_sent_s"] if mine else None,
+                    "handoff_delay_ms": mine[0]["delay_ms"] if mine else None,
+                    "lu_copies": sum(a["copies"] for a in mine)})
+    return out
+
+
+def iperf_receiver(path: str | os.PathLike, kind: str) -> dict | None:
+    """iperf3's own receiver counters from the server's `-J` output: TCP bytes received;
+    UDP datagrams delivered (packets - lost_packets). None if the file has no end report
+    (a broken session: iperf3 never finished)."""
+    import json
+
+    try:
+        end = json.loads(open(path).read() or "{}").get("end") or {}
+    except (OSError, ValueError):
+        return None
+    if kind == "tcp":
+        b = (end.get("sum_received") or {}).get("bytes")
+        return None if b is None else {"bytes_received": int(b)}
+    u = end.get("sum") or {}
+    if "packets" not in u:
+        return None
+    return {"packets": int(u["packets"]), "lost_packets": int(u.get("lost_packets", 0)),
+            "packets_delivered": int(u["packets"]) - int(u.get("lost_packets", 0)), "bytes_received": u.get("bytes")}
 
 
 # --------------------------------------------------------------------------- summary

@@ -27,23 +27,42 @@ PUBLISHED = {
 # seed 000 §6.1.3: a hard handoff (and MIPv6) loses about one 320 KB window of 1400 B segments
 WINDOW_LOSS_PACKETS = 234
 
+# columns whose meaning changed in issue #9 were renamed: `lost` (included the MN's whole
+# stale-drop counter, probe included) is now `flow_lost`; `interruption_ms` (longest gap of
+# the whole flow) is now one column per move event; `stale_drops` is split per flow
 CSV_FIELDS = ["experiment", "cell", "move", "scheme", "load", "cc", "run", "ok", "failed_step", "session_survived",
-              "bytes_received", "retransmissions", "lost", "interruption_ms", "handoff_delay_ms", "lu_copies",
-              "ra_to_lu_ms", "probe_cn_to_mn_lost", "probe_mn_to_cn_lost", "stale_drops"]
+              "bytes_received", "retransmissions", "flow_lost", "broken_at_s", "undelivered_after_break",
+              "interruption_join_ms", "interruption_join_at_s", "interruption_leave_ms", "interruption_leave_at_s",
+              "startup_gap_ms", "steady_gap_ms", "handoff_delay_ms", "leave_handoff_delay_ms", "lu_copies",
+              "ra_to_lu_ms", "probe_cn_to_mn_lost", "probe_mn_to_cn_lost", "stale_drops_flow", "stale_drops_probe",
+              "stale_drops_daemon", "iperf_received"]
+
+
+def _iperf_received(r: dict):
+    i = r.get("iperf_receiver") or {}
+    return i.get("packets_delivered", i.get("bytes_received"))
+
+
+def _leave_lu(r: dict):
+    return next((e["handoff_delay_ms"] for e in r.get("lu_by_event") or [] if e["key"] == "leave"), None)
 
 
 def flat(r: dict) -> dict:
     if not r.get("ok", True):
         return {k: r.get(k) for k in ("experiment", "cell", "move", "scheme", "load", "cc", "run")} | {
             "ok": False, "failed_step": r.get("error")}
-    f, p = r["flow"], r.get("probe") or {}
+    f, p, sd = r["flow"], r.get("probe") or {}, r.get("stale_drops_by_flow") or {}
     return {"experiment": r["experiment"], "cell": r["cell"], "move": r["move"], "scheme": r["scheme"], "load": r["load"],
             "cc": r["cc"], "run": r["run"], "ok": True, "failed_step": None, "session_survived": r["session_survived"],
-            "bytes_received": f["bytes_received"], "retransmissions": f.get("retransmissions"), "lost": f.get("lost"),
-            "interruption_ms": round(f["interruption_s"] * 1000, 1) if f.get("interruption_s") is not None else None,
-            "handoff_delay_ms": r.get("handoff_delay_ms"), "lu_copies": r.get("lu_copies"), "ra_to_lu_ms": r.get("ra_to_lu_ms"),
+            "bytes_received": f["bytes_received"], "retransmissions": f.get("retransmissions"), "flow_lost": f.get("lost"),
+            "broken_at_s": f.get("broken_at_s"), "undelivered_after_break": f.get("undelivered_after_break"),
+            **{k: f.get(k) for k in ("interruption_join_ms", "interruption_join_at_s", "interruption_leave_ms",
+                                     "interruption_leave_at_s", "startup_gap_ms", "steady_gap_ms")},
+            "handoff_delay_ms": r.get("handoff_delay_ms"), "leave_handoff_delay_ms": _leave_lu(r),
+            "lu_copies": r.get("lu_copies"), "ra_to_lu_ms": r.get("ra_to_lu_ms"),
             "probe_cn_to_mn_lost": p.get("cn_to_mn_lost"), "probe_mn_to_cn_lost": p.get("mn_to_cn_lost"),
-            "stale_drops": r.get("stale_drops")}
+            "stale_drops_flow": sd.get("flow"), "stale_drops_probe": sd.get("probe"),
+            "stale_drops_daemon": sd.get("daemon_counter"), "iperf_received": _iperf_received(r)}
 
 
 def write_csv(results: list[dict], path: Path) -> None:
@@ -70,6 +89,7 @@ def group_key(r: dict) -> tuple:
 def write(outdir: Path, results: list[dict], meta: dict) -> Path:
     """Writes results.csv, the plots and report.md into `outdir`; returns the report's path."""
     outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
     write_csv(results, outdir / "results.csv")
     pdir = outdir / "plots"
     lines = [f"# ilnp-lab report: {meta['experiment']}", "", f"{meta.get('title', '')}", "",
@@ -79,14 +99,24 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
     lines += [f"* {k}: {v}" for k, v in meta["versions"].items()]
     for n in meta.get("notes", []):
         lines.append(f"* note: {n}")
-    lines += ["", "Values are median [25th–75th percentile] over the runs of a cell. Definitions (seed 000 §5.4): "
-              "*data* = unique TCP/UDP payload bytes received at the MN; *retrans.* = data segments the CN sent "
-              "with a sequence number it had sent before; *lost* = retransmitted at the CN and not received twice "
-              "at the MN, plus packets the MN's ilnpd dropped for a stale locator (UDP: sent at the CN minus "
-              "received at the MN); *interruption* = longest gap between data arrivals at the MN (to the flow's "
-              "end if the session broke); *handoff* = first Locator Update sent → its ack, at the MN; "
-              "*RA→LU* = the new network's first Router Advertisement at the MN → the first LU on the wire; "
-              "*probe* = sequence-numbered UDP probe lost CN→MN / MN→CN.", ""]
+    window = next((r["flow"].get("window_s") for r in results if r.get("ok", True) and r.get("flow")), None)
+    startup = next((r["flow"].get("startup_s") for r in results if r.get("ok", True) and r.get("flow")), None)
+    lines += ["", "Values are median [25th–75th percentile] over the runs of a cell. Definitions (seed 000 §5.4, "
+              "issue #9): *data* = unique TCP/UDP payload bytes delivered to the MN; a packet captured at the MN "
+              "that its ilnpd dropped (hard handoff: addressed to a locator its latest Locator Update no longer "
+              "advertises) is *not* delivered; *retrans.* = data segments the CN sent with a sequence number it "
+              "had sent before; *flow lost* = TCP: retransmitted at the CN and not delivered twice at the MN; "
+              "UDP: sent at the CN and never delivered (the probe's datagrams are never in it); a *broken* "
+              "session (nothing delivered in the flow's last second) has no loss count: *broken at* = its last "
+              "delivered data (s), *not delivered after* = data packets the CN sent that never reached the MN "
+              "(UDP: sent after the last delivered one); *interruption at join / leave* = the longest gap between "
+              f"delivered data arrivals among the gap in progress at the event and those starting up to {window}"
+              " s after it (or until the next event's); *start-up gap* = the longest gap starting within "
+              f"{startup} s of the first delivered data (TCP's first round trips, iperf3's start), never an "
+              "interruption; *handoff* = first Locator Update after joining sent → its ack, at the MN; *RA→LU* "
+              "= the new network's first Router Advertisement at the MN → the first LU on the wire; *stale drops "
+              "flow / probe* = captured packets ilnpd dropped for a stale locator, per flow (by port); *probe* = "
+              "sequence-numbered UDP probe lost CN→MN / MN→CN.", ""]
 
     ok = [r for r in results if r.get("ok", True)]
     failed = [r for r in results if not r.get("ok", True)]
@@ -99,19 +129,29 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
         by_scheme: dict[str, list[dict]] = {}
         for r in sorted(rs, key=lambda r: (r["scheme"], r["run"])):
             by_scheme.setdefault(r["scheme"], []).append(r)
-        lines += ["| scheme | runs | session survived | data (MB) | retrans. | lost | interruption (ms) | handoff (ms) "
-                  "| LUs sent | RA→LU (ms) | probe lost CN→MN / MN→CN |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += ["| scheme | runs | session survived | data (MB) | retrans. | flow lost | broken at (s): not delivered "
+                  "after | interruption at join (ms) | interruption at leave (ms) | start-up gap (ms) | handoff (ms) "
+                  "| LUs sent | RA→LU (ms) | stale drops flow / probe | probe lost CN→MN / MN→CN |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for scheme, srs in by_scheme.items():
             col = lambda f: analysis.summary([v for v in (f(r) for r in srs) if v is not None])  # noqa: E731
             probe = lambda k: col(lambda r: (r.get("probe") or {}).get(k))  # noqa: E731
+            drops = lambda k: col(lambda r: (r.get("stale_drops_by_flow") or {}).get(k))  # noqa: E731
             surv = sum(1 for r in srs if r["session_survived"])
+            broken = [r for r in srs if r["flow"].get("broken_at_s") is not None]
+            brk = "—" if not broken else (
+                f"{len(broken)} run(s): {fmt(analysis.summary([r['flow']['broken_at_s'] for r in broken]))}: "
+                f"{fmt(analysis.summary([r['flow'].get('undelivered_after_break') for r in broken]), digits=0)}")
             lines.append(
                 f"| {scheme} | {len(srs)} | {surv}/{len(srs)} | {fmt(col(lambda r: r['flow']['bytes_received']), 1e-6, 2)} "
                 f"| {fmt(col(lambda r: r['flow'].get('retransmissions')), digits=0)} "
-                f"| {fmt(col(lambda r: r['flow'].get('lost')), digits=0)} "
-                f"| {fmt(col(lambda r: r['flow']['interruption_s']), 1000)} | {fmt(col(lambda r: r.get('handoff_delay_ms')))} "
+                f"| {fmt(col(lambda r: r['flow'].get('lost')), digits=0)} | {brk} "
+                f"| {fmt(col(lambda r: r['flow'].get('interruption_join_ms')))} "
+                f"| {fmt(col(lambda r: r['flow'].get('interruption_leave_ms')))} "
+                f"| {fmt(col(lambda r: r['flow'].get('startup_gap_ms')))} | {fmt(col(lambda r: r.get('handoff_delay_ms')))} "
                 f"| {fmt(col(lambda r: r.get('lu_copies') if r['scheme'].startswith('ilnp') else None), digits=0)} "
                 f"| {fmt(col(lambda r: r.get('ra_to_lu_ms')))} "
+                f"| {fmt(drops('flow'), digits=0)} / {fmt(drops('probe'), digits=0)} "
                 f"| {fmt(probe('cn_to_mn_lost'), digits=0)} / {fmt(probe('mn_to_cn_lost'), digits=0)} |")
         pub = PUBLISHED.get(move)
         if pub:
@@ -126,10 +166,13 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
         events = [(e["t_s"], e["label"]) for e in rs[0]["timeline"]]
         figs = [plots.timeline_plot(series, pdir / f"{exp}-{tag}-timeline.png", f"{exp} {tag}: data rate at the MN", events)]
         for metric, label, get in (("data", "data received (MB)", lambda r: r["flow"]["bytes_received"] / 1e6),
-                                   ("lost", "lost packets", lambda r: r["flow"].get("lost")),
+                                   ("lost", "flow lost packets (sessions that survived)", lambda r: r["flow"].get("lost")),
                                    ("retrans", "retransmissions at the CN", lambda r: r["flow"].get("retransmissions")),
                                    ("handoff", "handoff delay LU→ack (ms)", lambda r: r.get("handoff_delay_ms")),
-                                   ("interruption", "interruption (ms)", lambda r: r["flow"]["interruption_s"] * 1000)):
+                                   ("interruption-join", "interruption at join (ms)",
+                                    lambda r: r["flow"].get("interruption_join_ms")),
+                                   ("interruption-leave", "interruption at leave (ms)",
+                                    lambda r: r["flow"].get("interruption_leave_ms"))):
             data = {s: [v for v in (get(r) for r in srs) if v is not None] for s, srs in by_scheme.items()}
             if metric == "retrans" and not exp.endswith("tcp"):
                 continue

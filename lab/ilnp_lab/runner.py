@@ -270,22 +270,22 @@ class Run:
             stale = int(stats[ex.mn]["core"].get("aged_local_locator", 0))
         res = {"experiment": ex.name, "cell": cell.id, "move": cell.move, "scheme": cell.scheme, "load": cell.load.name,
                "cc": cell.cc, "run": self.index, "duration_s": self.duration, "t0": t0, "timeline": timeline,
-               "stale_drops": stale, "rtt_ms": raw["rtt_ms"]}
-        if ex.kind == "tcp":
-            flow = analysis.tcp_flow(cn_pcaps, mn_pcaps, IPERF_PORT, t0, stale_drops=stale, end_s=self.duration)
-        else:
-            flow = analysis.udp_flow(mn_pcaps, IPERF_PORT, t0, end_s=self.duration)
-            sent = analysis.udp_flow(cn_pcaps, IPERF_PORT, t0, end_s=self.duration)
-            flow["packets_sent"] = sent["packets_received"]
-            flow["lost"] = max(0, sent["packets_received"] - flow["packets_received"]) + stale
-        res["flow"] = flow
-        leave = next((e["t_s"] for e in timeline if e["action"] == "down"), None)
-        # the session survived if data still reached the MN in the last second of the flow
-        res["session_survived"] = flow["last_data_at_s"] is not None and flow["last_data_at_s"] >= self.duration - 1.0
-        if leave is not None:
-            res["session_survived"] = res["session_survived"] and flow["last_data_at_s"] > leave + 1.0
+               "rtt_ms": raw["rtt_ms"]}
         lus = analysis.lu_handshakes(mn_pcaps, t0, mn_nid=mn_nid) if mn_nid else []
+        # hard handoff: the MN accepts only the locators of its latest LU; packets captured to others were dropped
+        acc = analysis.accepted_locators(lus, cell.scheme.split("-")[1] if mn_nid else None)
+        kw = {"accepted": acc, "events": timeline, "end_s": self.duration}
+        if ex.kind == "tcp":
+            flow = analysis.tcp_flow(cn_pcaps, mn_pcaps, IPERF_PORT, t0, **kw)
+        else:
+            flow = analysis.udp_transfer(cn_pcaps, mn_pcaps, IPERF_PORT, t0, **kw)
+        res["flow"] = flow
+        res["stale_drops_by_flow"] = analysis.attribute_drops(analysis.stale_drops(mn_pcaps, t0, mn_nid, acc) if mn_nid else [],
+                                                      {"flow": IPERF_PORT, "probe": PROBE_PORT}, stale if mn_nid else None)
+        res["iperf_receiver"] = analysis.iperf_receiver(d / "iperf-server.json", ex.kind)
+        res["session_survived"] = flow["broken_at_s"] is None  # data delivered in the flow's last second
         res["lu"] = lus
+        res["lu_by_event"] = analysis.lu_by_event(lus, timeline)
         res["handoff_delay_ms"] = lus[0]["delay_ms"] if lus else None
         res["lu_copies"] = sum(l["copies"] for l in lus)
         res["ra_to_lu_ms"] = ra_to_lu_ms(mn_pcaps[0], t0, timeline, ex, lus)
