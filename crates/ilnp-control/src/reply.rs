@@ -155,6 +155,24 @@ pub enum Handoff {
     Hard,
 }
 
+impl fmt::Display for DatapathMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DatapathMode::Ebpf => "ebpf",
+            DatapathMode::Userspace => "userspace",
+        })
+    }
+}
+
+impl fmt::Display for Handoff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Handoff::Soft => "soft",
+            Handoff::Hard => "hard",
+        })
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Uplink {
