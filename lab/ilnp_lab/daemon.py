@@ -111,14 +111,19 @@ class Ilnpd:
         return self.node.run(binary("ilnpctl"), "-s", self.socket, *args, check=check)
 
     def ctl(self, *args: str):
-        """ilnpctl --json ARGS → parsed JSON."""
+        """ilnpctl --json ARGS → the reply's data, parsed (shapes: docs/control-protocol.md).
+
+        Requests are never built here: ilnpctl builds them from the typed schema
+        (crates/ilnp-control) and prints the daemon's data unchanged."""
         out = self.ctl_raw("--json", *args).stdout
         return json.loads(out)
 
     def status(self) -> dict:
+        """The `status` reply: nid, identifier_address, locators, ... (control-protocol.md § Status)."""
         return self.ctl("status")
 
     def stats(self) -> dict:
+        """The `stats` reply: {"core": {name: count}, "datapath": {name: count}}."""
         return self.ctl("stats")
 
     def identifier_address(self) -> str:

@@ -1,14 +1,15 @@
 //! ilnpctl — the operator CLI of ilnpd.
 //!
-//! `ip`-style objects and verbs; every command is one JSON request line on the
-//! daemon's control socket (docs/architecture.md, "Control socket") and one JSON
-//! reply line. `--json` prints the reply's `data` as the daemon sent it; without
-//! it the data is rendered as tables for people.
+//! `ip`-style objects and verbs; every command is one typed request line on the
+//! daemon's control socket and one reply line (`ilnp_control`,
+//! docs/control-protocol.md). `--json` prints the reply's `data` as the daemon
+//! sent it; without it the typed data is rendered as tables for people.
 
 mod show;
 
 use clap::{Parser, Subcommand};
-use serde_json::{json, Value};
+use ilnp_control::{Data, PeerLocatorArg, Reply, Request, Spelled};
+use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -96,7 +97,7 @@ pub enum PeerVerb {
 }
 
 /// Default preference of a locator given without one (as in the peer files).
-pub const DEFAULT_PREF: u16 = 10;
+pub const DEFAULT_PREF: u16 = ilnp_control::DEFAULT_PREF;
 
 /// Splits `L64[/PREF]` (or the hosts-file form `L64|PREF`) into the locator text
 /// and its preference. An IPv6 prefix may carry its own `/64`:
@@ -127,24 +128,28 @@ pub fn parse_locator_arg(s: &str) -> Result<(String, u16), String> {
     }
 }
 
-/// The JSON request for a command (docs/architecture.md, "Control socket").
-pub fn request(obj: &Object) -> Result<Value, String> {
+/// The request for a command (docs/control-protocol.md). NIDs and locators are
+/// checked here, so a typo is reported before the daemon is asked.
+pub fn request(obj: &Object) -> Result<Request, String> {
     Ok(match obj {
-        Object::Status => json!({"cmd": "status"}),
-        Object::Ilcc { verb: None | Some(IlccVerb::Show) } => json!({"cmd": "ilcc_show"}),
-        Object::Ilcc { verb: Some(IlccVerb::Flush) } => json!({"cmd": "ilcc_flush"}),
-        Object::Locator { .. } => json!({"cmd": "locator_show"}),
-        Object::Peer { verb: None | Some(PeerVerb::Show) } => json!({"cmd": "peer_show"}),
+        Object::Status => Request::Status,
+        Object::Ilcc { verb: None | Some(IlccVerb::Show) } => Request::IlccShow,
+        Object::Ilcc { verb: Some(IlccVerb::Flush) } => Request::IlccFlush,
+        Object::Locator { .. } => Request::LocatorShow,
+        Object::Peer { verb: None | Some(PeerVerb::Show) } => Request::PeerShow,
         Object::Peer { verb: Some(PeerVerb::Add { name, nid, locators }) } => {
-            let locs = locators
+            let locators = locators
                 .iter()
-                .map(|a| parse_locator_arg(a).map(|(l64, pref)| json!({"l64": l64, "pref": pref})))
-                .collect::<Result<Vec<_>, _>>()?;
-            json!({"cmd": "peer_add", "name": name, "nid": nid, "locators": locs})
+                .map(|a| {
+                    let (l64, pref) = parse_locator_arg(a)?;
+                    Ok(PeerLocatorArg { l64: Spelled::parse(&l64)?, pref })
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            Request::PeerAdd { name: name.clone(), nid: Spelled::parse(nid)?, locators }
         }
-        Object::Peer { verb: Some(PeerVerb::Del { nid }) } => json!({"cmd": "peer_del", "nid": nid}),
-        Object::Stats => json!({"cmd": "stats"}),
-        Object::Monitor => json!({"cmd": "monitor"}),
+        Object::Peer { verb: Some(PeerVerb::Del { nid }) } => Request::PeerDel { nid: Spelled::parse(nid)? },
+        Object::Stats => Request::Stats,
+        Object::Monitor => Request::Monitor,
     })
 }
 
@@ -164,15 +169,9 @@ fn connect(path: &Path) -> Result<UnixStream, String> {
     })
 }
 
-/// Unwraps a `{"ok": .., "data"|"error": ..}` reply.
+/// Unwraps a `{"ok": .., "data"|"error": ..}` reply: the data as sent.
 pub fn reply_data(line: &str) -> Result<Value, String> {
-    let v: Value =
-        serde_json::from_str(line).map_err(|e| format!("ilnpd sent a reply that is not JSON ({e}): {line}"))?;
-    match v.get("ok").and_then(Value::as_bool) {
-        Some(true) => Ok(v.get("data").cloned().unwrap_or(Value::Null)),
-        Some(false) => Err(v.get("error").and_then(Value::as_str).unwrap_or("unspecified error").to_string()),
-        None => Err(format!("ilnpd sent a reply without \"ok\": {line}")),
-    }
+    Reply::envelope(line).map_err(|e| e.to_string())?
 }
 
 fn read_line(r: &mut impl BufRead, path: &Path) -> Result<Option<String>, String> {
@@ -188,7 +187,7 @@ fn run(cli: &Cli) -> Result<(), String> {
     let req = request(&cli.object)?;
     let stream = connect(&cli.socket)?;
     let mut w = stream.try_clone().map_err(|e| e.to_string())?;
-    writeln!(w, "{req}").map_err(|e| format!("writing to {}: {e}", cli.socket.display()))?;
+    w.write_all(req.to_line().as_bytes()).map_err(|e| format!("writing to {}: {e}", cli.socket.display()))?;
     let mut r = BufReader::new(stream);
     let first = read_line(&mut r, &cli.socket)?
         .ok_or_else(|| format!("ilnpd at {} closed the connection without a reply", cli.socket.display()))?;
@@ -207,7 +206,9 @@ fn run(cli: &Cli) -> Result<(), String> {
     let text = if cli.json {
         serde_json::to_string_pretty(&data).unwrap_or_default()
     } else {
-        show::render(&cli.object, &data)
+        let typed =
+            Data::decode(&req, data).map_err(|e| format!("ilnpd sent {} data ilnpctl cannot read: {e}", req.cmd()))?;
+        show::render(&cli.object, &typed)
     };
     if !text.is_empty() {
         println!("{text}");
@@ -229,13 +230,15 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("ilnpctl").chain(args.iter().copied()))
     }
 
+    /// The request line's JSON.
     fn req(args: &[&str]) -> Value {
-        request(&parse(args).unwrap().object).unwrap()
+        serde_json::from_str(&request(&parse(args).unwrap().object).unwrap().to_line()).unwrap()
     }
 
     #[test]
@@ -274,6 +277,15 @@ mod tests {
                 {"l64": "2001:db8:e::/64", "pref": 5},
             ]})
         );
+    }
+
+    #[test]
+    fn bad_nid_or_locator_is_named_before_asking_the_daemon() {
+        let e = |args: &[&str]| request(&parse(args).unwrap().object).unwrap_err();
+        assert!(e(&["peer", "add", "mn", "zz", "2001:db8:e::"]).starts_with("nid \"zz\""));
+        assert!(e(&["peer", "del", "1:2"]).starts_with("nid \"1:2\""));
+        let l = e(&["peer", "add", "mn", "0200:00ff:fe00:000d", "2001:db8:e::1/64/5"]);
+        assert!(l.starts_with("l64 \"2001:db8:e::1/64\""), "{l}");
     }
 
     #[test]

@@ -1,15 +1,14 @@
-//! Human renderings of the daemon's replies. Every field is looked up leniently:
-//! a daemon that adds fields, or lacks one, still gets a readable table.
+//! Human renderings of the daemon's typed replies (`ilnp_control`). Decoding is
+//! lenient (a field an older daemon does not send takes its default), so tables
+//! stay readable across versions.
 
-use crate::{IlccVerb, Object, PeerVerb};
+use crate::{Object, PeerVerb};
+use ilnp_control::{Data, IlccEntry, LocatorInfo, PeerInfo, Stats, Status};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// A field as display text ("-" when absent or null).
-fn s(v: &Value, key: &str) -> String {
-    text(v.get(key).unwrap_or(&Value::Null))
-}
-
+/// A JSON value of a monitor event as display text ("-" when null).
 fn text(v: &Value) -> String {
     match v {
         Value::Null => "-".into(),
@@ -20,8 +19,9 @@ fn text(v: &Value) -> String {
     }
 }
 
-fn u(v: &Value, key: &str) -> Option<u64> {
-    v.get(key).and_then(Value::as_u64)
+/// An optional field as display text ("-" when absent).
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
 }
 
 /// Left-aligned columns separated by two spaces; the header row first.
@@ -63,66 +63,52 @@ fn duration(secs: u64) -> String {
     }
 }
 
-fn lifetime(v: &Value) -> String {
-    match u(v, "lifetime_s") {
-        Some(x) if x >= u32::MAX as u64 => "forever".into(),
-        Some(x) => format!("{x}s"),
-        None => "-".into(),
+fn lifetime(secs: u32) -> String {
+    if secs == u32::MAX {
+        "forever".into()
+    } else {
+        format!("{secs}s")
     }
 }
 
-fn array(data: &Value) -> &[Value] {
-    data.as_array().map(Vec::as_slice).unwrap_or(&[])
-}
-
-pub fn render(obj: &Object, data: &Value) -> String {
-    match obj {
-        Object::Status => status(data),
-        Object::Ilcc { verb: None | Some(IlccVerb::Show) } => ilcc(data),
-        Object::Ilcc { verb: Some(IlccVerb::Flush) } => {
-            format!(
-                "flushed {} ILCC entr{}",
-                s(data, "flushed"),
-                if u(data, "flushed") == Some(1) { "y" } else { "ies" }
-            )
-        }
-        Object::Locator { .. } => locators(data),
-        Object::Peer { verb: None | Some(PeerVerb::Show) } => peers(data),
-        Object::Peer { verb: Some(PeerVerb::Add { name, .. }) } => format!("peer {name} ({}) added", s(data, "added")),
-        Object::Peer { verb: Some(PeerVerb::Del { .. }) } => format!("peer {} deleted", s(data, "deleted")),
-        Object::Stats => stats(data),
-        Object::Monitor => String::new(),
+/// The reply's data for people; `obj` is the command that asked.
+pub fn render(obj: &Object, data: &Data) -> String {
+    match data {
+        Data::Status(d) => status(d),
+        Data::Ilcc(d) => ilcc(d),
+        Data::Flushed(f) => format!("flushed {} ILCC entr{}", f.flushed, if f.flushed == 1 { "y" } else { "ies" }),
+        Data::Locators(d) => locators(d),
+        Data::Peers(d) => peers(d),
+        Data::PeerAdded(a) => match obj {
+            Object::Peer { verb: Some(PeerVerb::Add { name, .. }) } => format!("peer {name} ({}) added", a.added),
+            _ => format!("peer {} added", a.added),
+        },
+        Data::PeerDeleted(d) => format!("peer {} deleted", d.deleted),
+        Data::Stats(d) => stats(d),
+        Data::Monitoring(_) => String::new(),
     }
 }
 
-fn status(d: &Value) -> String {
+fn status(d: &Status) -> String {
     let mut rows: Vec<(String, String)> = vec![
-        ("NID".into(), s(d, "nid")),
-        ("identifier prefix".into(), s(d, "identifier_prefix")),
-        ("identifier address".into(), s(d, "identifier_address")),
-        ("datapath".into(), s(d, "datapath")),
-        ("handoff".into(), s(d, "handoff")),
-        ("nonce".into(), format!("{} bits", s(d, "nonce_bits"))),
-        ("tun".into(), s(d, "tun")),
+        ("NID".into(), d.nid.clone()),
+        ("identifier prefix".into(), d.identifier_prefix.clone()),
+        ("identifier address".into(), d.identifier_address.clone()),
+        ("datapath".into(), d.datapath.to_string()),
+        ("handoff".into(), d.handoff.to_string()),
+        ("nonce".into(), format!("{} bits", d.nonce_bits)),
+        ("tun".into(), d.tun.clone()),
     ];
-    let ups: Vec<String> = array(d.get("uplinks").unwrap_or(&Value::Null))
-        .iter()
-        .map(|x| match x {
-            Value::String(n) => n.clone(),
-            _ => format!("{} (ifindex {})", s(x, "name"), s(x, "ifindex")),
-        })
-        .collect();
+    let ups: Vec<String> = d.uplinks.iter().map(|x| format!("{} (ifindex {})", x.name, x.ifindex)).collect();
     rows.push(("uplinks".into(), if ups.is_empty() { "-".into() } else { ups.join(", ") }));
-    let locs: Vec<String> = array(d.get("locators").unwrap_or(&Value::Null))
-        .iter()
-        .map(|l| format!("{} on {} (pref {}, {})", s(l, "l64"), s(l, "interface"), s(l, "pref"), s(l, "state")))
-        .collect();
+    let locs: Vec<String> =
+        d.locators.iter().map(|l| format!("{} on {} (pref {}, {})", l.l64, l.interface, l.pref, l.state)).collect();
     rows.push(("locators".into(), if locs.is_empty() { "none".into() } else { locs.join("\n") }));
-    rows.push(("ILCC entries".into(), s(d, "ilcc_entries")));
-    rows.push(("peers".into(), s(d, "peers")));
-    rows.push(("uptime".into(), u(d, "uptime_s").map(duration).unwrap_or_else(|| "-".into())));
-    if d.get("version").is_some() {
-        rows.push(("version".into(), s(d, "version")));
+    rows.push(("ILCC entries".into(), d.ilcc_entries.to_string()));
+    rows.push(("peers".into(), d.peers.to_string()));
+    rows.push(("uptime".into(), duration(d.uptime_s)));
+    if !d.version.is_empty() {
+        rows.push(("version".into(), d.version.clone()));
     }
     let w = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     let mut out = String::new();
@@ -135,32 +121,24 @@ fn status(d: &Value) -> String {
     out.trim_end().to_string()
 }
 
-fn ilcc(d: &Value) -> String {
-    let entries = array(d);
+fn ilcc(entries: &[IlccEntry]) -> String {
     if entries.is_empty() {
         return "ILCC is empty".into();
     }
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
-            let remote: Vec<String> = array(e.get("remote_locators").unwrap_or(&Value::Null))
-                .iter()
-                .map(|r| format!("{}|{}({})", s(r, "l64"), s(r, "pref"), s(r, "state")))
-                .collect();
-            let fast = e.get("fast");
-            let fast_txt = match fast {
-                Some(f) if f.is_object() => format!("{}/{}", s(f, "tx_pkts"), s(f, "rx_pkts")),
-                _ => "-".into(),
-            };
+            let remote: Vec<String> =
+                e.remote_locators.iter().map(|r| format!("{}|{}({})", r.l64, r.pref, r.state)).collect();
             vec![
-                s(e, "nid"),
-                s(e, "local_locator"),
+                e.nid.clone(),
+                e.local_locator.clone(),
                 remote.join(" "),
-                format!("{}/{}", s(e, "nonce_tx"), s(e, "nonce_rx")),
-                if e.get("initiator").and_then(Value::as_bool) == Some(true) { "out" } else { "in" }.into(),
-                e.get("idle_s").and_then(Value::as_f64).map(|x| format!("{x:.1}s")).unwrap_or_else(|| "-".into()),
-                format!("{}/{}", s(e, "slow_pkts_out"), s(e, "slow_pkts_in")),
-                fast_txt,
+                format!("{}/{}", e.nonce_tx, opt(e.nonce_rx.as_ref())),
+                if e.initiator { "out" } else { "in" }.into(),
+                format!("{:.1}s", e.idle_s),
+                format!("{}/{}", e.slow_pkts_out, e.slow_pkts_in),
+                e.fast.map(|f| format!("{}/{}", f.tx_pkts, f.rx_pkts)).unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();
@@ -170,8 +148,7 @@ fn ilcc(d: &Value) -> String {
     )
 }
 
-fn locators(d: &Value) -> String {
-    let l = array(d);
+fn locators(l: &[LocatorInfo]) -> String {
     if l.is_empty() {
         return "no locators (no global IPv6 /64 on any uplink)".into();
     }
@@ -179,13 +156,13 @@ fn locators(d: &Value) -> String {
         .iter()
         .map(|x| {
             vec![
-                s(x, "l64"),
-                s(x, "address"),
-                s(x, "interface"),
-                s(x, "pref"),
-                s(x, "router_preference"),
-                lifetime(x),
-                s(x, "state"),
+                x.l64.clone(),
+                x.address.clone(),
+                x.interface.clone(),
+                x.pref.to_string(),
+                opt(x.router_preference),
+                lifetime(x.lifetime_s),
+                x.state.to_string(),
             ]
         })
         .collect();
@@ -193,48 +170,35 @@ fn locators(d: &Value) -> String {
     table(&["L64", "ADDRESS", "INTERFACE", "PREF", "ROUTER", "LIFETIME", "STATE"], &rows)
 }
 
-fn peers(d: &Value) -> String {
-    let p = array(d);
+fn peers(p: &[PeerInfo]) -> String {
     if p.is_empty() {
         return "no peers".into();
     }
     let rows: Vec<Vec<String>> = p
         .iter()
         .map(|x| {
-            let locs: Vec<String> = array(x.get("locators").unwrap_or(&Value::Null))
-                .iter()
-                .map(|l| format!("{}|{}", s(l, "l64"), s(l, "pref")))
-                .collect();
-            let ilnp = if x.get("non_ilnp").and_then(Value::as_bool) == Some(true) { "no (fallback)" } else { "yes" };
-            vec![s(x, "name"), s(x, "nid"), locs.join(","), ilnp.into()]
+            let locs: Vec<String> = x.locators.iter().map(|l| format!("{}|{}", l.l64, l.pref)).collect();
+            let ilnp = if x.non_ilnp { "no (fallback)" } else { "yes" };
+            vec![x.name.clone(), x.nid.clone(), locs.join(","), ilnp.into()]
         })
         .collect();
     table(&["NAME", "NID", "LOCATORS (L64|PREF)", "ILNP"], &rows)
 }
 
-fn counters(title: &str, v: Option<&Value>) -> String {
-    let Some(m) = v.and_then(Value::as_object) else { return format!("{title}: -") };
+fn counters(title: &str, m: &BTreeMap<String, u64>) -> String {
     if m.is_empty() {
         return format!("{title}: no counts yet");
     }
-    let rows: Vec<Vec<String>> = m.iter().map(|(k, v)| vec![k.clone(), text(v)]).collect();
+    let rows: Vec<Vec<String>> = m.iter().map(|(k, v)| vec![k.clone(), v.to_string()]).collect();
     table(&[title, "COUNT"], &rows)
 }
 
-fn stats(d: &Value) -> String {
-    let mut parts = vec![counters("CORE", d.get("core")), counters("DATAPATH", d.get("datapath"))];
-    // any further sections the daemon adds
-    if let Some(o) = d.as_object() {
-        for (k, v) in o {
-            if k != "core" && k != "datapath" && v.is_object() {
-                parts.push(counters(&k.to_uppercase(), Some(v)));
-            }
-        }
-    }
-    parts.join("\n\n")
+fn stats(d: &Stats) -> String {
+    [counters("CORE", &d.core), counters("DATAPATH", &d.datapath)].join("\n\n")
 }
 
-/// One monitor line: `event key=value ...` (the daemon sends JSON objects).
+/// One monitor line: `event key=value ...`. Rendered from the JSON object as sent,
+/// so an event kind this ilnpctl does not know (a newer daemon) still shows in full.
 pub fn event_line(line: &str) -> String {
     let Ok(v) = serde_json::from_str::<Value>(line) else { return line.to_string() };
     let Some(o) = v.as_object() else { return line.to_string() };
@@ -255,7 +219,13 @@ pub fn event_line(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ilnp_control::Request;
     use serde_json::json;
+
+    /// The typed data of a reply to `req`, as ilnpctl decodes it.
+    fn data(req: Request, v: Value) -> Data {
+        Data::decode(&req, v).unwrap()
+    }
 
     #[test]
     fn tables_align() {
@@ -267,25 +237,34 @@ mod tests {
     fn renders_tolerate_missing_fields() {
         let st = render(
             &Object::Status,
-            &json!({"nid": "0200:00ff:fe00:000c", "uplinks": [{"name": "eth0", "ifindex": 2}]}),
+            &data(Request::Status, json!({"nid": "0200:00ff:fe00:000c", "uplinks": [{"name": "eth0", "ifindex": 2}]})),
         );
         assert!(st.contains("0200:00ff:fe00:000c") && st.contains("eth0 (ifindex 2)"), "{st}");
         let il = render(
             &Object::Ilcc { verb: None },
-            &json!([{"nid": "0200:00ff:fe00:000d", "remote_locators": [{"l64": "2001:0db8:000b:0000", "pref": 10, "state": "active"}]}]),
+            &data(
+                Request::IlccShow,
+                json!([{"nid": "0200:00ff:fe00:000d", "remote_locators": [{"l64": "2001:0db8:000b:0000", "pref": 10, "state": "active"}]}]),
+            ),
         );
         assert!(il.contains("2001:0db8:000b:0000|10(active)"), "{il}");
-        assert_eq!(render(&Object::Ilcc { verb: None }, &json!([])), "ILCC is empty");
-        let stt = render(&Object::Stats, &json!({"core": {"bad_nonce": 3}, "datapath": {}}));
+        assert_eq!(render(&Object::Ilcc { verb: None }, &data(Request::IlccShow, json!([]))), "ILCC is empty");
+        let stt = render(&Object::Stats, &data(Request::Stats, json!({"core": {"bad_nonce": 3}, "datapath": {}})));
         assert!(stt.contains("bad_nonce") && stt.contains('3'), "{stt}");
     }
 
     #[test]
     fn locator_table_shows_preference_and_router_preference() {
-        let t = locators(&json!([
-            {"l64": "2001:0db8:0002:0000", "interface": "eth-r2", "pref": 5, "router_preference": "high", "state": "active"},
-            {"l64": "2001:0db8:0003:0000", "interface": "eth-r3", "pref": 20, "router_preference": null, "state": "active"}
-        ]));
+        let Data::Locators(l) = data(
+            Request::LocatorShow,
+            json!([
+                {"l64": "2001:0db8:0002:0000", "interface": "eth-r2", "pref": 5, "router_preference": "high", "state": "active"},
+                {"l64": "2001:0db8:0003:0000", "interface": "eth-r3", "pref": 20, "router_preference": null, "state": "active"}
+            ]),
+        ) else {
+            panic!("not locators")
+        };
+        let t = locators(&l);
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[0].contains("PREF") && lines[0].contains("ROUTER"), "{t}");
         assert!(lines[1].contains("eth-r2") && lines[1].contains(" 5 ") && lines[1].contains("high"), "{t}");

@@ -1,9 +1,10 @@
-//! Control socket: one JSON object per line each way (docs/architecture.md).
-//! Connections are served by their own tasks; requests go to the main loop,
-//! which owns the core, over a channel.
+//! Control socket: one JSON object per line each way (docs/control-protocol.md;
+//! the types are `ilnp_control`'s). Connections are served by their own tasks,
+//! which parse requests and answer bad ones; good requests go to the main loop,
+//! which owns the core, over a channel. `monitor` is served here.
 
 use anyhow::{Context, Result};
-use serde_json::{json, Value};
+use ilnp_control::{Data, Event, Monitoring, Reply, Request};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -11,14 +12,14 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// A request for the main loop, with where to send the answer.
-pub struct Request {
-    pub body: Value,
-    pub reply: oneshot::Sender<Value>,
+pub struct Pending {
+    pub req: Request,
+    pub reply: oneshot::Sender<Reply>,
 }
 
 /// Binds the socket (replacing a stale one) and serves it in the background.
-/// The daemon removes the socket file on exit.
-pub fn start(path: &Path, tx: mpsc::Sender<Request>, events: broadcast::Sender<String>) -> Result<()> {
+/// The daemon removes the socket file on exit. `events` carries monitor lines.
+pub fn start(path: &Path, tx: mpsc::Sender<Pending>, events: broadcast::Sender<String>) -> Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
@@ -46,42 +47,39 @@ pub fn start(path: &Path, tx: mpsc::Sender<Request>, events: broadcast::Sender<S
     Ok(())
 }
 
-async fn serve(s: UnixStream, tx: mpsc::Sender<Request>, events: broadcast::Sender<String>) {
+async fn serve(s: UnixStream, tx: mpsc::Sender<Pending>, events: broadcast::Sender<String>) {
     let (r, mut w) = s.into_split();
     let mut lines = BufReader::new(r).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        let body: Value = match serde_json::from_str(&line) {
-            Ok(v) => v,
+        let req = match Request::from_line(&line) {
+            Ok(r) => r,
             Err(e) => {
-                let _ = w
-                    .write_all(format!("{}\n", json!({"ok": false, "error": format!("bad JSON: {e}")})).as_bytes())
-                    .await;
+                if w.write_all(Reply::Err(e.to_string()).to_line().as_bytes()).await.is_err() {
+                    return;
+                }
                 continue;
             }
         };
-        if body.get("cmd").and_then(Value::as_str) == Some("monitor") {
+        if req == Request::Monitor {
             let mut rx = events.subscribe();
-            let _ = w.write_all(format!("{}\n", json!({"ok": true, "data": "monitoring"})).as_bytes()).await;
+            let _ = w.write_all(Reply::Ok(Data::Monitoring(Monitoring)).to_line().as_bytes()).await;
             loop {
-                match rx.recv().await {
-                    Ok(ev) => {
-                        if w.write_all(format!("{ev}\n").as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
-                        let _ = w.write_all(format!("{}\n", json!({"event": "lagged", "missed": n})).as_bytes()).await;
-                    }
+                let out = match rx.recv().await {
+                    Ok(line) => line,
+                    Err(broadcast::error::RecvError::Lagged(n)) => Event::Lagged { missed: n }.to_line(),
                     Err(_) => return,
+                };
+                if w.write_all(out.as_bytes()).await.is_err() {
+                    return;
                 }
             }
         }
         let (otx, orx) = oneshot::channel();
-        if tx.send(Request { body, reply: otx }).await.is_err() {
+        if tx.send(Pending { req, reply: otx }).await.is_err() {
             return;
         }
-        let reply = orx.await.unwrap_or_else(|_| json!({"ok": false, "error": "daemon is shutting down"}));
-        if w.write_all(format!("{reply}\n").as_bytes()).await.is_err() {
+        let reply = orx.await.unwrap_or_else(|_| Reply::Err("daemon is shutting down".into()));
+        if w.write_all(reply.to_line().as_bytes()).await.is_err() {
             return;
         }
     }

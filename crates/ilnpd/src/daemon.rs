@@ -3,25 +3,25 @@
 
 use crate::bpf::{self, Datapath, DatapathConfig};
 use crate::config::{self, Config};
-use crate::control::{self, Request};
+use crate::control::{self, Pending};
 use crate::netlink::{self, Netlink};
 use crate::tun::Tun;
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
 use ilnp_core::{
-    locator_preference, Action, Core, CoreConfig, Event, LocalLocator, LocatorState, LuTimers, PeerLocator, PeerRecord,
-    RouterPreference,
+    locator_preference, Action, Core, CoreConfig, Event, LocalLocator, LocatorState, LuTimers, RouterPreference,
 };
 use ilnp_wire::translate::Csum;
 use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
 use rand::SeedableRng;
-use serde_json::{json, Value};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{Ipv6Addr, SocketAddrV6};
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{broadcast, mpsc};
+
+mod requests;
 
 /// Drop log lines per reason per second (every drop is counted regardless).
 const DROP_LOG_BURST: u32 = 10;
@@ -101,7 +101,7 @@ fn is_identifier_overlap(id: Locator, addr: Ipv6Addr, len: u8) -> bool {
 impl Daemon {
     /// Everything that can fail on bad configuration is checked before anything
     /// is created, so a failed start leaves the host untouched.
-    pub async fn start(cfg: Config) -> Result<(Daemon, mpsc::Receiver<Request>)> {
+    pub async fn start(cfg: Config) -> Result<(Daemon, mpsc::Receiver<Pending>)> {
         let nl = Netlink::connect()?;
         let mut uplinks = Vec::new();
         let mut macs = Vec::new();
@@ -418,9 +418,7 @@ impl Daemon {
         } else {
             tracing::info!("{ev}");
         }
-        if let Ok(j) = serde_json::to_string(&ev) {
-            let _ = self.events.send(j);
-        }
+        let _ = self.events.send(requests::monitor_event(&ev).to_line());
     }
 
     /// Ends drop-log windows older than a second, with one line per reason saying
@@ -522,136 +520,6 @@ impl Daemon {
         }
     }
 
-    fn handle_request(&mut self, body: &Value) -> Value {
-        match self.request(body) {
-            Ok(data) => json!({"ok": true, "data": data}),
-            Err(e) => json!({"ok": false, "error": format!("{e:#}")}),
-        }
-    }
-
-    fn request(&mut self, body: &Value) -> Result<Value> {
-        let cmd = body.get("cmd").and_then(Value::as_str).unwrap_or("");
-        let now = Instant::now();
-        Ok(match cmd {
-            "status" => json!({
-                "nid": self.local_nid.to_string(),
-                "identifier_prefix": format!("{}/64", self.cfg.id_prefix.prefix()),
-                "identifier_address": ilnp_addr(self.cfg.id_prefix, self.local_nid).to_string(),
-                "tun": self.tun.name,
-                "datapath": match self.cfg.datapath { config::Datapath::Ebpf => "ebpf", config::Datapath::Userspace => "userspace" },
-                "handoff": self.cfg.handoff,
-                "nonce_bits": self.cfg.nonce_len * 8,
-                "uplinks": self.uplinks.iter().map(|u| json!({"name": u.name, "ifindex": u.index})).collect::<Vec<_>>(),
-                "locators": self.locator_view(),
-                "ilcc_entries": self.core.ilcc_entries().count(),
-                "peers": self.core.peers().count(),
-                "uptime_s": self.started.elapsed().as_secs(),
-                "version": env!("CARGO_PKG_VERSION"),
-            }),
-            "ilcc_show" => {
-                let fast: HashMap<Nid, bpf::PeerCounters> =
-                    self.dp.as_ref().and_then(|d| d.peer_counters().ok()).unwrap_or_default().into_iter().collect();
-                let v: Vec<Value> = self
-                    .core
-                    .ilcc_view(now)
-                    .into_iter()
-                    .map(|e| {
-                        let mut j = serde_json::to_value(&e).unwrap_or(Value::Null);
-                        if let (Some(o), Some(f)) = (j.as_object_mut(), fast.get(&e.nid)) {
-                            o.insert("fast".into(), serde_json::to_value(f).unwrap_or(Value::Null));
-                        }
-                        j
-                    })
-                    .collect();
-                Value::Array(v)
-            }
-            "ilcc_flush" => {
-                let a = self.core.flush_ilcc();
-                let n = a.iter().filter(|x| matches!(x, Action::IlccRemove(_))).count();
-                self.run_actions(a);
-                json!({"flushed": n})
-            }
-            "locator_show" => Value::Array(self.locator_view()),
-            "peer_show" => serde_json::to_value(self.core.peers().collect::<Vec<_>>())?,
-            "peer_add" => {
-                let name = body.get("name").and_then(Value::as_str).unwrap_or("").to_string();
-                let nid: Nid = body
-                    .get("nid")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| anyhow::anyhow!("peer add: missing nid"))?
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("peer add: nid {e}"))?;
-                let mut locators = Vec::new();
-                for l in body.get("locators").and_then(Value::as_array).cloned().unwrap_or_default() {
-                    let loc: Locator = l
-                        .get("l64")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .parse()
-                        .map_err(|e| anyhow::anyhow!("peer add: l64 {e}"))?;
-                    let pref = l.get("pref").and_then(Value::as_u64).unwrap_or(10);
-                    let pref = u16::try_from(pref).map_err(|_| anyhow::anyhow!("peer add: pref {pref} > 65535"))?;
-                    locators.push(PeerLocator { loc, pref });
-                }
-                if locators.is_empty() {
-                    bail!("peer add: at least one locator is needed");
-                }
-                self.core.add_peer(PeerRecord { name, nid, locators });
-                json!({"added": nid.to_string()})
-            }
-            "peer_del" => {
-                let nid: Nid = body
-                    .get("nid")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| anyhow::anyhow!("peer del: missing nid"))?
-                    .parse()
-                    .map_err(|e| anyhow::anyhow!("peer del: nid {e}"))?;
-                if !self.core.del_peer(nid) {
-                    bail!("peer del: no peer with NID {nid}");
-                }
-                json!({"deleted": nid.to_string()})
-            }
-            "stats" => {
-                let mut core: BTreeMap<String, u64> =
-                    self.core.stats().counters.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-                for (k, v) in &self.counters {
-                    *core.entry(k.to_string()).or_insert(0) += v;
-                }
-                let dp: BTreeMap<&str, u64> =
-                    self.dp.as_ref().and_then(|d| d.stats().ok()).unwrap_or_default().into_iter().collect();
-                json!({"core": core, "datapath": dp})
-            }
-            other => bail!("unknown command {other:?}"),
-        })
-    }
-
-    fn locator_view(&mut self) -> Vec<Value> {
-        self.feed_local_activity();
-        let now = Instant::now();
-        self.core
-            .local_locators()
-            .iter()
-            .map(|l| {
-                let ifname =
-                    self.uplinks.iter().find(|u| u.index == l.ifindex).map(|u| u.name.clone()).unwrap_or_default();
-                json!({
-                    "l64": l.loc.to_string(),
-                    "address": ilnp_addr(l.loc, self.local_nid).to_string(),
-                    "interface": ifname,
-                    "pref": l.pref,
-                    "router_preference": self.routers.get(&l.ifindex),
-                    "lifetime_s": l.lifetime_s,
-                    "state": l.state,
-                    "has_router": l.has_router,
-                    "deprecated": l.deprecated,
-                    // seconds since a packet last arrived on it (as of the core's last
-                    // look at the fast path); null: none yet
-                    "last_rx_age_s": self.core.local_last_rx(l.loc).map(|t| now.saturating_duration_since(t).as_secs_f64()),
-                })
-            })
-            .collect()
-    }
-
     /// Undoes everything start() did.
     async fn cleanup(&mut self) {
         if let Some(mut dp) = self.dp.take() {
@@ -682,7 +550,7 @@ impl Daemon {
     /// `signals` are installed by the caller before `start()`, so a SIGTERM that
     /// arrives while the host is being set up waits here and cleans up instead of
     /// killing the process half-way (default action) and leaving ilnp0 behind.
-    pub async fn run(mut self, mut requests: mpsc::Receiver<Request>, signals: Signals) -> Result<()> {
+    pub async fn run(mut self, mut requests: mpsc::Receiver<Pending>, signals: Signals) -> Result<()> {
         let Signals { mut term, mut int } = signals;
         let mut events = match netlink::subscribe() {
             Ok(e) => e,
@@ -725,7 +593,7 @@ impl Daemon {
                     self.flush_drop_log(Instant::now());
                 }
                 Some(req) = requests.recv() => {
-                    let reply = self.handle_request(&req.body);
+                    let reply = self.handle_request(req.req);
                     let _ = req.reply.send(reply);
                 }
                 _ = term.recv() => { tracing::info!("SIGTERM: cleaning up"); break; }

@@ -1,0 +1,86 @@
+//! The monitor stream: after `{"ok": true, "data": "monitoring"}`, one event
+//! object per line, `{"event": NAME, ...fields}` (the tag first, then the fields in
+//! the order below). NIDs and locators are display text, as in replies.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// a session (ILCC entry) began
+    PeerCreated {
+        nid: String,
+        initiator: bool,
+        local_locator: String,
+        remote_locator: String,
+    },
+    /// an ILCC entry went away (`reason`: idle, flushed, evicted, ...)
+    PeerRemoved {
+        nid: String,
+        reason: String,
+    },
+    /// the peer answered our nonce with a Parameter Problem (RFC 6744 §6)
+    NonIlnpPeer {
+        nid: String,
+    },
+    /// a packet with the correct nonce came from a new locator of the peer
+    RemoteLocatorLearned {
+        nid: String,
+        locator: String,
+    },
+    /// a peer's locator outlived its advertised lifetime (kept, not preferred)
+    RemoteLocatorAged {
+        nid: String,
+        locator: String,
+    },
+    /// our locator set changed: `L64(State)` each
+    LocalLocatorsChanged {
+        locators: Vec<String>,
+    },
+    /// soft handoff: a non-preferred locator went quiet and its RA stopped
+    LocalLocatorRetired {
+        locator: String,
+        quiet_ms: u64,
+    },
+    /// a Locator Update arrived: `L64|PREF` each
+    LuReceived {
+        nid: String,
+        locators: Vec<String>,
+    },
+    /// we sent a Locator Update: `L64|PREF` each
+    LuSent {
+        nid: String,
+        attempt: u32,
+        locators: Vec<String>,
+    },
+    LuAcked {
+        nid: String,
+        rtt_us: u64,
+        attempts: u32,
+    },
+    LuFailed {
+        nid: String,
+        attempts: u32,
+    },
+    /// a packet was dropped (`reason` as in `stats`)
+    Drop {
+        reason: String,
+        detail: String,
+    },
+    /// this client read too slowly: `missed` events were not sent to it
+    Lagged {
+        missed: u64,
+    },
+}
+
+impl Event {
+    /// The event as one line (with its newline).
+    pub fn to_line(&self) -> String {
+        crate::line(self)
+    }
+
+    /// Parses one monitor line.
+    pub fn from_line(line: &str) -> Result<Event, serde_json::Error> {
+        serde_json::from_str(line)
+    }
+}

@@ -1,0 +1,31 @@
+//! ilnpd's control protocol (docs/control-protocol.md): a Unix stream socket, one
+//! JSON object per line each way. The client sends a [`Request`]; the daemon
+//! answers with one [`Reply`] line; after `monitor`'s reply it streams
+//! [`Event`] lines until the client closes.
+//!
+//! The server (ilnpd) parses with [`Request::from_line`] and writes
+//! [`Reply::to_line`] / [`Event::to_line`]; the client (ilnpctl) writes
+//! [`Request::to_line`] and reads with [`Reply::from_line`] (or
+//! [`Reply::envelope`] to pass the data through unchanged).
+
+mod event;
+mod reply;
+mod request;
+
+pub use event::Event;
+pub use reply::{
+    Data, DatapathMode, FastCounters, Flushed, Handoff, IlccEntry, LocatorInfo, LocatorState, Monitoring, PeerAdded,
+    PeerDeleted, PeerInfo, PeerLocator, RemoteLocator, Reply, ReplyError, RouterPreference, Stats, Status, Uplink,
+};
+pub use request::{Field, PeerLocatorArg, Request, RequestError, Spelled, DEFAULT_PREF};
+
+/// Framing: the compact JSON of `v` and a newline (JSON text never contains a raw
+/// newline, so a line is a message).
+fn line<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    let mut s = serde_json::to_string(v).unwrap_or_else(|e| format!("{{\"ok\":false,\"error\":\"serialising: {e}\"}}"));
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests;

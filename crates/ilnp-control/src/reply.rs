@@ -1,0 +1,367 @@
+//! Replies: `{"ok": true, "data": DATA}` or `{"ok": false, "error": TEXT}`, and the
+//! typed DATA of each request.
+//!
+//! NIDs, locators, addresses and nonces travel as the daemon's display text
+//! (`0200:00ff:fe00:000d`, `2001:0db8:000b:0000`, `2001:db8:b::1`, hex). Clients
+//! decode leniently: every data struct is `#[serde(default)]`, so a field a
+//! daemon does not send takes its default (empty, 0, false, null) and unknown
+//! fields are ignored. The daemon always sends every field.
+
+use crate::request::Request;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One reply line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    Ok(Data),
+    Err(String),
+}
+
+/// The `data` of a successful reply; which one follows from the request.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Data {
+    Status(Status),
+    Ilcc(Vec<IlccEntry>),
+    Flushed(Flushed),
+    Locators(Vec<LocatorInfo>),
+    Peers(Vec<PeerInfo>),
+    PeerAdded(PeerAdded),
+    PeerDeleted(PeerDeleted),
+    Stats(Stats),
+    Monitoring(Monitoring),
+}
+
+impl Data {
+    /// Decodes the `data` of the reply to `req`.
+    pub fn decode(req: &Request, v: serde_json::Value) -> Result<Data, serde_json::Error> {
+        use serde_json::from_value as f;
+        Ok(match req {
+            Request::Status => Data::Status(f(v)?),
+            Request::IlccShow => Data::Ilcc(f(v)?),
+            Request::IlccFlush => Data::Flushed(f(v)?),
+            Request::LocatorShow => Data::Locators(f(v)?),
+            Request::PeerShow => Data::Peers(f(v)?),
+            Request::PeerAdd { .. } => Data::PeerAdded(f(v)?),
+            Request::PeerDel { .. } => Data::PeerDeleted(f(v)?),
+            Request::Stats => Data::Stats(f(v)?),
+            Request::Monitor => Data::Monitoring(f(v)?),
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// A reply line that is not a reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplyError(pub String);
+
+impl fmt::Display for ReplyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ReplyError {}
+
+impl Reply {
+    /// The reply as one line (with its newline). Object keys are sorted, as the
+    /// daemon has always sent them.
+    pub fn to_line(&self) -> String {
+        let env = match self {
+            Reply::Ok(d) => Envelope { ok: true, data: Some(serde_json::to_value(d).unwrap_or_default()), error: None },
+            Reply::Err(e) => Envelope { ok: false, data: None, error: Some(e.clone()) },
+        };
+        // through a Value: its maps are sorted (serde_json without preserve_order)
+        crate::line(&serde_json::to_value(&env).unwrap_or_default())
+    }
+
+    /// Opens the envelope: `Ok(Ok(data))` for `"ok": true` (data as sent; `null`
+    /// when absent), `Ok(Err(text))` for `"ok": false`.
+    pub fn envelope(line: &str) -> Result<Result<serde_json::Value, String>, ReplyError> {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .map_err(|e| ReplyError(format!("ilnpd sent a reply that is not JSON ({e}): {}", line.trim_end())))?;
+        if v.get("ok").and_then(serde_json::Value::as_bool).is_none() {
+            return Err(ReplyError(format!("ilnpd sent a reply without \"ok\": {}", line.trim_end())));
+        }
+        let env: Envelope = serde_json::from_value(v)
+            .map_err(|e| ReplyError(format!("ilnpd sent a malformed reply ({e}): {}", line.trim_end())))?;
+        Ok(if env.ok {
+            Ok(env.data.unwrap_or(serde_json::Value::Null))
+        } else {
+            Err(env.error.unwrap_or_else(|| "unspecified error".into()))
+        })
+    }
+
+    /// Decodes the reply line to `req`.
+    pub fn from_line(req: &Request, line: &str) -> Result<Reply, ReplyError> {
+        Ok(match Reply::envelope(line)? {
+            Ok(v) => Reply::Ok(
+                Data::decode(req, v)
+                    .map_err(|e| ReplyError(format!("ilnpd sent {} data ilnpctl cannot read: {e}", req.cmd())))?,
+            ),
+            Err(e) => Reply::Err(e),
+        })
+    }
+}
+
+/// `status`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Status {
+    /// this node's NID
+    pub nid: String,
+    /// `P::/64`
+    pub identifier_prefix: String,
+    /// `P::NID`, the address applications use
+    pub identifier_address: String,
+    /// the TUN device (`ilnp0`)
+    pub tun: String,
+    pub datapath: DatapathMode,
+    pub handoff: Handoff,
+    /// 32 or 96
+    pub nonce_bits: u32,
+    pub uplinks: Vec<Uplink>,
+    pub locators: Vec<LocatorInfo>,
+    pub ilcc_entries: u64,
+    pub peers: u64,
+    pub uptime_s: u64,
+    /// ilnpd's version
+    pub version: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatapathMode {
+    #[default]
+    Ebpf,
+    Userspace,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Handoff {
+    #[default]
+    Soft,
+    Hard,
+}
+
+impl fmt::Display for DatapathMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DatapathMode::Ebpf => "ebpf",
+            DatapathMode::Userspace => "userspace",
+        })
+    }
+}
+
+impl fmt::Display for Handoff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Handoff::Soft => "soft",
+            Handoff::Hard => "hard",
+        })
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Uplink {
+    pub name: String,
+    pub ifindex: u32,
+}
+
+/// Validity of a locator (RFC 6741 §5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LocatorState {
+    #[default]
+    Valid,
+    Active,
+    Aged,
+    Expired,
+}
+
+impl fmt::Display for LocatorState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LocatorState::Valid => "valid",
+            LocatorState::Active => "active",
+            LocatorState::Aged => "aged",
+            LocatorState::Expired => "expired",
+        })
+    }
+}
+
+/// Default Router Preference behind an uplink (RFC 4191).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouterPreference {
+    Low,
+    Medium,
+    High,
+}
+
+impl fmt::Display for RouterPreference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RouterPreference::Low => "low",
+            RouterPreference::Medium => "medium",
+            RouterPreference::High => "high",
+        })
+    }
+}
+
+/// One local locator (`locator_show`, and `locators` of `status`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LocatorInfo {
+    pub l64: String,
+    /// `L64:NID`, the address on the uplink
+    pub address: String,
+    /// the uplink's name ("" if unknown)
+    pub interface: String,
+    /// lower preferred (RFC 6742)
+    pub pref: u16,
+    /// null: no default route on the uplink
+    pub router_preference: Option<RouterPreference>,
+    /// seconds; 4294967295 = forever
+    pub lifetime_s: u32,
+    pub state: LocatorState,
+    pub has_router: bool,
+    pub deprecated: bool,
+    /// seconds since a packet last arrived on it; null: none yet
+    pub last_rx_age_s: Option<f64>,
+}
+
+/// One ILCC entry (`ilcc_show`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct IlccEntry {
+    pub nid: String,
+    /// best first
+    pub remote_locators: Vec<RemoteLocator>,
+    /// our source locator towards the peer
+    pub local_locator: String,
+    /// hex
+    pub nonce_tx: String,
+    /// hex; null until learned
+    pub nonce_rx: Option<String>,
+    /// we sent the first packet
+    pub initiator: bool,
+    /// seconds since the last packet either way
+    pub idle_s: f64,
+    pub slow_pkts_in: u64,
+    pub slow_pkts_out: u64,
+    pub slow_bytes_in: u64,
+    pub slow_bytes_out: u64,
+    /// seconds since the entry was created
+    pub age_s: f64,
+    /// smoothed LU round trip, µs; null: no sample yet
+    pub srtt_us: Option<u64>,
+    /// the eBPF fast path's counters; absent when it has none for this peer
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fast: Option<FastCounters>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RemoteLocator {
+    pub l64: String,
+    pub pref: u16,
+    /// seconds (from an LU); 0 = unknown
+    pub lifetime_s: u16,
+    pub state: LocatorState,
+}
+
+/// Per-peer counters of the eBPF fast path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FastCounters {
+    pub tx_pkts: u64,
+    pub tx_bytes: u64,
+    pub rx_pkts: u64,
+    pub rx_bytes: u64,
+}
+
+/// `ilcc_flush`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Flushed {
+    /// entries removed
+    pub flushed: u64,
+}
+
+/// One static peer (`peer_show`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PeerInfo {
+    pub name: String,
+    pub nid: String,
+    pub locators: Vec<PeerLocator>,
+    /// the peer answered our nonce with a Parameter Problem (RFC 6744 §6)
+    pub non_ilnp: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PeerLocator {
+    pub l64: String,
+    pub pref: u16,
+}
+
+/// `peer_add`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PeerAdded {
+    /// the NID added
+    pub added: String,
+}
+
+/// `peer_del`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PeerDeleted {
+    /// the NID deleted
+    pub deleted: String,
+}
+
+/// `stats`: counter name → count.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Stats {
+    /// the core's drop and outcome counters plus ilnpd's own
+    pub core: BTreeMap<String, u64>,
+    /// the eBPF fast path's (all of `ILNP_REASONS`; empty without the fast path)
+    pub datapath: BTreeMap<String, u64>,
+}
+
+/// `monitor`'s first reply: the string `"monitoring"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Monitoring;
+
+impl Serialize for Monitoring {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("monitoring")
+    }
+}
+
+impl<'de> Deserialize<'de> for Monitoring {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Monitoring, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "monitoring" {
+            Ok(Monitoring)
+        } else {
+            Err(serde::de::Error::custom(format!("expected \"monitoring\", got {s:?}")))
+        }
+    }
+}

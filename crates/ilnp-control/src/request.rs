@@ -1,0 +1,169 @@
+//! Requests: `{"cmd": NAME, ...fields}`.
+
+use ilnp_wire::{Locator, Nid};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::str::FromStr;
+
+/// Preference of a peer locator sent without one (lower preferred; the peer files'
+/// default too).
+pub const DEFAULT_PREF: u16 = 10;
+
+/// One request line. The variant name in snake case is the `cmd`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "cmd", rename_all = "snake_case")]
+pub enum Request {
+    /// identity, mode, uplinks, locators and counts → [`crate::Status`]
+    Status,
+    /// the ILCC → `[`[`crate::IlccEntry`]`]`
+    IlccShow,
+    /// remove every ILCC entry → [`crate::Flushed`]
+    IlccFlush,
+    /// this node's locators → `[`[`crate::LocatorInfo`]`]`
+    LocatorShow,
+    /// add (or replace) a static peer → [`crate::PeerAdded`]
+    PeerAdd {
+        /// for logs and tables; "" when absent
+        #[serde(default)]
+        name: String,
+        nid: Spelled<Nid>,
+        /// at least one
+        #[serde(default)]
+        locators: Vec<PeerLocatorArg>,
+    },
+    /// delete a static peer → [`crate::PeerDeleted`]
+    PeerDel { nid: Spelled<Nid> },
+    /// the static peers → `[`[`crate::PeerInfo`]`]`
+    PeerShow,
+    /// counters → [`crate::Stats`]
+    Stats,
+    /// `"monitoring"`, then one [`crate::Event`] per line until the client closes
+    Monitor,
+}
+
+/// One locator of `peer_add`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerLocatorArg {
+    pub l64: Spelled<Locator>,
+    #[serde(default = "default_pref", deserialize_with = "pref")]
+    pub pref: u16,
+}
+
+fn default_pref() -> u16 {
+    DEFAULT_PREF
+}
+
+/// A preference 0-65535; the error names the field and the value.
+fn pref<'de, D: Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
+    let v = u64::deserialize(d)?;
+    u16::try_from(v).map_err(|_| serde::de::Error::custom(format!("pref {v} > 65535")))
+}
+
+impl Request {
+    /// Every `cmd`, in declaration order.
+    pub const COMMANDS: [&'static str; 9] =
+        ["status", "ilcc_show", "ilcc_flush", "locator_show", "peer_add", "peer_del", "peer_show", "stats", "monitor"];
+
+    /// This request's `cmd`.
+    pub fn cmd(&self) -> &'static str {
+        match self {
+            Request::Status => "status",
+            Request::IlccShow => "ilcc_show",
+            Request::IlccFlush => "ilcc_flush",
+            Request::LocatorShow => "locator_show",
+            Request::PeerAdd { .. } => "peer_add",
+            Request::PeerDel { .. } => "peer_del",
+            Request::PeerShow => "peer_show",
+            Request::Stats => "stats",
+            Request::Monitor => "monitor",
+        }
+    }
+
+    /// Parses one request line; the error says what was wrong, with the value.
+    pub fn from_line(line: &str) -> Result<Request, RequestError> {
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| RequestError(format!("bad JSON: {e}")))?;
+        let cmd = match v.get("cmd") {
+            None => return Err(RequestError("missing field \"cmd\"".into())),
+            Some(serde_json::Value::String(c)) => c.clone(),
+            Some(other) => return Err(RequestError(format!("cmd {other} is not a string"))),
+        };
+        if !Request::COMMANDS.contains(&cmd.as_str()) {
+            return Err(RequestError(format!("unknown command {cmd:?} (known: {})", Request::COMMANDS.join(", "))));
+        }
+        let req: Request = serde_json::from_value(v).map_err(|e| RequestError(format!("{cmd}: {e}")))?;
+        if let Request::PeerAdd { locators, .. } = &req {
+            if locators.is_empty() {
+                return Err(RequestError("peer_add: at least one locator is needed".into()));
+            }
+        }
+        Ok(req)
+    }
+
+    /// The request as one line (with its newline).
+    pub fn to_line(&self) -> String {
+        crate::line(self)
+    }
+}
+
+/// A request the daemon could not accept; sent back as `{"ok": false, "error": ...}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestError(pub String);
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// The JSON field a value travels in (named in parse errors).
+pub trait Field: FromStr<Err = String> {
+    const NAME: &'static str;
+}
+
+impl Field for Nid {
+    const NAME: &'static str = "nid";
+}
+
+impl Field for Locator {
+    const NAME: &'static str = "l64";
+}
+
+/// A NID or locator as the client spelled it (`2001:db8:b::/64` or
+/// `2001:0db8:000b:0000`), parsed on arrival: requests go out with the text the
+/// user typed and are rejected, naming field and value, if it does not parse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spelled<T> {
+    pub value: T,
+    pub text: String,
+}
+
+impl<T: Field> Spelled<T> {
+    pub fn parse(text: &str) -> Result<Spelled<T>, String> {
+        match text.parse::<T>() {
+            Ok(value) => Ok(Spelled { value, text: text.to_string() }),
+            Err(e) => Err(format!("{} {e}", T::NAME)),
+        }
+    }
+}
+
+impl<T: fmt::Display> From<T> for Spelled<T> {
+    fn from(value: T) -> Spelled<T> {
+        let text = value.to_string();
+        Spelled { value, text }
+    }
+}
+
+impl<T> Serialize for Spelled<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de, T: Field> Deserialize<'de> for Spelled<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Spelled<T>, D::Error> {
+        let text = String::deserialize(d)?;
+        Spelled::parse(&text).map_err(serde::de::Error::custom)
+    }
+}

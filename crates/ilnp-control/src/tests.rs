@@ -1,0 +1,214 @@
+//! Round trips, and the shapes the daemon sent before the protocol was typed
+//! (`testdata/replies-before-typing.json`, captured from ilnpd 0.1.0 on a
+//! namespaced testbed): the typed serialisation must reproduce them exactly.
+
+use super::*;
+use serde_json::{json, Value};
+
+fn captured() -> Value {
+    serde_json::from_str(include_str!("../testdata/replies-before-typing.json")).unwrap()
+}
+
+fn cap(key: &str) -> String {
+    captured()[key].as_str().unwrap_or_else(|| panic!("no capture {key}")).to_string()
+}
+
+fn nid(s: &str) -> Spelled<ilnp_wire::Nid> {
+    Spelled::parse(s).unwrap()
+}
+
+fn l64(s: &str, pref: u16) -> PeerLocatorArg {
+    PeerLocatorArg { l64: Spelled::parse(s).unwrap(), pref }
+}
+
+fn every_request() -> Vec<Request> {
+    vec![
+        Request::Status,
+        Request::IlccShow,
+        Request::IlccFlush,
+        Request::LocatorShow,
+        Request::PeerAdd {
+            name: "mn".into(),
+            nid: nid("0200:00ff:fe00:000d"),
+            locators: vec![l64("2001:0db8:000b:0000", 20), l64("2001:db8:c::/64", 10)],
+        },
+        Request::PeerDel { nid: nid("0200:00ff:fe00:000d") },
+        Request::PeerShow,
+        Request::Stats,
+        Request::Monitor,
+    ]
+}
+
+#[test]
+fn requests_round_trip_and_name_their_cmd() {
+    let all = every_request();
+    assert_eq!(all.iter().map(Request::cmd).collect::<Vec<_>>(), Request::COMMANDS);
+    for r in all {
+        let line = r.to_line();
+        assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'), "{line:?}");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["cmd"], r.cmd(), "{line}");
+        assert_eq!(Request::from_line(&line).unwrap(), r);
+    }
+}
+
+#[test]
+fn request_shapes_are_the_documented_ones() {
+    let v = |r: &Request| serde_json::to_value(r).unwrap();
+    assert_eq!(v(&Request::Status), json!({"cmd": "status"}));
+    assert_eq!(v(&Request::Monitor), json!({"cmd": "monitor"}));
+    assert_eq!(v(&every_request()[5]), json!({"cmd": "peer_del", "nid": "0200:00ff:fe00:000d"}));
+    // locators go out as the user spelled them (the daemon parses either form)
+    assert_eq!(
+        v(&every_request()[4]),
+        json!({"cmd": "peer_add", "name": "mn", "nid": "0200:00ff:fe00:000d", "locators": [
+            {"l64": "2001:0db8:000b:0000", "pref": 20}, {"l64": "2001:db8:c::/64", "pref": 10}]})
+    );
+}
+
+#[test]
+fn peer_add_defaults_and_parsed_values() {
+    let r =
+        Request::from_line(r#"{"cmd":"peer_add","nid":"0200:00ff:fe00:00ee","locators":[{"l64":"2001:db8:e::/64"}]}"#)
+            .unwrap();
+    let Request::PeerAdd { name, nid, locators } = r else { panic!("{r:?}") };
+    assert_eq!(name, "");
+    assert_eq!(nid.value, ilnp_wire::Nid(0x0200_00ff_fe00_00ee));
+    assert_eq!(locators.len(), 1);
+    assert_eq!(locators[0].l64.value, ilnp_wire::Locator(0x2001_0db8_000e_0000));
+    assert_eq!(locators[0].pref, DEFAULT_PREF);
+}
+
+#[test]
+fn bad_requests_say_what_was_wrong() {
+    let e = |line: &str| Request::from_line(line).unwrap_err().to_string();
+    assert!(e("{nope").starts_with("bad JSON: "), "{}", e("{nope"));
+    assert_eq!(e(r#"{"x":1}"#), "missing field \"cmd\"");
+    assert!(e(r#"{"cmd":7}"#).contains("cmd 7 is not a string"));
+    let u = e(r#"{"cmd":"frob"}"#);
+    assert!(u.starts_with("unknown command \"frob\"") && u.contains("peer_add"), "{u}");
+    let m = e(r#"{"cmd":"peer_add","locators":[{"l64":"2001:db8:e::"}]}"#);
+    assert!(m.starts_with("peer_add: ") && m.contains("missing field `nid`"), "{m}");
+    let m = e(r#"{"cmd":"peer_del"}"#);
+    assert!(m.starts_with("peer_del: ") && m.contains("missing field `nid`"), "{m}");
+    let b = e(r#"{"cmd":"peer_del","nid":"zz"}"#);
+    assert!(b.starts_with("peer_del: nid \"zz\""), "{b}");
+    let b = e(r#"{"cmd":"peer_add","nid":"0200:00ff:fe00:00ee","locators":[{"l64":"2001:db8:e::1"}]}"#);
+    assert!(b.starts_with("peer_add: l64 \"2001:db8:e::1\""), "{b}");
+    let b = e(r#"{"cmd":"peer_add","nid":"0200:00ff:fe00:00ee","locators":[{"l64":"2001:db8:e::","pref":70000}]}"#);
+    assert!(b.starts_with("peer_add: pref 70000 > 65535"), "{b}");
+    assert_eq!(e(r#"{"cmd":"peer_add","nid":"0200:00ff:fe00:00ee"}"#), "peer_add: at least one locator is needed");
+    assert_eq!(Spelled::<ilnp_wire::Nid>::parse("1:2").unwrap_err().split(' ').next(), Some("nid"));
+}
+
+/// Decodes a captured reply line to `req` and serialises it again: the same JSON.
+fn same_again(req: &Request, key: &str) -> Reply {
+    let line = cap(key);
+    let reply = Reply::from_line(req, &line).unwrap_or_else(|e| panic!("{key}: {e}"));
+    let again = reply.to_line();
+    let (a, b): (Value, Value) = (serde_json::from_str(&line).unwrap(), serde_json::from_str(&again).unwrap());
+    assert_eq!(a, b, "{key}: shape changed");
+    assert_eq!(again.trim_end(), line, "{key}: bytes changed (keys sorted, compact)");
+    reply
+}
+
+#[test]
+fn captured_replies_decode_and_serialise_unchanged() {
+    let Reply::Ok(Data::Status(st)) = same_again(&Request::Status, "status") else { panic!() };
+    assert_eq!((st.datapath, st.handoff, st.nonce_bits), (DatapathMode::Ebpf, Handoff::Soft, 32));
+    assert_eq!(st.locators[0].router_preference, Some(RouterPreference::Medium));
+    assert_eq!(st.locators[0].lifetime_s, u32::MAX);
+    let Reply::Ok(Data::Ilcc(il)) = same_again(&Request::IlccShow, "ilcc_show") else { panic!() };
+    assert!(il[0].fast.is_some() && il[0].srtt_us.is_some());
+    assert_eq!(il[0].remote_locators[0].state, LocatorState::Active);
+    same_again(&Request::LocatorShow, "locator_show");
+    same_again(&Request::PeerShow, "peer_show");
+    let Reply::Ok(Data::Peers(p)) = same_again(&Request::PeerShow, "peer_show2") else { panic!() };
+    assert_eq!(p[1].locators[0], PeerLocator { l64: "2001:0db8:000e:0000".into(), pref: 5 });
+    let Reply::Ok(Data::Stats(s)) = same_again(&Request::Stats, "stats") else { panic!() };
+    assert_eq!(s.datapath.get("ingress_fast"), Some(&3));
+    let add = every_request()[4].clone();
+    assert_eq!(
+        same_again(&add, "peer_add"),
+        Reply::Ok(Data::PeerAdded(PeerAdded { added: "0200:00ff:fe00:00ee".into() }))
+    );
+    same_again(&every_request()[5], "peer_del");
+    assert_eq!(same_again(&Request::IlccFlush, "ilcc_flush"), Reply::Ok(Data::Flushed(Flushed { flushed: 1 })));
+    assert_eq!(same_again(&Request::Monitor, "monitor_first"), Reply::Ok(Data::Monitoring(Monitoring)));
+    for k in ["err_unknown", "err_peer_del_missing", "err_peer_add_noloc"] {
+        assert!(matches!(same_again(&Request::Status, k), Reply::Err(_)), "{k}");
+    }
+}
+
+#[test]
+fn ilcc_entry_without_fast_counters_has_no_fast_key() {
+    let e = IlccEntry { nid: "0200:00ff:fe00:000d".into(), ..IlccEntry::default() };
+    let v = serde_json::to_value(&e).unwrap();
+    assert!(v.get("fast").is_none(), "{v}");
+    // null, not absent: nonce_rx and srtt_us before they are known
+    assert_eq!((v["nonce_rx"].clone(), v["srtt_us"].clone()), (Value::Null, Value::Null));
+}
+
+#[test]
+fn ilnpctl_json_output_is_the_data_as_sent() {
+    // `ilnpctl --json` pretty-prints the reply's data; the typed data prints the same
+    let line = cap("ilcc_show");
+    let Reply::Ok(d) = Reply::from_line(&Request::IlccShow, &line).unwrap() else { panic!() };
+    let sent = Reply::envelope(&line).unwrap().unwrap();
+    let typed = serde_json::to_value(&d).unwrap();
+    assert_eq!(serde_json::to_string_pretty(&typed).unwrap(), serde_json::to_string_pretty(&sent).unwrap());
+    let printed: Value = serde_json::from_str(&cap("ctl_json_ilcc_show")).unwrap();
+    assert_eq!(
+        Data::decode(&Request::IlccShow, printed.clone()).map(|d| serde_json::to_value(d).unwrap()).unwrap(),
+        printed
+    );
+}
+
+#[test]
+fn envelope_errors() {
+    assert_eq!(Reply::envelope(r#"{"ok":true,"data":[1]}"#).unwrap(), Ok(json!([1])));
+    assert_eq!(Reply::envelope(r#"{"ok":true}"#).unwrap(), Ok(Value::Null));
+    assert_eq!(Reply::envelope(r#"{"ok":false,"error":"no peer"}"#).unwrap(), Err("no peer".into()));
+    assert!(Reply::envelope("garbage").unwrap_err().0.contains("not JSON"));
+    assert!(Reply::envelope(r#"{"data":1}"#).unwrap_err().0.contains("without \"ok\""));
+    assert_eq!(Reply::Err("x".into()).to_line(), "{\"error\":\"x\",\"ok\":false}\n");
+    let e = Reply::from_line(&Request::Stats, r#"{"ok":true,"data":[1]}"#).unwrap_err();
+    assert!(e.0.contains("stats"), "{e}");
+}
+
+#[test]
+fn lenient_decoding_of_partial_data() {
+    let st: Status = serde_json::from_value(json!({"nid": "0200:00ff:fe00:000c", "future_field": 1})).unwrap();
+    assert_eq!(st.nid, "0200:00ff:fe00:000c");
+    assert!(st.uplinks.is_empty() && st.version.is_empty());
+}
+
+#[test]
+fn events_round_trip_with_the_tag_first() {
+    for line in captured()["monitor_events"].as_array().unwrap() {
+        let line = line.as_str().unwrap();
+        let ev = Event::from_line(line).unwrap();
+        assert_eq!(ev.to_line().trim_end(), line, "bytes changed");
+    }
+    let all = vec![
+        Event::PeerCreated { nid: "n".into(), initiator: true, local_locator: "a".into(), remote_locator: "b".into() },
+        Event::PeerRemoved { nid: "n".into(), reason: "idle".into() },
+        Event::NonIlnpPeer { nid: "n".into() },
+        Event::RemoteLocatorLearned { nid: "n".into(), locator: "l".into() },
+        Event::RemoteLocatorAged { nid: "n".into(), locator: "l".into() },
+        Event::LocalLocatorsChanged { locators: vec!["l(Active)".into()] },
+        Event::LocalLocatorRetired { locator: "l".into(), quiet_ms: 5 },
+        Event::LuReceived { nid: "n".into(), locators: vec!["l|10".into()] },
+        Event::LuSent { nid: "n".into(), attempt: 2, locators: vec![] },
+        Event::LuAcked { nid: "n".into(), rtt_us: 812, attempts: 1 },
+        Event::LuFailed { nid: "n".into(), attempts: 7 },
+        Event::Drop { reason: "bad_nonce".into(), detail: "x".into() },
+        Event::Lagged { missed: 3 },
+    ];
+    for ev in all {
+        let line = ev.to_line();
+        assert!(line.starts_with("{\"event\":\""), "{line}");
+        assert_eq!(Event::from_line(&line).unwrap(), ev);
+    }
+    assert_eq!(Event::Lagged { missed: 3 }.to_line(), "{\"event\":\"lagged\",\"missed\":3}\n");
+}

@@ -1,0 +1,262 @@
+//! Control requests (docs/control-protocol.md): answers each typed
+//! `ilnp_control::Request` from the daemon's state, and turns the core's events
+//! into the monitor stream's. The JSON shapes live in `ilnp_control`.
+
+use super::Daemon;
+use crate::bpf::PeerCounters;
+use crate::config;
+use anyhow::{bail, Result};
+use ilnp_control::{self as ctl, Data, Reply, Request};
+use ilnp_core::{Action, Event, HandoffMode, LocatorState, PeerLocator, PeerRecord, RouterPreference};
+use ilnp_wire::{ilnp_addr, Nid, Nonce};
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+impl Daemon {
+    pub(super) fn handle_request(&mut self, req: Request) -> Reply {
+        match self.request(req) {
+            Ok(data) => Reply::Ok(data),
+            Err(e) => Reply::Err(format!("{e:#}")),
+        }
+    }
+
+    fn request(&mut self, req: Request) -> Result<Data> {
+        Ok(match req {
+            Request::Status => Data::Status(self.status()),
+            Request::IlccShow => Data::Ilcc(self.ilcc_view()),
+            Request::IlccFlush => {
+                let a = self.core.flush_ilcc();
+                let n = a.iter().filter(|x| matches!(x, Action::IlccRemove(_))).count();
+                self.run_actions(a);
+                Data::Flushed(ctl::Flushed { flushed: n as u64 })
+            }
+            Request::LocatorShow => Data::Locators(self.locator_view()),
+            Request::PeerShow => Data::Peers(
+                self.core
+                    .peers()
+                    .map(|p| ctl::PeerInfo {
+                        name: p.record.name.clone(),
+                        nid: p.record.nid.to_string(),
+                        locators: p
+                            .record
+                            .locators
+                            .iter()
+                            .map(|l| ctl::PeerLocator { l64: l.loc.to_string(), pref: l.pref })
+                            .collect(),
+                        non_ilnp: p.non_ilnp,
+                    })
+                    .collect(),
+            ),
+            Request::PeerAdd { name, nid, locators } => {
+                // Request::from_line checked the fields and that there is a locator
+                let locators = locators.iter().map(|l| PeerLocator { loc: l.l64.value, pref: l.pref }).collect();
+                let nid = nid.value;
+                self.core.add_peer(PeerRecord { name, nid, locators });
+                Data::PeerAdded(ctl::PeerAdded { added: nid.to_string() })
+            }
+            Request::PeerDel { nid } => {
+                let nid = nid.value;
+                if !self.core.del_peer(nid) {
+                    bail!("peer del: no peer with NID {nid}");
+                }
+                Data::PeerDeleted(ctl::PeerDeleted { deleted: nid.to_string() })
+            }
+            Request::Stats => {
+                let mut core: BTreeMap<String, u64> =
+                    self.core.stats().counters.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+                for (k, v) in &self.counters {
+                    *core.entry(k.to_string()).or_insert(0) += v;
+                }
+                let datapath = self
+                    .dp
+                    .as_ref()
+                    .and_then(|d| d.stats().ok())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+                Data::Stats(ctl::Stats { core, datapath })
+            }
+            // served by the connection (control.rs): it streams, the main loop does not
+            Request::Monitor => Data::Monitoring(ctl::Monitoring),
+        })
+    }
+
+    fn status(&mut self) -> ctl::Status {
+        ctl::Status {
+            nid: self.local_nid.to_string(),
+            identifier_prefix: format!("{}/64", self.cfg.id_prefix.prefix()),
+            identifier_address: ilnp_addr(self.cfg.id_prefix, self.local_nid).to_string(),
+            tun: self.tun.name.clone(),
+            datapath: match self.cfg.datapath {
+                config::Datapath::Ebpf => ctl::DatapathMode::Ebpf,
+                config::Datapath::Userspace => ctl::DatapathMode::Userspace,
+            },
+            handoff: match self.cfg.handoff {
+                HandoffMode::Soft => ctl::Handoff::Soft,
+                HandoffMode::Hard => ctl::Handoff::Hard,
+            },
+            nonce_bits: self.cfg.nonce_len as u32 * 8,
+            uplinks: self.uplinks.iter().map(|u| ctl::Uplink { name: u.name.clone(), ifindex: u.index }).collect(),
+            locators: self.locator_view(),
+            ilcc_entries: self.core.ilcc_entries().count() as u64,
+            peers: self.core.peers().count() as u64,
+            uptime_s: self.started.elapsed().as_secs(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    /// ILCC entries by NID, with idle time, age and the fast path's counters.
+    fn ilcc_view(&self) -> Vec<ctl::IlccEntry> {
+        let fast: HashMap<Nid, PeerCounters> =
+            self.dp.as_ref().and_then(|d| d.peer_counters().ok()).unwrap_or_default().into_iter().collect();
+        let now = Instant::now();
+        let mut entries: Vec<&ilnp_core::IlccEntry> = self.core.ilcc_entries().collect();
+        entries.sort_by_key(|e| e.nid);
+        entries
+            .into_iter()
+            .map(|e| ctl::IlccEntry {
+                nid: e.nid.to_string(),
+                remote_locators: e
+                    .remote_locators
+                    .iter()
+                    .map(|r| ctl::RemoteLocator {
+                        l64: r.loc.to_string(),
+                        pref: r.pref,
+                        lifetime_s: r.lifetime_s,
+                        state: locator_state(r.state),
+                    })
+                    .collect(),
+                local_locator: e.local_locator.to_string(),
+                nonce_tx: hex(&e.nonce_tx),
+                nonce_rx: e.nonce_rx.as_ref().map(hex),
+                initiator: e.initiator,
+                idle_s: now.saturating_duration_since(e.last_used).as_secs_f64(),
+                slow_pkts_in: e.slow_pkts_in,
+                slow_pkts_out: e.slow_pkts_out,
+                slow_bytes_in: e.slow_bytes_in,
+                slow_bytes_out: e.slow_bytes_out,
+                age_s: now.saturating_duration_since(e.created).as_secs_f64(),
+                srtt_us: e.srtt_us,
+                fast: fast.get(&e.nid).map(|f| ctl::FastCounters {
+                    tx_pkts: f.tx_pkts,
+                    tx_bytes: f.tx_bytes,
+                    rx_pkts: f.rx_pkts,
+                    rx_bytes: f.rx_bytes,
+                }),
+            })
+            .collect()
+    }
+
+    fn locator_view(&mut self) -> Vec<ctl::LocatorInfo> {
+        self.feed_local_activity();
+        let now = Instant::now();
+        self.core
+            .local_locators()
+            .iter()
+            .map(|l| ctl::LocatorInfo {
+                l64: l.loc.to_string(),
+                address: ilnp_addr(l.loc, self.local_nid).to_string(),
+                interface: self
+                    .uplinks
+                    .iter()
+                    .find(|u| u.index == l.ifindex)
+                    .map(|u| u.name.clone())
+                    .unwrap_or_default(),
+                pref: l.pref,
+                router_preference: self.routers.get(&l.ifindex).map(|r| match r {
+                    RouterPreference::Low => ctl::RouterPreference::Low,
+                    RouterPreference::Medium => ctl::RouterPreference::Medium,
+                    RouterPreference::High => ctl::RouterPreference::High,
+                }),
+                lifetime_s: l.lifetime_s,
+                state: locator_state(l.state),
+                has_router: l.has_router,
+                deprecated: l.deprecated,
+                // seconds since a packet last arrived on it (as of the core's last
+                // look at the fast path); null: none yet
+                last_rx_age_s: self.core.local_last_rx(l.loc).map(|t| now.saturating_duration_since(t).as_secs_f64()),
+            })
+            .collect()
+    }
+}
+
+fn locator_state(s: LocatorState) -> ctl::LocatorState {
+    match s {
+        LocatorState::Valid => ctl::LocatorState::Valid,
+        LocatorState::Active => ctl::LocatorState::Active,
+        LocatorState::Aged => ctl::LocatorState::Aged,
+        LocatorState::Expired => ctl::LocatorState::Expired,
+    }
+}
+
+fn hex(n: &Nonce) -> String {
+    n.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A core event as the monitor stream carries it.
+pub(super) fn monitor_event(ev: &Event) -> ctl::Event {
+    let s = |x: &dyn std::fmt::Display| x.to_string();
+    match ev {
+        Event::PeerCreated { nid, initiator, local_locator, remote_locator } => ctl::Event::PeerCreated {
+            nid: s(nid),
+            initiator: *initiator,
+            local_locator: s(local_locator),
+            remote_locator: s(remote_locator),
+        },
+        Event::PeerRemoved { nid, reason } => ctl::Event::PeerRemoved { nid: s(nid), reason: s(reason) },
+        Event::NonIlnpPeer { nid } => ctl::Event::NonIlnpPeer { nid: s(nid) },
+        Event::RemoteLocatorLearned { nid, locator } => {
+            ctl::Event::RemoteLocatorLearned { nid: s(nid), locator: s(locator) }
+        }
+        Event::RemoteLocatorAged { nid, locator } => ctl::Event::RemoteLocatorAged { nid: s(nid), locator: s(locator) },
+        Event::LocalLocatorsChanged { locators } => ctl::Event::LocalLocatorsChanged { locators: locators.clone() },
+        Event::LocalLocatorRetired { locator, quiet_ms } => {
+            ctl::Event::LocalLocatorRetired { locator: s(locator), quiet_ms: *quiet_ms }
+        }
+        Event::LuReceived { nid, locators } => ctl::Event::LuReceived { nid: s(nid), locators: locators.clone() },
+        Event::LuSent { nid, attempt, locators } => {
+            ctl::Event::LuSent { nid: s(nid), attempt: *attempt, locators: locators.clone() }
+        }
+        Event::LuAcked { nid, rtt_us, attempts } => {
+            ctl::Event::LuAcked { nid: s(nid), rtt_us: *rtt_us, attempts: *attempts }
+        }
+        Event::LuFailed { nid, attempts } => ctl::Event::LuFailed { nid: s(nid), attempts: *attempts },
+        Event::Drop { reason, detail } => ctl::Event::Drop { reason: s(reason), detail: detail.clone() },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ilnp_wire::Locator;
+
+    #[test]
+    fn monitor_events_keep_the_core_serialisation() {
+        // the core's own Serialize was the stream before the protocol was typed
+        let (n, l) = (Nid(0x0200_00ff_fe00_000d), Locator(0x2001_0db8_000b_0000));
+        let evs = [
+            Event::PeerCreated { nid: n, initiator: true, local_locator: l, remote_locator: Locator(7) },
+            Event::PeerRemoved { nid: n, reason: "idle" },
+            Event::NonIlnpPeer { nid: n },
+            Event::RemoteLocatorLearned { nid: n, locator: l },
+            Event::RemoteLocatorAged { nid: n, locator: l },
+            Event::LocalLocatorsChanged { locators: vec!["a".into()] },
+            Event::LocalLocatorRetired { locator: l, quiet_ms: 9 },
+            Event::LuReceived { nid: n, locators: vec!["a|1".into()] },
+            Event::LuSent { nid: n, attempt: 2, locators: vec![] },
+            Event::LuAcked { nid: n, rtt_us: 812, attempts: 1 },
+            Event::LuFailed { nid: n, attempts: 7 },
+            Event::Drop { reason: "bad_nonce", detail: "x -> y".into() },
+        ];
+        for ev in evs {
+            let before = serde_json::to_string(&ev).unwrap();
+            assert_eq!(monitor_event(&ev).to_line().trim_end(), before);
+        }
+    }
+
+    #[test]
+    fn nonces_in_hex() {
+        assert_eq!(hex(&Nonce::from_slice(&[0x70, 0x1d, 0x80, 0xb0]).unwrap()), "701d80b0");
+    }
+}
