@@ -48,7 +48,7 @@ pub fn udp(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8])
     u.extend_from_slice(&[0, 0]);
     u.extend_from_slice(payload);
     let c = checksum::compute(&src, &dst, PROTO_UDP, &u);
-    u[6..8].copy_from_slice(&c.to_be_bytes());
+    checksum::write_field(&mut u, 6, c);
     ipv6_packet(src, dst, PROTO_UDP, &u)
 }
 
@@ -61,7 +61,7 @@ pub fn tcp(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8])
     t.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
     t.extend_from_slice(payload);
     let c = checksum::compute(&src, &dst, PROTO_TCP, &t);
-    t[16..18].copy_from_slice(&c.to_be_bytes());
+    checksum::write_field(&mut t, 16, c);
     ipv6_packet(src, dst, PROTO_TCP, &t)
 }
 
@@ -104,11 +104,12 @@ pub fn with_nonce(src: Ipv6Addr, dst: Ipv6Addr, nonce: &Nonce, next_header: u8, 
 
 /// Sets the ICMPv6 checksum of an ICMPv6 message (starting at the Type byte) over
 /// the full addresses, XORed with `flip` (0: correct; anything else: wrong).
+/// A message shorter than 4 bytes has no checksum field and is left alone.
 pub fn set_icmpv6_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, icmp: &mut [u8], flip: u16) {
-    if let Ok(mut m) = icmpv6::Message::new_checked(&mut icmp[..]) {
-        m.fill_checksum(src, dst);
-        let c = m.checksum() ^ flip;
-        m.set_checksum(c);
+    if checksum::read_field(icmp, 2).is_some() {
+        checksum::write_field(icmp, 2, 0);
+        let c = checksum::icmpv6_checksum(src, dst, icmp) ^ flip;
+        checksum::write_field(icmp, 2, c);
     }
 }
 

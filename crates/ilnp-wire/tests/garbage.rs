@@ -253,7 +253,8 @@ fn former_fuzz_findings() {
 #[ignore = "writes files; run by hand to refresh fuzz/seeds"]
 fn write_fuzz_seeds() {
     let dir = std::path::PathBuf::from(std::env::var("ILNP_FUZZ_SEEDS").expect("set ILNP_FUZZ_SEEDS"));
-    let targets = ["ipv6", "destopts", "icmpv6_lu", "to_identifier", "icmp_error", "translate", "core_inbound"];
+    let targets =
+        ["ipv6", "destopts", "icmpv6_lu", "to_identifier", "icmp_error", "translate", "core_inbound", "classify"];
     for t in targets {
         std::fs::create_dir_all(dir.join(t)).unwrap();
         for (i, s) in seeds().iter().enumerate() {
