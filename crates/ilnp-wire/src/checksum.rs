@@ -116,6 +116,30 @@ pub fn update_partial(old_field: u16, old_sum: u32, new_sum: u32) -> u16 {
     fold(acc)
 }
 
+/// Offset of the checksum field in the upper-layer header of `proto`, for the
+/// protocols whose checksum covers the addresses (TCP, UDP, ICMPv6).
+pub fn field_offset(proto: u8) -> Option<usize> {
+    match proto {
+        crate::ipv6::PROTO_TCP => Some(16),
+        crate::ipv6::PROTO_UDP => Some(6),
+        crate::ipv6::PROTO_ICMPV6 => Some(2),
+        _ => None,
+    }
+}
+
+/// The 16-bit checksum field at `at`, if the buffer holds it.
+pub fn read_field(buf: &[u8], at: usize) -> Option<u16> {
+    match buf.get(at..at.checked_add(2)?) {
+        Some(&[hi, lo]) => Some(u16::from_be_bytes([hi, lo])),
+        _ => None,
+    }
+}
+
+/// Stores a checksum field at `at` (which `read_field` found in the buffer).
+pub fn write_field(buf: &mut [u8], at: usize, v: u16) {
+    buf[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
 /// Sum of the two addresses of a pseudo-header.
 pub fn addr_pair_sum(src: &Ipv6Addr, dst: &Ipv6Addr) -> u32 {
     add(addr_sum(src), addr_sum(dst))

@@ -6,6 +6,7 @@
 //! ```
 
 use crate::{ipv6, Error, Nonce};
+use std::net::Ipv6Addr;
 
 pub const OPT_PAD1: u8 = 0;
 pub const OPT_PADN: u8 = 1;
@@ -193,6 +194,31 @@ pub fn emit_nonce_header(next_header: u8, nonce: &Nonce, out: &mut Vec<u8>) {
             out.extend(std::iter::repeat_n(0, pad - 2));
         }
     }
+}
+
+/// A packet `src -> dst` (hop limit `hop_limit`, traffic class and flow label 0):
+/// the fixed header, our DestOpts header holding `nonce` if one is given, then
+/// `upper` of protocol `next_header`. Every packet the node originates (Locator
+/// Updates, nonce-only packets, ICMPv6 errors) is laid out by this function.
+/// `upper` must leave the payload within 64 KiB (ours stay far below).
+pub fn packet(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    hop_limit: u8,
+    nonce: Option<&Nonce>,
+    next_header: u8,
+    upper: &[u8],
+) -> Vec<u8> {
+    let hlen = nonce.map_or(0, |n| header_len(n.len()));
+    let first = if nonce.is_some() { ipv6::PROTO_DSTOPTS } else { next_header };
+    let payload_len = (hlen + upper.len()) as u16;
+    let mut out = Vec::with_capacity(ipv6::HEADER_LEN + hlen + upper.len());
+    ipv6::Repr { src, dst, next_header: first, payload_len, hop_limit }.emit(&mut out);
+    if let Some(n) = nonce {
+        emit_nonce_header(next_header, n, &mut out);
+    }
+    out.extend_from_slice(upper);
+    out
 }
 
 #[cfg(test)]

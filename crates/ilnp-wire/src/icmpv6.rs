@@ -2,8 +2,9 @@
 //! and the error messages that quote an invoking packet (RFC 4443).
 
 use crate::checksum;
-use crate::ipv6::{Repr, HEADER_LEN, PROTO_ICMPV6};
-use crate::{Error, Locator};
+use crate::destopts;
+use crate::ipv6::{HEADER_LEN, PROTO_ICMPV6};
+use crate::{Error, Locator, Nonce};
 use std::net::Ipv6Addr;
 
 pub const TYPE_DEST_UNREACH: u8 = 1;
@@ -23,6 +24,25 @@ pub const PARAM_UNRECOGNIZED_OPTION: u8 = 2;
 /// Minimum IPv6 MTU: an ICMPv6 error must fit in it (RFC 4443 §2.4 (c)).
 pub const MIN_MTU: usize = 1280;
 
+/// Byte offsets of an ICMPv6 message (RFC 4443 §2.1) and of a Locator Update
+/// (RFC 6743 §2), from the Type byte.
+mod field {
+    use core::ops::Range;
+    pub const TYPE: usize = 0;
+    pub const CODE: usize = 1;
+    pub const CHECKSUM: Range<usize> = 2..4;
+    /// MTU (Packet Too Big), pointer (Parameter Problem), unused (other errors),
+    /// Num of Locs + Operation + reserved (Locator Update)
+    pub const DATA_WORD: Range<usize> = 4..8;
+    /// invoking packet (errors), locator entries (Locator Update)
+    pub const BODY: usize = 8;
+    pub const LU_NUM_LOCS: usize = 4;
+    pub const LU_OPERATION: usize = 5;
+}
+
+/// Length of the ICMPv6 header (type, code, checksum, data word).
+pub const HEADER_LEN_ICMP: usize = field::BODY;
+
 /// True for the error types (1–4) that carry an invoking packet.
 pub fn is_error(t: u8) -> bool {
     (TYPE_DEST_UNREACH..=TYPE_PARAM_PROBLEM).contains(&t)
@@ -36,32 +56,40 @@ pub struct Message<T: AsRef<[u8]>> {
 
 impl<T: AsRef<[u8]>> Message<T> {
     pub fn new_checked(buf: T) -> Result<Self, Error> {
-        if buf.as_ref().len() < 8 {
+        if buf.as_ref().len() < HEADER_LEN_ICMP {
             return Err(Error::Truncated);
         }
         Ok(Message { buf })
     }
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buf.as_ref()
+    }
     pub fn msg_type(&self) -> u8 {
-        self.buf.as_ref()[0]
+        self.buf.as_ref()[field::TYPE]
     }
     pub fn code(&self) -> u8 {
-        self.buf.as_ref()[1]
+        self.buf.as_ref()[field::CODE]
     }
     pub fn checksum(&self) -> u16 {
-        u16::from_be_bytes([self.buf.as_ref()[2], self.buf.as_ref()[3]])
+        let b = &self.buf.as_ref()[field::CHECKSUM];
+        u16::from_be_bytes([b[0], b[1]])
     }
     /// Bytes 4..8: MTU (PTB), pointer (Parameter Problem), unused otherwise.
     pub fn data_word(&self) -> u32 {
-        let b = self.buf.as_ref();
-        u32::from_be_bytes([b[4], b[5], b[6], b[7]])
+        let b = &self.buf.as_ref()[field::DATA_WORD];
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
     }
     /// For error messages: the invoking packet (as much as was quoted).
     pub fn invoking_packet(&self) -> &[u8] {
-        &self.buf.as_ref()[8..]
+        &self.buf.as_ref()[field::BODY..]
     }
     /// Everything after the checksum (bytes 4..).
     pub fn body(&self) -> &[u8] {
-        &self.buf.as_ref()[4..]
+        &self.buf.as_ref()[field::DATA_WORD.start..]
+    }
+    /// True for the error types (1–4) that carry an invoking packet.
+    pub fn is_error(&self) -> bool {
+        is_error(self.msg_type())
     }
     /// Packet Too Big: the MTU of the next-hop link.
     pub fn mtu(&self) -> Option<u32> {
@@ -79,7 +107,7 @@ impl<T: AsRef<[u8]>> Message<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Message<T> {
     pub fn set_checksum(&mut self, v: u16) {
-        self.buf.as_mut()[2..4].copy_from_slice(&v.to_be_bytes());
+        self.buf.as_mut()[field::CHECKSUM].copy_from_slice(&v.to_be_bytes());
     }
     /// Computes and stores the checksum over the full addresses.
     pub fn fill_checksum(&mut self, src: &Ipv6Addr, dst: &Ipv6Addr) {
@@ -89,29 +117,65 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Message<T> {
     }
 }
 
+/// The fields of an ICMPv6 message to emit. Every ICMPv6 message this crate
+/// builds (errors, Locator Updates and their acks, errors for applications) is
+/// emitted by this one builder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr<'a> {
+    pub msg_type: u8,
+    pub code: u8,
+    pub data_word: u32,
+    /// invoking packet (errors), locator entries (Locator Update), echo data...
+    pub body: &'a [u8],
+}
+
+impl Repr<'_> {
+    /// Length of the message.
+    pub fn len(&self) -> usize {
+        HEADER_LEN_ICMP + self.body.len()
+    }
+    /// Never true: a message has at least its 8-byte header.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+    /// Emits the message with a zero checksum (`Message::fill_checksum` fills it).
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.push(self.msg_type);
+        out.push(self.code);
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&self.data_word.to_be_bytes());
+        out.extend_from_slice(self.body);
+    }
+    /// A complete IPv6 packet `src -> dst` carrying this message, preceded by a
+    /// Destination Options header holding `nonce` if one is given (how an ILNPv6
+    /// node sends every ICMPv6 message, RFC 6744 §7); checksum filled over the full
+    /// addresses. The caller keeps the packet within 64 KiB (ours are at most 3,108 bytes).
+    pub fn packet(&self, src: Ipv6Addr, dst: Ipv6Addr, hop_limit: u8, nonce: Option<&Nonce>) -> Vec<u8> {
+        let mut icmp = Vec::with_capacity(self.len());
+        self.emit(&mut icmp);
+        Message { buf: &mut icmp[..] }.fill_checksum(&src, &dst);
+        destopts::packet(src, dst, hop_limit, nonce, PROTO_ICMPV6, &icmp)
+    }
+}
+
+/// Room for the invoking packet in an error sent with a nonce header of
+/// `nonce_header_len` bytes (0: none), so the whole packet fits in 1280 bytes.
+pub fn quote_room(nonce_header_len: usize) -> usize {
+    MIN_MTU - HEADER_LEN - nonce_header_len - HEADER_LEN_ICMP
+}
+
 /// A complete IPv6 packet carrying an ICMPv6 error from `src` to `dst` quoting
 /// `invoking` (cut so the packet fits in 1280 bytes), checksum filled, hop limit 64.
 pub fn error_packet(src: Ipv6Addr, dst: Ipv6Addr, msg_type: u8, code: u8, data_word: u32, invoking: &[u8]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(MIN_MTU - HEADER_LEN);
-    emit_error(msg_type, code, data_word, invoking, &mut body);
-    let c = checksum::icmpv6_checksum(&src, &dst, &body);
-    body[2..4].copy_from_slice(&c.to_be_bytes());
-    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
-    // body is at most 1240 bytes: the cast cannot truncate
-    Repr { src, dst, next_header: PROTO_ICMPV6, payload_len: body.len() as u16, hop_limit: 64 }.emit(&mut out);
-    out.extend_from_slice(&body);
-    out
+    let body = &invoking[..invoking.len().min(quote_room(0))];
+    Repr { msg_type, code, data_word, body }.packet(src, dst, 64, None)
 }
 
 /// Builds an ICMPv6 error (type, code, data word) quoting `invoking`, truncated so
 /// the whole IPv6 packet stays within 1280 bytes. The checksum is left zero.
 pub fn emit_error(msg_type: u8, code: u8, data_word: u32, invoking: &[u8], out: &mut Vec<u8>) {
-    let room = MIN_MTU - HEADER_LEN - 8;
-    out.push(msg_type);
-    out.push(code);
-    out.extend_from_slice(&[0, 0]);
-    out.extend_from_slice(&data_word.to_be_bytes());
-    out.extend_from_slice(&invoking[..invoking.len().min(room)]);
+    let body = &invoking[..invoking.len().min(quote_room(0))];
+    Repr { msg_type, code, data_word, body }.emit(out)
 }
 
 /// LU Operation byte (RFC 6743 §2).
@@ -160,22 +224,16 @@ pub struct LuMessage<T: AsRef<[u8]>> {
     operation: LuOperation,
 }
 
-mod lu_field {
-    pub const CODE: usize = 1;
-    pub const NUM_LOCS: usize = 4;
-    pub const OPERATION: usize = 5;
-}
-
 impl<T: AsRef<[u8]>> LuMessage<T> {
     pub fn new_checked(buf: T) -> Result<Self, Error> {
         let b = buf.as_ref();
         if b.len() < LU_HEADER_LEN {
             return Err(Error::Truncated);
         }
-        if b[0] != TYPE_LOCATOR_UPDATE {
+        if b[field::TYPE] != TYPE_LOCATOR_UPDATE {
             return Err(Error::Malformed("not a Locator Update"));
         }
-        let (code, num, op) = (b[lu_field::CODE], b[lu_field::NUM_LOCS] as usize, b[lu_field::OPERATION]);
+        let (code, num, op) = (b[field::CODE], b[field::LU_NUM_LOCS] as usize, b[field::LU_OPERATION]);
         let operation = match (code, op) {
             (0, 1) | (1, 0) => LuOperation::Advertisement,
             (0, 2) | (2, 0) => LuOperation::Acknowledgement,
@@ -194,11 +252,18 @@ impl<T: AsRef<[u8]>> LuMessage<T> {
         self.operation
     }
     pub fn num_locs(&self) -> u8 {
-        self.buf.as_ref()[lu_field::NUM_LOCS]
+        self.buf.as_ref()[field::LU_NUM_LOCS]
+    }
+    pub fn as_bytes(&self) -> &[u8] {
+        self.buf.as_ref()
+    }
+    /// The decoded message (entries copied out).
+    pub fn to_owned(&self) -> LocatorUpdate {
+        LocatorUpdate { operation: self.operation, entries: self.entries().collect() }
     }
     /// The 12-byte entries (unaligned on the wire; decoded by value).
     pub fn entries(&self) -> impl Iterator<Item = LuEntry> + '_ {
-        self.buf.as_ref()[LU_HEADER_LEN..].chunks_exact(LU_ENTRY_LEN).map(|e| LuEntry {
+        self.buf.as_ref()[field::BODY..].chunks_exact(LU_ENTRY_LEN).map(|e| LuEntry {
             locator: Locator(u64::from_be_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]])),
             preference: u16::from_be_bytes([e[8], e[9]]),
             lifetime: u16::from_be_bytes([e[10], e[11]]),
@@ -211,34 +276,44 @@ impl LocatorUpdate {
     /// Sent form: Code 0 + Operation 1/2. Also accepted (Dupont's branch, erratum
     /// 5911 reading): Code 1/2 with Operation 0.
     pub fn parse(icmp: &[u8]) -> Result<LocatorUpdate, Error> {
-        let m = LuMessage::new_checked(icmp)?;
-        Ok(LocatorUpdate { operation: m.operation(), entries: m.entries().collect() })
+        Ok(LuMessage::new_checked(icmp)?.to_owned())
     }
 
-    /// Emits the ICMPv6 message (checksum zero; fill it with `checksum::icmpv6_checksum`).
-    pub fn emit(&self, out: &mut Vec<u8>) -> Result<(), Error> {
+    /// The entries as they go on the wire, after a check that there are 1 to 255.
+    fn entries_bytes(&self) -> Result<Vec<u8>, Error> {
         if self.entries.is_empty() {
             return Err(Error::LuNoLocators);
         }
         if self.entries.len() > LU_MAX_ENTRIES {
             return Err(Error::Malformed("more than 255 locators"));
         }
-        out.extend_from_slice(&[
-            TYPE_LOCATOR_UPDATE,
-            0,
-            0,
-            0,
-            self.entries.len() as u8,
-            self.operation.to_byte(),
-            0,
-            0,
-        ]);
+        let mut v = Vec::with_capacity(LU_ENTRY_LEN * self.entries.len());
         for e in &self.entries {
-            out.extend_from_slice(&e.locator.0.to_be_bytes());
-            out.extend_from_slice(&e.preference.to_be_bytes());
-            out.extend_from_slice(&e.lifetime.to_be_bytes());
+            v.extend_from_slice(&e.locator.0.to_be_bytes());
+            v.extend_from_slice(&e.preference.to_be_bytes());
+            v.extend_from_slice(&e.lifetime.to_be_bytes());
         }
+        Ok(v)
+    }
+
+    /// Sent form: Code 0, Num of Locs, Operation 1/2, reserved 0.
+    fn repr<'a>(&self, entries: &'a [u8]) -> Repr<'a> {
+        let data_word = (u32::from(self.entries.len() as u8) << 24) | (u32::from(self.operation.to_byte()) << 16);
+        Repr { msg_type: TYPE_LOCATOR_UPDATE, code: 0, data_word, body: entries }
+    }
+
+    /// Emits the ICMPv6 message (checksum zero; fill it with `checksum::icmpv6_checksum`).
+    pub fn emit(&self, out: &mut Vec<u8>) -> Result<(), Error> {
+        let entries = self.entries_bytes()?;
+        self.repr(&entries).emit(out);
         Ok(())
+    }
+
+    /// A complete wire-form LU packet: IPv6 + DestOpts(`nonce`) + this message,
+    /// hop limit 64, ICMPv6 checksum over the full addresses (RFC 6743 §2).
+    pub fn packet(&self, src: Ipv6Addr, dst: Ipv6Addr, nonce: &Nonce) -> Result<Vec<u8>, Error> {
+        let entries = self.entries_bytes()?;
+        Ok(self.repr(&entries).packet(src, dst, 64, Some(nonce)))
     }
 
     /// The ack for this advertisement: identical body except Operation (RFC 6743 §2).

@@ -45,6 +45,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         Ok(p)
     }
+    /// Checks only version 6 and the fixed header length: for the invoking packet
+    /// quoted in an ICMPv6 error, which may be cut short of its payload_len.
+    /// `payload` and `packet_bytes` stop at the end of the buffer.
+    pub fn new_quoted(buf: T) -> Result<Self, Error> {
+        let b = buf.as_ref();
+        if b.len() < HEADER_LEN {
+            return Err(Error::Truncated);
+        }
+        if b[0] >> 4 != 6 {
+            return Err(Error::NotIpv6);
+        }
+        Ok(Packet { buf })
+    }
     pub fn into_inner(self) -> T {
         self.buf
     }
@@ -86,13 +99,26 @@ impl<T: AsRef<[u8]>> Packet<T> {
         a.copy_from_slice(&self.buf.as_ref()[field::DST]);
         Ipv6Addr::from(a)
     }
+    /// End of the packet proper: fixed header + payload_len (a quote: the buffer's end
+    /// if that comes first).
+    fn end(&self) -> usize {
+        (HEADER_LEN + self.payload_len() as usize).min(self.buf.as_ref().len())
+    }
     /// Everything after the fixed header, up to payload_len (link padding excluded).
     pub fn payload(&self) -> &[u8] {
-        &self.buf.as_ref()[HEADER_LEN..HEADER_LEN + self.payload_len() as usize]
+        &self.buf.as_ref()[HEADER_LEN..self.end()]
     }
     /// Bytes of the packet proper (fixed header + payload_len).
     pub fn packet_bytes(&self) -> &[u8] {
-        &self.buf.as_ref()[..HEADER_LEN + self.payload_len() as usize]
+        &self.buf.as_ref()[..self.end()]
+    }
+}
+
+impl<'a> Packet<&'a [u8]> {
+    /// `packet_bytes` with the lifetime of the underlying buffer.
+    pub fn packet_slice(self) -> &'a [u8] {
+        let end = self.end();
+        &self.buf[..end]
     }
 }
 
@@ -116,6 +142,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
     pub fn set_dst(&mut self, a: Ipv6Addr) {
         self.buf.as_mut()[field::DST].copy_from_slice(&a.octets());
+    }
+    /// Everything after the fixed header (up to payload_len or the buffer's end).
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let end = self.end();
+        &mut self.buf.as_mut()[HEADER_LEN..end]
     }
 }
 

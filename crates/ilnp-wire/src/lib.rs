@@ -7,11 +7,16 @@ use core::fmt;
 use std::net::Ipv6Addr;
 
 pub mod checksum;
+pub mod classify;
 pub mod destopts;
 pub mod icmpv6;
 pub mod ipv6;
 pub mod rdata;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod translate;
+
+pub use classify::{classify, ClassifyError, Packet};
 
 /// Why a packet or record could not be parsed or built. Parsers never panic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

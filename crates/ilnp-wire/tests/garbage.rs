@@ -2,33 +2,13 @@
 //! and what does parse keeps the round-trip properties the fuzz targets check.
 //! Plain deterministic loops (no proptest), so the cases are the same on every run.
 
-use ilnp_wire::checksum;
 use ilnp_wire::destopts::{self, Header};
 use ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuMessage, LuOperation, Message};
 use ilnp_wire::rdata::{self, Rdata};
+use ilnp_wire::test_support::{self as ts, hex, Rng, LA, LB, NA, NB, P};
 use ilnp_wire::translate::{self, Csum};
-use ilnp_wire::{ilnp_addr, ipv6, Locator, Nid, Nonce};
+use ilnp_wire::{classify, ilnp_addr, ipv6, Nonce};
 use std::net::Ipv6Addr;
-
-const P: Locator = Locator(0xfd69_6c6e_7000_0000);
-const LA: Locator = Locator(0x2001_0db8_000a_0000);
-const LB: Locator = Locator(0x2001_0db8_000b_0000);
-const NA: Nid = Nid(0x0200_00ff_fe00_000c);
-const NB: Nid = Nid(0x0200_00ff_fe00_000d);
-
-/// xorshift64*: reproducible pseudo-random bytes.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-}
 
 /// Every parser in the crate on one input. Returns how many accepted it.
 fn all_parsers(data: &[u8]) -> usize {
@@ -68,7 +48,31 @@ fn all_parsers(data: &[u8]) -> usize {
     ok += translate::parse_lu_packet(data).is_ok() as usize;
     ok += translate::is_lu(data) as usize;
     ok += translate::unreachable_to_app(data, 3).is_ok() as usize;
+    ok += classify_agrees(data) as usize;
     ok
+}
+
+/// `classify` and the entry points it supersedes say the same about one packet.
+fn classify_agrees(data: &[u8]) -> bool {
+    let Ok(p) = classify(data) else { return false };
+    match p {
+        ilnp_wire::Packet::Data(d) | ilnp_wire::Packet::NonceOnly(d) => {
+            assert_eq!(d.to_identifier(P, Csum::Complete), translate::to_identifier(data, P, Csum::Complete));
+            assert_eq!(d.nonce, translate::wire_nonce(data).unwrap());
+        }
+        ilnp_wire::Packet::Lu(l) => {
+            assert!(translate::is_lu(data));
+            let old = translate::parse_lu_packet(data).expect("classify's LU parses");
+            assert_eq!(old.lu, l.to_owned());
+            assert_eq!(old.nonce, l.nonce.map(|n| n.nonce));
+        }
+        ilnp_wire::Packet::IcmpError(e) => {
+            assert_eq!(e.meta(), translate::icmp_error_meta(data));
+            assert_eq!(e.to_identifier(P), translate::icmp_error_to_identifier(data, P));
+        }
+        ilnp_wire::Packet::Plain(_) => assert_eq!(destopts::find_nonce(data).map(|n| n.is_some()), Ok(false)),
+    }
+    true
 }
 
 fn lu_roundtrip(data: &[u8]) -> bool {
@@ -122,16 +126,7 @@ fn translate_roundtrip(data: &[u8]) -> bool {
 }
 
 fn udp(src: Ipv6Addr, dst: Ipv6Addr, payload: &[u8]) -> Vec<u8> {
-    let mut u = vec![0x9c, 0x41, 0x17, 0xd4];
-    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.extend_from_slice(payload);
-    let c = checksum::compute(&src, &dst, 17, &u);
-    u[6..8].copy_from_slice(&c.to_be_bytes());
-    let mut v = Vec::new();
-    ipv6::Repr { src, dst, next_header: 17, payload_len: u.len() as u16, hop_limit: 64 }.emit(&mut v);
-    v.extend_from_slice(&u);
-    v
+    ts::udp(src, dst, 0x9c41, 0x17d4, payload)
 }
 
 /// Valid inputs of every kind, to cut and mutate.
@@ -203,15 +198,15 @@ fn every_byte_flip_of_every_seed() {
 fn random_bytes_and_random_tails() {
     let mut r = Rng(0x1234_5678_9abc_def1);
     for _ in 0..20_000 {
-        let n = (r.next() % 200) as usize;
+        let n = (r.next_u64() % 200) as usize;
         all_parsers(&r.bytes(n));
     }
     // random tails behind plausible heads: IPv6 + DestOpts, ICMPv6 LU, RDATA
     for s in seeds() {
         for _ in 0..300 {
-            let keep = (r.next() as usize) % (s.len() + 1);
+            let keep = (r.next_u64() as usize) % (s.len() + 1);
             let mut m = s[..keep].to_vec();
-            let extra = (r.next() % 64) as usize;
+            let extra = (r.next_u64() % 64) as usize;
             m.extend(r.bytes(extra));
             all_parsers(&m);
         }
@@ -223,8 +218,8 @@ fn random_text_for_presentation_parsers() {
     let alphabet = b"0123456789abcdefABCDEF:.- \t+lpxyz\\\xc3\xa9";
     let mut r = Rng(42);
     for _ in 0..20_000 {
-        let n = (r.next() % 40) as usize;
-        let s: Vec<u8> = (0..n).map(|_| alphabet[(r.next() as usize) % alphabet.len()]).collect();
+        let n = (r.next_u64() % 40) as usize;
+        let s: Vec<u8> = (0..n).map(|_| alphabet[(r.next_u64() as usize) % alphabet.len()]).collect();
         all_parsers(&s);
     }
 }
@@ -232,9 +227,6 @@ fn random_text_for_presentation_parsers() {
 /// Inputs the fuzzers once found (fuzz/artifacts), kept as regressions.
 #[test]
 fn former_fuzz_findings() {
-    let hex = |s: &str| -> Vec<u8> {
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-    };
     for h in [
         // rdata: LP labels holding a dot or a NUL could not round-trip through text
         "12260a010a02000a0a020002000a3bd5d5d50012260a0a12000a0a020002000a0002000a120002002e00",
@@ -261,7 +253,8 @@ fn former_fuzz_findings() {
 #[ignore = "writes files; run by hand to refresh fuzz/seeds"]
 fn write_fuzz_seeds() {
     let dir = std::path::PathBuf::from(std::env::var("ILNP_FUZZ_SEEDS").expect("set ILNP_FUZZ_SEEDS"));
-    let targets = ["ipv6", "destopts", "icmpv6_lu", "to_identifier", "icmp_error", "translate", "core_inbound"];
+    let targets =
+        ["ipv6", "destopts", "icmpv6_lu", "to_identifier", "icmp_error", "translate", "core_inbound", "classify"];
     for t in targets {
         std::fs::create_dir_all(dir.join(t)).unwrap();
         for (i, s) in seeds().iter().enumerate() {

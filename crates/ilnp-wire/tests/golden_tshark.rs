@@ -4,18 +4,12 @@
 use ilnp_wire::checksum;
 use ilnp_wire::icmpv6::{LocatorUpdate, LuEntry, LuOperation};
 use ilnp_wire::rdata::Rdata;
+use ilnp_wire::test_support::{self as ts, LA, LB, NA, NB, P};
 use ilnp_wire::translate::{self, Csum};
-use ilnp_wire::{ilnp_addr, ipv6, Locator, Nid, Nonce};
-use std::net::Ipv6Addr;
+use ilnp_wire::{ilnp_addr, Locator, Nonce};
 use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-const P: Locator = Locator(0xfd69_6c6e_7000_0000);
-const LA: Locator = Locator(0x2001_0db8_000a_0000);
-const LB: Locator = Locator(0x2001_0db8_000b_0000);
-const NA: Nid = Nid(0x0200_00ff_fe00_000c);
-const NB: Nid = Nid(0x0200_00ff_fe00_000d);
 
 /// pcap with LINKTYPE_RAW (101): each record is an IP packet.
 fn write_pcap(path: &Path, pkts: &[Vec<u8>]) {
@@ -70,24 +64,9 @@ fn tshark_with(pkts: &[Vec<u8>], prefs: &[&str], fields: &[&str]) -> Vec<Vec<Str
     rows
 }
 
-fn udp(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut u = Vec::new();
-    u.extend_from_slice(&sport.to_be_bytes());
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.extend_from_slice(payload);
-    let c = checksum::compute(&src, &dst, 17, &u);
-    u[6..8].copy_from_slice(&c.to_be_bytes());
-    let mut v = Vec::new();
-    ipv6::Repr { src, dst, next_header: 17, payload_len: u.len() as u16, hop_limit: 64 }.emit(&mut v);
-    v.extend_from_slice(&u);
-    v
-}
-
 #[test]
 fn nonce_option_32_and_96_bit() {
-    let id = udp(ilnp_addr(P, NA), ilnp_addr(P, NB), 40000, 6000, b"hello");
+    let id = ts::udp(ilnp_addr(P, NA), ilnp_addr(P, NB), 40000, 6000, b"hello");
     let w32 = translate::to_wire(&id, P, LA, LB, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]), Csum::Complete).unwrap();
     let n96 = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12];
     let w96 = translate::to_wire(&id, P, LA, LB, &Nonce::N96(n96), Csum::Complete).unwrap();
@@ -108,8 +87,8 @@ fn nonce_option_32_and_96_bit() {
 /// discrepancy, docs/architecture.md.)
 #[test]
 fn transport_checksums_follow_rfc6744_not_tsharks_rule() {
-    let udp_id = udp(ilnp_addr(P, NA), ilnp_addr(P, NB), 40000, 6000, b"hello");
-    let tcp_id = tcp(ilnp_addr(P, NA), ilnp_addr(P, NB), b"hello tcp");
+    let udp_id = ts::udp(ilnp_addr(P, NA), ilnp_addr(P, NB), 40000, 6000, b"hello");
+    let tcp_id = ts::tcp(ilnp_addr(P, NA), ilnp_addr(P, NB), 0x9c41, 0x1b58, b"hello tcp");
     let n = Nonce::N32([0xde, 0xad, 0xbe, 0xef]);
     let (src, dst) = (ilnp_addr(LA, NA), ilnp_addr(LB, NB));
     let mut expect = Vec::new();
@@ -143,17 +122,6 @@ fn transport_checksums_follow_rfc6744_not_tsharks_rule() {
         assert_eq!(rows[i][c + 1], "0", "row {i}: tshark status 0 = Bad: it uses full addresses");
         assert_eq!(rows[i][c + 2], format!("0x{full:04x}"), "row {i}");
     }
-}
-
-fn tcp(src: Ipv6Addr, dst: Ipv6Addr, payload: &[u8]) -> Vec<u8> {
-    let mut t = vec![0x9c, 0x41, 0x1b, 0x58, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0];
-    t.extend_from_slice(payload);
-    let c = checksum::compute(&src, &dst, 6, &t);
-    t[16..18].copy_from_slice(&c.to_be_bytes());
-    let mut v = Vec::new();
-    ipv6::Repr { src, dst, next_header: 6, payload_len: t.len() as u16, hop_limit: 64 }.emit(&mut v);
-    v.extend_from_slice(&t);
-    v
 }
 
 #[test]
@@ -229,7 +197,7 @@ fn dns_ilnp_records() {
     for r in &recs {
         dns.extend_from_slice(&dns_answer(name, r));
     }
-    let pkt = udp("2001:db8::53".parse().unwrap(), "2001:db8::1".parse().unwrap(), 53, 40000, &dns);
+    let pkt = ts::udp("2001:db8::53".parse().unwrap(), "2001:db8::1".parse().unwrap(), 53, 40000, &dns);
     let rows = tshark(
         &[pkt],
         &[

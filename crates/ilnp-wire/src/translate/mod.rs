@@ -1,0 +1,67 @@
+//! Packet translation between the identifier form (what applications and the
+//! kernel's transport see on `ilnp0`: `P::NID` addresses) and the wire form
+//! (`L64:NID` addresses + the Nonce Destination Option), plus the ILNP packets
+//! the daemon originates (Locator Updates, errors for applications).
+//!
+//! * [`data`]: data packets, identifier form ⇄ wire form (`to_wire`, `to_identifier`).
+//! * [`icmp_error`]: ICMPv6 errors about wire-form packets, both directions.
+//! * [`build`]: packets the node originates (LU, nonce-only, errors for the
+//!   application) and the LU packet parser.
+//!
+//! Every public item is re-exported here (`translate::to_wire`...).
+//!
+//! Transport checksums: both forms differ only in the upper 64 bits of the
+//! addresses; the wire rule zeroes them (RFC 6744 §3), so a complete checksum is
+//! adjusted incrementally (RFC 1624). A partial checksum (virtio NEEDS_CSUM) is
+//! completed from scratch. ICMPv6 checksums cover full addresses and are adjusted
+//! incrementally too (a corrupt one stays corrupt).
+
+pub mod build;
+pub mod data;
+pub mod icmp_error;
+#[cfg(test)]
+mod tests;
+
+pub use build::{is_lu, lu_packet, nonce_only_packet, parse_lu_packet, unreachable_to_app, LuPacket};
+pub use data::{to_identifier, to_wire, wire_nonce, WireMeta};
+pub use icmp_error::{
+    icmp_error_meta, icmp_error_to_identifier, icmp_error_to_wire, quoted_nonce, quoted_nonce_pointer, QuotedMeta,
+};
+
+use crate::checksum;
+use crate::ipv6::{PROTO_ICMPV6, PROTO_UDP};
+use std::net::Ipv6Addr;
+
+/// State of the transport checksum field of a packet handed to us.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Csum {
+    /// the field holds a complete checksum
+    #[default]
+    Complete,
+    /// the field holds only the pseudo-header sum (CHECKSUM_PARTIAL / NEEDS_CSUM)
+    Partial,
+}
+
+/// The addresses `proto`'s checksum covers in one form: the wire form's transport
+/// rule zeroes the locators (RFC 6744 §3); ICMPv6, and everything in the
+/// identifier form, covers the full addresses.
+fn pseudo_addrs(proto: u8, src: Ipv6Addr, dst: Ipv6Addr, wire: bool) -> (Ipv6Addr, Ipv6Addr) {
+    if wire && proto != PROTO_ICMPV6 {
+        (checksum::nid_only(&src), checksum::nid_only(&dst))
+    } else {
+        (src, dst)
+    }
+}
+
+/// Adjusts the complete checksum field at `at` (of protocol `proto`) for a change
+/// of the pseudo-header addresses from `old` to `new` (RFC 1624). UDP's "no
+/// checksum" zero is left alone, and a computed zero is sent as 0xffff. A field
+/// beyond the buffer (a cut quote) is left alone.
+fn adjust_checksum(buf: &mut [u8], at: usize, proto: u8, old: (Ipv6Addr, Ipv6Addr), new: (Ipv6Addr, Ipv6Addr)) {
+    let Some(field) = checksum::read_field(buf, at) else { return };
+    if proto == PROTO_UDP && field == 0 {
+        return;
+    }
+    let v = checksum::update(field, checksum::addr_pair_sum(&old.0, &old.1), checksum::addr_pair_sum(&new.0, &new.1));
+    checksum::write_field(buf, at, if proto == PROTO_UDP && v == 0 { 0xffff } else { v });
+}
