@@ -1,6 +1,6 @@
 //! ILNP Communication Cache (RFC 6741 §5): one entry per correspondent.
 
-use crate::peers::ser_display;
+use crate::event::ser_display;
 use crate::{IlccSnapshot, LocatorState};
 use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{Locator, Nid, Nonce};

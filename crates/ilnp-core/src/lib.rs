@@ -1,22 +1,23 @@
 //! Sans-IO ILNPv6 protocol core: ILCC, peers, slow-path decisions, Locator Updates.
 //! No sockets, no threads, no clock reads: time (`now`) and randomness are injected.
 
+pub mod event;
 pub mod ilcc;
 pub mod peers;
 
+pub use event::{DropReason, Event, Outcome, Stats};
 pub use ilcc::{IlccEntry, RemoteLocator};
 pub use ilnp_wire::{Locator, Nid, Nonce};
 pub use peers::{PeerLocator, PeerRecord};
 /// The randomness the core takes (re-exported so shells and fuzzers use the same trait).
 pub use rand_core::{Error as RngError, RngCore};
 
+use event::ser_display;
 use ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation};
 use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{ilnp_addr, ipv6, split_addr, Error as WireError};
-use peers::ser_display;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::time::{Duration, Instant};
 
 /// Validity state of a locator (RFC 6741 §5).
@@ -193,132 +194,6 @@ pub enum Action {
     Event(Event),
 }
 
-/// What happened, for logs and `ilnpctl monitor`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event {
-    PeerCreated {
-        #[serde(serialize_with = "ser_display")]
-        nid: Nid,
-        initiator: bool,
-        #[serde(serialize_with = "ser_display")]
-        local_locator: Locator,
-        #[serde(serialize_with = "ser_display")]
-        remote_locator: Locator,
-    },
-    PeerRemoved {
-        #[serde(serialize_with = "ser_display")]
-        nid: Nid,
-        reason: &'static str,
-    },
-    NonIlnpPeer {
-        #[serde(serialize_with = "ser_display")]
-        nid: Nid,
-    },
-    RemoteLocatorLearned {
-        #[serde(serialize_with = "ser_display")]
-        nid: Nid,
-        #[serde(serialize_with = "ser_display")]
-        locator: Locator,
-    },
-    /// a correspondent's locator outlived its advertised lifetime: kept, not preferred
-    RemoteLocatorAged {
-        #[serde(serialize_with = "ser_display")]
-        nid: Nid,
-        #[serde(serialize_with = "ser_display")]
-        locator: Locator,
-    },
-    LocalLocatorsChanged {
-        locators: Vec<String>,
-    },
-    /// soft handoff: a non-preferred locator went quiet and its RA stopped
-    LocalLocatorRetired {
-        #[serde(serialize_with = "ser_display")]
-        locator: Locator,
-        quiet_ms: u64,
-    },
-    LuReceived {
-        #[serde(serialize_with = "ser_display")]
-        nid: Nid,
-        locators: Vec<String>,
-    },
-    LuSent {
-        #[serde(serialize_with = "ser_display")]
-        nid: Nid,
-        attempt: u32,
-        locators: Vec<String>,
-    },
-    LuAcked {
-        #[serde(serialize_with = "ser_display")]
-        nid: Nid,
-        rtt_us: u64,
-        attempts: u32,
-    },
-    LuFailed {
-        #[serde(serialize_with = "ser_display")]
-        nid: Nid,
-        attempts: u32,
-    },
-    Drop {
-        reason: &'static str,
-        detail: String,
-    },
-}
-
-impl fmt::Display for Event {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Event::PeerCreated { nid, initiator, local_locator, remote_locator } => write!(
-                f,
-                "ILNP session with {nid} ({}) via {local_locator} -> {remote_locator}",
-                if *initiator { "initiated" } else { "accepted" }
-            ),
-            Event::PeerRemoved { nid, reason } => write!(f, "ILCC entry {nid} removed: {reason}"),
-            Event::NonIlnpPeer { nid } => {
-                write!(f, "peer {nid} is not ILNPv6-capable (Parameter Problem on the nonce option)")
-            }
-            Event::RemoteLocatorLearned { nid, locator } => {
-                write!(f, "learned locator {locator} of {nid} (correct nonce)")
-            }
-            Event::RemoteLocatorAged { nid, locator } => {
-                write!(f, "locator {locator} of {nid} outlived its lifetime (aged, kept until the next LU)")
-            }
-            Event::LocalLocatorsChanged { locators } => write!(f, "local locators: [{}]", locators.join(", ")),
-            Event::LocalLocatorRetired { locator, quiet_ms } => write!(
-                f,
-                "local locator {locator} retired: no packet for {quiet_ms} ms and no router (no longer advertised)"
-            ),
-            Event::LuReceived { nid, locators } => write!(f, "LU from {nid}: [{}]", locators.join(", ")),
-            Event::LuSent { nid, attempt, locators } => {
-                write!(f, "LU to {nid} (attempt {attempt}): [{}]", locators.join(", "))
-            }
-            Event::LuAcked { nid, rtt_us, attempts } => {
-                write!(f, "LU to {nid} acked in {:.2} ms after {attempts} attempt(s)", *rtt_us as f64 / 1e3)
-            }
-            Event::LuFailed { nid, attempts } => write!(f, "LU to {nid} not acked after {attempts} attempts"),
-            Event::Drop { reason, detail } => write!(f, "drop ({reason}): {detail}"),
-        }
-    }
-}
-
-/// Counters, one per reason (drops and notable outcomes).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Stats {
-    pub counters: BTreeMap<&'static str, u64>,
-}
-
-impl Stats {
-    fn bump(&mut self, reason: &'static str) {
-        self.add(reason, 1);
-    }
-    fn add(&mut self, reason: &'static str, n: u64) {
-        *self.counters.entry(reason).or_insert(0) += n;
-    }
-    pub fn get(&self, reason: &str) -> u64 {
-        self.counters.get(reason).copied().unwrap_or(0)
-    }
-}
-
 /// Static peer plus what we learned about it.
 #[derive(Clone, Debug, Serialize)]
 pub struct PeerInfo {
@@ -377,9 +252,9 @@ impl Core {
         &self.cfg
     }
 
-    fn drop(&mut self, out: &mut Vec<Action>, reason: &'static str, detail: String) {
-        self.stats.bump(reason);
-        out.push(Action::Event(Event::Drop { reason, detail }));
+    fn drop(&mut self, out: &mut Vec<Action>, reason: DropReason, detail: String) {
+        self.stats.drop(reason);
+        out.push(Action::Event(Event::drop(reason, detail)));
     }
 
     fn new_nonce(&mut self) -> Nonce {
@@ -436,7 +311,7 @@ impl Core {
         locs.sort_by_key(|l| (l.pref, std::cmp::Reverse(seen.get(&l.loc).copied()), l.loc));
         if self.soft_retiring() {
             for (locator, quiet) in self.retire_quiet(now, &mut locs) {
-                self.stats.bump("local_locator_retired");
+                self.stats.bump(Outcome::LocalLocatorRetired);
                 out.push(Action::Event(Event::LocalLocatorRetired { locator, quiet_ms: quiet.as_millis() as u64 }));
             }
         } else {
@@ -631,7 +506,7 @@ impl Core {
             out.push(Action::Event(Event::LuSent { nid: e.nid, attempt: p.attempts, locators: loc_list(&p.entries) }));
         }
         for (nid, attempts) in failed {
-            self.stats.bump("lu_failed");
+            self.stats.bump(Outcome::LuFailed);
             out.push(Action::Event(Event::LuFailed { nid, attempts }));
         }
         out
@@ -645,7 +520,7 @@ impl Core {
         let p = match ipv6::Packet::new_checked(pkt) {
             Ok(p) => p,
             Err(e) => {
-                self.drop(&mut out, "out_malformed", e.to_string());
+                self.drop(&mut out, DropReason::OutMalformed, e.to_string());
                 return out;
             }
         };
@@ -653,13 +528,13 @@ impl Core {
         let (sl, _) = split_addr(p.src());
         if dl != self.cfg.id_prefix || sl != self.cfg.id_prefix {
             // e.g. MLD reports the kernel sends on ilnp0: not ours to carry
-            self.stats.bump("out_not_identifier");
+            self.stats.bump(Outcome::OutNotIdentifier);
             return out;
         }
         if self.ilcc.get(&dn).is_none() {
             if let Err(reason) = self.create_initiator_entry(now, dn, &mut out) {
-                self.stats.bump(reason);
-                out.push(Action::Event(Event::Drop { reason, detail: format!("packet to {}", p.dst()) }));
+                self.stats.drop(reason);
+                out.push(Action::Event(Event::drop(reason, format!("packet to {}", p.dst()))));
                 unreachable_to_app(pkt, &mut out);
                 return out;
             }
@@ -668,11 +543,8 @@ impl Core {
         // best one by set_local_locators; with none left the application hears at once)
         let usable = self.ilcc.get(&dn).is_some_and(|e| self.usable_local().any(|l| l.loc == e.local_locator));
         if !usable {
-            self.stats.bump("no_local_locator");
-            out.push(Action::Event(Event::Drop {
-                reason: "no_local_locator",
-                detail: format!("packet to {}", p.dst()),
-            }));
+            self.stats.drop(DropReason::NoLocalLocator);
+            out.push(Action::Event(Event::drop(DropReason::NoLocalLocator, format!("packet to {}", p.dst()))));
             unreachable_to_app(pkt, &mut out);
             return out;
         }
@@ -682,7 +554,7 @@ impl Core {
         e.slow_pkts_out += 1;
         e.slow_bytes_out += pkt.len() as u64;
         let Some(remote) = e.best_remote().map(|r| r.loc) else {
-            self.drop(&mut out, "no_remote_locator", format!("{dn}"));
+            self.drop(&mut out, DropReason::NoRemoteLocator, format!("{dn}"));
             return out;
         };
         let res = match (is_icmp_error(pkt), e.nonce_rx) {
@@ -696,31 +568,31 @@ impl Core {
         };
         match res {
             Ok(w) => out.push(Action::SendWire(w)),
-            Err(err) => self.drop(&mut out, "out_malformed", format!("{err}: {}", packet_summary(pkt))),
+            Err(err) => self.drop(&mut out, DropReason::OutMalformed, format!("{err}: {}", packet_summary(pkt))),
         }
         out
     }
 
-    fn create_initiator_entry(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) -> Result<(), &'static str> {
+    fn create_initiator_entry(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) -> Result<(), DropReason> {
         let peer = match self.peers.get(&nid) {
-            None => return Err("unknown_peer"),
-            Some(p) if p.non_ilnp => return Err("non_ilnp_peer_blocked"),
+            None => return Err(DropReason::UnknownPeer),
+            Some(p) if p.non_ilnp => return Err(DropReason::NonIlnpPeerBlocked),
             Some(p) => p.record.clone(),
         };
-        let local = self.best_local().ok_or("no_local_locator")?;
+        let local = self.best_local().ok_or(DropReason::NoLocalLocator)?;
         if self.ilcc.is_full() {
-            return Err("ilcc_full");
+            return Err(DropReason::IlccFull);
         }
         let nonce_tx = self.new_nonce();
         let mut remote: Vec<RemoteLocator> =
             peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
         remote.sort_by_key(|r| r.pref);
         let mut e = IlccEntry::new(nid, remote, local, nonce_tx, None, true, now);
-        let best = e.best_remote().map(|r| r.loc).ok_or("no_remote_locator")?;
+        let best = e.best_remote().map(|r| r.loc).ok_or(DropReason::NoRemoteLocator)?;
         e.activate_remote(best);
         let snap = e.snapshot();
-        self.ilcc.insert(e).map_err(|_| "ilcc_full")?;
-        self.stats.bump("peer_created");
+        self.ilcc.insert(e).map_err(|_| DropReason::IlccFull)?;
+        self.stats.bump(Outcome::PeerCreated);
         out.push(Action::Event(Event::PeerCreated {
             nid,
             initiator: true,
@@ -740,11 +612,11 @@ impl Core {
         let mut out = Vec::new();
         match ilnp_wire::destopts::find_nonce(pkt) {
             Err(WireError::MoreThanOneNonce) => {
-                self.drop(&mut out, "drop_multi_nonce", packet_summary(pkt));
+                self.drop(&mut out, DropReason::MultiNonce, packet_summary(pkt));
                 return out;
             }
             Err(e) => {
-                self.drop(&mut out, "malformed", format!("{e}: {}", packet_summary(pkt)));
+                self.drop(&mut out, DropReason::Malformed, format!("{e}: {}", packet_summary(pkt)));
                 return out;
             }
             Ok(None) => {
@@ -766,17 +638,17 @@ impl Core {
         let (ident, meta) = match translate::to_identifier(pkt, self.cfg.id_prefix, csum) {
             Ok(x) => x,
             Err(e) => {
-                self.drop(&mut out, "malformed", format!("{e}: {}", packet_summary(pkt)));
+                self.drop(&mut out, DropReason::Malformed, format!("{e}: {}", packet_summary(pkt)));
                 return out;
             }
         };
         if meta.dst_nid != self.cfg.local_nid {
-            self.drop(&mut out, "not_for_us", packet_summary(pkt));
+            self.drop(&mut out, DropReason::NotForUs, packet_summary(pkt));
             return out;
         }
         match self.local.iter().find(|l| l.loc == meta.dst_loc) {
             None => {
-                self.drop(&mut out, "unknown_local_locator", packet_summary(pkt));
+                self.drop(&mut out, DropReason::UnknownLocalLocator, packet_summary(pkt));
                 return out;
             }
             // soft handoff: a retired locator still accepts late packets (RFC 6740 §6)
@@ -784,7 +656,7 @@ impl Core {
                 if matches!(l.state, LocatorState::Aged | LocatorState::Expired)
                     && !self.soft_retired.contains(&l.loc) =>
             {
-                self.drop(&mut out, "aged_local_locator", packet_summary(pkt));
+                self.drop(&mut out, DropReason::AgedLocalLocator, packet_summary(pkt));
                 return out;
             }
             Some(_) => {}
@@ -792,7 +664,7 @@ impl Core {
         let nid = meta.src_nid;
         if self.ilcc.get(&nid).is_none() {
             if self.ilcc.is_full() {
-                self.drop(&mut out, "ilcc_full", packet_summary(pkt));
+                self.drop(&mut out, DropReason::IlccFull, packet_summary(pkt));
                 return out;
             }
             let nonce_tx = self.new_nonce();
@@ -812,13 +684,13 @@ impl Core {
             );
             let snap = e.snapshot();
             if self.ilcc.insert(e).is_err() {
-                self.drop(&mut out, "ilcc_full", packet_summary(pkt));
+                self.drop(&mut out, DropReason::IlccFull, packet_summary(pkt));
                 return out;
             }
             if let Some(p) = self.peers.get_mut(&nid) {
                 p.non_ilnp = false;
             }
-            self.stats.bump("peer_created");
+            self.stats.bump(Outcome::PeerCreated);
             out.push(Action::Event(Event::PeerCreated {
                 nid,
                 initiator: false,
@@ -838,7 +710,7 @@ impl Core {
             match e.nonce_rx {
                 Some(n) if n != meta.nonce => {
                     let d = format!("{} (want {})", packet_summary(pkt), ilcc::hex(n.as_bytes()));
-                    self.drop(&mut out, "bad_nonce", d);
+                    self.drop(&mut out, DropReason::BadNonce, d);
                     return out;
                 }
                 Some(_) => {}
@@ -854,12 +726,12 @@ impl Core {
             }
             if !e.has_remote(meta.src_loc) && e.remote_locators.len() >= self.cfg.max_remote_locators.max(1) {
                 // the peer's own packet (right nonce): delivered, its locator not kept
-                self.stats.bump("remote_locator_not_learned_full");
+                self.stats.bump(Outcome::RemoteLocatorNotLearnedFull);
             } else if !e.has_remote(meta.src_loc) {
                 // unknown source locator with the correct nonce: learn it (RFC 6744 §4)
                 let pref = e.remote_locators.iter().map(|r| r.pref).max().unwrap_or(10);
                 e.remote_locators.push(RemoteLocator::new(meta.src_loc, pref, LocatorState::Valid, Some(now)));
-                self.stats.bump("remote_locator_learned");
+                self.stats.bump(Outcome::RemoteLocatorLearned);
                 out.push(Action::Event(Event::RemoteLocatorLearned { nid, locator: meta.src_loc }));
                 out.extend(e.snapshot().map(Action::IlccUpsert));
             }
@@ -867,7 +739,7 @@ impl Core {
         // a verified packet arrived on this locator: it is not quiet
         self.local_rx.insert(meta.dst_loc, now);
         if self.soft_retired.contains(&meta.dst_loc) {
-            self.stats.bump("retired_local_locator_rx");
+            self.stats.bump(Outcome::RetiredLocalLocatorRx);
         }
         let e = self.ilcc.get_mut(&nid).expect("present");
         e.last_used = now;
@@ -878,7 +750,7 @@ impl Core {
         }
         if meta.proto == ipv6::PROTO_NONE {
             // a nonce-only packet: nothing for the stack
-            self.stats.bump("nonce_only_received");
+            self.stats.bump(Outcome::NonceOnlyReceived);
             return out;
         }
         out.push(Action::DeliverLocal(ident));
@@ -891,7 +763,7 @@ impl Core {
         let meta = match translate::icmp_error_meta(pkt) {
             Ok(m) => m,
             Err(e) => {
-                self.drop(out, "icmp_unrelated", format!("{e}: {}", packet_summary(pkt)));
+                self.drop(out, DropReason::IcmpUnrelated, format!("{e}: {}", packet_summary(pkt)));
                 return;
             }
         };
@@ -904,8 +776,8 @@ impl Core {
             let (_, sender) = split_addr(p.src());
             if let Some(rx) = self.ilcc.get(&sender).and_then(|e| e.nonce_rx) {
                 match outer_nonce {
-                    None => return self.drop(out, "icmp_missing_nonce", packet_summary(pkt)),
-                    Some(n) if n != rx => return self.drop(out, "icmp_bad_nonce", packet_summary(pkt)),
+                    None => return self.drop(out, DropReason::IcmpMissingNonce, packet_summary(pkt)),
+                    Some(n) if n != rx => return self.drop(out, DropReason::IcmpBadNonce, packet_summary(pkt)),
                     Some(_) => {}
                 }
             }
@@ -915,17 +787,17 @@ impl Core {
         let ours = meta.local_nid == self.cfg.local_nid
             && self.ilcc.get(&meta.peer_nid).is_some_and(|e| e.nonce_tx == meta.nonce);
         if !ours {
-            self.drop(out, "icmp_error_unverified", packet_summary(pkt));
+            self.drop(out, DropReason::IcmpErrorUnverified, packet_summary(pkt));
             return;
         }
         let translated = match translate::icmp_error_to_identifier(pkt, self.cfg.id_prefix) {
             Ok((t, _)) => t,
-            Err(e) => return self.drop(out, "icmp_untranslatable", format!("{e}: {}", packet_summary(pkt))),
+            Err(e) => return self.drop(out, DropReason::IcmpUntranslatable, format!("{e}: {}", packet_summary(pkt))),
         };
         if !meta.rejects_nonce {
             // Packet Too Big (MTU already reduced by our header), unreachable, time
             // exceeded...: the kernel matches the quote to the socket
-            self.stats.bump("icmp_error_translated");
+            self.stats.bump(Outcome::IcmpErrorTranslated);
             out.push(Action::DeliverLocal(translated));
             return;
         }
@@ -938,7 +810,7 @@ impl Core {
         if let Some(p) = self.peers.get_mut(&nid) {
             p.non_ilnp = true;
         }
-        self.stats.bump("non_ilnp_peer");
+        self.stats.bump(Outcome::NonIlnpPeer);
         out.push(Action::IlccRemove(nid));
         out.push(Action::Event(Event::NonIlnpPeer { nid }));
         let quoted = ipv6::Packet::new_checked(&translated[..])
@@ -953,7 +825,7 @@ impl Core {
                 0,
                 &q,
             ))),
-            None => self.drop(out, "icmp_untranslatable", packet_summary(pkt)),
+            None => self.drop(out, DropReason::IcmpUntranslatable, packet_summary(pkt)),
         }
     }
 
@@ -964,22 +836,22 @@ impl Core {
                 // one drop reason for every malformed LU, and a breakdown by what was
                 // wrong (a flood of one kind shows up as that kind)
                 self.stats.bump(lu_malformed_kind(&e));
-                self.drop(out, "lu_malformed", format!("{e}: {}", packet_summary(pkt)));
+                self.drop(out, DropReason::LuMalformed, format!("{e}: {}", packet_summary(pkt)));
                 return;
             }
         };
         let (src_loc, nid) = split_addr(lp.src);
         let (dst_loc, dst_nid) = split_addr(lp.dst);
         if dst_nid != self.cfg.local_nid {
-            self.drop(out, "not_for_us", packet_summary(pkt));
+            self.drop(out, DropReason::NotForUs, packet_summary(pkt));
             return;
         }
         let Some(e) = self.ilcc.get_mut(&nid) else {
-            self.drop(out, "lu_unknown_peer", packet_summary(pkt));
+            self.drop(out, DropReason::LuUnknownPeer, packet_summary(pkt));
             return;
         };
         if lp.nonce.is_none() || lp.nonce != e.nonce_rx {
-            self.drop(out, "lu_bad_nonce", packet_summary(pkt));
+            self.drop(out, DropReason::LuBadNonce, packet_summary(pkt));
             return;
         }
         if self.local.iter().any(|l| l.loc == dst_loc) {
@@ -1029,9 +901,9 @@ impl Core {
                     out.push(Action::SendWire(a));
                 }
                 out.extend(e.snapshot().map(Action::IlccUpsert));
-                self.stats.bump("lu_received");
+                self.stats.bump(Outcome::LuReceived);
                 if ignored > 0 {
-                    self.stats.add("lu_locators_ignored", ignored as u64);
+                    self.stats.add(Outcome::LuLocatorsIgnored, ignored as u64);
                 }
                 out.push(Action::Event(Event::LuReceived { nid, locators: entries }));
             }
@@ -1039,11 +911,11 @@ impl Core {
                 let matches = e.pending_lu.as_ref().is_some_and(|p| p.entries == lp.lu.entries && p.attempts > 0);
                 if !matches && e.last_acked_lu.as_ref() == Some(&lp.lu.entries) {
                     // the ack of a retransmission that crossed the first ack
-                    self.stats.bump("lu_duplicate_ack");
+                    self.stats.bump(Outcome::LuDuplicateAck);
                     return;
                 }
                 if !matches {
-                    self.drop(out, "lu_unexpected_ack", packet_summary(pkt));
+                    self.drop(out, DropReason::LuUnexpectedAck, packet_summary(pkt));
                     return;
                 }
                 let p = e.pending_lu.take().expect("checked");
@@ -1054,7 +926,7 @@ impl Core {
                     e.srtt_us = Some(e.srtt_us.map_or(sample, |s| (7 * s + sample) / 8));
                 }
                 e.last_acked_lu = Some(p.entries.clone());
-                self.stats.bump("lu_acked");
+                self.stats.bump(Outcome::LuAcked);
                 out.push(Action::Event(Event::LuAcked { nid, rtt_us: rtt.as_micros() as u64, attempts: p.attempts }));
             }
         }
@@ -1094,12 +966,12 @@ impl Core {
             }
         }
         for (nid, locator) in aged {
-            self.stats.bump("remote_locator_aged");
+            self.stats.bump(Outcome::RemoteLocatorAged);
             out.push(Action::Event(Event::RemoteLocatorAged { nid, locator }));
         }
         for nid in self.ilcc.idle(now, self.cfg.idle_timeout) {
             self.ilcc.remove(&nid);
-            self.stats.bump("ilcc_idle_expired");
+            self.stats.bump(Outcome::IlccIdleExpired);
             out.push(Action::IlccRemove(nid));
             out.push(Action::Event(Event::PeerRemoved { nid, reason: "idle" }));
         }
@@ -1148,14 +1020,14 @@ impl Core {
 }
 
 /// The breakdown counter of a malformed Locator Update (`lu_malformed` counts them all).
-fn lu_malformed_kind(e: &WireError) -> &'static str {
+fn lu_malformed_kind(e: &WireError) -> Outcome {
     match e {
-        WireError::LuNoLocators => "lu_malformed_no_locators",
-        WireError::LuLengthMismatch { .. } => "lu_malformed_length_mismatch",
-        WireError::Truncated => "lu_malformed_truncated",
-        WireError::BadChecksum => "lu_malformed_bad_checksum",
-        WireError::UnknownLuOperation { .. } => "lu_malformed_unknown_operation",
-        _ => "lu_malformed_other",
+        WireError::LuNoLocators => Outcome::LuMalformedNoLocators,
+        WireError::LuLengthMismatch { .. } => Outcome::LuMalformedLengthMismatch,
+        WireError::Truncated => Outcome::LuMalformedTruncated,
+        WireError::BadChecksum => Outcome::LuMalformedBadChecksum,
+        WireError::UnknownLuOperation { .. } => Outcome::LuMalformedUnknownOperation,
+        _ => Outcome::LuMalformedOther,
     }
 }
 

@@ -13,6 +13,7 @@
 //! * TOML: `[[peer]] name = "mn"`, `nid = "0200:00ff:fe00:000d"`,
 //!   `locators = [{ l64 = "2001:0db8:000b:0000", pref = 10 }]`.
 
+use crate::event::ser_display;
 use crate::{Locator, Nid};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -31,10 +32,6 @@ pub struct PeerLocator {
     #[serde(rename = "l64", serialize_with = "ser_display")]
     pub loc: Locator,
     pub pref: u16,
-}
-
-pub(crate) fn ser_display<T: fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(v)
 }
 
 /// A peer-file error: where and what.
