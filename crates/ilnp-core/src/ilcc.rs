@@ -1,6 +1,7 @@
 //! ILNP Communication Cache (RFC 6741 §5): one entry per correspondent.
 
 use crate::event::ser_display;
+use crate::timers::DeadlineIndex;
 use crate::{IlccSnapshot, LocatorState};
 use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{Locator, Nid, Nonce};
@@ -169,6 +170,19 @@ impl IlccEntry {
         aged
     }
 
+    /// No packet either way for `idle` at `now`, and no LU in flight.
+    pub fn is_idle(&self, now: Instant, idle: Duration) -> bool {
+        now.saturating_duration_since(self.last_used) >= idle && self.pending_lu.is_none()
+    }
+
+    /// When the entry next has timer work: its LU (re)transmission, a remote
+    /// locator's lifetime end, or (no LU in flight) its idle deadline.
+    pub fn next_deadline(&self, idle: Duration) -> Option<Instant> {
+        let lu = self.pending_lu.as_ref().map(|p| p.next_at);
+        let idle = self.pending_lu.is_none().then(|| self.last_used + idle);
+        [lu, idle, self.next_expiry()].into_iter().flatten().min()
+    }
+
     /// The earliest lifetime end among locators still Active/Valid.
     pub fn next_expiry(&self) -> Option<Instant> {
         self.remote_locators
@@ -217,22 +231,31 @@ impl IlccEntry {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Full;
 
-/// The cache: bounded, keyed by remote NID (see docs/architecture.md on keying).
+/// The cache: bounded, keyed by remote NID (see docs/architecture.md on keying),
+/// with an index of the entries' timer deadlines.
 #[derive(Debug, Default)]
 pub struct Ilcc {
     entries: HashMap<Nid, IlccEntry>,
     max_entries: usize,
+    idle: Duration,
+    deadlines: DeadlineIndex,
+    /// entries handed out for change since the last `tidy` (their deadline may have moved)
+    dirty: Vec<Nid>,
 }
 
 impl Ilcc {
-    pub fn new(max_entries: usize) -> Ilcc {
-        Ilcc { entries: HashMap::new(), max_entries }
+    /// `idle`: how long an unused entry lives.
+    pub fn new(max_entries: usize, idle: Duration) -> Ilcc {
+        Ilcc { entries: HashMap::new(), max_entries, idle, deadlines: DeadlineIndex::default(), dirty: Vec::new() }
     }
     pub fn get(&self, nid: &Nid) -> Option<&IlccEntry> {
         self.entries.get(nid)
     }
+    /// The entry for change; its deadline is re-indexed at the next `tidy`.
     pub fn get_mut(&mut self, nid: &Nid) -> Option<&mut IlccEntry> {
-        self.entries.get_mut(nid)
+        let e = self.entries.get_mut(nid)?;
+        self.dirty.push(*nid);
+        Some(e)
     }
     pub fn is_full(&self) -> bool {
         self.entries.len() >= self.max_entries
@@ -245,9 +268,11 @@ impl Ilcc {
         }
         let nid = e.nid;
         self.entries.insert(nid, e);
+        self.dirty.push(nid);
         Ok(self.entries.get_mut(&nid).expect("just inserted"))
     }
     pub fn remove(&mut self, nid: &Nid) -> Option<IlccEntry> {
+        self.deadlines.forget(nid);
         self.entries.remove(nid)
     }
     pub fn len(&self) -> usize {
@@ -259,18 +284,41 @@ impl Ilcc {
     pub fn iter(&self) -> impl Iterator<Item = &IlccEntry> {
         self.entries.values()
     }
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut IlccEntry> {
-        self.entries.values_mut()
-    }
     pub fn clear(&mut self) -> Vec<Nid> {
+        self.deadlines.clear();
+        self.dirty.clear();
         self.entries.drain().map(|(k, _)| k).collect()
     }
-    /// NIDs idle for at least `idle` at `now`.
-    pub fn idle(&self, now: Instant, idle: Duration) -> Vec<Nid> {
-        self.entries
-            .values()
-            .filter(|e| now.saturating_duration_since(e.last_used) >= idle && e.pending_lu.is_none())
-            .map(|e| e.nid)
-            .collect()
+
+    /// Re-indexes the entries changed since the last call and makes the index's
+    /// earliest deadline exact. O(changed · log n).
+    pub fn tidy(&mut self) {
+        let idle = self.idle;
+        for nid in std::mem::take(&mut self.dirty) {
+            if let Some(e) = self.entries.get(&nid) {
+                self.deadlines.schedule(nid, e.next_deadline(idle));
+            }
+        }
+        let entries = &self.entries;
+        self.deadlines.fix_top(|nid| entries.get(nid).and_then(|e| e.next_deadline(idle)));
+    }
+
+    /// The earliest deadline of any entry (exact after `tidy`).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.peek()
+    }
+
+    /// Entries whose indexed deadline is due at `now` (a deadline may be a lower
+    /// bound: the caller checks each timer); they are re-indexed at the next `tidy`.
+    pub fn take_due(&mut self, now: Instant) -> Vec<Nid> {
+        self.tidy();
+        let due: Vec<Nid> = self.deadlines.take_due(now).into_iter().filter(|n| self.entries.contains_key(n)).collect();
+        self.dirty.extend(&due);
+        due
+    }
+
+    /// Index items looked at so far (for tests bounding the work per call).
+    pub fn visits(&self) -> u64 {
+        self.deadlines.visits()
     }
 }

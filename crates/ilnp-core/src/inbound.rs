@@ -10,8 +10,8 @@ use ilnp_wire::{ilnp_addr, ipv6, Error as WireError};
 use std::time::Instant;
 
 impl Core {
-    /// A wire-form packet an uplink punted to the daemon.
-    pub fn handle_inbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
+    /// `Core::handle_inbound` without the timer bookkeeping.
+    pub(crate) fn inbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
         let mut out = Vec::new();
         match ilnp_wire::destopts::find_nonce(pkt) {
             Err(WireError::MoreThanOneNonce) => {

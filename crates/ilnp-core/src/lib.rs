@@ -10,7 +10,7 @@ pub mod local;
 mod lu;
 mod outbound;
 pub mod peers;
-mod timers;
+pub mod timers;
 
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use event::{DropReason, Event, Outcome, Stats};
@@ -23,6 +23,7 @@ pub use rand_core::{Error as RngError, RngCore};
 
 use event::ser_display;
 use ilnp_wire::ipv6;
+use ilnp_wire::translate::Csum;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -30,7 +31,7 @@ use std::time::Instant;
 #[cfg(test)]
 use {
     ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation},
-    ilnp_wire::translate::{self, Csum},
+    ilnp_wire::translate,
     ilnp_wire::{ilnp_addr, split_addr},
     std::time::Duration,
 };
@@ -134,9 +135,9 @@ pub struct Core {
 
 impl Core {
     pub fn new(cfg: CoreConfig, rng: Box<dyn rand_core::RngCore + Send>) -> Core {
-        let max = cfg.ilcc_max_entries;
+        let (max, idle) = (cfg.ilcc_max_entries, cfg.idle_timeout);
         let local = LocalLocators::new(cfg.handoff, cfg.soft_quiet_period);
-        Core { cfg, rng, ilcc: ilcc::Ilcc::new(max), peers: BTreeMap::new(), local, stats: Stats::default() }
+        Core { cfg, rng, ilcc: ilcc::Ilcc::new(max, idle), peers: BTreeMap::new(), local, stats: Stats::default() }
     }
 
     pub fn config(&self) -> &CoreConfig {
@@ -177,11 +178,30 @@ impl Core {
         self.peers.values()
     }
 
+    // ---------------------------------------------------------------- packets
+    // Every entry point that may change an ILCC entry ends with `ilcc.tidy()`, so
+    // `poll_timeout` stays a peek.
+
+    /// A wire-form packet an uplink punted to the daemon.
+    pub fn handle_inbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
+        let out = self.inbound(now, pkt, csum);
+        self.ilcc.tidy();
+        out
+    }
+
+    /// An identifier-form packet the kernel routed to ilnp0.
+    pub fn handle_outbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
+        let out = self.outbound(now, pkt, csum);
+        self.ilcc.tidy();
+        out
+    }
+
     /// The fast path saw traffic for `nid`: keep the entry alive.
     pub fn note_activity(&mut self, nid: Nid, now: Instant) {
         if let Some(e) = self.ilcc.get_mut(&nid) {
             e.last_used = now;
         }
+        self.ilcc.tidy();
     }
 
     // ---------------------------------------------------------------- inspection

@@ -336,7 +336,9 @@ impl Core {
     /// (RFC 6743 §2, RFC 6740 §6).
     pub fn set_local_locators(&mut self, now: Instant, locs: Vec<LocalLocator>) -> Vec<Action> {
         let update = self.local.set(now, locs);
-        self.apply_local_update(now, update)
+        let out = self.apply_local_update(now, update);
+        self.ilcc.tidy();
+        out
     }
 
     pub(crate) fn apply_local_update(&mut self, now: Instant, update: LocalUpdate) -> Vec<Action> {
@@ -355,7 +357,7 @@ impl Core {
         let best = self.local.best();
         let any_usable = best.is_some();
         let nids: Vec<Nid> = self.ilcc.iter().map(|e| e.nid).collect();
-        for nid in nids {
+        for &nid in &nids {
             let Some(e) = self.ilcc.get_mut(&nid) else { continue };
             // switch to the preferred locator when ours went away or a better one came
             if let Some(b) = best {
@@ -371,7 +373,7 @@ impl Core {
                 out.push(Action::IlccUpsert(s));
             }
         }
-        out.extend(self.send_due_lus(now));
+        out.extend(self.send_due_lus(now, &nids));
         out
     }
 

@@ -5,12 +5,13 @@ use crate::event::{DropReason, Event, Outcome};
 use crate::{packet_summary, Action, Core, HandoffMode, LocatorState, RemoteLocator};
 use ilnp_wire::icmpv6::{LocatorUpdate, LuEntry, LuOperation};
 use ilnp_wire::translate;
-use ilnp_wire::{ilnp_addr, split_addr, Error as WireError, Locator};
+use ilnp_wire::{ilnp_addr, split_addr, Error as WireError, Locator, Nid};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 impl Core {
-    pub(crate) fn send_due_lus(&mut self, now: Instant) -> Vec<Action> {
+    /// Sends (or gives up) the pending LUs among `nids` that are due at `now`.
+    pub(crate) fn send_due_lus(&mut self, now: Instant, nids: &[Nid]) -> Vec<Action> {
         let mut out = Vec::new();
         let entries = self.local.lu_entries(self.cfg.lu_lifetime_s);
         if entries.is_empty() {
@@ -20,7 +21,8 @@ impl Core {
         let local_nid = self.cfg.local_nid;
         let hard = self.cfg.handoff == HandoffMode::Hard;
         let mut failed = Vec::new();
-        for e in self.ilcc.iter_mut() {
+        for nid in nids {
+            let Some(e) = self.ilcc.get_mut(nid) else { continue };
             let Some(p) = e.pending_lu.as_ref() else { continue };
             if p.next_at > now {
                 continue;

@@ -9,8 +9,8 @@ use ilnp_wire::{ipv6, split_addr, Nid};
 use std::time::Instant;
 
 impl Core {
-    /// An identifier-form packet the kernel routed to ilnp0.
-    pub fn handle_outbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
+    /// `Core::handle_outbound` without the timer bookkeeping.
+    pub(crate) fn outbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
         let mut out = Vec::new();
         let p = match ipv6::Packet::new_checked(pkt) {
             Ok(p) => p,

@@ -11,7 +11,7 @@ pub(crate) const NA: Nid = Nid(0x0200_00ff_fe00_000c);
 pub(crate) const NB: Nid = Nid(0x0200_00ff_fe00_000d);
 
 /// xorshift64*: deterministic, good enough for tests.
-pub(crate) struct TestRng(u64);
+pub(crate) struct TestRng(pub(crate) u64);
 impl rand_core::RngCore for TestRng {
     fn next_u32(&mut self) -> u32 {
         self.next_u64() as u32
