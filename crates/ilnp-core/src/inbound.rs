@@ -93,11 +93,12 @@ impl Core {
             out.extend(snap.map(Action::IlccUpsert));
             // tell the initiator our nonce now, even if the application never
             // answers (one-way UDP): our Locator Updates must verify (RFC 6741 §13.1)
-            out.push(Action::SendWire(translate::nonce_only_packet(
+            let pkt = translate::nonce_only_packet(
                 ilnp_addr(meta.dst_loc, self.cfg.local_nid),
                 ilnp_addr(meta.src_loc, nid),
                 &nonce_tx,
-            )));
+            );
+            out.push(Action::SendWire { pkt, uplink: self.local.uplink_of(meta.dst_loc) });
         } else {
             let e = self.ilcc.get_mut(&nid).expect("checked");
             match e.nonce_rx {

@@ -103,8 +103,12 @@ pub struct IlccSnapshot {
 /// Something the shell must do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
-    /// complete wire-form IPv6 packet → raw socket
-    SendWire(Vec<u8>),
+    /// complete wire-form IPv6 packet → raw socket, out of `uplink` (the ifindex
+    /// carrying its source locator; None: a locator not ours, the main table decides)
+    SendWire {
+        pkt: Vec<u8>,
+        uplink: Option<u32>,
+    },
     /// complete identifier-form IPv6 packet → write to ilnp0
     DeliverLocal(Vec<u8>),
     /// write/refresh the fast-path entry of this peer

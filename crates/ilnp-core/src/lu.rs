@@ -54,9 +54,10 @@ impl Core {
             let rto = base * 2u32.saturating_pow(p.attempts - 1);
             p.next_at = now + rto.min(lu_timers.max_rto);
             let lu = LocatorUpdate { operation: LuOperation::Advertisement, entries: p.entries.clone() };
+            let uplink = self.local.uplink_of(e.local_locator);
             for t in targets {
                 if let Ok(pkt) = translate::lu_packet(src, ilnp_addr(t, e.nid), &e.nonce_tx, &lu) {
-                    out.push(Action::SendWire(pkt));
+                    out.push(Action::SendWire { pkt, uplink });
                 }
             }
             out.push(Action::Event(Event::LuSent { nid: e.nid, attempt: p.attempts, locators: loc_list(&p.entries) }));
@@ -130,7 +131,7 @@ impl Core {
                 if let Ok(a) =
                     translate::lu_packet(ilnp_addr(from, self.cfg.local_nid), ilnp_addr(best, nid), &e.nonce_tx, &ack)
                 {
-                    out.push(Action::SendWire(a));
+                    out.push(Action::SendWire { pkt: a, uplink: self.local.uplink_of(from) });
                 }
                 out.extend(e.snapshot().map(Action::IlccUpsert));
                 self.stats.bump(Outcome::LuReceived);

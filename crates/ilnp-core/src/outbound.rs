@@ -61,8 +61,9 @@ impl Core {
             }
             _ => translate::to_wire(pkt, id_prefix, e.local_locator, remote, &e.nonce_tx, csum),
         };
+        let uplink = self.local.uplink_of(e.local_locator);
         match res {
-            Ok(w) => out.push(Action::SendWire(w)),
+            Ok(pkt) => out.push(Action::SendWire { pkt, uplink }),
             Err(err) => self.drop(&mut out, DropReason::OutMalformed, format!("{err}: {}", packet_summary(pkt))),
         }
         out
@@ -121,6 +122,7 @@ mod tests {
         let mut a = core(NA, LA, 1, Some((NB, LB)));
         let out = a.handle_outbound(Instant::now(), &crate::tests::udp(NA, NB, b"x"), Csum::Complete);
         let w = wire(&out).pop().expect("sent");
+        assert!(out.iter().any(|a| matches!(a, Action::SendWire { uplink: Some(2), .. })), "out of LA's uplink");
         let p = ipv6::Packet::new_checked(&w[..]).unwrap();
         assert_eq!((split_addr(p.src()).0, split_addr(p.dst()).0), (LA, LB));
         let e = a.ilcc_entries().next().unwrap();

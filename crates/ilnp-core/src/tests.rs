@@ -70,7 +70,10 @@ pub(crate) fn udp(src: Nid, dst: Nid, payload: &[u8]) -> Vec<u8> {
 }
 
 pub(crate) fn wire(actions: &[Action]) -> Vec<Vec<u8>> {
-    actions.iter().filter_map(|a| if let Action::SendWire(w) = a { Some(w.clone()) } else { None }).collect()
+    actions
+        .iter()
+        .filter_map(|a| if let Action::SendWire { pkt: w, .. } = a { Some(w.clone()) } else { None })
+        .collect()
 }
 pub(crate) fn delivered(actions: &[Action]) -> Vec<Vec<u8>> {
     actions.iter().filter_map(|a| if let Action::DeliverLocal(w) = a { Some(w.clone()) } else { None }).collect()

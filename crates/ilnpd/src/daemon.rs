@@ -331,24 +331,20 @@ impl Daemon {
         Ok(())
     }
 
-    /// Sends a wire packet through the uplink that owns its source locator (the
-    /// kernel routes it via that interface's routes only), so it reaches the
-    /// network its source address belongs to (BCP 38) over the path it was
-    /// advertised for. If that uplink has no route to the destination (its router
-    /// is gone), the main table decides, counted as `send_uplink_fallback`.
-    fn send_wire(&mut self, pkt: &[u8]) {
-        let (src, dst) = match ilnp_wire::ipv6::Packet::new_checked(pkt) {
-            Ok(p) => (p.src(), p.dst()),
-            Err(_) => return,
-        };
-        let (sl, _) = split_addr(src);
-        let uplink = self.core.local_locators().iter().find(|l| l.loc == sl).map(|l| l.ifindex);
+    /// Sends a wire packet through `uplink`, the one the core chose (it owns the
+    /// packet's source locator; the kernel routes it via that interface's routes
+    /// only), so it reaches the network its source address belongs to (BCP 38) over
+    /// the path it was advertised for. If that uplink has no route to the
+    /// destination (its router is gone), the main table decides, counted as
+    /// `send_uplink_fallback`.
+    fn send_wire(&mut self, pkt: &[u8], uplink: Option<u32>) {
+        let Ok(dst) = ilnp_wire::ipv6::Packet::new_checked(pkt).map(|p| p.dst()) else { return };
         if let Some(ifindex) = uplink {
             match send_via(&self.raw, pkt, dst, ifindex) {
                 Ok(()) => return,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENETUNREACH) | Some(libc::EHOSTUNREACH)) => {
                     self.bump("send_uplink_fallback");
-                    tracing::debug!("no route to {dst} via ifindex {ifindex} (source {src}): main table");
+                    tracing::debug!("no route to {dst} via ifindex {ifindex}: main table");
                 }
                 Err(e) => {
                     self.bump("send_error");
@@ -371,7 +367,7 @@ impl Daemon {
     fn run_actions(&mut self, actions: Vec<Action>) {
         for a in actions {
             match a {
-                Action::SendWire(pkt) => self.send_wire(&pkt),
+                Action::SendWire { pkt, uplink } => self.send_wire(&pkt, uplink),
                 Action::DeliverLocal(pkt) => {
                     if let Err(e) = self.tun.send(&pkt) {
                         self.bump("deliver_error");
