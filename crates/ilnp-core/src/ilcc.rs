@@ -87,15 +87,11 @@ pub struct IlccEntry {
     pub created: Instant,
     #[serde(skip)]
     pub last_used: Instant,
-    /// seconds since the last packet either way (filled in for display)
-    pub idle_s: f64,
     /// packets/bytes seen by the slow path (the fast path counts in its maps)
     pub slow_pkts_in: u64,
     pub slow_pkts_out: u64,
     pub slow_bytes_in: u64,
     pub slow_bytes_out: u64,
-    /// seconds since the entry was created (filled in for display)
-    pub age_s: f64,
     #[serde(skip)]
     pub pending_lu: Option<PendingLu>,
     /// smoothed LU round trip (RFC 6298-style), microseconds; seeds the next LU's timer
@@ -125,12 +121,10 @@ impl IlccEntry {
             initiator,
             created: now,
             last_used: now,
-            idle_s: 0.0,
             slow_pkts_in: 0,
             slow_pkts_out: 0,
             slow_bytes_in: 0,
             slow_bytes_out: 0,
-            age_s: 0.0,
             pending_lu: None,
             srtt_us: None,
             last_acked_lu: None,
@@ -224,6 +218,35 @@ impl IlccEntry {
             nonce_tx: self.nonce_tx,
             nonce_rx: self.nonce_rx,
         })
+    }
+}
+
+/// An entry as `ilnpctl ilcc show` displays it: the entry plus its ages at the
+/// time of the view (derefs to the entry).
+#[derive(Debug, Clone, Serialize)]
+pub struct IlccView {
+    #[serde(flatten)]
+    pub entry: IlccEntry,
+    /// seconds since the last packet either way
+    pub idle_s: f64,
+    /// seconds since the entry was created
+    pub age_s: f64,
+}
+
+impl IlccView {
+    pub fn new(entry: &IlccEntry, now: Instant) -> IlccView {
+        IlccView {
+            entry: entry.clone(),
+            idle_s: now.saturating_duration_since(entry.last_used).as_secs_f64(),
+            age_s: now.saturating_duration_since(entry.created).as_secs_f64(),
+        }
+    }
+}
+
+impl std::ops::Deref for IlccView {
+    type Target = IlccEntry;
+    fn deref(&self) -> &IlccEntry {
+        &self.entry
     }
 }
 

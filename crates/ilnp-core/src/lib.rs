@@ -14,7 +14,7 @@ pub mod timers;
 
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use event::{DropReason, Event, Outcome, Stats};
-pub use ilcc::{IlccEntry, RemoteLocator};
+pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
 pub use ilnp_wire::{Locator, Nid, Nonce};
 pub use local::{derive_local_locators, locator_preference, KernelAddress, LocalLocators, UplinkFacts};
 pub use peers::{PeerLocator, PeerRecord};
@@ -214,18 +214,9 @@ impl Core {
         self.ilcc.iter()
     }
 
-    /// ILCC entries with their idle time filled in, for display.
-    pub fn ilcc_view(&self, now: Instant) -> Vec<IlccEntry> {
-        let mut v: Vec<IlccEntry> = self
-            .ilcc
-            .iter()
-            .map(|e| {
-                let mut c = e.clone();
-                c.idle_s = now.saturating_duration_since(e.last_used).as_secs_f64();
-                c.age_s = now.saturating_duration_since(e.created).as_secs_f64();
-                c
-            })
-            .collect();
+    /// ILCC entries with their idle time and age at `now`, for display.
+    pub fn ilcc_view(&self, now: Instant) -> Vec<IlccView> {
+        let mut v: Vec<IlccView> = self.ilcc.iter().map(|e| IlccView::new(e, now)).collect();
         v.sort_by_key(|e| e.nid);
         v
     }
