@@ -27,14 +27,6 @@ use ilnp_wire::translate::Csum;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
-// what the integration-style tests (`tests.rs`, `use super::*`) build packets with
-#[cfg(test)]
-use {
-    ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation},
-    ilnp_wire::translate,
-    ilnp_wire::{ilnp_addr, split_addr},
-    std::time::Duration,
-};
 
 /// Validity state of a locator (RFC 6741 §5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -2,6 +2,10 @@
 
 use super::*;
 use ilnp_wire::checksum;
+use ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation};
+use ilnp_wire::translate;
+use ilnp_wire::{ilnp_addr, split_addr};
+use std::time::Duration;
 
 pub(crate) const P: Locator = Locator(0xfd69_6c6e_7000_0000);
 pub(crate) const LA: Locator = Locator(0x2001_0db8_000a_0000);
