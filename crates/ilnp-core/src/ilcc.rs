@@ -1,6 +1,7 @@
 //! ILNP Communication Cache (RFC 6741 §5): one entry per correspondent.
 
-use crate::peers::ser_display;
+use crate::event::ser_display;
+use crate::timers::DeadlineIndex;
 use crate::{IlccSnapshot, LocatorState};
 use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{Locator, Nid, Nonce};
@@ -86,15 +87,11 @@ pub struct IlccEntry {
     pub created: Instant,
     #[serde(skip)]
     pub last_used: Instant,
-    /// seconds since the last packet either way (filled in for display)
-    pub idle_s: f64,
     /// packets/bytes seen by the slow path (the fast path counts in its maps)
     pub slow_pkts_in: u64,
     pub slow_pkts_out: u64,
     pub slow_bytes_in: u64,
     pub slow_bytes_out: u64,
-    /// seconds since the entry was created (filled in for display)
-    pub age_s: f64,
     #[serde(skip)]
     pub pending_lu: Option<PendingLu>,
     /// smoothed LU round trip (RFC 6298-style), microseconds; seeds the next LU's timer
@@ -124,12 +121,10 @@ impl IlccEntry {
             initiator,
             created: now,
             last_used: now,
-            idle_s: 0.0,
             slow_pkts_in: 0,
             slow_pkts_out: 0,
             slow_bytes_in: 0,
             slow_bytes_out: 0,
-            age_s: 0.0,
             pending_lu: None,
             srtt_us: None,
             last_acked_lu: None,
@@ -167,6 +162,19 @@ impl IlccEntry {
             }
         }
         aged
+    }
+
+    /// No packet either way for `idle` at `now`, and no LU in flight.
+    pub fn is_idle(&self, now: Instant, idle: Duration) -> bool {
+        now.saturating_duration_since(self.last_used) >= idle && self.pending_lu.is_none()
+    }
+
+    /// When the entry next has timer work: its LU (re)transmission, a remote
+    /// locator's lifetime end, or (no LU in flight) its idle deadline.
+    pub fn next_deadline(&self, idle: Duration) -> Option<Instant> {
+        let lu = self.pending_lu.as_ref().map(|p| p.next_at);
+        let idle = self.pending_lu.is_none().then(|| self.last_used + idle);
+        [lu, idle, self.next_expiry()].into_iter().flatten().min()
     }
 
     /// The earliest lifetime end among locators still Active/Valid.
@@ -213,26 +221,64 @@ impl IlccEntry {
     }
 }
 
+/// An entry as `ilnpctl ilcc show` displays it: the entry plus its ages at the
+/// time of the view (derefs to the entry).
+#[derive(Debug, Clone, Serialize)]
+pub struct IlccView {
+    #[serde(flatten)]
+    pub entry: IlccEntry,
+    /// seconds since the last packet either way
+    pub idle_s: f64,
+    /// seconds since the entry was created
+    pub age_s: f64,
+}
+
+impl IlccView {
+    pub fn new(entry: &IlccEntry, now: Instant) -> IlccView {
+        IlccView {
+            entry: entry.clone(),
+            idle_s: now.saturating_duration_since(entry.last_used).as_secs_f64(),
+            age_s: now.saturating_duration_since(entry.created).as_secs_f64(),
+        }
+    }
+}
+
+impl std::ops::Deref for IlccView {
+    type Target = IlccEntry;
+    fn deref(&self) -> &IlccEntry {
+        &self.entry
+    }
+}
+
 /// The cache is at its configured bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Full;
 
-/// The cache: bounded, keyed by remote NID (see docs/architecture.md on keying).
+/// The cache: bounded, keyed by remote NID (see docs/architecture.md on keying),
+/// with an index of the entries' timer deadlines.
 #[derive(Debug, Default)]
 pub struct Ilcc {
     entries: HashMap<Nid, IlccEntry>,
     max_entries: usize,
+    idle: Duration,
+    deadlines: DeadlineIndex,
+    /// entries handed out for change since the last `tidy` (their deadline may have moved)
+    dirty: Vec<Nid>,
 }
 
 impl Ilcc {
-    pub fn new(max_entries: usize) -> Ilcc {
-        Ilcc { entries: HashMap::new(), max_entries }
+    /// `idle`: how long an unused entry lives.
+    pub fn new(max_entries: usize, idle: Duration) -> Ilcc {
+        Ilcc { entries: HashMap::new(), max_entries, idle, deadlines: DeadlineIndex::default(), dirty: Vec::new() }
     }
     pub fn get(&self, nid: &Nid) -> Option<&IlccEntry> {
         self.entries.get(nid)
     }
+    /// The entry for change; its deadline is re-indexed at the next `tidy`.
     pub fn get_mut(&mut self, nid: &Nid) -> Option<&mut IlccEntry> {
-        self.entries.get_mut(nid)
+        let e = self.entries.get_mut(nid)?;
+        self.dirty.push(*nid);
+        Some(e)
     }
     pub fn is_full(&self) -> bool {
         self.entries.len() >= self.max_entries
@@ -245,9 +291,11 @@ impl Ilcc {
         }
         let nid = e.nid;
         self.entries.insert(nid, e);
+        self.dirty.push(nid);
         Ok(self.entries.get_mut(&nid).expect("just inserted"))
     }
     pub fn remove(&mut self, nid: &Nid) -> Option<IlccEntry> {
+        self.deadlines.forget(nid);
         self.entries.remove(nid)
     }
     pub fn len(&self) -> usize {
@@ -259,18 +307,41 @@ impl Ilcc {
     pub fn iter(&self) -> impl Iterator<Item = &IlccEntry> {
         self.entries.values()
     }
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut IlccEntry> {
-        self.entries.values_mut()
-    }
     pub fn clear(&mut self) -> Vec<Nid> {
+        self.deadlines.clear();
+        self.dirty.clear();
         self.entries.drain().map(|(k, _)| k).collect()
     }
-    /// NIDs idle for at least `idle` at `now`.
-    pub fn idle(&self, now: Instant, idle: Duration) -> Vec<Nid> {
-        self.entries
-            .values()
-            .filter(|e| now.saturating_duration_since(e.last_used) >= idle && e.pending_lu.is_none())
-            .map(|e| e.nid)
-            .collect()
+
+    /// Re-indexes the entries changed since the last call and makes the index's
+    /// earliest deadline exact. O(changed · log n).
+    pub fn tidy(&mut self) {
+        let idle = self.idle;
+        for nid in std::mem::take(&mut self.dirty) {
+            if let Some(e) = self.entries.get(&nid) {
+                self.deadlines.schedule(nid, e.next_deadline(idle));
+            }
+        }
+        let entries = &self.entries;
+        self.deadlines.fix_top(|nid| entries.get(nid).and_then(|e| e.next_deadline(idle)));
+    }
+
+    /// The earliest deadline of any entry (exact after `tidy`).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines.peek()
+    }
+
+    /// Entries whose indexed deadline is due at `now` (a deadline may be a lower
+    /// bound: the caller checks each timer); they are re-indexed at the next `tidy`.
+    pub fn take_due(&mut self, now: Instant) -> Vec<Nid> {
+        self.tidy();
+        let due: Vec<Nid> = self.deadlines.take_due(now).into_iter().filter(|n| self.entries.contains_key(n)).collect();
+        self.dirty.extend(&due);
+        due
+    }
+
+    /// Index items looked at so far (for tests bounding the work per call).
+    pub fn visits(&self) -> u64 {
+        self.deadlines.visits()
     }
 }

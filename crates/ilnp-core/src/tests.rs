@@ -2,16 +2,20 @@
 
 use super::*;
 use ilnp_wire::checksum;
+use ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation};
+use ilnp_wire::translate;
+use ilnp_wire::{ilnp_addr, split_addr};
+use std::time::Duration;
 
-const P: Locator = Locator(0xfd69_6c6e_7000_0000);
-const LA: Locator = Locator(0x2001_0db8_000a_0000);
-const LB: Locator = Locator(0x2001_0db8_000b_0000);
-const LB2: Locator = Locator(0x2001_0db8_000e_0000);
-const NA: Nid = Nid(0x0200_00ff_fe00_000c);
-const NB: Nid = Nid(0x0200_00ff_fe00_000d);
+pub(crate) const P: Locator = Locator(0xfd69_6c6e_7000_0000);
+pub(crate) const LA: Locator = Locator(0x2001_0db8_000a_0000);
+pub(crate) const LB: Locator = Locator(0x2001_0db8_000b_0000);
+pub(crate) const LB2: Locator = Locator(0x2001_0db8_000e_0000);
+pub(crate) const NA: Nid = Nid(0x0200_00ff_fe00_000c);
+pub(crate) const NB: Nid = Nid(0x0200_00ff_fe00_000d);
 
 /// xorshift64*: deterministic, good enough for tests.
-struct TestRng(u64);
+pub(crate) struct TestRng(pub(crate) u64);
 impl rand_core::RngCore for TestRng {
     fn next_u32(&mut self) -> u32 {
         self.next_u64() as u32
@@ -34,7 +38,7 @@ impl rand_core::RngCore for TestRng {
     }
 }
 
-fn local(loc: Locator) -> LocalLocator {
+pub(crate) fn local(loc: Locator) -> LocalLocator {
     LocalLocator {
         loc,
         ifindex: 2,
@@ -46,7 +50,7 @@ fn local(loc: Locator) -> LocalLocator {
     }
 }
 
-fn core(nid: Nid, loc: Locator, seed: u64, peer: Option<(Nid, Locator)>) -> Core {
+pub(crate) fn core(nid: Nid, loc: Locator, seed: u64, peer: Option<(Nid, Locator)>) -> Core {
     let mut c = Core::new(CoreConfig::new(P, nid), Box::new(TestRng(seed)));
     c.set_local_locators(Instant::now(), vec![local(loc)]);
     if let Some((n, l)) = peer {
@@ -55,7 +59,7 @@ fn core(nid: Nid, loc: Locator, seed: u64, peer: Option<(Nid, Locator)>) -> Core
     c
 }
 
-fn udp(src: Nid, dst: Nid, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn udp(src: Nid, dst: Nid, payload: &[u8]) -> Vec<u8> {
     let (s, d) = (ilnp_addr(P, src), ilnp_addr(P, dst));
     let mut u = vec![0x9c, 0x41, 0x17, 0x70];
     u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
@@ -69,18 +73,21 @@ fn udp(src: Nid, dst: Nid, payload: &[u8]) -> Vec<u8> {
     v
 }
 
-fn wire(actions: &[Action]) -> Vec<Vec<u8>> {
-    actions.iter().filter_map(|a| if let Action::SendWire(w) = a { Some(w.clone()) } else { None }).collect()
+pub(crate) fn wire(actions: &[Action]) -> Vec<Vec<u8>> {
+    actions
+        .iter()
+        .filter_map(|a| if let Action::SendWire { pkt: w, .. } = a { Some(w.clone()) } else { None })
+        .collect()
 }
-fn delivered(actions: &[Action]) -> Vec<Vec<u8>> {
+pub(crate) fn delivered(actions: &[Action]) -> Vec<Vec<u8>> {
     actions.iter().filter_map(|a| if let Action::DeliverLocal(w) = a { Some(w.clone()) } else { None }).collect()
 }
-fn nonce_of(w: &[u8]) -> Nonce {
+pub(crate) fn nonce_of(w: &[u8]) -> Nonce {
     ilnp_wire::destopts::find_nonce(w).unwrap().unwrap().nonce
 }
 
 /// A sends to B, B answers: returns (A, B, a→b wire, b→a wire).
-fn session() -> (Core, Core, Vec<u8>, Vec<u8>) {
+pub(crate) fn session() -> (Core, Core, Vec<u8>, Vec<u8>) {
     let now = Instant::now();
     let mut a = core(NA, LA, 1, Some((NB, LB)));
     let mut b = core(NB, LB, 2, None);
@@ -391,13 +398,13 @@ fn lu_timer_follows_measured_rtt_and_duplicate_acks_are_not_drops() {
     assert_eq!(a.stats().get("lu_unexpected_ack"), 0);
 }
 
-fn dst_loc(w: &[u8]) -> Locator {
+pub(crate) fn dst_loc(w: &[u8]) -> Locator {
     split_addr(ipv6::Packet::new_checked(w).unwrap().dst()).0
 }
-fn src_loc(w: &[u8]) -> Locator {
+pub(crate) fn src_loc(w: &[u8]) -> Locator {
     split_addr(ipv6::Packet::new_checked(w).unwrap().src()).0
 }
-fn events(actions: &[Action]) -> Vec<&Event> {
+pub(crate) fn events(actions: &[Action]) -> Vec<&Event> {
     actions.iter().filter_map(|a| if let Action::Event(e) = a { Some(e) } else { None }).collect()
 }
 

@@ -2,7 +2,6 @@
 //! Unknown keys and bad values are errors that name the key and the line.
 
 use anyhow::{anyhow, bail, Context, Result};
-use ilnp_core::peers::TomlPeer;
 use ilnp_core::{HandoffMode, PeerRecord};
 use ilnp_wire::{split_addr, Locator, Nid};
 use serde::Deserialize;
@@ -10,6 +9,10 @@ use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+pub mod peers;
+
+use peers::TomlPeer;
 
 pub const DEFAULT_ID_PREFIX: &str = "fd69:6c6e:7000::/64";
 
@@ -195,11 +198,11 @@ impl Config {
         }
         if let Some(h) = ov.hosts_file.as_ref().or(f.hosts_file.as_ref()) {
             let text = std::fs::read_to_string(h).with_context(|| format!("hosts_file: reading {}", h.display()))?;
-            peers.extend(ilnp_core::peers::load_hosts_str(&text, &h.display().to_string())?);
+            peers.extend(peers::load_hosts_str(&text, &h.display().to_string())?);
         }
         if let Some(h) = &f.peers_file {
             let text = std::fs::read_to_string(h).with_context(|| format!("peers_file: reading {}", h.display()))?;
-            peers.extend(ilnp_core::peers::load_toml_str(&text, &h.display().to_string())?);
+            peers.extend(peers::load_toml_str(&text, &h.display().to_string())?);
         }
         let quiet_ms = f.soft_quiet_period_ms.unwrap_or(3000);
         if quiet_ms > MAX_SOFT_QUIET_PERIOD_MS {

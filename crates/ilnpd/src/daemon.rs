@@ -9,7 +9,7 @@ use crate::tun::Tun;
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
 use ilnp_core::{
-    locator_preference, Action, Core, CoreConfig, Event, LocalLocator, LocatorState, LuTimers, RouterPreference,
+    derive_local_locators, Action, Core, CoreConfig, Event, KernelAddress, LuTimers, RouterPreference, UplinkFacts,
 };
 use ilnp_wire::translate::Csum;
 use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
@@ -26,11 +26,26 @@ mod requests;
 /// Drop log lines per reason per second (every drop is counted regardless).
 const DROP_LOG_BURST: u32 = 10;
 
-/// Uplink interface the daemon serves.
+/// An uplink interface the daemon serves, and what the kernel last told us about
+/// it (refreshed by `sync_locators`).
 #[derive(Debug, Clone)]
 struct Uplink {
     name: String,
     index: u32,
+    /// locator preference configured for it (`locator_pref`)
+    configured_pref: Option<u16>,
+    /// the link is up
+    up: bool,
+    /// best default-router preference behind it; None: no default route
+    router: Option<RouterPreference>,
+    /// address of that default router, if known
+    gateway: Option<Ipv6Addr>,
+}
+
+impl Uplink {
+    fn facts(&self) -> UplinkFacts {
+        UplinkFacts { ifindex: self.index, up: self.up, router: self.router, configured_pref: self.configured_pref }
+    }
 }
 
 /// SIGTERM and SIGINT streams (both mean: clean up and exit 0).
@@ -66,10 +81,6 @@ pub struct Daemon {
     started: Instant,
     /// rate limit for drop logs: reason -> (window start, count in the window)
     drop_log: HashMap<&'static str, (Instant, u32)>,
-    /// best default-router preference behind each uplink (absent: no default route)
-    routers: BTreeMap<u32, RouterPreference>,
-    /// address of the default router behind each uplink (absent: none known)
-    gateways: BTreeMap<u32, Ipv6Addr>,
     /// uplink sysctls we changed, with the value to put back on exit
     saved_sysctls: Vec<(String, String)>,
     counters: BTreeMap<&'static str, u64>,
@@ -110,7 +121,14 @@ impl Daemon {
             let l = nl.link(name).await.with_context(|| format!("uplinks: {name:?}"))?;
             min_mtu = min_mtu.min(l.mtu);
             macs.push(l.mac);
-            uplinks.push(Uplink { name: name.clone(), index: l.index });
+            uplinks.push(Uplink {
+                name: name.clone(),
+                index: l.index,
+                configured_pref: cfg.locator_pref.get(name).copied(),
+                up: l.up,
+                router: None,
+                gateway: None,
+            });
         }
         for a in nl.addresses().await? {
             if a.global && a.ifindex != 0 && is_identifier_overlap(cfg.id_prefix, a.addr, a.prefix_len) {
@@ -190,8 +208,6 @@ impl Daemon {
             events,
             started: Instant::now(),
             drop_log: HashMap::new(),
-            routers: BTreeMap::new(),
-            gateways: BTreeMap::new(),
             saved_sysctls: Vec::new(),
             counters: BTreeMap::new(),
         };
@@ -262,52 +278,48 @@ impl Daemon {
         Ok(())
     }
 
-    /// Re-reads the kernel's addresses and derives the local locator set.
+    /// Re-reads the kernel's links, default routes and addresses; the core derives
+    /// the local locator set from them (`ilnp_core::derive_local_locators`).
     async fn sync_locators(&mut self) -> Result<()> {
         let addrs = self.nl.addresses().await?;
         let dr = self.nl.default_routers().await?;
-        self.routers = dr.iter().map(|(i, (p, _))| (*i, *p)).collect();
-        self.gateways = dr.iter().filter_map(|(i, (_, g))| g.map(|g| (*i, g))).collect();
+        for u in &mut self.uplinks {
+            u.up = self.nl.link_by_index(u.index).await.map(|l| l.up).unwrap_or(false);
+            u.router = dr.get(&u.index).map(|(p, _)| *p);
+            u.gateway = dr.get(&u.index).and_then(|(_, g)| *g);
+        }
         if let Some(dp) = self.dp.as_mut() {
-            if let Err(e) = dp.set_uplink_routers(&self.gateways) {
+            let gateways: BTreeMap<u32, Ipv6Addr> =
+                self.uplinks.iter().filter_map(|u| u.gateway.map(|g| (u.index, g))).collect();
+            if let Err(e) = dp.set_uplink_routers(&gateways) {
                 tracing::warn!("{e:#}");
             }
         }
-        let mut locs: BTreeMap<Locator, LocalLocator> = BTreeMap::new();
-        let mut ours_present: BTreeSet<(u32, Ipv6Addr)> = BTreeSet::new();
-        for u in &self.uplinks {
-            let up = self.nl.link_by_index(u.index).await.map(|l| l.up).unwrap_or(false);
-            for a in addrs.iter().filter(|a| a.ifindex == u.index && a.global && a.prefix_len == 64) {
-                let (l, n) = split_addr(a.addr);
-                if n == self.local_nid {
-                    ours_present.insert((u.index, a.addr));
-                    // an L64:NID we added is not evidence of a locator; one the kernel
-                    // made itself (SLAAC with NID = EUI-64 of the MAC, nid = "auto") is
-                    if self.added.contains(&(u.index, a.addr)) {
-                        continue;
-                    }
-                }
-                if !up || l == self.cfg.id_prefix {
-                    continue;
-                }
-                // configuration wins, else the RA's router preference (ilnp-core's policy)
-                let pref = locator_preference(
-                    self.cfg.locator_pref.get(&u.name).copied(),
-                    self.routers.get(&u.index).copied(),
-                );
-                locs.entry(l).or_insert(LocalLocator {
-                    loc: l,
-                    ifindex: u.index,
-                    pref,
-                    lifetime_s: a.valid_lft,
-                    state: LocatorState::Active,
-                    has_router: self.routers.contains_key(&u.index),
-                    deprecated: a.deprecated,
-                });
-            }
-        }
+        let on_uplink = |a: &&netlink::Addr6| self.uplinks.iter().any(|u| u.index == a.ifindex);
+        // our own L64:NID addresses on the uplinks (added by us or made by the kernel)
+        let ours_present: BTreeSet<(u32, Ipv6Addr)> = addrs
+            .iter()
+            .filter(on_uplink)
+            .filter(|a| a.global && a.prefix_len == 64 && split_addr(a.addr).1 == self.local_nid)
+            .map(|a| (a.ifindex, a.addr))
+            .collect();
+        let kernel: Vec<KernelAddress> = addrs
+            .iter()
+            .filter(on_uplink)
+            .map(|a| KernelAddress {
+                ifindex: a.ifindex,
+                addr: a.addr,
+                prefix_len: a.prefix_len,
+                global: a.global,
+                valid_lft: a.valid_lft,
+                deprecated: a.deprecated,
+                added_by_us: self.added.contains(&(a.ifindex, a.addr)),
+            })
+            .collect();
+        let facts: Vec<UplinkFacts> = self.uplinks.iter().map(Uplink::facts).collect();
+        let locs = derive_local_locators(self.cfg.id_prefix, self.local_nid, &facts, &kernel);
         // L64:NID on each uplink so Neighbour Discovery answers for it
-        for l in locs.values() {
+        for l in &locs {
             let a = ilnp_addr(l.loc, self.local_nid);
             if !ours_present.contains(&(l.ifindex, a)) && self.nl.add_address(l.ifindex, a, 64).await? {
                 self.added.insert((l.ifindex, a));
@@ -317,8 +329,8 @@ impl Daemon {
         // with what the fast path received so far, so a quiet period is judged right
         self.feed_local_activity();
         let now = Instant::now();
-        let current: BTreeSet<Locator> = locs.keys().copied().collect();
-        let actions = self.core.set_local_locators(now, locs.into_values().collect());
+        let current: BTreeSet<Locator> = locs.iter().map(|l| l.loc).collect();
+        let actions = self.core.set_local_locators(now, locs);
         self.run_actions(actions);
         // locators that went away: remove our address for them
         for (idx, a) in ours_present {
@@ -331,24 +343,20 @@ impl Daemon {
         Ok(())
     }
 
-    /// Sends a wire packet through the uplink that owns its source locator (the
-    /// kernel routes it via that interface's routes only), so it reaches the
-    /// network its source address belongs to (BCP 38) over the path it was
-    /// advertised for. If that uplink has no route to the destination (its router
-    /// is gone), the main table decides, counted as `send_uplink_fallback`.
-    fn send_wire(&mut self, pkt: &[u8]) {
-        let (src, dst) = match ilnp_wire::ipv6::Packet::new_checked(pkt) {
-            Ok(p) => (p.src(), p.dst()),
-            Err(_) => return,
-        };
-        let (sl, _) = split_addr(src);
-        let uplink = self.core.local_locators().iter().find(|l| l.loc == sl).map(|l| l.ifindex);
+    /// Sends a wire packet through `uplink`, the one the core chose (it owns the
+    /// packet's source locator; the kernel routes it via that interface's routes
+    /// only), so it reaches the network its source address belongs to (BCP 38) over
+    /// the path it was advertised for. If that uplink has no route to the
+    /// destination (its router is gone), the main table decides, counted as
+    /// `send_uplink_fallback`.
+    fn send_wire(&mut self, pkt: &[u8], uplink: Option<u32>) {
+        let Ok(dst) = ilnp_wire::ipv6::Packet::new_checked(pkt).map(|p| p.dst()) else { return };
         if let Some(ifindex) = uplink {
             match send_via(&self.raw, pkt, dst, ifindex) {
                 Ok(()) => return,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENETUNREACH) | Some(libc::EHOSTUNREACH)) => {
                     self.bump("send_uplink_fallback");
-                    tracing::debug!("no route to {dst} via ifindex {ifindex} (source {src}): main table");
+                    tracing::debug!("no route to {dst} via ifindex {ifindex}: main table");
                 }
                 Err(e) => {
                     self.bump("send_error");
@@ -371,7 +379,7 @@ impl Daemon {
     fn run_actions(&mut self, actions: Vec<Action>) {
         for a in actions {
             match a {
-                Action::SendWire(pkt) => self.send_wire(&pkt),
+                Action::SendWire { pkt, uplink } => self.send_wire(&pkt, uplink),
                 Action::DeliverLocal(pkt) => {
                     if let Err(e) = self.tun.send(&pkt) {
                         self.bump("deliver_error");

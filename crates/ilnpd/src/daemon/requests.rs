@@ -154,28 +154,29 @@ impl Daemon {
         self.core
             .local_locators()
             .iter()
-            .map(|l| ctl::LocatorInfo {
-                l64: l.loc.to_string(),
-                address: ilnp_addr(l.loc, self.local_nid).to_string(),
-                interface: self
-                    .uplinks
-                    .iter()
-                    .find(|u| u.index == l.ifindex)
-                    .map(|u| u.name.clone())
-                    .unwrap_or_default(),
-                pref: l.pref,
-                router_preference: self.routers.get(&l.ifindex).map(|r| match r {
-                    RouterPreference::Low => ctl::RouterPreference::Low,
-                    RouterPreference::Medium => ctl::RouterPreference::Medium,
-                    RouterPreference::High => ctl::RouterPreference::High,
-                }),
-                lifetime_s: l.lifetime_s,
-                state: locator_state(l.state),
-                has_router: l.has_router,
-                deprecated: l.deprecated,
-                // seconds since a packet last arrived on it (as of the core's last
-                // look at the fast path); null: none yet
-                last_rx_age_s: self.core.local_last_rx(l.loc).map(|t| now.saturating_duration_since(t).as_secs_f64()),
+            .map(|l| {
+                let uplink = self.uplinks.iter().find(|u| u.index == l.ifindex);
+                ctl::LocatorInfo {
+                    l64: l.loc.to_string(),
+                    address: ilnp_addr(l.loc, self.local_nid).to_string(),
+                    interface: uplink.map(|u| u.name.clone()).unwrap_or_default(),
+                    pref: l.pref,
+                    router_preference: uplink.and_then(|u| u.router).map(|r| match r {
+                        RouterPreference::Low => ctl::RouterPreference::Low,
+                        RouterPreference::Medium => ctl::RouterPreference::Medium,
+                        RouterPreference::High => ctl::RouterPreference::High,
+                    }),
+                    lifetime_s: l.lifetime_s,
+                    state: locator_state(l.state),
+                    has_router: l.has_router,
+                    deprecated: l.deprecated,
+                    // seconds since a packet last arrived on it (as of the core's last
+                    // look at the fast path); null: none yet
+                    last_rx_age_s: self
+                        .core
+                        .local_last_rx(l.loc)
+                        .map(|t| now.saturating_duration_since(t).as_secs_f64()),
+                }
             })
             .collect()
     }

@@ -1,0 +1,96 @@
+//! The core's configuration: handoff policy, Locator Update timers, bounds.
+
+use crate::{Locator, Nid};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Locator preference (lower preferred, RFC 6742) when neither configuration nor a
+/// router says otherwise; peer files default to the same value.
+pub const DEFAULT_LOCATOR_PREF: u16 = 10;
+
+/// Handoff policy (RFC 6740 §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HandoffMode {
+    /// keep accepting on an old locator until it goes quiet (default)
+    Soft,
+    /// age the old locator at once
+    Hard,
+}
+
+/// Locator Update retransmission policy. The RFCs set none (wire-facts §6.2);
+/// the prototypes used fixed 1 s timers. We start from an RTT-based value with a
+/// floor and back off exponentially.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LuTimers {
+    pub initial_rto: Duration,
+    pub min_rto: Duration,
+    pub max_rto: Duration,
+    pub max_attempts: u32,
+}
+
+impl Default for LuTimers {
+    fn default() -> Self {
+        LuTimers {
+            initial_rto: Duration::from_millis(250),
+            min_rto: Duration::from_millis(50),
+            max_rto: Duration::from_secs(4),
+            max_attempts: 7,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct CoreConfig {
+    pub id_prefix: Locator,
+    pub local_nid: Nid,
+    /// 4 (32-bit) or 12 (96-bit)
+    pub nonce_len: usize,
+    pub ilcc_max_entries: usize,
+    pub idle_timeout: Duration,
+    pub handoff: HandoffMode,
+    /// Cap on the Lifetime we advertise for our locators in LUs (seconds); each
+    /// locator's own valid lifetime (from the kernel) is advertised when shorter.
+    pub lu_lifetime_s: u16,
+    pub lu: LuTimers,
+    /// Most remote locators kept per correspondent (the fast path's table holds 8).
+    /// An LU may list up to 255 (RFC 6743 §2); the best by preference are kept and
+    /// the whole body is still acknowledged. Bounds memory per entry.
+    pub max_remote_locators: usize,
+    /// Soft handoff: a local locator that is no longer the preferred one is retired
+    /// (no longer advertised) once no packet arrived on it for this long and its RA
+    /// stopped (`LocalLocator::ra_stopped`). Zero: never retired, a locator stays
+    /// until its address goes away.
+    pub soft_quiet_period: Duration,
+}
+
+impl CoreConfig {
+    pub fn new(id_prefix: Locator, local_nid: Nid) -> CoreConfig {
+        CoreConfig {
+            id_prefix,
+            local_nid,
+            nonce_len: 4,
+            ilcc_max_entries: 65536,
+            idle_timeout: Duration::from_secs(600),
+            handoff: HandoffMode::Soft,
+            lu_lifetime_s: u16::MAX,
+            lu: LuTimers::default(),
+            max_remote_locators: 8,
+            soft_quiet_period: Duration::from_secs(3),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let c = CoreConfig::new(Locator(1), Nid(2));
+        assert_eq!((c.nonce_len, c.handoff, c.max_remote_locators), (4, HandoffMode::Soft, 8));
+        assert_eq!(c.soft_quiet_period, Duration::from_secs(3));
+        let t = LuTimers::default();
+        assert!(t.min_rto <= t.initial_rto && t.initial_rto <= t.max_rto, "{t:?}");
+    }
+}

@@ -1,0 +1,333 @@
+//! What the core reports: events (logs, `ilnpctl monitor`) and counters (`ilnpctl stats`).
+//!
+//! Every counter is a variant of [`DropReason`] (a packet the core refused) or
+//! [`Outcome`] (something notable that happened); each list is defined once, below,
+//! and counted by index. The names are the JSON keys the control socket shows.
+
+use crate::{Locator, Nid};
+use serde::{Serialize, Serializer};
+use std::fmt;
+
+pub(crate) fn ser_display<T: fmt::Display, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+/// Defines a counter enum with its list (`ALL`), its size (`COUNT`) and `as_str()`.
+macro_rules! counter_enum {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal,)+ }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name { $($(#[$vm])* $v,)+ }
+        impl $name {
+            /// Every variant, in index order.
+            pub const ALL: &'static [$name] = &[$($name::$v,)+];
+            pub const COUNT: usize = $name::ALL.len();
+            /// The counter's name (JSON key, log text).
+            pub const fn as_str(self) -> &'static str {
+                match self { $($name::$v => $s,)+ }
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+    };
+}
+
+counter_enum! {
+    /// Why the core dropped a packet. Where the BPF data path (`ILNP_REASONS` in
+    /// `bpf/ilnp_maps.h`) has the same case its name is noted; the core's names are
+    /// kept as the control socket has always shown them (`ilnpctl stats` "core").
+    DropReason {
+        /// two nonce options (RFC 6744 §2); BPF: `ingress_drop_multi_nonce`
+        MultiNonce = "drop_multi_nonce",
+        /// a wire-form packet that does not parse; BPF: `ingress_drop_malformed`
+        Malformed = "malformed",
+        /// an identifier-form packet from the stack that cannot be translated
+        OutMalformed = "out_malformed",
+        /// the destination NID is not ours
+        NotForUs = "not_for_us",
+        /// the destination locator is not one of ours
+        UnknownLocalLocator = "unknown_local_locator",
+        /// the destination locator is ours but aged (hard handoff)
+        AgedLocalLocator = "aged_local_locator",
+        /// the nonce differs from the one the correspondent showed; BPF punts these
+        /// as `ingress_punt_bad_nonce` for the core to judge
+        BadNonce = "bad_nonce",
+        IlccFull = "ilcc_full",
+        /// no peer record for a destination NID
+        UnknownPeer = "unknown_peer",
+        /// the peer answered our nonce with a Parameter Problem before
+        NonIlnpPeerBlocked = "non_ilnp_peer_blocked",
+        NoLocalLocator = "no_local_locator",
+        NoRemoteLocator = "no_remote_locator",
+        IcmpUnrelated = "icmp_unrelated",
+        IcmpMissingNonce = "icmp_missing_nonce",
+        IcmpBadNonce = "icmp_bad_nonce",
+        IcmpErrorUnverified = "icmp_error_unverified",
+        IcmpUntranslatable = "icmp_untranslatable",
+        /// every malformed LU (the `Outcome::LuMalformed*` counters break it down)
+        LuMalformed = "lu_malformed",
+        LuUnknownPeer = "lu_unknown_peer",
+        LuBadNonce = "lu_bad_nonce",
+        LuUnexpectedAck = "lu_unexpected_ack",
+    }
+}
+
+counter_enum! {
+    /// Notable things that happened, counted next to the drops.
+    Outcome {
+        PeerCreated = "peer_created",
+        IlccIdleExpired = "ilcc_idle_expired",
+        NonIlnpPeer = "non_ilnp_peer",
+        NonceOnlyReceived = "nonce_only_received",
+        /// an identifier-form packet that is not ours to carry (e.g. MLD on ilnp0)
+        OutNotIdentifier = "out_not_identifier",
+        RemoteLocatorLearned = "remote_locator_learned",
+        RemoteLocatorNotLearnedFull = "remote_locator_not_learned_full",
+        RemoteLocatorAged = "remote_locator_aged",
+        LocalLocatorRetired = "local_locator_retired",
+        RetiredLocalLocatorRx = "retired_local_locator_rx",
+        IcmpErrorTranslated = "icmp_error_translated",
+        LuReceived = "lu_received",
+        LuLocatorsIgnored = "lu_locators_ignored",
+        LuAcked = "lu_acked",
+        LuDuplicateAck = "lu_duplicate_ack",
+        LuFailed = "lu_failed",
+        LuMalformedNoLocators = "lu_malformed_no_locators",
+        LuMalformedLengthMismatch = "lu_malformed_length_mismatch",
+        LuMalformedTruncated = "lu_malformed_truncated",
+        LuMalformedBadChecksum = "lu_malformed_bad_checksum",
+        LuMalformedUnknownOperation = "lu_malformed_unknown_operation",
+        LuMalformedOther = "lu_malformed_other",
+    }
+}
+
+/// Counters, one per drop reason and outcome, counted by index.
+#[derive(Clone, Debug)]
+pub struct Stats {
+    pub counters: Counters,
+}
+
+/// The counter arrays. `iter()` yields the non-zero counters by name.
+#[derive(Clone, Debug)]
+pub struct Counters {
+    drops: [u64; DropReason::COUNT],
+    outcomes: [u64; Outcome::COUNT],
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats { counters: Counters { drops: [0; DropReason::COUNT], outcomes: [0; Outcome::COUNT] } }
+    }
+}
+
+impl Counters {
+    /// The non-zero counters as `(name, value)`, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &u64)> {
+        let drops = DropReason::ALL.iter().map(|r| (r.as_str(), &self.drops[*r as usize]));
+        let outcomes = Outcome::ALL.iter().map(|o| (o.as_str(), &self.outcomes[*o as usize]));
+        let mut v: Vec<_> = drops.chain(outcomes).filter(|(_, n)| **n > 0).collect();
+        v.sort_by_key(|(k, _)| *k);
+        v.into_iter()
+    }
+}
+
+impl Serialize for Counters {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.iter())
+    }
+}
+
+impl Serialize for Stats {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("Stats", 1)?;
+        st.serialize_field("counters", &self.counters)?;
+        st.end()
+    }
+}
+
+impl Stats {
+    pub fn drop(&mut self, r: DropReason) {
+        self.counters.drops[r as usize] += 1;
+    }
+    pub fn bump(&mut self, o: Outcome) {
+        self.add(o, 1);
+    }
+    pub fn add(&mut self, o: Outcome, n: u64) {
+        self.counters.outcomes[o as usize] += n;
+    }
+    pub fn dropped(&self, r: DropReason) -> u64 {
+        self.counters.drops[r as usize]
+    }
+    pub fn outcome(&self, o: Outcome) -> u64 {
+        self.counters.outcomes[o as usize]
+    }
+    /// A counter by name (0 for a name that is not a counter).
+    pub fn get(&self, name: &str) -> u64 {
+        if let Some(r) = DropReason::ALL.iter().find(|r| r.as_str() == name) {
+            return self.dropped(*r);
+        }
+        Outcome::ALL.iter().find(|o| o.as_str() == name).map_or(0, |o| self.outcome(*o))
+    }
+}
+
+/// What happened, for logs and `ilnpctl monitor`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    PeerCreated {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        initiator: bool,
+        #[serde(serialize_with = "ser_display")]
+        local_locator: Locator,
+        #[serde(serialize_with = "ser_display")]
+        remote_locator: Locator,
+    },
+    PeerRemoved {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        reason: &'static str,
+    },
+    NonIlnpPeer {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+    },
+    RemoteLocatorLearned {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        #[serde(serialize_with = "ser_display")]
+        locator: Locator,
+    },
+    /// a correspondent's locator outlived its advertised lifetime: kept, not preferred
+    RemoteLocatorAged {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        #[serde(serialize_with = "ser_display")]
+        locator: Locator,
+    },
+    LocalLocatorsChanged {
+        locators: Vec<String>,
+    },
+    /// soft handoff: a non-preferred locator went quiet and its RA stopped
+    LocalLocatorRetired {
+        #[serde(serialize_with = "ser_display")]
+        locator: Locator,
+        quiet_ms: u64,
+    },
+    LuReceived {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        locators: Vec<String>,
+    },
+    LuSent {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        attempt: u32,
+        locators: Vec<String>,
+    },
+    LuAcked {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        rtt_us: u64,
+        attempts: u32,
+    },
+    LuFailed {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        attempts: u32,
+    },
+    /// `reason` is a [`DropReason`]'s name
+    Drop {
+        reason: &'static str,
+        detail: String,
+    },
+}
+
+impl Event {
+    pub fn drop(reason: DropReason, detail: String) -> Event {
+        Event::Drop { reason: reason.as_str(), detail }
+    }
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::PeerCreated { nid, initiator, local_locator, remote_locator } => write!(
+                f,
+                "ILNP session with {nid} ({}) via {local_locator} -> {remote_locator}",
+                if *initiator { "initiated" } else { "accepted" }
+            ),
+            Event::PeerRemoved { nid, reason } => write!(f, "ILCC entry {nid} removed: {reason}"),
+            Event::NonIlnpPeer { nid } => {
+                write!(f, "peer {nid} is not ILNPv6-capable (Parameter Problem on the nonce option)")
+            }
+            Event::RemoteLocatorLearned { nid, locator } => {
+                write!(f, "learned locator {locator} of {nid} (correct nonce)")
+            }
+            Event::RemoteLocatorAged { nid, locator } => {
+                write!(f, "locator {locator} of {nid} outlived its lifetime (aged, kept until the next LU)")
+            }
+            Event::LocalLocatorsChanged { locators } => write!(f, "local locators: [{}]", locators.join(", ")),
+            Event::LocalLocatorRetired { locator, quiet_ms } => write!(
+                f,
+                "local locator {locator} retired: no packet for {quiet_ms} ms and no router (no longer advertised)"
+            ),
+            Event::LuReceived { nid, locators } => write!(f, "LU from {nid}: [{}]", locators.join(", ")),
+            Event::LuSent { nid, attempt, locators } => {
+                write!(f, "LU to {nid} (attempt {attempt}): [{}]", locators.join(", "))
+            }
+            Event::LuAcked { nid, rtt_us, attempts } => {
+                write!(f, "LU to {nid} acked in {:.2} ms after {attempts} attempt(s)", *rtt_us as f64 / 1e3)
+            }
+            Event::LuFailed { nid, attempts } => write!(f, "LU to {nid} not acked after {attempts} attempts"),
+            Event::Drop { reason, detail } => write!(f, "drop ({reason}): {detail}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_indices_dense() {
+        let mut names: Vec<&str> = DropReason::ALL.iter().map(|r| r.as_str()).collect();
+        names.extend(Outcome::ALL.iter().map(|o| o.as_str()));
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n, "a counter name is used twice");
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i);
+        }
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(*o as usize, i);
+        }
+    }
+
+    #[test]
+    fn counted_by_index_shown_by_name() {
+        let mut s = Stats::default();
+        s.drop(DropReason::BadNonce);
+        s.drop(DropReason::BadNonce);
+        s.add(Outcome::LuLocatorsIgnored, 5);
+        assert_eq!(s.get("bad_nonce"), 2);
+        assert_eq!(s.get("lu_locators_ignored"), 5);
+        assert_eq!(s.get("lu_acked"), 0);
+        assert_eq!(s.get("no_such_counter"), 0);
+        let j = serde_json::to_value(&s).unwrap();
+        assert_eq!(j["counters"]["bad_nonce"], 2);
+        assert_eq!(j["counters"].as_object().unwrap().len(), 2, "zero counters are not shown: {j}");
+        let ev = Event::drop(DropReason::MultiNonce, "x".into());
+        assert_eq!(serde_json::to_value(&ev).unwrap()["reason"], "drop_multi_nonce");
+    }
+}

@@ -1,0 +1,132 @@
+//! ICMPv6 errors: which to believe (RFC 6741 §11.1, RFC 6744 §7), translating them
+//! for the stack, and the Parameter Problem that marks a peer not ILNPv6-capable.
+
+use crate::event::{DropReason, Event, Outcome};
+use crate::{packet_summary, Action, Core};
+use ilnp_wire::icmpv6;
+use ilnp_wire::translate;
+use ilnp_wire::{ilnp_addr, ipv6, split_addr, Nonce};
+
+impl Core {
+    /// An ICMPv6 error punted to us: `outer_nonce` is the nonce on the error itself
+    /// (an ILNPv6 correspondent puts its own on every ICMP it sends, RFC 6744 §7).
+    pub(crate) fn handle_icmp_error(&mut self, pkt: &[u8], outer_nonce: Option<Nonce>, out: &mut Vec<Action>) {
+        let meta = match translate::icmp_error_meta(pkt) {
+            Ok(m) => m,
+            Err(e) => {
+                self.drop(out, DropReason::IcmpUnrelated, format!("{e}: {}", packet_summary(pkt)));
+                return;
+            }
+        };
+        // An error sent by a current correspondent itself must carry that
+        // correspondent's nonce; missing or wrong → forgery (RFC 6744 §7, RFC 6741
+        // §11.1). Until the peer has shown its nonce (e.g. a non-ILNP peer's Parameter
+        // Problem, which cannot carry one) the quoted nonce check below is all we have.
+        // From anyone else (routers) an outer nonce cannot be verified and is ignored.
+        if let Ok(p) = ipv6::Packet::new_checked(pkt) {
+            let (_, sender) = split_addr(p.src());
+            if let Some(rx) = self.ilcc.get(&sender).and_then(|e| e.nonce_rx) {
+                match outer_nonce {
+                    None => return self.drop(out, DropReason::IcmpMissingNonce, packet_summary(pkt)),
+                    Some(n) if n != rx => return self.drop(out, DropReason::IcmpBadNonce, packet_summary(pkt)),
+                    Some(_) => {}
+                }
+            }
+        }
+        // Only errors that quote our own nonce for a current correspondent are
+        // believed: an off-path forger does not know it (RFC 6741 §11.1).
+        let ours = meta.local_nid == self.cfg.local_nid
+            && self.ilcc.get(&meta.peer_nid).is_some_and(|e| e.nonce_tx == meta.nonce);
+        if !ours {
+            self.drop(out, DropReason::IcmpErrorUnverified, packet_summary(pkt));
+            return;
+        }
+        let translated = match translate::icmp_error_to_identifier(pkt, self.cfg.id_prefix) {
+            Ok((t, _)) => t,
+            Err(e) => return self.drop(out, DropReason::IcmpUntranslatable, format!("{e}: {}", packet_summary(pkt))),
+        };
+        if !meta.rejects_nonce {
+            // Packet Too Big (MTU already reduced by our header), unreachable, time
+            // exceeded...: the kernel matches the quote to the socket
+            self.stats.bump(Outcome::IcmpErrorTranslated);
+            out.push(Action::DeliverLocal(translated));
+            return;
+        }
+        // Parameter Problem code 2 at our nonce option: the peer is not ILNPv6-capable
+        // (RFC 6744 §6, RFC 6740 §8). Stop using ILNP towards it and fail the
+        // application at once with Destination Unreachable / address unreachable
+        // (Linux: EHOSTUNREACH) quoting its own identifier-form packet.
+        let nid = meta.peer_nid;
+        self.ilcc.remove(&nid);
+        if let Some(p) = self.peers.get_mut(&nid) {
+            p.non_ilnp = true;
+        }
+        self.stats.bump(Outcome::NonIlnpPeer);
+        out.push(Action::IlccRemove(nid));
+        out.push(Action::Event(Event::NonIlnpPeer { nid }));
+        let quoted = ipv6::Packet::new_checked(&translated[..])
+            .ok()
+            .and_then(|p| icmpv6::Message::new_checked(p.payload()).ok().map(|m| m.invoking_packet().to_vec()));
+        match quoted {
+            Some(q) => out.push(Action::DeliverLocal(icmpv6::error_packet(
+                ilnp_addr(self.cfg.id_prefix, nid),
+                ilnp_addr(self.cfg.id_prefix, self.cfg.local_nid),
+                icmpv6::TYPE_DEST_UNREACH,
+                icmpv6::UNREACH_ADDRESS,
+                0,
+                &q,
+            ))),
+            None => self.drop(out, DropReason::IcmpUntranslatable, packet_summary(pkt)),
+        }
+    }
+}
+
+/// Fails the application's packet at once: Destination Unreachable, code 3
+/// (address unreachable), which Linux reports as EHOSTUNREACH (a connecting TCP
+/// socket fails instead of retrying SYNs for minutes). Never in answer to an ICMPv6
+/// error (RFC 4443 §2.4 (e)).
+pub(crate) fn unreachable_to_app(pkt: &[u8], out: &mut Vec<Action>) {
+    if is_icmp_error(pkt) {
+        return;
+    }
+    if let Ok(u) = translate::unreachable_to_app(pkt, icmpv6::UNREACH_ADDRESS) {
+        out.push(Action::DeliverLocal(u));
+    }
+}
+
+/// True if the packet's upper layer is an ICMPv6 error message (types 1-4).
+pub(crate) fn is_icmp_error(pkt: &[u8]) -> bool {
+    match ipv6::upper_layer(pkt) {
+        Ok((ipv6::PROTO_ICMPV6, off)) => pkt
+            .get(off..)
+            .and_then(|b| icmpv6::Message::new_checked(b).ok())
+            .is_some_and(|m| icmpv6::is_error(m.msg_type())),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{udp, NA, NB, P};
+
+    #[test]
+    fn errors_are_recognised_and_never_answered_with_errors() {
+        let data = udp(NA, NB, b"x");
+        assert!(!is_icmp_error(&data));
+        let err = icmpv6::error_packet(
+            ilnp_addr(P, NB),
+            ilnp_addr(P, NA),
+            icmpv6::TYPE_DEST_UNREACH,
+            icmpv6::UNREACH_ADDRESS,
+            0,
+            &data,
+        );
+        assert!(is_icmp_error(&err));
+        let mut out = Vec::new();
+        unreachable_to_app(&err, &mut out);
+        assert!(out.is_empty(), "no error about an error (RFC 4443 §2.4 (e))");
+        unreachable_to_app(&data, &mut out);
+        assert_eq!(out.len(), 1);
+    }
+}

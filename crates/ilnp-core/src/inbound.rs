@@ -1,0 +1,187 @@
+//! Inbound: wire-form packets punted by an uplink. Checks the nonce (RFC 6744), the
+//! destination locator and NID, creates the responder's ILCC entry, learns new remote
+//! locators, and hands ICMPv6 errors and Locator Updates to their sub-machines.
+
+use crate::event::{DropReason, Event, Outcome};
+use crate::icmp::is_icmp_error;
+use crate::{ilcc, packet_summary, Action, Core, IlccEntry, LocatorState, RemoteLocator};
+use ilnp_wire::translate::{self, Csum};
+use ilnp_wire::{ilnp_addr, ipv6, Error as WireError};
+use std::time::Instant;
+
+impl Core {
+    /// `Core::handle_inbound` without the timer bookkeeping.
+    pub(crate) fn inbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
+        let mut out = Vec::new();
+        match ilnp_wire::destopts::find_nonce(pkt) {
+            Err(WireError::MoreThanOneNonce) => {
+                self.drop(&mut out, DropReason::MultiNonce, packet_summary(pkt));
+                return out;
+            }
+            Err(e) => {
+                self.drop(&mut out, DropReason::Malformed, format!("{e}: {}", packet_summary(pkt)));
+                return out;
+            }
+            Ok(None) => {
+                // no nonce on the outer packet: an ICMPv6 error quoting one of ours
+                self.handle_icmp_error(pkt, None, &mut out);
+                return out;
+            }
+            Ok(Some(nh)) => {
+                if is_icmp_error(pkt) {
+                    self.handle_icmp_error(pkt, Some(nh.nonce), &mut out);
+                    return out;
+                }
+            }
+        }
+        if translate::is_lu(pkt) {
+            self.handle_lu(now, pkt, &mut out);
+            return out;
+        }
+        let (ident, meta) = match translate::to_identifier(pkt, self.cfg.id_prefix, csum) {
+            Ok(x) => x,
+            Err(e) => {
+                self.drop(&mut out, DropReason::Malformed, format!("{e}: {}", packet_summary(pkt)));
+                return out;
+            }
+        };
+        if meta.dst_nid != self.cfg.local_nid {
+            self.drop(&mut out, DropReason::NotForUs, packet_summary(pkt));
+            return out;
+        }
+        // soft handoff: a retired locator still accepts late packets (RFC 6740 §6)
+        if let Err(reason) = self.local.accepts(meta.dst_loc) {
+            self.drop(&mut out, reason, packet_summary(pkt));
+            return out;
+        }
+        let nid = meta.src_nid;
+        if self.ilcc.get(&nid).is_none() {
+            if self.ilcc.is_full() {
+                self.drop(&mut out, DropReason::IlccFull, packet_summary(pkt));
+                return out;
+            }
+            let nonce_tx = self.new_nonce();
+            let pref = self
+                .peers
+                .get(&nid)
+                .and_then(|p| p.record.locators.iter().find(|l| l.loc == meta.src_loc).map(|l| l.pref))
+                .unwrap_or(10);
+            let e = IlccEntry::new(
+                nid,
+                vec![RemoteLocator::new(meta.src_loc, pref, LocatorState::Active, Some(now))],
+                meta.dst_loc,
+                nonce_tx,
+                Some(meta.nonce),
+                false,
+                now,
+            );
+            let snap = e.snapshot();
+            if self.ilcc.insert(e).is_err() {
+                self.drop(&mut out, DropReason::IlccFull, packet_summary(pkt));
+                return out;
+            }
+            if let Some(p) = self.peers.get_mut(&nid) {
+                p.non_ilnp = false;
+            }
+            self.stats.bump(Outcome::PeerCreated);
+            out.push(Action::Event(Event::PeerCreated {
+                nid,
+                initiator: false,
+                local_locator: meta.dst_loc,
+                remote_locator: meta.src_loc,
+            }));
+            out.extend(snap.map(Action::IlccUpsert));
+            // tell the initiator our nonce now, even if the application never
+            // answers (one-way UDP): our Locator Updates must verify (RFC 6741 §13.1)
+            let pkt = translate::nonce_only_packet(
+                ilnp_addr(meta.dst_loc, self.cfg.local_nid),
+                ilnp_addr(meta.src_loc, nid),
+                &nonce_tx,
+            );
+            out.push(Action::SendWire { pkt, uplink: self.local.uplink_of(meta.dst_loc) });
+        } else {
+            let e = self.ilcc.get_mut(&nid).expect("checked");
+            match e.nonce_rx {
+                Some(n) if n != meta.nonce => {
+                    let d = format!("{} (want {})", packet_summary(pkt), ilcc::hex(n.as_bytes()));
+                    self.drop(&mut out, DropReason::BadNonce, d);
+                    return out;
+                }
+                Some(_) => {}
+                None => {
+                    // the responder's first packet: learn its nonce (RFC 6744 §6);
+                    // it answers our first packet at once, so this is an RTT sample
+                    e.nonce_rx = Some(meta.nonce);
+                    if e.initiator && e.srtt_us.is_none() {
+                        e.srtt_us = Some(now.saturating_duration_since(e.created).as_micros() as u64);
+                    }
+                    out.extend(e.snapshot().map(Action::IlccUpsert));
+                }
+            }
+            if !e.has_remote(meta.src_loc) && e.remote_locators.len() >= self.cfg.max_remote_locators.max(1) {
+                // the peer's own packet (right nonce): delivered, its locator not kept
+                self.stats.bump(Outcome::RemoteLocatorNotLearnedFull);
+            } else if !e.has_remote(meta.src_loc) {
+                // unknown source locator with the correct nonce: learn it (RFC 6744 §4)
+                let pref = e.remote_locators.iter().map(|r| r.pref).max().unwrap_or(10);
+                e.remote_locators.push(RemoteLocator::new(meta.src_loc, pref, LocatorState::Valid, Some(now)));
+                self.stats.bump(Outcome::RemoteLocatorLearned);
+                out.push(Action::Event(Event::RemoteLocatorLearned { nid, locator: meta.src_loc }));
+                out.extend(e.snapshot().map(Action::IlccUpsert));
+            }
+        }
+        // a verified packet arrived on this locator: it is not quiet
+        self.local.note_rx(meta.dst_loc, now);
+        if self.local.is_retired(meta.dst_loc) {
+            self.stats.bump(Outcome::RetiredLocalLocatorRx);
+        }
+        let e = self.ilcc.get_mut(&nid).expect("present");
+        e.last_used = now;
+        e.slow_pkts_in += 1;
+        e.slow_bytes_in += pkt.len() as u64;
+        if let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == meta.src_loc) {
+            r.last_heard = Some(now);
+        }
+        if meta.proto == ipv6::PROTO_NONE {
+            // a nonce-only packet: nothing for the stack
+            self.stats.bump(Outcome::NonceOnlyReceived);
+            return out;
+        }
+        out.push(Action::DeliverLocal(ident));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{core, events, session, udp, wire, LA, LB, NA, NB};
+    use crate::{DropReason, Nid};
+
+    #[test]
+    fn first_packet_creates_the_responder_entry_and_answers_with_our_nonce() {
+        let now = Instant::now();
+        let mut a = core(NA, LA, 1, Some((NB, LB)));
+        let mut b = core(NB, LB, 2, None);
+        let ab = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+        let out = b.handle_inbound(now, &ab, Csum::Complete);
+        assert!(events(&out).iter().any(|e| matches!(e, Event::PeerCreated { initiator: false, .. })));
+        let nonce_only = wire(&out).pop().expect("nonce-only packet");
+        let out = a.handle_inbound(now, &nonce_only, Csum::Complete);
+        assert!(out.iter().all(|x| !matches!(x, Action::DeliverLocal(_))), "nothing for the stack");
+        assert_eq!(a.stats().outcome(Outcome::NonceOnlyReceived), 1);
+        assert_eq!(b.stats().outcome(Outcome::PeerCreated), 1);
+    }
+
+    #[test]
+    fn packets_for_another_nid_or_locator_are_dropped() {
+        let (_a, _b, ab, _) = session();
+        let mut c = core(Nid(0x0200_00ff_fe00_00ee), LB, 3, None);
+        c.handle_inbound(Instant::now(), &ab, Csum::Complete);
+        assert_eq!(c.stats().dropped(DropReason::NotForUs), 1);
+        let mut d = core(NB, LA, 4, None);
+        d.handle_inbound(Instant::now(), &ab, Csum::Complete);
+        assert_eq!(d.stats().dropped(DropReason::UnknownLocalLocator), 1);
+        assert_eq!(d.ilcc_entries().count(), 0);
+    }
+}

@@ -1,0 +1,215 @@
+//! Locator Updates (RFC 6743): sending with retransmission and backoff, receiving
+//! (a correspondent moved), acknowledging.
+
+use crate::event::{DropReason, Event, Outcome};
+use crate::{packet_summary, Action, Core, HandoffMode, LocatorState, RemoteLocator};
+use ilnp_wire::icmpv6::{LocatorUpdate, LuEntry, LuOperation};
+use ilnp_wire::translate;
+use ilnp_wire::{ilnp_addr, split_addr, Error as WireError, Locator, Nid};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+impl Core {
+    /// Sends (or gives up) the pending LUs among `nids` that are due at `now`.
+    pub(crate) fn send_due_lus(&mut self, now: Instant, nids: &[Nid]) -> Vec<Action> {
+        let mut out = Vec::new();
+        let entries = self.local.lu_entries(self.cfg.lu_lifetime_s);
+        if entries.is_empty() {
+            return out;
+        }
+        let lu_timers = self.cfg.lu;
+        let local_nid = self.cfg.local_nid;
+        let hard = self.cfg.handoff == HandoffMode::Hard;
+        let mut failed = Vec::new();
+        for nid in nids {
+            let Some(e) = self.ilcc.get_mut(nid) else { continue };
+            let Some(p) = e.pending_lu.as_ref() else { continue };
+            if p.next_at > now {
+                continue;
+            }
+            if p.attempts >= lu_timers.max_attempts {
+                failed.push((e.nid, p.attempts));
+                e.pending_lu = None;
+                continue;
+            }
+            // first attempts go to the active locator; retries (or hard handoff,
+            // where both ends may have moved) go to every known locator
+            let targets: Vec<Locator> = if p.attempts == 0 && !hard {
+                e.best_remote().map(|r| vec![r.loc]).unwrap_or_default()
+            } else {
+                e.remote_locators.iter().filter(|r| r.state != LocatorState::Expired).map(|r| r.loc).collect()
+            };
+            let src = ilnp_addr(e.local_locator, local_nid);
+            let srtt = e.srtt_us.map(Duration::from_micros);
+            let Some(p) = e.pending_lu.as_mut() else { continue };
+            if p.attempts == 0 {
+                p.entries = entries.clone();
+                p.first_sent = now;
+            }
+            p.attempts += 1;
+            // first timeout: twice the measured LU round trip to this peer if we have
+            // one (floor min_rto), else initial_rto; then exponential backoff
+            let base =
+                srtt.map(|s| (s * 2).max(lu_timers.min_rto)).unwrap_or(lu_timers.initial_rto.max(lu_timers.min_rto));
+            let rto = base * 2u32.saturating_pow(p.attempts - 1);
+            p.next_at = now + rto.min(lu_timers.max_rto);
+            let lu = LocatorUpdate { operation: LuOperation::Advertisement, entries: p.entries.clone() };
+            let uplink = self.local.uplink_of(e.local_locator);
+            for t in targets {
+                if let Ok(pkt) = translate::lu_packet(src, ilnp_addr(t, e.nid), &e.nonce_tx, &lu) {
+                    out.push(Action::SendWire { pkt, uplink });
+                }
+            }
+            out.push(Action::Event(Event::LuSent { nid: e.nid, attempt: p.attempts, locators: loc_list(&p.entries) }));
+        }
+        for (nid, attempts) in failed {
+            self.stats.bump(Outcome::LuFailed);
+            out.push(Action::Event(Event::LuFailed { nid, attempts }));
+        }
+        out
+    }
+
+    pub(crate) fn handle_lu(&mut self, now: Instant, pkt: &[u8], out: &mut Vec<Action>) {
+        let lp = match translate::parse_lu_packet(pkt) {
+            Ok(lp) => lp,
+            Err(e) => {
+                // one drop reason for every malformed LU, and a breakdown by what was
+                // wrong (a flood of one kind shows up as that kind)
+                self.stats.bump(lu_malformed_kind(&e));
+                self.drop(out, DropReason::LuMalformed, format!("{e}: {}", packet_summary(pkt)));
+                return;
+            }
+        };
+        let (src_loc, nid) = split_addr(lp.src);
+        let (dst_loc, dst_nid) = split_addr(lp.dst);
+        if dst_nid != self.cfg.local_nid {
+            self.drop(out, DropReason::NotForUs, packet_summary(pkt));
+            return;
+        }
+        let Some(e) = self.ilcc.get_mut(&nid) else {
+            self.drop(out, DropReason::LuUnknownPeer, packet_summary(pkt));
+            return;
+        };
+        if lp.nonce.is_none() || lp.nonce != e.nonce_rx {
+            self.drop(out, DropReason::LuBadNonce, packet_summary(pkt));
+            return;
+        }
+        self.local.note_rx(dst_loc, now);
+        match lp.lu.operation {
+            LuOperation::Advertisement => {
+                // replace the whole set (RFC 6743 §4); the preferred one becomes active.
+                // A locator listed twice counts once (its best preference); at most
+                // max_remote_locators are kept, the best by preference.
+                let mut listed: Vec<&LuEntry> = lp.lu.entries.iter().collect();
+                listed.sort_by_key(|x| x.preference);
+                let mut seen = BTreeSet::new();
+                listed.retain(|x| seen.insert(x.locator));
+                let ignored = listed.len().saturating_sub(self.cfg.max_remote_locators.max(1));
+                listed.truncate(self.cfg.max_remote_locators.max(1));
+                let mut remote: Vec<RemoteLocator> = listed
+                    .into_iter()
+                    .map(|x| RemoteLocator {
+                        loc: x.locator,
+                        pref: x.preference,
+                        lifetime_s: x.lifetime,
+                        state: LocatorState::Valid,
+                        last_heard: if x.locator == src_loc { Some(now) } else { None },
+                        // Lifetime 0: none given; the locator stays until the next LU
+                        expires: (x.lifetime > 0).then(|| now + Duration::from_secs(u64::from(x.lifetime))),
+                    })
+                    .collect();
+                remote.sort_by_key(|r| r.pref);
+                e.remote_locators = remote;
+                let best = e.best_remote().map(|r| r.loc).unwrap_or(src_loc);
+                e.activate_remote(best);
+                e.last_used = now;
+                let ack = lp.lu.ack();
+                // ack from our active locator towards this peer (what our data uses), to
+                // the preferred advertised one; the locator the LU reached if ours is gone
+                let from = if self.local.is_usable(e.local_locator) { e.local_locator } else { dst_loc };
+                let entries = loc_list(&lp.lu.entries);
+                if let Ok(a) =
+                    translate::lu_packet(ilnp_addr(from, self.cfg.local_nid), ilnp_addr(best, nid), &e.nonce_tx, &ack)
+                {
+                    out.push(Action::SendWire { pkt: a, uplink: self.local.uplink_of(from) });
+                }
+                out.extend(e.snapshot().map(Action::IlccUpsert));
+                self.stats.bump(Outcome::LuReceived);
+                if ignored > 0 {
+                    self.stats.add(Outcome::LuLocatorsIgnored, ignored as u64);
+                }
+                out.push(Action::Event(Event::LuReceived { nid, locators: entries }));
+            }
+            LuOperation::Acknowledgement => {
+                let matches = e.pending_lu.as_ref().is_some_and(|p| p.entries == lp.lu.entries && p.attempts > 0);
+                if !matches && e.last_acked_lu.as_ref() == Some(&lp.lu.entries) {
+                    // the ack of a retransmission that crossed the first ack
+                    self.stats.bump(Outcome::LuDuplicateAck);
+                    return;
+                }
+                if !matches {
+                    self.drop(out, DropReason::LuUnexpectedAck, packet_summary(pkt));
+                    return;
+                }
+                let p = e.pending_lu.take().expect("checked");
+                let rtt = now.saturating_duration_since(p.first_sent);
+                // a sample only when unambiguous (Karn): the first transmission was acked
+                if p.attempts == 1 {
+                    let sample = rtt.as_micros() as u64;
+                    e.srtt_us = Some(e.srtt_us.map_or(sample, |s| (7 * s + sample) / 8));
+                }
+                e.last_acked_lu = Some(p.entries.clone());
+                self.stats.bump(Outcome::LuAcked);
+                out.push(Action::Event(Event::LuAcked { nid, rtt_us: rtt.as_micros() as u64, attempts: p.attempts }));
+            }
+        }
+    }
+}
+
+fn loc_list(entries: &[LuEntry]) -> Vec<String> {
+    entries.iter().map(|e| format!("{}|{}", e.locator, e.preference)).collect()
+}
+
+/// The breakdown counter of a malformed Locator Update (`lu_malformed` counts them all).
+fn lu_malformed_kind(e: &WireError) -> Outcome {
+    match e {
+        WireError::LuNoLocators => Outcome::LuMalformedNoLocators,
+        WireError::LuLengthMismatch { .. } => Outcome::LuMalformedLengthMismatch,
+        WireError::Truncated => Outcome::LuMalformedTruncated,
+        WireError::BadChecksum => Outcome::LuMalformedBadChecksum,
+        WireError::UnknownLuOperation { .. } => Outcome::LuMalformedUnknownOperation,
+        _ => Outcome::LuMalformedOther,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{events, local, session, wire, LB2};
+
+    #[test]
+    fn malformed_lus_are_broken_down_by_wire_error() {
+        assert_eq!(lu_malformed_kind(&WireError::LuNoLocators), Outcome::LuMalformedNoLocators);
+        assert_eq!(lu_malformed_kind(&WireError::Truncated), Outcome::LuMalformedTruncated);
+        assert_eq!(lu_malformed_kind(&WireError::BadChecksum), Outcome::LuMalformedBadChecksum);
+        assert_eq!(lu_malformed_kind(&WireError::MoreThanOneNonce), Outcome::LuMalformedOther);
+        let e = [LuEntry { locator: Locator(0x2001_0db8_0000_0001), preference: 7, lifetime: 0 }];
+        assert_eq!(loc_list(&e), ["2001:0db8:0000:0001|7"]);
+    }
+
+    #[test]
+    fn first_attempt_to_the_active_locator_retries_back_off() {
+        let (_a, mut b, _, _) = session();
+        let t0 = Instant::now();
+        let out = b.set_local_locators(t0, vec![local(LB2)]);
+        assert_eq!(wire(&out).len(), 1);
+        assert!(events(&out).iter().any(|e| matches!(e, Event::LuSent { attempt: 1, .. })));
+        // initial_rto 250 ms, then doubled
+        assert!(wire(&b.handle_timeout(t0 + Duration::from_millis(249))).is_empty());
+        let out = b.handle_timeout(t0 + Duration::from_millis(250));
+        assert_eq!(wire(&out).len(), 1);
+        assert!(events(&out).iter().any(|e| matches!(e, Event::LuSent { attempt: 2, .. })));
+        assert!(wire(&b.handle_timeout(t0 + Duration::from_millis(749))).is_empty());
+        assert_eq!(wire(&b.handle_timeout(t0 + Duration::from_millis(750))).len(), 1);
+    }
+}

@@ -1,0 +1,136 @@
+//! Outbound: identifier-form packets from the stack to wire form; the initiator's
+//! ILCC entry is created from the peer records.
+
+use crate::event::{DropReason, Event, Outcome};
+use crate::icmp::{is_icmp_error, unreachable_to_app};
+use crate::{packet_summary, Action, Core, IlccEntry, LocatorState, RemoteLocator};
+use ilnp_wire::translate::{self, Csum};
+use ilnp_wire::{ipv6, split_addr, Nid};
+use std::time::Instant;
+
+impl Core {
+    /// `Core::handle_outbound` without the timer bookkeeping.
+    pub(crate) fn outbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
+        let mut out = Vec::new();
+        let p = match ipv6::Packet::new_checked(pkt) {
+            Ok(p) => p,
+            Err(e) => {
+                self.drop(&mut out, DropReason::OutMalformed, e.to_string());
+                return out;
+            }
+        };
+        let (dl, dn) = split_addr(p.dst());
+        let (sl, _) = split_addr(p.src());
+        if dl != self.cfg.id_prefix || sl != self.cfg.id_prefix {
+            // e.g. MLD reports the kernel sends on ilnp0: not ours to carry
+            self.stats.bump(Outcome::OutNotIdentifier);
+            return out;
+        }
+        if self.ilcc.get(&dn).is_none() {
+            if let Err(reason) = self.create_initiator_entry(now, dn, &mut out) {
+                self.stats.drop(reason);
+                out.push(Action::Event(Event::drop(reason, format!("packet to {}", p.dst()))));
+                unreachable_to_app(pkt, &mut out);
+                return out;
+            }
+        }
+        // the entry's source locator must still be ours and usable (it is moved to the
+        // best one by set_local_locators; with none left the application hears at once)
+        let usable = self.ilcc.get(&dn).is_some_and(|e| self.local.is_usable(e.local_locator));
+        if !usable {
+            self.stats.drop(DropReason::NoLocalLocator);
+            out.push(Action::Event(Event::drop(DropReason::NoLocalLocator, format!("packet to {}", p.dst()))));
+            unreachable_to_app(pkt, &mut out);
+            return out;
+        }
+        let id_prefix = self.cfg.id_prefix;
+        let Some(e) = self.ilcc.get_mut(&dn) else { return out };
+        e.last_used = now;
+        e.slow_pkts_out += 1;
+        e.slow_bytes_out += pkt.len() as u64;
+        let Some(remote) = e.best_remote().map(|r| r.loc) else {
+            self.drop(&mut out, DropReason::NoRemoteLocator, format!("{dn}"));
+            return out;
+        };
+        let res = match (is_icmp_error(pkt), e.nonce_rx) {
+            // an error our stack raised about the peer's packet: the quote goes back in
+            // the wire form it arrived in, with the peer's nonce, so the peer can match
+            // it; the error itself carries our nonce (RFC 6744 §7)
+            (true, Some(rx)) if csum == Csum::Complete => {
+                translate::icmp_error_to_wire(pkt, id_prefix, e.local_locator, remote, &e.nonce_tx, &rx)
+            }
+            _ => translate::to_wire(pkt, id_prefix, e.local_locator, remote, &e.nonce_tx, csum),
+        };
+        let uplink = self.local.uplink_of(e.local_locator);
+        match res {
+            Ok(pkt) => out.push(Action::SendWire { pkt, uplink }),
+            Err(err) => self.drop(&mut out, DropReason::OutMalformed, format!("{err}: {}", packet_summary(pkt))),
+        }
+        out
+    }
+
+    fn create_initiator_entry(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) -> Result<(), DropReason> {
+        let peer = match self.peers.get(&nid) {
+            None => return Err(DropReason::UnknownPeer),
+            Some(p) if p.non_ilnp => return Err(DropReason::NonIlnpPeerBlocked),
+            Some(p) => p.record.clone(),
+        };
+        let local = self.local.best().ok_or(DropReason::NoLocalLocator)?;
+        if self.ilcc.is_full() {
+            return Err(DropReason::IlccFull);
+        }
+        let nonce_tx = self.new_nonce();
+        let mut remote: Vec<RemoteLocator> =
+            peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
+        remote.sort_by_key(|r| r.pref);
+        let mut e = IlccEntry::new(nid, remote, local, nonce_tx, None, true, now);
+        let best = e.best_remote().map(|r| r.loc).ok_or(DropReason::NoRemoteLocator)?;
+        e.activate_remote(best);
+        let snap = e.snapshot();
+        self.ilcc.insert(e).map_err(|_| DropReason::IlccFull)?;
+        self.stats.bump(Outcome::PeerCreated);
+        out.push(Action::Event(Event::PeerCreated {
+            nid,
+            initiator: true,
+            local_locator: local,
+            remote_locator: best,
+        }));
+        if let Some(s) = snap {
+            out.push(Action::IlccUpsert(s));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{core, delivered, wire, LA, LB, NA, NB};
+    use ilnp_wire::ilnp_addr;
+
+    #[test]
+    fn only_identifier_form_packets_are_carried() {
+        let mut a = core(NA, LA, 1, Some((NB, LB)));
+        let mut mld = crate::tests::udp(NA, NB, b"x");
+        mld[8..24].copy_from_slice(&ilnp_addr(LA, NA).octets());
+        assert!(a.handle_outbound(Instant::now(), &mld, Csum::Complete).is_empty());
+        assert_eq!(a.stats().outcome(Outcome::OutNotIdentifier), 1);
+    }
+
+    #[test]
+    fn the_initiator_entry_comes_from_the_peer_record() {
+        let mut a = core(NA, LA, 1, Some((NB, LB)));
+        let out = a.handle_outbound(Instant::now(), &crate::tests::udp(NA, NB, b"x"), Csum::Complete);
+        let w = wire(&out).pop().expect("sent");
+        assert!(out.iter().any(|a| matches!(a, Action::SendWire { uplink: Some(2), .. })), "out of LA's uplink");
+        let p = ipv6::Packet::new_checked(&w[..]).unwrap();
+        assert_eq!((split_addr(p.src()).0, split_addr(p.dst()).0), (LA, LB));
+        let e = a.ilcc_entries().next().unwrap();
+        assert!(e.initiator && e.nonce_rx.is_none());
+        // no record: the application hears at once
+        let out =
+            a.handle_outbound(Instant::now(), &crate::tests::udp(NA, Nid(0x0200_0000_0000_0042), b"x"), Csum::Complete);
+        assert_eq!(delivered(&out).len(), 1);
+        assert_eq!(a.stats().dropped(DropReason::UnknownPeer), 1);
+    }
+}

@@ -1,0 +1,246 @@
+//! Timers: LU retransmissions, remote locator lifetimes, idle ILCC entries and the
+//! end of soft-handoff quiet periods.
+//!
+//! The ILCC's deadlines live in a [`DeadlineIndex`]: a binary heap of
+//! `(instant, NID)` with lazy deletion. Each entry has at most one live item, which
+//! is never later than the entry's real next deadline (a lower bound); the top item
+//! is kept exact (`Ilcc::tidy`), so `poll_timeout` is a peek and `handle_timeout`
+//! visits only entries whose item is due.
+
+use crate::event::{Event, Outcome};
+use crate::{Action, Core};
+use ilnp_wire::Nid;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::time::Instant;
+
+/// Deadlines keyed by NID: a min-heap with lazy deletion.
+#[derive(Debug, Default)]
+pub struct DeadlineIndex {
+    heap: BinaryHeap<Reverse<(Instant, Nid)>>,
+    /// each NID's live item; a heap item that disagrees with it is stale
+    live: HashMap<Nid, Instant>,
+    /// heap items looked at (tests bound it; never timed)
+    visits: u64,
+}
+
+impl DeadlineIndex {
+    /// Makes `at` the NID's deadline if it is earlier than its live one (or it has
+    /// none); a later one is left for `fix_top` (the live item stays a lower bound).
+    pub fn schedule(&mut self, nid: Nid, at: Option<Instant>) {
+        match (at, self.live.get(&nid)) {
+            (None, _) => {
+                self.live.remove(&nid);
+            }
+            (Some(t), Some(cur)) if *cur <= t => {}
+            (Some(t), _) => {
+                self.live.insert(nid, t);
+                self.heap.push(Reverse((t, nid)));
+                self.compact();
+            }
+        }
+    }
+
+    /// The NID has no deadline any more (its heap item goes stale).
+    pub fn forget(&mut self, nid: &Nid) {
+        self.live.remove(nid);
+    }
+
+    pub fn clear(&mut self) {
+        self.heap.clear();
+        self.live.clear();
+    }
+
+    /// The earliest live deadline, if the top is exact (see `fix_top`).
+    pub fn peek(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((t, _))| *t)
+    }
+
+    /// Drops stale items from the top and replaces a top lower bound by the real
+    /// deadline `real(nid)` until the top is exact.
+    pub fn fix_top(&mut self, mut real: impl FnMut(&Nid) -> Option<Instant>) {
+        while let Some(&Reverse((t, nid))) = self.heap.peek() {
+            self.visits += 1;
+            if self.live.get(&nid) != Some(&t) {
+                self.heap.pop();
+                continue;
+            }
+            let d = real(&nid);
+            if d == Some(t) {
+                return;
+            }
+            self.heap.pop();
+            self.live.remove(&nid);
+            if let Some(d) = d {
+                self.live.insert(nid, d);
+                self.heap.push(Reverse((d, nid)));
+            }
+        }
+    }
+
+    /// Pops every live item due at `now`; their NIDs have no live item afterwards.
+    pub fn take_due(&mut self, now: Instant) -> Vec<Nid> {
+        let mut due = Vec::new();
+        while let Some(&Reverse((t, nid))) = self.heap.peek() {
+            if t > now {
+                break;
+            }
+            self.visits += 1;
+            self.heap.pop();
+            if self.live.get(&nid) == Some(&t) {
+                self.live.remove(&nid);
+                due.push(nid);
+            }
+        }
+        due
+    }
+
+    /// Rebuilds the heap from the live items when stale ones dominate.
+    fn compact(&mut self) {
+        if self.heap.len() > 2 * self.live.len() + 64 {
+            self.heap = self.live.iter().map(|(n, t)| Reverse((*t, *n))).collect();
+        }
+    }
+
+    pub fn visits(&self) -> u64 {
+        self.visits
+    }
+
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+}
+
+impl Core {
+    /// The next instant `handle_timeout` has work: an LU (re)transmission, a remote
+    /// locator's lifetime end, an entry's idle deadline, or the end of a soft-handoff
+    /// quiet period. O(1) in the number of ILCC entries.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.ilcc.next_deadline(), self.local.next_retirement()].into_iter().flatten().min()
+    }
+
+    /// Due work at `now`. A shell with a fast path feeds `note_local_activity` first,
+    /// so a quiet period ends on what really arrived.
+    pub fn handle_timeout(&mut self, now: Instant) -> Vec<Action> {
+        let mut out = Vec::new();
+        // a quiet period ended: the same rule as for a change the shell reports; the
+        // LU leaves here
+        if let Some(update) = self.local.reevaluate(now) {
+            out.extend(self.apply_local_update(now, update));
+        }
+        let due = self.ilcc.take_due(now);
+        out.extend(self.send_due_lus(now, &due));
+        let mut aged = Vec::new();
+        for nid in &due {
+            let Some(e) = self.ilcc.get_mut(nid) else { continue };
+            if e.next_expiry().is_some_and(|t| t <= now) {
+                let before = e.best_remote().map(|r| r.loc);
+                let locs = e.age_locators(now);
+                if !locs.is_empty() && e.best_remote().map(|r| r.loc) != before {
+                    out.extend(e.snapshot().map(Action::IlccUpsert));
+                }
+                aged.extend(locs.into_iter().map(|l| (e.nid, l)));
+            }
+        }
+        for (nid, locator) in aged {
+            self.stats.bump(Outcome::RemoteLocatorAged);
+            out.push(Action::Event(Event::RemoteLocatorAged { nid, locator }));
+        }
+        let idle = self.cfg.idle_timeout;
+        for nid in due {
+            if !self.ilcc.get(&nid).is_some_and(|e| e.is_idle(now, idle)) {
+                continue;
+            }
+            self.ilcc.remove(&nid);
+            self.stats.bump(Outcome::IlccIdleExpired);
+            out.push(Action::IlccRemove(nid));
+            out.push(Action::Event(Event::PeerRemoved { nid, reason: "idle" }));
+        }
+        self.ilcc.tidy();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{local, session, wire, LA, LB2, NA};
+    use crate::{CoreConfig, IlccEntry, LocatorState, Nonce, RemoteLocator};
+    use ilnp_wire::Locator;
+    use std::time::Duration;
+
+    #[test]
+    fn index_keeps_the_earliest_and_skips_stale_items() {
+        let t = Instant::now();
+        let s = Duration::from_secs;
+        let mut d = DeadlineIndex::default();
+        d.schedule(Nid(1), Some(t + s(10)));
+        d.schedule(Nid(2), Some(t + s(5)));
+        d.schedule(Nid(1), Some(t + s(3))); // earlier: replaces (old item stale)
+        d.schedule(Nid(2), Some(t + s(8))); // later: the live item stays a lower bound
+        assert_eq!(d.peek(), Some(t + s(3)));
+        d.forget(&Nid(1));
+        d.fix_top(|n| (*n == Nid(2)).then_some(t + s(8)));
+        assert_eq!(d.peek(), Some(t + s(8)), "stale and lower-bound items fixed");
+        assert_eq!(d.take_due(t + s(7)), []);
+        assert_eq!(d.take_due(t + s(20)), [Nid(2)]);
+        assert_eq!(d.peek(), None);
+    }
+
+    #[test]
+    fn poll_and_handle_timeout_visit_a_bounded_number_of_entries() {
+        const N: u64 = 100_000;
+        let t0 = Instant::now();
+        let mut cfg = CoreConfig::new(crate::tests::P, NA);
+        cfg.ilcc_max_entries = N as usize + 10;
+        let mut c = Core::new(cfg, Box::new(crate::tests::TestRng(7)));
+        c.set_local_locators(t0, vec![local(LA)]);
+        for i in 0..N {
+            let nid = Nid(0x0200_0000_0000_0000 + i * 2);
+            let r = RemoteLocator::new(Locator(0x2001_0db8_0000_0000 + (i << 16)), 10, LocatorState::Active, None);
+            let mut e = IlccEntry::new(nid, vec![r], LA, Nonce::N32([1, 2, 3, 4]), None, false, t0);
+            e.last_used = t0 + Duration::from_millis(i % 1000);
+            c.ilcc.insert(e).unwrap();
+        }
+        c.ilcc.tidy();
+        let idle = c.cfg.idle_timeout;
+        assert_eq!(c.poll_timeout(), Some(t0 + idle));
+        let v0 = c.ilcc.visits();
+        for _ in 0..1000 {
+            assert_eq!(c.poll_timeout(), Some(t0 + idle));
+        }
+        assert_eq!(c.ilcc.visits(), v0, "poll_timeout visits nothing");
+        // nothing due: handle_timeout looks at the top only
+        for k in 1..=100 {
+            assert!(c.handle_timeout(t0 + Duration::from_secs(k)).is_empty());
+        }
+        assert!(c.ilcc.visits() - v0 <= 100 * 2, "{} visits for 100 idle calls", c.ilcc.visits() - v0);
+        // the fast path keeps one of the 100 entries of the first millisecond alive
+        let hot = Nid(0x0200_0000_0000_0000);
+        c.note_activity(hot, t0 + Duration::from_secs(200));
+        let v1 = c.ilcc.visits();
+        assert_eq!(c.poll_timeout(), Some(t0 + idle));
+        // the other 99 expire: about 100 visits, not 10^5
+        let out = c.handle_timeout(t0 + idle);
+        let removed = out.iter().filter(|a| matches!(a, Action::IlccRemove(_))).count();
+        assert_eq!(removed, 99);
+        assert!(c.ilcc.visits() - v1 <= 2 * 100 + 4, "{} visits", c.ilcc.visits() - v1);
+        assert_eq!(c.ilcc_entries().count(), N as usize - 99);
+        assert_eq!(c.poll_timeout(), Some(t0 + idle + Duration::from_millis(1)), "the next millisecond's entries");
+        assert!(c.ilcc.get(&hot).is_some());
+    }
+
+    #[test]
+    fn deadlines_follow_lu_state() {
+        let (_a, mut b, _, _) = session();
+        let t0 = Instant::now();
+        let idle = b.cfg.idle_timeout;
+        assert!(b.poll_timeout().unwrap() >= t0 + idle - Duration::from_secs(1));
+        assert_eq!(wire(&b.set_local_locators(t0, vec![local(LB2)])).len(), 1);
+        assert_eq!(b.poll_timeout(), Some(t0 + Duration::from_millis(250)), "the LU retransmission");
+    }
+}

@@ -1,0 +1,224 @@
+//! Static peer files: correspondents the initiator can reach before DNS support
+//! exists, parsed into the core's `PeerRecord`s. Two file forms:
+//!
+//! * the seeds' hosts-file form, one peer per line:
+//!   `<L64>|<pref>[,<L64>|<pref>...],<NID> <name> [alias...]`
+//!   e.g. `2001:0db8:000b:0000|10,0200:00ff:fe00:000d mn`; `#` starts a comment.
+//!   The first whitespace-separated word is the I-LV list: one or more `L64|pref`
+//!   entries then exactly one NID, comma-separated without spaces; the second word
+//!   is the name; further words are aliases (accepted, not used). L64 and NID use the
+//!   RFC 6742 presentation form (four 16-bit hex groups; an L64 may also be written
+//!   as an IPv6 prefix, `2001:db8:b::/64`); pref is 0-65535, lower preferred.
+//!   A NID with the group bit set, or defined twice in one file, is an error.
+//! * TOML: `[[peer]] name = "mn"`, `nid = "0200:00ff:fe00:000d"`,
+//!   `locators = [{ l64 = "2001:0db8:000b:0000", pref = 10 }]`.
+
+use ilnp_core::{Locator, Nid, PeerLocator, PeerRecord};
+use serde::Deserialize;
+use std::fmt;
+
+/// A peer-file error: where and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerFileError {
+    pub origin: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for PeerFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.origin, self.line, self.message)
+    }
+}
+
+impl std::error::Error for PeerFileError {}
+
+/// Parses a locator `L64|pref` token.
+fn parse_loc_pref(tok: &str) -> Result<PeerLocator, String> {
+    let (l, p) = tok.split_once('|').ok_or_else(|| format!("{tok:?}: expected L64|pref"))?;
+    let loc: Locator = l.parse()?;
+    let pref: u16 = p.parse().map_err(|_| format!("{tok:?}: preference {p:?} is not a number 0-65535"))?;
+    Ok(PeerLocator { loc, pref })
+}
+
+/// Parses the seeds' hosts-file form.
+pub fn load_hosts_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerFileError> {
+    let mut out = Vec::new();
+    let mut seen: Vec<(Nid, usize)> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let err = |m: String| PeerFileError { origin: origin.to_string(), line: i + 1, message: m };
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let ilv = words.next().unwrap_or("");
+        let name = words.next().ok_or_else(|| err(format!("{ilv:?}: missing host name after the I-LV")))?;
+        let mut toks: Vec<&str> = ilv.split(',').collect();
+        let last = toks.pop().unwrap_or("");
+        if last.contains('|') {
+            return Err(err(format!("{ilv:?}: no NID (want L64|pref,...,NID)")));
+        }
+        if toks.is_empty() {
+            return Err(err(format!("{ilv:?}: no locator (want L64|pref,...,NID)")));
+        }
+        let mut locators = Vec::new();
+        for tok in toks {
+            if !tok.contains('|') {
+                return Err(err(format!("{tok:?}: expected L64|pref (the NID comes last)")));
+            }
+            locators.push(parse_loc_pref(tok).map_err(err)?);
+        }
+        let nid = last.parse::<Nid>().map_err(|e| err(format!("NID {e}")))?;
+        check_nid(nid, &seen).map_err(err)?;
+        seen.push((nid, i + 1));
+        out.push(PeerRecord { name: name.to_string(), nid, locators });
+    }
+    Ok(out)
+}
+
+/// A peer NID must be an individual identifier (RFC 6741 §2.1) and defined once.
+fn check_nid(nid: Nid, seen: &[(Nid, usize)]) -> Result<(), String> {
+    if nid.is_group() {
+        return Err(format!("NID {nid} has the group bit set"));
+    }
+    if let Some((_, l)) = seen.iter().find(|(n, _)| *n == nid) {
+        return Err(format!("NID {nid} already defined at line {l}"));
+    }
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TomlFile {
+    #[serde(default)]
+    peer: Vec<toml::Spanned<TomlPeer>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TomlPeer {
+    pub name: String,
+    pub nid: String,
+    pub locators: Vec<TomlLocator>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TomlLocator {
+    pub l64: String,
+    #[serde(default = "default_pref")]
+    pub pref: u16,
+}
+
+fn default_pref() -> u16 {
+    ilnp_core::DEFAULT_LOCATOR_PREF
+}
+
+impl TomlPeer {
+    /// Validates one `[[peer]]` table (also used by ilnpd for peers inline in its config).
+    pub fn to_record(&self) -> Result<PeerRecord, String> {
+        let nid: Nid = self.nid.parse().map_err(|e| format!("peer {:?}: nid {e}", self.name))?;
+        if nid.is_group() {
+            return Err(format!("peer {:?}: nid {nid} has the group bit set", self.name));
+        }
+        if self.locators.is_empty() {
+            return Err(format!("peer {:?}: no locators", self.name));
+        }
+        let locators = self
+            .locators
+            .iter()
+            .map(|l| {
+                l.l64
+                    .parse::<Locator>()
+                    .map(|loc| PeerLocator { loc, pref: l.pref })
+                    .map_err(|e| format!("peer {:?}: l64 {e}", self.name))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(PeerRecord { name: self.name.clone(), nid, locators })
+    }
+}
+
+/// Parses the TOML form.
+pub fn load_toml_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerFileError> {
+    let f: TomlFile = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1).unwrap_or(0);
+        PeerFileError { origin: origin.to_string(), line, message: e.message().to_string() }
+    })?;
+    let mut out = Vec::new();
+    let mut seen: Vec<(Nid, usize)> = Vec::new();
+    for p in &f.peer {
+        // semantic errors name the line where the peer's table starts
+        let line = text[..p.span().start.min(text.len())].matches('\n').count() + 1;
+        let err = |message: String| PeerFileError { origin: origin.to_string(), line, message };
+        let r = p.get_ref().to_record().map_err(err)?;
+        check_nid(r.nid, &seen).map_err(|m| err(format!("peer {:?}: {m}", r.name)))?;
+        seen.push((r.nid, line));
+        out.push(r);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_form() {
+        let t = "# peers\n2001:0db8:000b:0000|10,2001:0db8:000c:0000|20,0200:00ff:fe00:000d mn mobile\n\n\
+                 2001:0db8:000a:0000|5,0200:00ff:fe00:000c cn # the correspondent\n";
+        let p = load_hosts_str(t, "hosts").unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].name, "mn");
+        assert_eq!(p[0].nid, Nid(0x0200_00ff_fe00_000d));
+        assert_eq!(p[0].locators[1], PeerLocator { loc: Locator(0x2001_0db8_000c_0000), pref: 20 });
+        assert_eq!(p[1].locators[0].pref, 5);
+    }
+
+    #[test]
+    fn hosts_errors_name_line_and_token() {
+        let e = load_hosts_str("\n2001:0db8:000b:0000|x,0200:00ff:fe00:000d mn\n", "h").unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("\"x\""), "{e}");
+        let e = load_hosts_str("2001:0db8:000b:0000|10 mn\n", "h").unwrap_err();
+        assert!(e.message.contains("no NID"), "{e}");
+        let e = load_hosts_str("0200:00ff:fe00:000d mn\n", "h").unwrap_err();
+        assert!(e.message.contains("no locator"), "{e}");
+        let e = load_hosts_str("2001:db8::|10,0200:00ff:fe00:000d\n", "h").unwrap_err();
+        assert!(e.message.contains("missing host name"), "{e}");
+        // the NID must come last, exactly once
+        let e = load_hosts_str("0200:00ff:fe00:000d,2001:0db8:000b:0000|10 mn\n", "h").unwrap_err();
+        assert!(e.message.contains("no NID"), "{e}");
+        let e = load_hosts_str("2001:0db8:000b:0000|10,0200:00ff:fe00:000c,0200:00ff:fe00:000d mn\n", "h").unwrap_err();
+        assert!(e.message.contains("\"0200:00ff:fe00:000c\"") && e.message.contains("NID comes last"), "{e}");
+        let e = load_hosts_str("2001:0db8:000b:0000|99999,0200:00ff:fe00:000d mn\n", "h").unwrap_err();
+        assert!(e.message.contains("\"99999\""), "{e}");
+        let e = load_hosts_str("2001:0db8:000b:0000|10,0300:00ff:fe00:000d mn\n", "h").unwrap_err();
+        assert!(e.message.contains("group bit"), "{e}");
+        let two =
+            "2001:0db8:000b:0000|10,0200:00ff:fe00:000d mn\n# x\n2001:0db8:000c:0000|10,0200:00ff:fe00:000d mn2\n";
+        let e = load_hosts_str(two, "hosts").unwrap_err();
+        assert_eq!((e.line, e.to_string().starts_with("hosts:3:")), (3, true), "{e}");
+        assert!(e.message.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn toml_form() {
+        let t = "[[peer]]\nname = \"mn\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{ l64 = \"2001:db8:b::/64\", pref = 7 }]\n";
+        let p = load_toml_str(t, "p.toml").unwrap();
+        assert_eq!(p[0].locators[0], PeerLocator { loc: Locator(0x2001_0db8_000b_0000), pref: 7 });
+        let e =
+            load_toml_str("[[peer]]\nname = \"mn\"\nnid = \"1\"\nlocators = []\nextra = 1\n", "p.toml").unwrap_err();
+        assert!(e.message.contains("extra") && e.line == 5, "{e}");
+        let e = load_toml_str(
+            "[[peer]]\nname = \"mn\"\nnid = \"0300:0000:0000:0001\"\nlocators = [{l64=\"2001:db8::/64\"}]\n",
+            "p",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("group bit") && e.line == 1, "{e}");
+        let two = "[[peer]]\nname = \"a\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{l64=\"2001:db8::/64\"}]\n\n\
+                   [[peer]]\nname = \"b\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{l64=\"2001:db8::/64\"}]\n";
+        let e = load_toml_str(two, "p").unwrap_err();
+        assert!(e.line == 6 && e.message.contains("already defined at line 1"), "{e}");
+    }
+}
