@@ -29,6 +29,10 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .addr import CN_NID, MN_NID, l64, lab_nid
+from .services import nic_segmentation, radvd, warm_neighbours
+from .testbed import Node, Testbed
+
 EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
 SCHEMES = ("ilnp-hard", "ilnp-soft", "plain", "mptcp")
 IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
@@ -121,6 +125,28 @@ class Experiment:
             if l.b == node:
                 out.append((l.b_if, l))
         return out
+
+    def nid(self, host: str) -> str:
+        """The NID ilnpd uses on `host` in a run: the CN's and MN's as in the tests' fixtures."""
+        return {self.cn: CN_NID, self.mn: MN_NID}.get(host) or lab_nid(0x10 + sorted(self.nodes).index(host))
+
+    def initial_prefixes(self, host: str) -> list[tuple[str, str]]:
+        """(iface, /64) of the host's networks that are up at t = 0: static or advertised."""
+        out = []
+        for iface, link in self.host_ifaces(host):
+            if not link.up:
+                continue
+            addr = link.a_addr if (link.a, link.a_if) == (host, iface) else link.b_addr
+            ra = self.radvd_facing(host, iface)
+            if addr:
+                out.append((iface, str(ipaddress.IPv6Interface(addr).network)))
+            elif ra:
+                out.append((iface, ra.prefix))
+        return out
+
+    def initial_l64s(self, host: str) -> list[str]:
+        """The L64s of `initial_prefixes(host)`: the locators a static peer entry lists."""
+        return [l64(p) for _, p in self.initial_prefixes(host)]
 
     def radvd_facing(self, node: str, iface: str) -> RadvdSpec | None:
         """The radvd advertising onto the link behind `node:iface`, if any."""
@@ -380,13 +406,11 @@ def load(name_or_path: str | Path) -> Experiment:
 
 # ---------------------------------------------------------------- building
 
-def build(bed, ex: Experiment, move: str, seed: int = 1, overrides: dict[str, dict] | None = None,
-          start_radvd: bool = True) -> dict:
+def build(bed: Testbed, ex: Experiment, move: str, seed: int = 1, overrides: dict[str, dict] | None = None,
+          start_radvd: bool = True) -> dict[str, Node]:
     """Creates the experiment's network for `move` in `bed`; returns {name: Node}.
     `overrides`: per-link parameters on top of the move's ({"r1-r3": {"delay_ms": 50}}).
     Routers know each other's link-layer addresses before it returns."""
-    from .testbed import nic_segmentation, radvd, warm_neighbours
-
     nodes = {name: bed.add_node(name, router=r) for name, r in ex.nodes.items()}
     for i, l in enumerate(ex.links_for(move, overrides)):
         a, b = nodes[l.a], nodes[l.b]
