@@ -105,7 +105,7 @@ def main():
     with Testbed() as bed:
         cn, r1, mn = three_node(bed)
         # reference: plain IPv6 with the hosts' TSO on (64 KB GSO packets cross R1);
-        # ILNPv6 cannot be measured this way on veth (see lab/ilnp_lab/testbed.py nic_segmentation)
+        # ILNPv6 cannot be measured this way on veth (see lab/ilnp_lab/services.py nic_segmentation)
         for n in (cn, mn):
             n.run("ethtool", "-K", "eth0", "tso", "on")
         res["plain_tso"] = {
