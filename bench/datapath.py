@@ -21,11 +21,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 
 from ilnp_lab.daemon import Ilnpd, Peer  # noqa: E402
-from ilnp_lab.testbed import Testbed, three_node, wait_for  # noqa: E402
-
-CN_NID, MN_NID = "0200:00ff:fe00:000c", "0200:00ff:fe00:000d"
-CN_L64, MN_L64 = "2001:0db8:000a:0000", "2001:0db8:000b:0000"
-MN_WIRE = "2001:db8:b:0:200:ff:fe00:d"
+from ilnp_lab.addr import CN_NID, MN_NID  # noqa: E402
+from ilnp_lab.fixtures import CN_L64, MN_L64, MN_WIRE, three_node  # noqa: E402
+from ilnp_lab.testbed import Testbed, stop_process, wait_for  # noqa: E402
 
 RR_SERVER = r"""
 import socket, sys
@@ -64,7 +62,6 @@ def rr(cn, mn, server, n):
     srv = mn.spawn("python3", "-c", RR_SERVER, server)
     time.sleep(0.3)
     r = cn.run("python3", "-c", RR_CLIENT, server, str(n), check=False, timeout=120)
-    from ilnp_lab.testbed import stop_process
     stop_process(srv)
     return json.loads(r.stdout)["median_us"] if r.returncode == 0 else None
 
@@ -108,7 +105,7 @@ def main():
     with Testbed() as bed:
         cn, r1, mn = three_node(bed)
         # reference: plain IPv6 with the hosts' TSO on (64 KB GSO packets cross R1);
-        # ILNPv6 cannot be measured this way on veth (see lab/ilnp_lab/testbed.py nic_segmentation)
+        # ILNPv6 cannot be measured this way on veth (see lab/ilnp_lab/services.py nic_segmentation)
         for n in (cn, mn):
             n.run("ethtool", "-K", "eth0", "tso", "on")
         res["plain_tso"] = {

@@ -1,5 +1,4 @@
 """Shared constants and helpers for the system tests."""
-import ipaddress
 import json
 import os
 import subprocess
@@ -8,29 +7,13 @@ import time
 from pathlib import Path
 
 from ilnp_lab.daemon import Ilnpd, Peer, binary
-from ilnp_lab.testbed import stop_process, three_node
+from ilnp_lab.addr import CN_NID, ID_PREFIX, MN_NID, identifier_address  # noqa: F401 (re-exported to the tests)
+from ilnp_lab.addr import address as addr  # noqa: F401
+from ilnp_lab.fixtures import CN_L64, CN_WIRE, MN_L64, MN_WIRE, three_node  # noqa: F401
+from ilnp_lab.testbed import stop_process
 
-ID_PREFIX = "fd69:6c6e:7000::"
-CN_NID = "0200:00ff:fe00:000c"
-MN_NID = "0200:00ff:fe00:000d"
-CN_L64 = "2001:0db8:000a:0000"
-MN_L64 = "2001:0db8:000b:0000"
-
-
-def addr(l64_or_prefix: str, nid: str) -> str:
-    """Compose an IPv6 address from a /64 (groups or prefix) and a NID."""
-    if "::" in l64_or_prefix or l64_or_prefix.count(":") < 3:
-        hi = int(ipaddress.IPv6Address(l64_or_prefix)) >> 64
-    else:
-        hi = int(l64_or_prefix.replace(":", ""), 16)
-    lo = int(nid.replace(":", ""), 16)
-    return str(ipaddress.IPv6Address((hi << 64) | lo))
-
-
-CN_ID = addr(ID_PREFIX, CN_NID)
-MN_ID = addr(ID_PREFIX, MN_NID)
-CN_WIRE = addr(CN_L64, CN_NID)
-MN_WIRE = addr(MN_L64, MN_NID)
+CN_ID = identifier_address(CN_NID)
+MN_ID = identifier_address(MN_NID)
 
 
 def ilnp_pair(bed, datapath="ebpf", on_mn=True, nonce_bits=32, mtu_mn=None, extra=None):
@@ -58,7 +41,6 @@ class Capture:
             raise RuntimeError(f"tcpdump on {node.name}/{iface} did not start: {line}")
 
     def stop(self):
-        from ilnp_lab.testbed import stop_process
         time.sleep(0.3)
         stop_process(self.proc)
         return self.path

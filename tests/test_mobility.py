@@ -12,8 +12,10 @@ import time
 import pytest
 
 from ilnp_lab.daemon import Ilnpd, Peer, binary
-from ilnp_lab.testbed import mobility_topology, radvd, stop_process, wait_for
-from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, probe
+from ilnp_lab.fixtures import mobility_topology
+from ilnp_lab.services import radvd
+from ilnp_lab.testbed import stop_process, wait_for
+from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, addr, probe
 
 L2 = "2001:0db8:0002:0000"
 L3 = "2001:0db8:0003:0000"
@@ -125,8 +127,7 @@ def test_forged_lu_rejected_during_session(bed, tmp_path):
     wait_for(lambda: any(e["nid"] == MN_NID for e in dcn.ctl("ilcc", "show")), what="CN ILCC entry")
     import ipaddress
     import struct
-    mn_wire = str(ipaddress.IPv6Address((0x20010DB800020000 << 64) | int(MN_NID.replace(":", ""), 16)))
-    cn_wire = str(ipaddress.IPv6Address((0x20010DB8000A0000 << 64) | int(CN_NID.replace(":", ""), 16)))
+    mn_wire, cn_wire = addr(L2, MN_NID), addr(CN_L64, CN_NID)
     body = bytearray(struct.pack("!BBHBBH", 156, 0, 0, 1, 1, 0) + struct.pack("!QHH", 0x20010DB8DEAD0000, 1, 300))
     src, dst = ipaddress.IPv6Address(mn_wire).packed, ipaddress.IPv6Address(cn_wire).packed
     pseudo = src + dst + struct.pack("!IxxxB", len(body), 58)

@@ -14,7 +14,9 @@ import time
 import pytest
 
 from ilnp_lab.daemon import Ilnpd, Peer
-from ilnp_lab.testbed import mobility_topology, radvd, stop_process, wait_for
+from ilnp_lab.fixtures import mobility_topology
+from ilnp_lab.services import radvd
+from ilnp_lab.testbed import stop_process, wait_for
 from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, Monitor, probe
 
 L2 = "2001:0db8:0002:0000"

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from ilnp_lab.daemon import Ilnpd, Peer, binary
-from ilnp_lab.testbed import three_node, wait_for
+from ilnp_lab.fixtures import three_node
+from ilnp_lab.testbed import wait_for
 from ilnp_test_util import (CN_ID, CN_L64, CN_NID, CN_WIRE, MN_ID, MN_L64, MN_NID, MN_WIRE, ilnp_pair)
 
 

@@ -8,21 +8,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .testbed import Node, StepError, stop_process, wait_for
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def bin_dir() -> Path:
-    d = os.environ.get("ILNP_BIN_DIR")
-    return Path(d) if d else REPO / "target" / "release"
-
-
-def binary(name: str) -> str:
-    p = bin_dir() / name
-    if not p.exists():
-        raise StepError(f"{p} not found: build with `cargo build --release` or set ILNP_BIN_DIR")
-    return str(p)
+from .addr import ID_NET
+from .testbed import Node, StepError, binary, stop_process, wait_for
 
 
 @dataclass
@@ -41,7 +28,7 @@ class Ilnpd:
     nonce_bits: int = 32
     peers: list[Peer] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
-    id_prefix: str = "fd69:6c6e:7000::/64"
+    id_prefix: str = ID_NET
     proc: subprocess.Popen | None = None
 
     @property

@@ -17,10 +17,11 @@ import subprocess
 import sys
 import time
 
+from .addr import CN_NID, MN_NID, l64
 from .daemon import Ilnpd, Peer, binary
-from .testbed import Testbed, mobility_topology, radvd, stop_process, wait_for
-
-CN_NID, MN_NID = "0200:00ff:fe00:000c", "0200:00ff:fe00:000d"
+from .fixtures import mobility_topology
+from .services import radvd
+from .testbed import Testbed, stop_process, wait_for
 
 
 def say(msg: str) -> None:
@@ -42,9 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         radvd(t["r2"], "eth-mn", "2001:db8:2::/64")
         radvd(t["r3"], "eth-mn", "2001:db8:3::/64")
         wait_for(lambda: "2001:db8:2:" in mn.ip("-6", "addr", "show", "eth-r2").stdout, timeout=15, what="SLAAC")
-        dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath=mode, peers=[Peer("mn", MN_NID, [("2001:0db8:0002:0000", 10)])]).start()
+        dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath=mode, peers=[Peer("mn", MN_NID, [(l64("2001:db8:2::/64"), 10)])]).start()
         dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, datapath=mode,
-                    peers=[Peer("cn", CN_NID, [("2001:0db8:000a:0000", 10)])]).start()
+                    peers=[Peer("cn", CN_NID, [(l64("2001:db8:a::/64"), 10)])]).start()
         cn_id, mn_id = dcn.identifier_address(), dmn.identifier_address()
         say(f"ilnpd on CN and MN ({mode} data path); MN identifier address {mn_id}")
         print(dmn.ctl_raw("locator", "show").stdout)

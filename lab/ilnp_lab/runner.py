@@ -3,8 +3,8 @@ times, each run on a freshly built testbed that is removed afterwards, even when
 the run fails or the user presses Ctrl-C.
 
 One run: build the network, start radvd and wait for SLAAC, set up the scheme
-(ilnpd on CN and MN with hard or soft handoff; nothing for plain IPv6; MPTCP limits
-and a `signal` endpoint for each address the MN gains), start tcpdump on the CN
+(schemes.py: ilnpd on CN and MN with hard or soft handoff; nothing for plain IPv6; MPTCP
+limits and a `signal` endpoint for each address the MN gains), start tcpdump on the CN
 and the MN, the iperf3 server on the MN and the UDP probe at both ends, start the
 iperf3 client on the CN at t = 0, play the timeline (links up/down), wait for the
 flow to end, then analyse the captures (analysis.py) into `result.json`.
@@ -20,17 +20,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import analysis, pcap
-from .daemon import Ilnpd, Peer, binary
-from .testbed import StepError, Testbed, stop_process, wait_for
+from .addr import ID_NET
+from .schemes import BY_NAME as SCHEME_CLASSES
+from .testbed import StepError, Testbed, binary, netem_available, stop_process, wait_for
 from .topology import Experiment, Load, build
 
-ID_PREFIX = "fd69:6c6e:7000::"
 IPERF_PORT = 5201
 PROBE_PORT = 7100
 LAB_DIR = Path(__file__).resolve().parents[1]
@@ -80,42 +79,12 @@ def cells(ex: Experiment, moves: list[str] | None = None, schemes: list[str] | N
     return out, notes
 
 
-def nid_of(ex: Experiment, host: str) -> str:
-    k = {ex.cn: 0x0C, ex.mn: 0x0D}.get(host, 0x10 + sorted(ex.nodes).index(host))
-    return f"0200:00ff:fe00:{k:04x}"
-
-
-def join(prefix: str, nid: str) -> str:
-    hi = int(ipaddress.IPv6Network(prefix, strict=False).network_address) >> 64
-    return str(ipaddress.IPv6Address((hi << 64) | int(nid.replace(":", ""), 16)))
-
-
-def l64(prefix: str) -> str:
-    hi = int(ipaddress.IPv6Network(prefix, strict=False).network_address) >> 64
-    return ":".join(f"{(hi >> s) & 0xFFFF:04x}" for s in (48, 32, 16, 0))
-
-
-def initial_prefixes(ex: Experiment, host: str) -> list[tuple[str, str]]:
-    """(iface, /64) of the host's networks that are up at t = 0: static or advertised."""
-    out = []
-    for iface, link in ex.host_ifaces(host):
-        if not link.up:
-            continue
-        addr = link.a_addr if (link.a, link.a_if) == (host, iface) else link.b_addr
-        ra = ex.radvd_facing(host, iface)
-        if addr:
-            out.append((iface, str(ipaddress.IPv6Interface(addr).network)))
-        elif ra:
-            out.append((iface, ra.prefix))
-    return out
-
-
 def capture(node, path: Path) -> subprocess.Popen:
     """tcpdump on all of a node's interfaces but ilnp0, headers only, written as it goes.
     ilnp0 is left out: besides identifier-form packets it carries, a second time, every
     wire packet the ingress program hands to ilnpd (LUs, stale-locator packets), which
     would count twice."""
-    filt = f"ip6 and not net {ID_PREFIX}/64"
+    filt = f"ip6 and not net {ID_NET}"
     if node.nl.link_lookup(ifname="ilnp0"):
         filt += f" and not ifindex {node.index('ilnp0')}"
     p = node.spawn("tcpdump", "-i", "any", "-s", "160", "-U", "--immediate-mode", "-n", "-w", str(path),
@@ -153,46 +122,20 @@ class Run:
         nodes = build(bed, ex, cell.move, seed=self.seed)
         cn, mn = nodes[ex.cn], nodes[ex.mn]
         self.step = "wait for SLAAC on the MN's first network"
-        first = initial_prefixes(ex, ex.mn)
+        first = ex.initial_prefixes(ex.mn)
         for iface, prefix in first:
             net = ipaddress.IPv6Network(prefix)
             wait_for(lambda: any(ipaddress.IPv6Address(a) in net for a in mn.global_addrs(iface)), timeout=20,
                      what=f"SLAAC address from {prefix} on {ex.mn}:{iface}")
         self.step = "measure the round trip to each access network"
         rtt = path_rtts_ms(ex, nodes)
-        ilnp = cell.scheme.startswith("ilnp")
-        daemons = {}
-        if ilnp:
-            self.step = "start ilnpd on CN and MN"
-            for host, other in ((ex.cn, ex.mn), (ex.mn, ex.cn)):
-                peers = [Peer(other, nid_of(ex, other), [(l64(p), 10) for _, p in initial_prefixes(ex, other)])]
-                daemons[host] = Ilnpd(nodes[host], [i for i, _ in ex.host_ifaces(host)], nid=nid_of(ex, host), peers=peers,
-                                      extra={"handoff": cell.scheme.split("-")[1], "rng_seed": self.seed,
-                                             "log_level": "info"}).start()
-            src = daemons[ex.cn].identifier_address()
-            dst = daemons[ex.mn].identifier_address()
-        else:
-            src = cn.global_addrs(initial_prefixes(ex, ex.cn)[0][0])[0]
-            net = ipaddress.IPv6Network(first[0][1])
-            dst = next(a for a in mn.global_addrs(first[0][0]) if ipaddress.IPv6Address(a) in net)
-        if cell.scheme == "mptcp":
-            self.step = "MPTCP limits and the MN's per-network routing"
-            for n in (cn, mn):
-                n.ip("mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "4")
-            for k, (iface, prefix) in enumerate(first):
-                mn.source_route(iface, prefix, 100 + k)
+        scheme = SCHEME_CLASSES[cell.scheme](self, nodes)
+        src, dst = scheme.setup()  # names its own steps
 
         self.step = "start captures, server and probes"
         caps = {n.name: capture(n, d / f"{n.name}.pcap") for n in (cn, mn)}
-        mon = None
-        if ilnp:
-            mon = mn.spawn(binary("ilnpctl"), "-s", daemons[ex.mn].socket, "--json", "monitor",
-                           stdout=open(d / "mn-events.jsonl", "w"))
-        wrap = ["mptcpize", "run"] if cell.scheme == "mptcp" else []
-        # ILNP: the server binds the identifier address; otherwise any address, so that
-        # MPTCP can add subflows towards the MN's new addresses
-        bind = ["-B", dst] if ilnp else []
-        srv = mn.spawn(*wrap, "iperf3", "-s", "-1", *bind, "-p", str(IPERF_PORT), "-J",
+        scheme.start()
+        srv = mn.spawn(*scheme.wrap, "iperf3", "-s", "-1", *scheme.server_bind(dst), "-p", str(IPERF_PORT), "-J",
                        stdout=open(d / "iperf-server.json", "w"), stderr=open(d / "iperf-server.err", "w"))
         env = dict(os.environ, PYTHONPATH=str(LAB_DIR))
         probes = {}
@@ -204,7 +147,7 @@ class Run:
         wait_for(lambda: port_listening(mn, IPERF_PORT), timeout=10, what="iperf3 server listening")
 
         self.step = "traffic and timeline"
-        args = [*wrap, "iperf3", "-c", dst, "-p", str(IPERF_PORT), "-t", str(self.duration), "-J", "-B", src]
+        args = [*scheme.wrap, "iperf3", "-c", dst, "-p", str(IPERF_PORT), "-t", str(self.duration), "-J", "-B", src]
         if ex.kind == "tcp":
             args += ["-C", cell.cc] + (["-w", ex.window] if ex.window else [])
         else:
@@ -220,8 +163,7 @@ class Run:
             nodes[e.node].set_link(e.iface, e.action == "up")
             timeline.append({"t_s": round(t_event, 4), "label": e.label, "node": e.node, "iface": e.iface,
                              "action": e.action})
-            if cell.scheme == "mptcp" and e.action == "up" and e.node == ex.mn:
-                threading.Thread(target=self._mptcp_endpoint, args=(mn, e.iface), daemon=True).start()
+            scheme.on_event(e)
         self.step = "wait for the flow to end"
         try:
             cli.wait(timeout=max(0.0, t0 + self.duration + 15 - time.time()))
@@ -234,29 +176,16 @@ class Run:
             except subprocess.TimeoutExpired:
                 stop_process(p)
         stop_process(srv)
-        stats = {}
-        if ilnp:
-            for host, dm in daemons.items():
-                stats[host] = dm.stats()
-            stop_process(mon)
+        stats = scheme.counters()
+        scheme.stop()
         time.sleep(0.5)  # the last segments and FINs reach the capture files
         for p in caps.values():
             stop_process(p)
         raw = {"t0": t0, "timeline": timeline, "stats": stats, "notes": self.notes, "rtt_ms": rtt,
-               "mn_nid": nid_of(ex, ex.mn) if ilnp else None}
+               "mn_nid": scheme.mn_nid}
         (d / "run.json").write_text(json.dumps(raw, indent=1))
         self.step = "analyse"
         return self.analyse(raw)
-
-    def _mptcp_endpoint(self, mn, iface: str) -> None:
-        """What a connection manager does for MPTCP (the deployment guides' setup): route each
-        new network's source address out of its own interface, and announce the address."""
-        try:
-            addr = wait_for(lambda: mn.global_addrs(iface), timeout=10, what=f"address on {iface}")[0]
-            mn.source_route(iface, f"{addr}/64", 200 + mn.index(iface))
-            mn.ip("mptcp", "endpoint", "add", addr, "dev", iface, "signal")
-        except Exception as e:  # recorded, the run goes on: the result shows what MPTCP did
-            self.notes.append(f"mptcp endpoint on {iface}: {e}")
 
     def analyse(self, raw: dict) -> dict:
         """Results of a finished run from its captures and `run.json` (so a run folder can be
@@ -370,12 +299,6 @@ def versions() -> dict:
             "radvd": first_line(["radvd", "--version"]), "tcpdump": first_line(["tcpdump", "--version"]),
             "mptcpize": "present" if shutil.which("mptcpize") else "absent",
             "link_emulation": "netem" if netem_available() else "ilnp-delayline (this kernel has no netem)"}
-
-
-def netem_available() -> bool:
-    """Tried in a throwaway network namespace, so the host is never touched."""
-    from .testbed import netem_available as probe
-    return probe()
 
 
 def _one(ex: Experiment, cell: Cell, i: int, duration: float, out: Path, seed: int) -> dict:

@@ -1,8 +1,12 @@
-"""Namespaced testbeds: network namespaces, veth links, routers, processes.
+"""Namespaced testbeds: network namespaces, veth links, addresses, routes, processes.
 
 Every name is unique per run (a random tag), every process is tracked by pid and
 stopped by pid, and `Testbed.close()` removes everything it created even when a
 step failed half-way.
+
+A leaf: it imports nothing from the package. What runs on top of a testbed lives
+beside it: `services.py` (radvd, neighbour warm-up, NIC settings), `fixtures.py`
+(the tests' topologies), `topology.py` (experiment files), `daemon.py` (ilnpd).
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from pyroute2 import NetNS
 from pyroute2.netlink.exceptions import NetlinkError
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
 class StepError(RuntimeError):
     """A testbed step failed; the message names the step and its output."""
 
@@ -31,6 +38,20 @@ def run(cmd: list[str], check: bool = True, timeout: float = 60, **kw) -> subpro
     if check and p.returncode != 0:
         raise StepError(f"{shlex.join(cmd)} failed ({p.returncode}): {p.stderr.strip() or p.stdout.strip()}")
     return p
+
+
+def bin_dir() -> Path:
+    """Where the project's binaries (ilnpd, ilnpctl, ilnp-delayline) are: $ILNP_BIN_DIR or
+    the workspace's release build."""
+    d = os.environ.get("ILNP_BIN_DIR")
+    return Path(d) if d else REPO / "target" / "release"
+
+
+def binary(name: str) -> str:
+    p = bin_dir() / name
+    if not p.exists():
+        raise StepError(f"{p} not found: build with `cargo build --release` or set ILNP_BIN_DIR")
+    return str(p)
 
 
 IFA_F_NODAD = 0x02
@@ -211,7 +232,6 @@ class Testbed:
         """A link with one-way delay (and loss, rate) in both directions: netem on both
         ends where the kernel has it, otherwise through the lab's own delay line,
         a —[dl namespace]— b (returns its process)."""
-        from .daemon import binary
         if netem_available():
             self.link(a, a_if, b, b_if)
             for n, i in ((a, a_if), (b, b_if)):
@@ -285,94 +305,3 @@ def wait_for(pred, timeout: float = 10, interval: float = 0.05, what: str = "con
             return last
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
-def nic_segmentation(node: Node, iface: str) -> None:
-    """Makes a host's veth segment TCP itself, as a real NIC does, instead of
-    handing 64 KB GSO packets to the next namespace. Linux's forwarding path
-    (ip6_forward's GSO length check) reads the first extension header as the TCP
-    header, so a plain router namespace wrongly rejects forwarded GSO packets
-    that carry any IPv6 extension header, the ILNPv6 nonce included, with
-    Packet Too Big. Plain IPv6 baselines use the same setting. GSO stays on."""
-    node.run("ethtool", "-K", iface, "tso", "off")
-
-
-def three_node(bed: Testbed, mtu_mn: int | None = None) -> tuple[Node, Node, Node]:
-    """CN — R1 — MN with static addressing; R1 is a plain Linux router.
-
-    CN: 2001:db8:a::c/64 on eth0 (locator 2001:db8:a:0)
-    MN: 2001:db8:b::d/64 on eth0 (locator 2001:db8:b:0)
-    """
-    cn, r1, mn = bed.add_node("cn"), bed.add_node("r1", router=True), bed.add_node("mn")
-    bed.link(cn, "eth0", r1, "eth-cn")
-    bed.link(r1, "eth-mn", mn, "eth0")
-    if mtu_mn:
-        # only R1's side: hosts do not know it, so R1 must send Packet Too Big
-        r1.nl.link("set", index=r1.index("eth-mn"), mtu=mtu_mn)
-    r1.add_addr("eth-cn", "2001:db8:a::1/64")
-    r1.add_addr("eth-mn", "2001:db8:b::1/64")
-    cn.add_addr("eth0", "2001:db8:a::c/64")
-    mn.add_addr("eth0", "2001:db8:b::d/64")
-    cn.add_route("default", "2001:db8:a::1")
-    mn.add_route("default", "2001:db8:b::1")
-    nic_segmentation(cn, "eth0")
-    nic_segmentation(mn, "eth0")
-    return cn, r1, mn
-
-
-RADVD_CONF = """interface {iface} {{
-    AdvSendAdvert on;
-    MinRtrAdvInterval {min_ra};
-    MaxRtrAdvInterval {max_ra};
-    AdvDefaultPreference {pref};
-    prefix {prefix} {{
-        AdvOnLink on;
-        AdvAutonomous on;
-        AdvValidLifetime {valid};
-        AdvPreferredLifetime {preferred};
-    }};
-}};
-"""
-
-
-def radvd(node: Node, iface: str, prefix: str, min_ra: float = 3, max_ra: float = 4,
-          pref: str = "medium", valid: int = 30, preferred: int = 20) -> subprocess.Popen:
-    """Runs radvd on `node` advertising `prefix` (a /64) on `iface`; returns the process."""
-    d = node.bed.workdir / f"radvd-{node.name}-{iface}"
-    d.mkdir(parents=True, exist_ok=True)
-    conf = d / "radvd.conf"
-    conf.write_text(RADVD_CONF.format(iface=iface, prefix=prefix, min_ra=min_ra, max_ra=max_ra, pref=pref,
-                                      valid=valid, preferred=preferred))
-    run(["radvd", "--configtest", "-C", str(conf)])
-    return node.spawn("radvd", "-n", "-C", str(conf), "-p", str(d / "radvd.pid"), "-m", "stderr")
-
-
-def warm_neighbours(a: Node, b: Node, b_addr: str) -> None:
-    """One ping from `a` to `b_addr` so both routers know each other's link-layer
-    address before an experiment, as routers carrying traffic do; otherwise the
-    first packet of a handoff over a never-used delayed link pays a Neighbour
-    Discovery round trip across it (and packets queued behind it may overflow)."""
-    a.run("ping", "-6", "-c", "1", "-W", "3", b_addr, timeout=10)
-
-
-def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0, cn_mobile: bool = False) -> dict[str, Node]:
-    """Seed 000 Fig. 8 for the tests: the network of experiments/seed000-tcp.toml (CN — R1 —
-    {R2, R3} — MN, the MN's link to R3 down at first) without its 30 Mbit/s cell rate and
-    without radvd (tests start it: `radvd(t["r2"], "eth-mn", "2001:db8:2::/64")`, R3:
-    2001:db8:3::/64). `wan_r2_ms`/`wan_r3_ms`: one-way delay added on R1—R2 / R1—R3.
-    `cn_mobile`: the CN gets a second link to R1 (eth1, down at first), where R1 has
-    2001:db8:a2::1/64 (tests start `radvd(t["r1"], "eth-cn2", "2001:db8:a2::/64")`).
-    """
-    from .topology import build, load
-
-    over = {"r1-r2": {"delay_ms": wan_r2_ms}, "r1-r3": {"delay_ms": wan_r3_ms},
-            "r2-mn": {"rate_mbit": None}, "r3-mn": {"rate_mbit": None}}
-    nodes = build(bed, load("seed000-tcp"), "lan-lan", overrides=over, start_radvd=False)
-    cn, r1 = nodes["cn"], nodes["r1"]
-    if cn_mobile:
-        bed.link(cn, "eth1", r1, "eth-cn2")
-        r1.add_addr("eth-cn2", "2001:db8:a2::1/64")
-        cn.sysctl("net.ipv6.conf.eth1.accept_ra=2")
-        nic_segmentation(cn, "eth1")
-        cn.set_link("eth1", False)
-    return nodes

@@ -29,6 +29,10 @@ import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .addr import CN_NID, MN_NID, l64, lab_nid
+from .services import nic_segmentation, radvd, warm_neighbours
+from .testbed import Node, Testbed
+
 EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
 SCHEMES = ("ilnp-hard", "ilnp-soft", "plain", "mptcp")
 IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
@@ -122,6 +126,28 @@ class Experiment:
                 out.append((l.b_if, l))
         return out
 
+    def nid(self, host: str) -> str:
+        """The NID ilnpd uses on `host` in a run: the CN's and MN's as in the tests' fixtures."""
+        return {self.cn: CN_NID, self.mn: MN_NID}.get(host) or lab_nid(0x10 + sorted(self.nodes).index(host))
+
+    def initial_prefixes(self, host: str) -> list[tuple[str, str]]:
+        """(iface, /64) of the host's networks that are up at t = 0: static or advertised."""
+        out = []
+        for iface, link in self.host_ifaces(host):
+            if not link.up:
+                continue
+            addr = link.a_addr if (link.a, link.a_if) == (host, iface) else link.b_addr
+            ra = self.radvd_facing(host, iface)
+            if addr:
+                out.append((iface, str(ipaddress.IPv6Interface(addr).network)))
+            elif ra:
+                out.append((iface, ra.prefix))
+        return out
+
+    def initial_l64s(self, host: str) -> list[str]:
+        """The L64s of `initial_prefixes(host)`: the locators a static peer entry lists."""
+        return [l64(p) for _, p in self.initial_prefixes(host)]
+
     def radvd_facing(self, node: str, iface: str) -> RadvdSpec | None:
         """The radvd advertising onto the link behind `node:iface`, if any."""
         for l in self.links:
@@ -212,14 +238,46 @@ def _read(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, str]:
     return merged, text + "\n" + btext
 
 
+LINK_PARAMS = {"delay_ms", "loss_pct", "rate_mbit"}  # what a move may change on a link
+
+
 def load(name_or_path: str | Path) -> Experiment:
+    """Reads and checks a whole experiment file (see the module doc). The tables are checked
+    in a fixed order, so a file with several mistakes always reports the same first one."""
     path = resolve(str(name_or_path))
     doc, text = _read(path)
     c = _Ctx(path, text)
     c.keys("top level", doc, {"experiment", "quick", "traffic", "node", "link", "route", "radvd", "event", "move"},
            {"experiment", "node", "link", "traffic"})
+    ex = _experiment(c, doc["experiment"])
+    quick = doc.get("quick", {})
+    c.keys("[quick]", quick, {"duration_s", "runs"})
+    nodes = _nodes(c, doc["node"])
+    links = _links(c, doc["link"], nodes)
+    ifaces = {e for l in links for e in ((l.a, l.a_if), (l.b, l.b_if))}
+    routes = _routes(c, doc.get("route", []), nodes)
+    radvds = _radvds(c, doc.get("radvd", []), ifaces)
+    events = _events(c, doc.get("event", []), ifaces, ex["duration"])
+    moves = _moves(c, doc.get("move") or {"default": {}}, links)
+    tr = doc["traffic"]
+    kind, loads, ccs = _traffic(c, tr)
+    if "mptcp" in ex["schemes"] and kind != "tcp":
+        raise c.err("[experiment]", "scheme 'mptcp' needs [traffic] kind = \"tcp\"", "schemes")
+    for role in ("cn", "mn"):
+        if ex[role] not in nodes or nodes[ex[role]]:
+            raise c.err("[experiment]", f"{role} = {ex[role]!r} is not a host node", role)
+    duration = ex["duration"]
+    return Experiment(
+        path=path, name=ex["name"], title=ex["title"], duration_s=float(duration), runs=ex["runs"],
+        quick_duration_s=float(c.num("[quick]", quick, "duration_s", min(duration, 12), 2, duration)),
+        quick_runs=c.num("[quick]", quick, "runs", 1, 1, 1000, integer=True),
+        cn=ex["cn"], mn=ex["mn"], schemes=ex["schemes"], kind=kind, window=c.string("[traffic]", tr, "window"),
+        ccs=ccs, probe_pps=c.num("[traffic]", tr, "probe_pps", 100, 0, 10_000, integer=True), loads=loads,
+        nodes=nodes, links=links, routes=routes, radvd=radvds, events=events, moves=moves)
 
-    ex = doc["experiment"]
+
+def _experiment(c: _Ctx, ex: dict) -> dict:
+    """[experiment]: name, title, duration, runs, roles and the schemes."""
     c.keys("[experiment]", ex, {"name", "title", "duration_s", "runs", "cn", "mn", "schemes"}, {"name", "cn", "mn"})
     duration = c.num("[experiment]", ex, "duration_s", 30, 2, 3600)
     runs = c.num("[experiment]", ex, "runs", 10, 1, 1000, integer=True)
@@ -229,12 +287,14 @@ def load(name_or_path: str | Path) -> Experiment:
     for s in schemes:
         if s not in SCHEMES:
             raise c.err("[experiment]", f"unknown scheme {s!r} (known: {', '.join(SCHEMES)})", "schemes")
-    quick = doc.get("quick", {})
-    c.keys("[quick]", quick, {"duration_s", "runs"})
+    return {"name": ex["name"], "title": ex.get("title", ex["name"]), "duration": duration, "runs": runs,
+            "cn": ex["cn"], "mn": ex["mn"], "schemes": list(schemes)}
 
-    # nodes
+
+def _nodes(c: _Ctx, items: list) -> dict[str, bool]:
+    """[[node]]: name -> router."""
     nodes: dict[str, bool] = {}
-    for i, n in enumerate(doc["node"], 1):
+    for i, n in enumerate(items, 1):
         where = f"[[node]] #{i}"
         c.keys(where, n, {"name", "router"}, {"name"})
         name = c.string(where, n, "name")
@@ -246,46 +306,53 @@ def load(name_or_path: str | Path) -> Experiment:
         if not isinstance(r, bool):
             raise c.err(f"[[node]] {name!r}", f"router = {r!r} is not true/false", "router")
         nodes[name] = r
+    return nodes
 
-    def endpoint(where: str, spec, key: str) -> tuple[str, str]:
-        if not isinstance(spec, str) or spec.count(":") != 1:
-            raise c.err(where, f"{key} = {spec!r}: write \"node:iface\"", key)
-        node, iface = spec.split(":")
-        if node not in nodes:
-            raise c.err(where, f"{key} = {spec!r}: no node named {node!r}", key)
-        if not IFNAME.match(iface):
-            raise c.err(where, f"{key} = {spec!r}: bad interface name {iface!r}", key)
-        return node, iface
 
-    def cidr(where: str, v, key: str) -> str | None:
-        if v is None:
-            return None
-        try:
-            ipaddress.IPv6Interface(v)
-        except (ValueError, TypeError):
-            raise c.err(where, f"{key} = {v!r} is not an IPv6 address/prefix-length", key) from None
-        if "/" not in v:
-            raise c.err(where, f"{key} = {v!r} needs a prefix length", key)
-        return v
+def _endpoint(c: _Ctx, where: str, spec, key: str, nodes: dict[str, bool]) -> tuple[str, str]:
+    """A link end, "node:iface"."""
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise c.err(where, f"{key} = {spec!r}: write \"node:iface\"", key)
+    node, iface = spec.split(":")
+    if node not in nodes:
+        raise c.err(where, f"{key} = {spec!r}: no node named {node!r}", key)
+    if not IFNAME.match(iface):
+        raise c.err(where, f"{key} = {spec!r}: bad interface name {iface!r}", key)
+    return node, iface
 
-    link_keys = {"delay_ms", "loss_pct", "rate_mbit"}
 
-    def link_params(where: str, t: dict) -> dict:
-        return {"delay_ms": c.num(where, t, "delay_ms", 0.0, 0, 10_000),
-                "loss_pct": c.num(where, t, "loss_pct", 0.0, 0, 100),
-                "rate_mbit": c.num(where, t, "rate_mbit", None, 0.001, 100_000)}
+def _cidr(c: _Ctx, where: str, v, key: str) -> str | None:
+    """An IPv6 address or prefix with its prefix length, "2001:db8:a::c/64"."""
+    if v is None:
+        return None
+    try:
+        ipaddress.IPv6Interface(v)
+    except (ValueError, TypeError):
+        raise c.err(where, f"{key} = {v!r} is not an IPv6 address/prefix-length", key) from None
+    if "/" not in v:
+        raise c.err(where, f"{key} = {v!r} needs a prefix length", key)
+    return v
 
+
+def _link_params(c: _Ctx, where: str, t: dict) -> dict:
+    return {"delay_ms": c.num(where, t, "delay_ms", 0.0, 0, 10_000),
+            "loss_pct": c.num(where, t, "loss_pct", 0.0, 0, 100),
+            "rate_mbit": c.num(where, t, "rate_mbit", None, 0.001, 100_000)}
+
+
+def _links(c: _Ctx, items: list, nodes: dict[str, bool]) -> list[LinkSpec]:
+    """[[link]]: two ends on existing nodes, each interface on one link only."""
     links: list[LinkSpec] = []
     ifaces: set[tuple[str, str]] = set()
-    for i, l in enumerate(doc["link"], 1):
+    for i, l in enumerate(items, 1):
         name = l.get("name") if isinstance(l, dict) else None
         where = f"[[link]] {name!r}" if isinstance(name, str) else f"[[link]] #{i}"
-        c.keys(where, l, {"name", "a", "b", "a_addr", "b_addr", "mtu", "up"} | link_keys, {"name", "a", "b"})
+        c.keys(where, l, {"name", "a", "b", "a_addr", "b_addr", "mtu", "up"} | LINK_PARAMS, {"name", "a", "b"})
         name = c.string(where, l, "name")
         if any(x.name == name for x in links):
             raise c.err(where, "link name used twice", "name")
-        a, a_if = endpoint(where, l["a"], "a")
-        b, b_if = endpoint(where, l["b"], "b")
+        a, a_if = _endpoint(c, where, l["a"], "a", nodes)
+        b, b_if = _endpoint(c, where, l["b"], "b", nodes)
         for e in ((a, a_if), (b, b_if)):
             if e in ifaces:
                 raise c.err(where, f"interface {e[0]}:{e[1]} is on two links")
@@ -293,42 +360,54 @@ def load(name_or_path: str | Path) -> Experiment:
         up = l.get("up", True)
         if not isinstance(up, bool):
             raise c.err(where, f"up = {up!r} is not true/false", "up")
-        links.append(LinkSpec(name, a, a_if, b, b_if, cidr(where, l.get("a_addr"), "a_addr"),
-                              cidr(where, l.get("b_addr"), "b_addr"), mtu=c.num(where, l, "mtu", None, 1280, 65535, True),
-                              up=up, **link_params(where, l)))
+        links.append(LinkSpec(name, a, a_if, b, b_if, _cidr(c, where, l.get("a_addr"), "a_addr"),
+                              _cidr(c, where, l.get("b_addr"), "b_addr"),
+                              mtu=c.num(where, l, "mtu", None, 1280, 65535, True), up=up, **_link_params(c, where, l)))
+    return links
 
+
+def _routes(c: _Ctx, items: list, nodes: dict[str, bool]) -> list[tuple[str, str, str]]:
+    """[[route]]: (node, dst, via)."""
     routes = []
-    for i, r in enumerate(doc.get("route", []), 1):
+    for i, r in enumerate(items, 1):
         where = f"[[route]] #{i}"
         c.keys(where, r, {"node", "dst", "via"}, {"node", "dst", "via"})
         if r["node"] not in nodes:
             raise c.err(where, f"node = {r['node']!r}: no such node", "node")
         if r["dst"] != "default":
-            cidr(where, r["dst"], "dst")
+            _cidr(c, where, r["dst"], "dst")
         try:
             ipaddress.IPv6Address(r["via"])
         except (ValueError, TypeError):
             raise c.err(where, f"via = {r['via']!r} is not an IPv6 address", "via") from None
         routes.append((r["node"], r["dst"], r["via"]))
+    return routes
 
+
+def _radvds(c: _Ctx, items: list, ifaces: set[tuple[str, str]]) -> list[RadvdSpec]:
+    """[[radvd]]: a /64 advertised on a link's interface."""
     radvds = []
-    for i, r in enumerate(doc.get("radvd", []), 1):
+    for i, r in enumerate(items, 1):
         where = f"[[radvd]] #{i}"
         c.keys(where, r, {"node", "iface", "prefix", "pref", "min_ra", "max_ra", "valid", "preferred"},
                {"node", "iface", "prefix"})
         if (r["node"], r["iface"]) not in ifaces:
             raise c.err(where, f"{r['node']}:{r['iface']} is not an interface of any link", "iface")
-        net = cidr(where, r["prefix"], "prefix")
+        net = _cidr(c, where, r["prefix"], "prefix")
         if ipaddress.IPv6Network(net, strict=False).prefixlen != 64:
             raise c.err(where, f"prefix = {net!r}: SLAAC needs a /64", "prefix")
         radvds.append(RadvdSpec(r["node"], r["iface"], net, c.string(where, r, "pref", "medium", ("low", "medium", "high")),
                                 c.num(where, r, "min_ra", 3, 0.05, 1800), c.num(where, r, "max_ra", 4, 0.07, 1800),
                                 c.num(where, r, "valid", 30, 1, 2**32 - 1, True),
                                 c.num(where, r, "preferred", 20, 0, 2**32 - 1, True)))
+    return radvds
 
+
+def _events(c: _Ctx, items: list, ifaces: set[tuple[str, str]], duration: float) -> list[EventSpec]:
+    """[[event]]: the timeline, in order, within the flow."""
     events = []
     last = -1.0
-    for i, e in enumerate(doc.get("event", []), 1):
+    for i, e in enumerate(items, 1):
         where = f"[[event]] #{i}"
         c.keys(where, e, {"at_s", "node", "iface", "action", "label"}, {"at_s", "node", "iface", "action"})
         at = c.num(where, e, "at_s", None, 0, duration)
@@ -339,20 +418,27 @@ def load(name_or_path: str | Path) -> Experiment:
             raise c.err(where, f"{e['node']}:{e['iface']} is not an interface of any link", "iface")
         action = c.string(where, e, "action", choices=("up", "down"))
         events.append(EventSpec(at, e["node"], e["iface"], action, e.get("label") or f"{e['node']}:{e['iface']} {action}"))
+    return events
 
+
+def _moves(c: _Ctx, table: dict, links: list[LinkSpec]) -> dict[str, dict[str, dict]]:
+    """[move.NAME]: per-link parameter overrides."""
     moves = {}
-    for mname, m in (doc.get("move") or {"default": {}}).items():
+    for mname, m in table.items():
         where = f"[move.{mname}]"
         c.keys(where, m, {"links"})
         over = {}
         for lname, params in (m.get("links") or {}).items():
             if not any(l.name == lname for l in links):
                 raise c.err(where, f"no link named {lname!r}", lname)
-            c.keys(f"{where} links.{lname}", params, link_keys)
-            over[lname] = {k: v for k, v in link_params(f"{where} links.{lname}", params).items() if k in params}
+            c.keys(f"{where} links.{lname}", params, LINK_PARAMS)
+            over[lname] = {k: v for k, v in _link_params(c, f"{where} links.{lname}", params).items() if k in params}
         moves[mname] = over
+    return moves
 
-    tr = doc["traffic"]
+
+def _traffic(c: _Ctx, tr: dict) -> tuple[str, list[Load], list[str]]:
+    """[traffic]: kind, loads and congestion controls (window and probe rate are read by `load`)."""
     c.keys("[traffic]", tr, {"kind", "window", "cc", "probe_pps", "loads"}, {"kind"})
     kind = c.string("[traffic]", tr, "kind", choices=("tcp", "udp"))
     loads = []
@@ -362,31 +448,16 @@ def load(name_or_path: str | Path) -> Experiment:
     ccs = tr.get("cc", ["cubic"])
     if not isinstance(ccs, list) or not all(isinstance(x, str) for x in ccs):
         raise c.err("[traffic]", "cc must be a list of congestion control names", "cc")
-    if "mptcp" in schemes and kind != "tcp":
-        raise c.err("[experiment]", "scheme 'mptcp' needs [traffic] kind = \"tcp\"", "schemes")
-
-    for role in ("cn", "mn"):
-        if ex[role] not in nodes or nodes[ex[role]]:
-            raise c.err("[experiment]", f"{role} = {ex[role]!r} is not a host node", role)
-
-    return Experiment(
-        path=path, name=ex["name"], title=ex.get("title", ex["name"]), duration_s=float(duration), runs=runs,
-        quick_duration_s=float(c.num("[quick]", quick, "duration_s", min(duration, 12), 2, duration)),
-        quick_runs=c.num("[quick]", quick, "runs", 1, 1, 1000, integer=True),
-        cn=ex["cn"], mn=ex["mn"], schemes=list(schemes), kind=kind, window=c.string("[traffic]", tr, "window"),
-        ccs=ccs, probe_pps=c.num("[traffic]", tr, "probe_pps", 100, 0, 10_000, integer=True), loads=loads,
-        nodes=nodes, links=links, routes=routes, radvd=radvds, events=events, moves=moves)
+    return kind, loads, ccs
 
 
 # ---------------------------------------------------------------- building
 
-def build(bed, ex: Experiment, move: str, seed: int = 1, overrides: dict[str, dict] | None = None,
-          start_radvd: bool = True) -> dict:
+def build(bed: Testbed, ex: Experiment, move: str, seed: int = 1, overrides: dict[str, dict] | None = None,
+          start_radvd: bool = True) -> dict[str, Node]:
     """Creates the experiment's network for `move` in `bed`; returns {name: Node}.
     `overrides`: per-link parameters on top of the move's ({"r1-r3": {"delay_ms": 50}}).
     Routers know each other's link-layer addresses before it returns."""
-    from .testbed import nic_segmentation, radvd, warm_neighbours
-
     nodes = {name: bed.add_node(name, router=r) for name, r in ex.nodes.items()}
     for i, l in enumerate(ex.links_for(move, overrides)):
         a, b = nodes[l.a], nodes[l.b]

@@ -1,0 +1,64 @@
+"""Ready-made topologies for the system tests, the benchmarks and the demo (experiments
+describe theirs in TOML: `topology.py`). Each builds into a `Testbed` and returns its nodes.
+
+    three_node:         CN — R1 — MN, static addressing (CN_L64, MN_L64)
+    mobility_topology:  seed 000 Fig. 8, CN — R1 — {R2, R3} — MN, from experiments/seed000-tcp.toml
+"""
+
+from __future__ import annotations
+
+from .addr import CN_NID, MN_NID, address
+from .services import nic_segmentation
+from .testbed import Node, Testbed
+from .topology import build, load
+
+# three_node's networks, as L64s
+CN_L64 = "2001:0db8:000a:0000"
+MN_L64 = "2001:0db8:000b:0000"
+# three_node's wire addresses of the lab's CN and MN NIDs (what ilnpd puts on the wire)
+CN_WIRE = address(CN_L64, CN_NID)
+MN_WIRE = address(MN_L64, MN_NID)
+
+
+def three_node(bed: Testbed, mtu_mn: int | None = None) -> tuple[Node, Node, Node]:
+    """CN — R1 — MN with static addressing; R1 is a plain Linux router.
+
+    CN: 2001:db8:a::c/64 on eth0 (locator 2001:db8:a:0)
+    MN: 2001:db8:b::d/64 on eth0 (locator 2001:db8:b:0)
+    """
+    cn, r1, mn = bed.add_node("cn"), bed.add_node("r1", router=True), bed.add_node("mn")
+    bed.link(cn, "eth0", r1, "eth-cn")
+    bed.link(r1, "eth-mn", mn, "eth0")
+    if mtu_mn:
+        # only R1's side: hosts do not know it, so R1 must send Packet Too Big
+        r1.nl.link("set", index=r1.index("eth-mn"), mtu=mtu_mn)
+    r1.add_addr("eth-cn", "2001:db8:a::1/64")
+    r1.add_addr("eth-mn", "2001:db8:b::1/64")
+    cn.add_addr("eth0", "2001:db8:a::c/64")
+    mn.add_addr("eth0", "2001:db8:b::d/64")
+    cn.add_route("default", "2001:db8:a::1")
+    mn.add_route("default", "2001:db8:b::1")
+    nic_segmentation(cn, "eth0")
+    nic_segmentation(mn, "eth0")
+    return cn, r1, mn
+
+
+def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0, cn_mobile: bool = False) -> dict[str, Node]:
+    """Seed 000 Fig. 8 for the tests: the network of experiments/seed000-tcp.toml (CN — R1 —
+    {R2, R3} — MN, the MN's link to R3 down at first) without its 30 Mbit/s cell rate and
+    without radvd (tests start it: `radvd(t["r2"], "eth-mn", "2001:db8:2::/64")`, R3:
+    2001:db8:3::/64). `wan_r2_ms`/`wan_r3_ms`: one-way delay added on R1—R2 / R1—R3.
+    `cn_mobile`: the CN gets a second link to R1 (eth1, down at first), where R1 has
+    2001:db8:a2::1/64 (tests start `radvd(t["r1"], "eth-cn2", "2001:db8:a2::/64")`).
+    """
+    over = {"r1-r2": {"delay_ms": wan_r2_ms}, "r1-r3": {"delay_ms": wan_r3_ms},
+            "r2-mn": {"rate_mbit": None}, "r3-mn": {"rate_mbit": None}}
+    nodes = build(bed, load("seed000-tcp"), "lan-lan", overrides=over, start_radvd=False)
+    cn, r1 = nodes["cn"], nodes["r1"]
+    if cn_mobile:
+        bed.link(cn, "eth1", r1, "eth-cn2")
+        r1.add_addr("eth-cn2", "2001:db8:a2::1/64")
+        cn.sysctl("net.ipv6.conf.eth1.accept_ra=2")
+        nic_segmentation(cn, "eth1")
+        cn.set_link("eth1", False)
+    return nodes

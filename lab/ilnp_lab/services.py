@@ -1,0 +1,55 @@
+"""What a testbed's nodes run or are set to beyond links and addresses, the way real
+networks have them: radvd on access routers, routers that already know each other's
+link-layer addresses, hosts whose NIC segments TCP. Used by experiment builds
+(`topology.build`), the tests' fixtures (`fixtures.py`) and the tests themselves.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+from .testbed import Node, run
+
+RADVD_CONF = """interface {iface} {{
+    AdvSendAdvert on;
+    MinRtrAdvInterval {min_ra};
+    MaxRtrAdvInterval {max_ra};
+    AdvDefaultPreference {pref};
+    prefix {prefix} {{
+        AdvOnLink on;
+        AdvAutonomous on;
+        AdvValidLifetime {valid};
+        AdvPreferredLifetime {preferred};
+    }};
+}};
+"""
+
+
+def radvd(node: Node, iface: str, prefix: str, min_ra: float = 3, max_ra: float = 4,
+          pref: str = "medium", valid: int = 30, preferred: int = 20) -> subprocess.Popen:
+    """Runs radvd on `node` advertising `prefix` (a /64) on `iface`; returns the process."""
+    d = node.bed.workdir / f"radvd-{node.name}-{iface}"
+    d.mkdir(parents=True, exist_ok=True)
+    conf = d / "radvd.conf"
+    conf.write_text(RADVD_CONF.format(iface=iface, prefix=prefix, min_ra=min_ra, max_ra=max_ra, pref=pref,
+                                      valid=valid, preferred=preferred))
+    run(["radvd", "--configtest", "-C", str(conf)])
+    return node.spawn("radvd", "-n", "-C", str(conf), "-p", str(d / "radvd.pid"), "-m", "stderr")
+
+
+def warm_neighbours(a: Node, b: Node, b_addr: str) -> None:
+    """One ping from `a` to `b_addr` so both routers know each other's link-layer
+    address before an experiment, as routers carrying traffic do; otherwise the
+    first packet of a handoff over a never-used delayed link pays a Neighbour
+    Discovery round trip across it (and packets queued behind it may overflow)."""
+    a.run("ping", "-6", "-c", "1", "-W", "3", b_addr, timeout=10)
+
+
+def nic_segmentation(node: Node, iface: str) -> None:
+    """Makes a host's veth segment TCP itself, as a real NIC does, instead of
+    handing 64 KB GSO packets to the next namespace. Linux's forwarding path
+    (ip6_forward's GSO length check) reads the first extension header as the TCP
+    header, so a plain router namespace wrongly rejects forwarded GSO packets
+    that carry any IPv6 extension header, the ILNPv6 nonce included, with
+    Packet Too Big. Plain IPv6 baselines use the same setting. GSO stays on."""
+    node.run("ethtool", "-K", iface, "tso", "off")
