@@ -4,7 +4,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+LAB = str(Path(__file__).resolve().parents[1] / "lab")
+sys.path.insert(0, LAB)
+# subprocesses (`python -m ilnp_lab.cli`, the probes) import this checkout's lab too, not
+# whatever an editable install elsewhere points at
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (LAB, os.environ.get("PYTHONPATH")) if p)
 
 from ilnp_lab.daemon import binary  # noqa: E402
 from ilnp_lab.testbed import Testbed  # noqa: E402

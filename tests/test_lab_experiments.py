@@ -93,11 +93,13 @@ def check_outputs(out: Path, kind: str) -> list[dict]:
               f"handoff={r['handoff_delay_ms']} ms rtt={r['rtt_ms']} probe={r['probe']}")
     for r in by["ilnp-soft"] + by["ilnp-hard"]:
         assert r["session_survived"], r["cell"]
-        # the handoff (the LU on joining R3, to the new network) is acked within 2 RTT of
-        # that path + 50 ms (issue #3); the LU on leaving R2 waits behind the TCP window
-        # queued at R3 by then, so it is reported, not bounded
+        # the handoff (the LU on joining R3, to the new network) is acked within the RTT of
+        # that path + 1 ms (docs/experiments.md), plus 8 ms of margin for a shared 2-core
+        # machine (delay lines, iperf3 and both daemons compete for the CPUs); the LU on
+        # leaving R2 waits behind the TCP window queued at R3 by then, so it is reported,
+        # not bounded
         assert r["lu"] and r["lu"][0]["delay_ms"] is not None, r["lu"]
-        assert r["handoff_delay_ms"] < 2 * r["rtt_ms"]["r3"] + 50, (r["cell"], r["lu"], r["rtt_ms"])
+        assert r["handoff_delay_ms"] <= r["rtt_ms"]["r3"] + 1 + 8, (r["cell"], r["lu"], r["rtt_ms"])
         assert all(l["t_ack_s"] is not None for l in r["lu"]), r["lu"]
     for r in by["ilnp-soft"]:
         # soft handoff: no packet lost in the flow or the probe
@@ -106,6 +108,8 @@ def check_outputs(out: Path, kind: str) -> list[dict]:
     for r in by["plain"]:
         # without ilnpd the session breaks when the MN leaves its first network: measured
         assert not r["session_survived"], r["cell"]
+        # a broken session has no loss count: where it broke and what was not delivered after
+        assert r["flow"]["lost"] is None and r["flow"]["broken_at_s"] is not None, r["flow"]
         leave = [e["t_s"] for e in r["timeline"] if e["action"] == "down"][0]
         assert r["flow"]["last_data_at_s"] < leave + 1.0, r["flow"]["last_data_at_s"]
     return results
@@ -133,7 +137,7 @@ def test_thesis_udp_quick(tmp_path):
     for x in results:
         if x["scheme"] != "plain":
             # the offered load arrives: 64 kbit/s of 300 B is ~27 datagrams/s
-            assert x["flow"]["packets_received"] >= 0.9 * x["flow"]["packets_sent"] > 0, x["flow"]
+            assert x["flow"]["packets_delivered"] >= 0.9 * x["flow"]["packets_sent"] > 0, x["flow"]
 
 
 def test_interrupted_run_leaves_nothing_behind(tmp_path):
