@@ -15,6 +15,7 @@ tests assert behaviour, this prints what it measured. Uses the lab's runner
 """
 
 import argparse
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -41,6 +42,9 @@ def main() -> int:
     ap.add_argument("--move", action="append", help="only this move (repeatable)")
     ap.add_argument("--jobs", type=int, default=1, help="testbeds at once (timing is cleaner with 1)")
     args = ap.parse_args()
+    cores = os.cpu_count() or 1
+    if args.jobs > cores:
+        ap.error(f"--jobs {args.jobs} is more than this machine's {cores} cores: timed testbeds would compete for the CPUs")
     ex = topology.load("seed000-tcp")
     cells, _ = runner.cells(ex, args.move, ["ilnp-soft", "ilnp-hard", "mptcp", "plain"])
     runner.install_sigterm()

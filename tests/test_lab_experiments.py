@@ -69,6 +69,33 @@ def test_shipped_experiments_check_and_list():
     assert r.returncode == 2 and "no move 'lan-moon'" in r.stderr, r
 
 
+@pytest.mark.parametrize("args,expect", [
+    (["--jobs", str((os.cpu_count() or 1) + 1)], "more than this machine's"),
+    (["--dad", "sometimes"], "invalid choice: 'sometimes'"),
+    (["--dad-transmits", "0"], "--dad-transmits 0"),
+    (["--assoc-delay", "-1"], "--assoc-delay -1"),
+])
+def test_bad_run_options_are_refused_before_anything_is_created(tmp_path, args, expect):
+    r = lab("run", "seed000-tcp", "--quick", "--out", str(tmp_path / "out"), *args)
+    assert r.returncode == 2 and expect in r.stderr, r
+    assert not namespaces(r.pid)
+    assert not (tmp_path / "out").exists()
+
+
+def test_reference_check_names_every_reason():
+    from ilnp_lab.runner import reference_check
+    prov = {"commit": "a" * 40, "clean": True, "dirty_files": [], "ilnpd_sha256": "1", "ilnpd_newer_than_sources": True}
+    good = {"provenance_start": prov, "provenance_end": prov, "quick": False, "jobs": 2, "cores": 2, "runs_failed": 0}
+    assert reference_check(good) == []
+    bad = dict(good, provenance_end=dict(prov, commit="b" * 40, ilnpd_sha256="2", clean=False, dirty_files=["x.rs"]),
+               quick=True, jobs=5, runs_failed=3)
+    why = " | ".join(reference_check(bad))
+    for e in ("not clean (x.rs)", "commit changed", "mixed builds", "--quick", "5 testbeds at once on 2 cores", "3 runs failed"):
+        assert e in why, (e, why)
+    assert reference_check(dict(good, provenance_start=dict(prov, ilnpd_newer_than_sources=False)))[0].startswith("ilnpd is older")
+    assert reference_check({}) [0] == "no provenance recorded"
+
+
 def png_ok(path: Path) -> bool:
     b = path.read_bytes()
     # signature, then the IHDR chunk with a non-zero width and height
@@ -179,3 +206,14 @@ def test_run_failing_midway_reports_the_step_and_leaves_nothing(tmp_path):
     assert len(res) == 1 and not res[0]["ok"] and "build the network" in res[0]["error"], res
     assert "## Failed runs" in (out / "report.md").read_text()
     assert not namespaces(r.pid)
+
+
+def test_dad_knob_sets_the_host_sysctls():
+    from ilnp_lab.topology import dad_sysctls
+    opt = dict(dad_sysctls("optimistic", 1))
+    assert (opt["accept_dad"], opt["optimistic_dad"], opt["use_optimistic"], opt["dad_transmits"]) == (1, 1, 1, 1)
+    std = dict(dad_sysctls("standard", 3))
+    assert (std["accept_dad"], std["optimistic_dad"], std["use_optimistic"], std["dad_transmits"]) == (1, 0, 0, 3)
+    assert dict(dad_sysctls("off", 1))["accept_dad"] == 0
+    with pytest.raises(ValueError, match="dad 'maybe'"):
+        dad_sysctls("maybe", 1)

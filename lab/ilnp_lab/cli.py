@@ -17,7 +17,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .topology import EXPERIMENTS, SpecError, load
+from .topology import DAD_MODES, EXPERIMENTS, SpecError, load
 
 
 def main(argv=None) -> int:
@@ -39,6 +39,11 @@ def main(argv=None) -> int:
     r.add_argument("--out", type=Path, help="output folder (default out/<experiment>)")
     r.add_argument("--jobs", type=int, default=1, help="testbeds run at once (each run is independent)")
     r.add_argument("--seed", type=int, default=1, help="seed for nonces and link loss (run i uses seed+i)")
+    r.add_argument("--dad", choices=DAD_MODES, default="optimistic",
+                   help="Duplicate Address Detection on the hosts' SLAAC interfaces (default optimistic, RFC 4429)")
+    r.add_argument("--dad-transmits", type=int, default=1, metavar="N", help="DAD probes per address (default 1)")
+    r.add_argument("--assoc-delay", type=float, default=0.0, metavar="S",
+                   help="seconds between the MN's 'join' event and its link coming up (Wi-Fi association; default 0)")
     r.add_argument("--json", action="store_true", help="print the per-run results as JSON on stdout")
     rp = sub.add_parser("report", help="rebuild report.md, results.csv and plots from a run folder")
     rp.add_argument("dir", type=Path)
@@ -89,8 +94,18 @@ def run(args) -> int:
     if args.runs is not None and args.runs < 1:
         print(f"ilnp-lab run: --runs {args.runs}: must be at least 1", file=sys.stderr)
         return 2
+    if args.dad_transmits < 1 or args.assoc_delay < 0:
+        print(f"ilnp-lab run: --dad-transmits {args.dad_transmits} / --assoc-delay {args.assoc_delay}: "
+              "need at least 1 / at least 0", file=sys.stderr)
+        return 2
+    cores = os.cpu_count() or 1
+    if args.jobs > cores:
+        print(f"ilnp-lab run: --jobs {args.jobs} is more than this machine's {cores} cores: timed testbeds would "
+              f"compete for the CPUs (use --jobs {cores} or fewer)", file=sys.stderr)
+        return 2
     if args.cc:
         ex.ccs = args.cc
+    ex.dad, ex.dad_transmits, ex.assoc_delay_s = args.dad, args.dad_transmits, args.assoc_delay
     todo, notes = runner.cells(ex, args.scenario, args.scheme)
     if not todo:
         print(f"ilnp-lab run: nothing to run: {'; '.join(notes)}", file=sys.stderr)
@@ -103,13 +118,17 @@ def run(args) -> int:
     meta = {"experiment": ex.name, "title": ex.title, "file": str(ex.path),
             "command": shlex.join(["ilnp-lab", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv),
             "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "quick": args.quick,
-            "duration_s": duration, "runs_per_cell": runs, "jobs": args.jobs, "seed": args.seed, "versions": runner.versions(), "notes": notes}
+            "duration_s": duration, "runs_per_cell": runs, "jobs": args.jobs, "cores": cores, "seed": args.seed,
+            "dad": args.dad, "dad_transmits": args.dad_transmits, "assoc_delay_s": args.assoc_delay,
+            "versions": runner.versions(), "provenance_start": runner.provenance(), "notes": notes}
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
     results, interrupted = runner.run_all(ex, todo, runs, duration, out, args.seed, max(1, args.jobs))
     meta["runs_done"] = len(results)
     meta["runs_failed"] = sum(1 for r in results if not r.get("ok"))
     meta["interrupted"] = interrupted
+    meta["provenance_end"] = runner.provenance()
+    meta["reference_not_because"] = runner.reference_check(meta)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     path = report.write(out, results, meta)
     if args.json:

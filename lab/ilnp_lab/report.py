@@ -96,6 +96,18 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
              f"Command: `{meta['command']}`  ", f"Started {meta['started']}, {meta['runs_done']} runs "
              f"({meta['runs_failed']} failed), {meta['runs_per_cell']} per cell, {meta.get('jobs', 1)} at a time, flows of {meta['duration_s']:g} s"
              f"{' (--quick)' if meta.get('quick') else ''}.", "", "Versions and link emulation:", ""]
+    prov = meta.get("provenance_start") or {}
+    why = meta.get("reference_not_because")
+    if why is None:  # a folder from before provenance was recorded
+        why = ["no provenance recorded"]
+    lines[-3:-3] = ["", (f"**Reference run**: commit {prov.get('commit')}, clean tree, one ilnpd build "
+                         f"(sha256 {str(prov.get('ilnpd_sha256'))[:12]}), {meta.get('jobs', 1)} testbed(s) on "
+                         f"{meta.get('cores')} cores." if not why else
+                         f"**Not a reference run**: {'; '.join(why)}.")]
+    if "dad" in meta:
+        lines[-3:-3] = [f"DAD on the hosts' SLAAC interfaces: {meta['dad']} ({meta['dad_transmits']} probe(s)); "
+                        f"association delay before the MN's link to a joined network comes up: "
+                        f"{meta['assoc_delay_s']:g} s."]
     lines += [f"* {k}: {v}" for k, v in meta["versions"].items()]
     for n in meta.get("notes", []):
         lines.append(f"* note: {n}")

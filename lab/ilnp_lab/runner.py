@@ -104,8 +104,12 @@ class Run:
         self.notes: list[str] = []
 
     def event_times(self) -> list[tuple[float, object]]:
+        """When each timeline event happens: its time scaled to the flow's duration, plus
+        the association delay for the MN joining a network (the link comes up that much
+        later, as a Wi-Fi association and authentication would make it)."""
         scale = self.duration / self.ex.duration_s
-        return [(e.at_s * scale, e) for e in self.ex.events]
+        return sorted(((e.at_s * scale + (self.ex.assoc_delay_s if e.action == "up" and e.node == self.ex.mn else 0.0), e)
+                       for e in self.ex.events), key=lambda x: x[0])
 
     def execute(self) -> dict:
         cell = self.cell
@@ -162,7 +166,7 @@ class Run:
             t_event = time.time() - t0  # before the change: its effects (RS, RA, LU) follow within microseconds
             nodes[e.node].set_link(e.iface, e.action == "up")
             timeline.append({"t_s": round(t_event, 4), "label": e.label, "node": e.node, "iface": e.iface,
-                             "action": e.action})
+                             "action": e.action, "scheduled_s": round(at, 4)})
             scheme.on_event(e)
         self.step = "wait for the flow to end"
         try:
@@ -284,6 +288,55 @@ def ra_to_lu_ms(mn_pcap: str, t0: float, timeline: list[dict], ex: Experiment, l
         return None
     after = [l["t_sent_s"] for l in lus if l["t_sent_s"] >= t_ra]
     return round((after[0] - t_ra) * 1000, 3) if after else None
+
+
+def provenance() -> dict:
+    """Which code a run used: the commit, whether the work tree was clean (tracked files),
+    the ilnpd binary (sha256) and whether it is newer than every tracked source it is built
+    from. Taken at the start and the end of `ilnp-lab run`: a reference run is one commit,
+    clean, with one binary built from it (`reference_check`)."""
+    import hashlib
+
+    repo = LAB_DIR.parent
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True, timeout=20).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+    dirty = [l[3:] for l in git("status", "--porcelain", "--untracked-files=no").splitlines() if l.strip()]
+    ilnpd = Path(binary("ilnpd"))
+    sources = [repo / f for f in git("ls-files", "crates", "bpf", "Cargo.lock", "Cargo.toml").split() if (repo / f).exists()]
+    newest = max((f.stat().st_mtime for f in sources), default=0.0)
+    return {"commit": git("rev-parse", "HEAD").strip() or None, "clean": not dirty and bool(sources),
+            "dirty_files": dirty[:20], "ilnpd": str(ilnpd), "ilnpd_sha256": hashlib.sha256(ilnpd.read_bytes()).hexdigest(),
+            "ilnpd_newer_than_sources": ilnpd.stat().st_mtime >= newest}
+
+
+def reference_check(meta: dict) -> list[str]:
+    """Why a run folder is not a reference run (empty: it is one)."""
+    why = []
+    a, b = meta.get("provenance_start") or {}, meta.get("provenance_end") or {}
+    if not a or not b:
+        why.append("no provenance recorded")
+    else:
+        if not (a["clean"] and b["clean"]):
+            why.append(f"work tree not clean ({', '.join(a['dirty_files'] or b['dirty_files']) or 'no tracked sources'})")
+        if a["commit"] != b["commit"]:
+            why.append(f"the commit changed during the run ({a['commit']} -> {b['commit']})")
+        if a["ilnpd_sha256"] != b["ilnpd_sha256"]:
+            why.append("ilnpd was rebuilt during the run (mixed builds)")
+        if not a["ilnpd_newer_than_sources"]:
+            why.append("ilnpd is older than the sources it is built from (run `cargo build --release`)")
+    if meta.get("quick"):
+        why.append("--quick")
+    if meta.get("jobs", 1) > (meta.get("cores") or 1):
+        why.append(f"{meta['jobs']} testbeds at once on {meta.get('cores')} cores")
+    if meta.get("runs_failed"):
+        why.append(f"{meta['runs_failed']} runs failed")
+    if meta.get("interrupted"):
+        why.append("interrupted")
+    return why
 
 
 def versions() -> dict:

@@ -110,6 +110,13 @@ class Experiment:
     radvd: list[RadvdSpec]
     events: list[EventSpec]
     moves: dict[str, dict[str, dict]] = field(default_factory=dict)
+    # run-time knobs (`ilnp-lab run --dad/--dad-transmits/--assoc-delay`), not file keys:
+    # Duplicate Address Detection on the hosts' SLAAC interfaces ("optimistic": RFC 4429,
+    # the address is usable at once; "standard": tentative for dad_transmits x RetransTimer;
+    # "off") and the delay before the MN's link to a joined network comes up
+    dad: str = "optimistic"
+    dad_transmits: int = 1
+    assoc_delay_s: float = 0.0
 
     def links_for(self, move: str, overrides: dict[str, dict] | None = None) -> list[LinkSpec]:
         over = {k: dict(v) for k, v in self.moves[move].items()}
@@ -453,6 +460,20 @@ def _traffic(c: _Ctx, tr: dict) -> tuple[str, list[Load], list[str]]:
 
 # ---------------------------------------------------------------- building
 
+DAD_MODES = ("optimistic", "standard", "off")
+
+
+def dad_sysctls(mode: str, transmits: int) -> list[tuple[str, int]]:
+    """Per-interface sysctls of a host interface that takes SLAAC addresses from an RA."""
+    if mode not in DAD_MODES:
+        raise ValueError(f"dad {mode!r}: expected one of {', '.join(DAD_MODES)}")
+    if transmits < 1:
+        raise ValueError(f"dad_transmits {transmits}: must be at least 1")
+    optimistic = int(mode == "optimistic")
+    return [("accept_ra", 2), ("autoconf", 1), ("accept_dad", int(mode != "off")), ("dad_transmits", transmits),
+            ("optimistic_dad", optimistic), ("use_optimistic", optimistic)]
+
+
 def build(bed: Testbed, ex: Experiment, move: str, seed: int = 1, overrides: dict[str, dict] | None = None,
           start_radvd: bool = True) -> dict[str, Node]:
     """Creates the experiment's network for `move` in `bed`; returns {name: Node}.
@@ -480,8 +501,7 @@ def build(bed: Testbed, ex: Experiment, move: str, seed: int = 1, overrides: dic
         for iface, _ in ex.host_ifaces(name):
             nic_segmentation(nodes[name], iface)
             if ex.radvd_facing(name, iface):
-                slaac += [f"net.ipv6.conf.{iface}.{k}={v}" for k, v in
-                          (("accept_ra", 2), ("autoconf", 1), ("optimistic_dad", 1))]
+                slaac += [f"net.ipv6.conf.{iface}.{k}={v}" for k, v in dad_sysctls(ex.dad, ex.dad_transmits)]
         if slaac:
             nodes[name].sysctl(*slaac)
     for r in ex.radvd if start_radvd else ():
