@@ -7,7 +7,8 @@
     counters()    after the flow: the scheme's counters for run.json (ilnpd's stats)
     stop()        then: stop what `start` began
 
-`wrap` prefixes the iperf3 commands (mptcpize), `server_bind` binds the server, `mn_nid`
+`wrap` prefixes the iperf3 commands (mptcpize), `server_bind` binds the server, `note` states
+what the scheme configures (runner.cells adds it to the run's notes), `mn_nid`
 marks runs whose captures carry ILNPv6 (LU handshakes, stale-locator drops).
 `BY_NAME` holds one class per name in topology.SCHEMES.
 """
@@ -26,6 +27,7 @@ from .topology import SCHEMES
 class Scheme:
     name = ""
     wrap: list[str] = []
+    note = ""  # what the scheme configures, for meta.json's and report.md's notes
 
     def __init__(self, run, nodes: dict[str, Node]):
         self.run, self.ex, self.nodes = run, run.ex, nodes
@@ -72,16 +74,18 @@ class Plain(Scheme):
 class Mptcp(Plain):
     """Kernel MPTCP (iperf3 under mptcpize, in-kernel path manager) configured as mptcp.dev's
     path-manager guide and ip-mptcp(8) recommend, with the MN doing what its connection manager
-    (NetworkManager, mptcpd) does on address changes. See `CONFIG` (stated in every report)."""
+    (NetworkManager, mptcpd) does on address changes. `note` states it in meta.json and report.md."""
     name = "mptcp"
     wrap = ["mptcpize", "run"]
     LIMITS = ("subflows", "8", "add_addr_accepted", "8")
-    CONFIG = ("MPTCP configuration (in-kernel path manager, mptcp.dev/pm.html, ip-mptcp(8)): "
+    note = ("MPTCP configuration (in-kernel path manager, mptcp.dev/pm.html, ip-mptcp(8)): "
               "both hosts `ip mptcp limits set subflows 8 add_addr_accepted 8`; "
-              "the CN is the iperf3 client (the side that creates subflows): `ip mptcp endpoint add ADDR dev IF "
+              "the CN is the iperf3 client (mptcp.dev: the client creates subflows): `ip mptcp endpoint add ADDR dev IF "
               "subflow fullmesh` for its address, so it opens a subflow to every address the MN announces; "
-              "the MN is the server (a server can only announce): `ip mptcp endpoint add ADDR dev IF id N signal` "
-              "for every address, the first included, plus a source route per network (RFC 8678); "
+              "the MN is the server (mptcp.dev: the server announces addresses): `ip mptcp endpoint add ADDR dev IF "
+              "id N signal` for every address, the first included (the kernel announces only the later ones; the "
+              "first one's endpoint is what lets its removal close the initial subflow), plus a source route per "
+              "network (RFC 8678); "
               "on the timeline, as NetworkManager/mptcpd do on address changes: the MN's interface goes down -> "
               "`ip mptcp endpoint delete id N` at once (the kernel sends REMOVE_ADDR and closes that address's "
               "subflows instead of waiting for an RTO); an interface comes up -> the same `signal` endpoint as soon "
