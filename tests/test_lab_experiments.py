@@ -155,6 +155,35 @@ def test_seed000_tcp_quick(tmp_path):
             assert x["session_survived"], x["cell"]
 
 
+def test_mptcp_leave_is_signalled_by_remove_addr(tmp_path):
+    """The MPTCP baseline is configured as its docs recommend (an endpoint for every MN address,
+    the first included) and the MN's endpoint goes when its interface does, as NetworkManager and
+    mptcpd do: the CN learns of the leave from REMOVE_ADDR, not from a retransmission timeout."""
+    from ilnp_lab import pcap
+    from ilnp_lab.analysis import MPTCP_OPT, _tcp_options
+
+    out = tmp_path / "mptcp"
+    r = lab("run", "seed000-tcp", "--quick", "--scenario", "lan-lan", "--scheme", "mptcp", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    meta = json.loads((out / "meta.json").read_text())
+    assert any("signal` for every address, the first included" in n for n in meta["notes"]), meta["notes"]
+    assert "`ip mptcp endpoint delete id N`" in (out / "report.md").read_text()
+    [res] = json.loads((out / "results.json").read_text())
+    assert res["session_survived"], res["flow"]
+    leave = next(e["t_s"] for e in res["timeline"] if e["action"] == "down")
+    rdir = next((out / "runs").glob("*/run01"))
+    removes = []
+    for p in pcap.read(str(rdir / "mn.pcap")):
+        if p.proto == pcap.TCP and len(p.l4) >= 20:
+            opts = _tcp_options(p.l4, 0, (p.l4[12] >> 4) * 4)
+            if any(k == MPTCP_OPT and v and v[0] >> 4 == 4 for k, v in opts):  # REMOVE_ADDR
+                removes.append(p.ts - res["t0"])
+    # sent within 50 ms of the leave (the lab deletes the endpoint right after the link change)
+    assert removes and leave <= removes[0] < leave + 0.05, (leave, removes)
+    # an RTO-detected leave costs at least the kernel's 200 ms minimum RTO; REMOVE_ADDR far less
+    assert res["flow"]["interruption_leave_ms"] < 100, res["flow"]
+
+
 def test_thesis_udp_quick(tmp_path):
     out = tmp_path / "udp"
     r = lab("run", "thesis-udp", "--quick", "--out", str(out))

@@ -4,7 +4,7 @@ the run fails or the user presses Ctrl-C.
 
 One run: build the network, start radvd and wait for SLAAC, set up the scheme
 (schemes.py: ilnpd on CN and MN with hard or soft handoff; nothing for plain IPv6; MPTCP
-limits and a `signal` endpoint for each address the MN gains), start tcpdump on the CN
+limits and endpoints for every address, which follow the MN's addresses on the timeline), start tcpdump on the CN
 and the MN, the iperf3 server on the MN and the UDP probe at both ends, start the
 iperf3 client on the CN at t = 0, play the timeline (links up/down), wait for the
 flow to end, then analyse the captures (analysis.py) into `result.json`.
@@ -76,6 +76,7 @@ def cells(ex: Experiment, moves: list[str] | None = None, schemes: list[str] | N
             runnable.append(cc)
     out = [Cell(m, s, ld, cc) for m in (moves or list(ex.moves)) for s in (schemes or ex.schemes)
            for ld in ex.loads for cc in runnable]
+    notes += [SCHEME_CLASSES[s].note for s in dict.fromkeys(c.scheme for c in out) if SCHEME_CLASSES[s].note]
     return out, notes
 
 

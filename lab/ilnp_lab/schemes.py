@@ -3,11 +3,12 @@
     setup(nodes)  after SLAAC: what the scheme needs before traffic; returns (src, dst),
                   the addresses the flow and the probes use
     start()       once captures run: the scheme's own recorders (ilnpd's event monitor)
-    on_event(e)   after each timeline change (MPTCP announces the MN's new address)
+    on_event(e)   after each timeline change (MPTCP: the MN's endpoints follow its addresses)
     counters()    after the flow: the scheme's counters for run.json (ilnpd's stats)
     stop()        then: stop what `start` began
 
-`wrap` prefixes the iperf3 commands (mptcpize), `server_bind` binds the server, `mn_nid`
+`wrap` prefixes the iperf3 commands (mptcpize), `server_bind` binds the server, `note` states
+what the scheme configures (runner.cells adds it to the run's notes), `mn_nid`
 marks runs whose captures carry ILNPv6 (LU handshakes, stale-locator drops).
 `BY_NAME` holds one class per name in topology.SCHEMES.
 """
@@ -26,6 +27,7 @@ from .topology import SCHEMES
 class Scheme:
     name = ""
     wrap: list[str] = []
+    note = ""  # what the scheme configures, for meta.json's and report.md's notes
 
     def __init__(self, run, nodes: dict[str, Node]):
         self.run, self.ex, self.nodes = run, run.ex, nodes
@@ -70,34 +72,75 @@ class Plain(Scheme):
 
 
 class Mptcp(Plain):
-    """Kernel MPTCP (iperf3 under mptcpize) from plain IPv6 addresses, with what a connection
-    manager adds: limits, a source route per network, a `signal` endpoint for each new address."""
+    """Kernel MPTCP (iperf3 under mptcpize, in-kernel path manager) configured as mptcp.dev's
+    path-manager guide and ip-mptcp(8) recommend, with the MN doing what its connection manager
+    (NetworkManager, mptcpd) does on address changes. `note` states it in meta.json and report.md."""
     name = "mptcp"
     wrap = ["mptcpize", "run"]
+    LIMITS = ("subflows", "8", "add_addr_accepted", "8")
+    note = ("MPTCP configuration (in-kernel path manager, mptcp.dev/pm.html, ip-mptcp(8)): "
+              "both hosts `ip mptcp limits set subflows 8 add_addr_accepted 8`; "
+              "the CN is the iperf3 client (mptcp.dev: the client creates subflows): `ip mptcp endpoint add ADDR dev IF "
+              "subflow fullmesh` for its address, so it opens a subflow to every address the MN announces; "
+              "the MN is the server (mptcp.dev: the server announces addresses): `ip mptcp endpoint add ADDR dev IF "
+              "id N signal` for every address, the first included (the kernel announces only the later ones; the "
+              "first one's endpoint is what lets its removal close the initial subflow), plus a source route per "
+              "network (RFC 8678); "
+              "on the timeline, as NetworkManager/mptcpd do on address changes: the MN's interface goes down -> "
+              "`ip mptcp endpoint delete id N` at once (the kernel sends REMOVE_ADDR and closes that address's "
+              "subflows instead of waiting for an RTO); an interface comes up -> the same `signal` endpoint as soon "
+              "as SLAAC gives it an address")
 
     def setup(self) -> tuple[str, str]:
         src, dst = super().setup()
-        self.run.step = "MPTCP limits and the MN's per-network routing"
+        ex = self.ex
+        self.run.step = "MPTCP limits, endpoints and the MN's per-network routing"
+        self.ids = {iface: k + 1 for k, (iface, _) in enumerate(ex.host_ifaces(ex.mn))}  # MN endpoint ids
+        self.lock = threading.Lock()
         for n in (self.cn, self.mn):
-            n.ip("mptcp", "limits", "set", "subflows", "4", "add_addr_accepted", "4")
-        for k, (iface, prefix) in enumerate(self.ex.initial_prefixes(self.ex.mn)):
+            n.ip("mptcp", "limits", "set", *self.LIMITS)
+        for iface, prefix in ex.initial_prefixes(ex.cn):
+            for addr in self._in(self.cn, iface, prefix):
+                self.cn.ip("mptcp", "endpoint", "add", addr, "dev", iface, "subflow", "fullmesh")
+        for k, (iface, prefix) in enumerate(ex.initial_prefixes(ex.mn)):
             self.mn.source_route(iface, prefix, 100 + k)
+            for addr in self._in(self.mn, iface, prefix):
+                self._signal(iface, addr)
         return src, dst
 
-    def on_event(self, e) -> None:
-        if e.action == "up" and e.node == self.ex.mn:
-            threading.Thread(target=self._endpoint, args=(e.iface,), daemon=True).start()
+    @staticmethod
+    def _in(node: Node, iface: str, prefix: str) -> list[str]:
+        net = ipaddress.IPv6Network(prefix)
+        return [a for a in node.global_addrs(iface) if ipaddress.IPv6Address(a) in net]
 
-    def _endpoint(self, iface: str) -> None:
-        """What a connection manager does for MPTCP (the deployment guides' setup): route each
-        new network's source address out of its own interface, and announce the address."""
+    def _signal(self, iface: str, addr: str) -> None:
+        with self.lock:
+            self.mn.ip("mptcp", "endpoint", "add", addr, "dev", iface, "id", str(self.ids[iface]), "signal")
+
+    def on_event(self, e) -> None:
+        if e.node != self.ex.mn:
+            return
+        if e.action == "up":
+            threading.Thread(target=self._joined, args=(e.iface,), daemon=True).start()
+        else:
+            self._left(e.iface)
+
+    def _joined(self, iface: str) -> None:
+        """A new network: route its source address out of its own interface, and announce it."""
         mn = self.mn
         try:
-            addr = wait_for(lambda: mn.global_addrs(iface), timeout=10, what=f"address on {iface}")[0]
+            addr = wait_for(lambda: mn.global_addrs(iface), timeout=10, interval=0.005, what=f"address on {iface}")[0]
             mn.source_route(iface, f"{addr}/64", 200 + mn.index(iface))
-            mn.ip("mptcp", "endpoint", "add", addr, "dev", iface, "signal")
+            self._signal(iface, addr)
         except Exception as e:  # recorded, the run goes on: the result shows what MPTCP did
             self.run.notes.append(f"mptcp endpoint on {iface}: {e}")
+
+    def _left(self, iface: str) -> None:
+        """A network lost: its endpoint goes, so the kernel signals REMOVE_ADDR to the peer."""
+        with self.lock:
+            p = self.mn.ip("mptcp", "endpoint", "delete", "id", str(self.ids[iface]), check=False)
+        if p.returncode != 0:
+            self.run.notes.append(f"mptcp endpoint delete on {iface}: {p.stderr.strip()}")
 
 
 class Ilnp(Scheme):
