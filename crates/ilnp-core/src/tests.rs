@@ -71,6 +71,17 @@ pub(crate) fn nonce_of(w: &[u8]) -> Nonce {
     classify(w).unwrap().nonce().unwrap()
 }
 
+/// A Locator Update packet's addresses and message, as `classify` reads it.
+pub(crate) struct LuPkt {
+    pub(crate) src: std::net::Ipv6Addr,
+    pub(crate) dst: std::net::Ipv6Addr,
+    pub(crate) lu: LocatorUpdate,
+}
+pub(crate) fn parse_lu(w: &[u8]) -> LuPkt {
+    let Ok(ilnp_wire::Packet::Lu(l)) = classify(w) else { panic!("not an LU: {:?}", classify(w)) };
+    LuPkt { src: l.ip.src, dst: l.ip.dst, lu: l.to_owned() }
+}
+
 /// A sends to B, B answers: returns (A, B, a→b wire, b→a wire).
 pub(crate) fn session() -> (Core, Core, Vec<u8>, Vec<u8>) {
     let now = Instant::now();
@@ -150,14 +161,14 @@ fn locator_update_replaces_set_and_ack_echoes_body() {
     let out = b.set_local_locators(t0, vec![local(LB2)]);
     let lus = wire(&out);
     assert_eq!(lus.len(), 1);
-    let lu = translate::parse_lu_packet(&lus[0]).unwrap();
+    let lu = parse_lu(&lus[0]);
     assert_eq!(lu.lu.operation, LuOperation::Advertisement);
     assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2]);
     assert_eq!(split_addr(lu.src).0, LB2);
     let out = a.handle_inbound(t0, &lus[0], Csum::Complete);
     let acks = wire(&out);
     assert_eq!(acks.len(), 1);
-    let ack = translate::parse_lu_packet(&acks[0]).unwrap();
+    let ack = parse_lu(&acks[0]);
     assert_eq!(ack.lu, lu.lu.ack());
     assert_eq!(split_addr(ack.dst).0, LB2);
     let e = a.ilcc_entries().next().unwrap();
@@ -299,7 +310,7 @@ fn newest_locator_is_preferred_on_join_and_advertised_first() {
     let t0 = Instant::now();
     // B joins a second network: both locators valid, the new one preferred
     let out = b.set_local_locators(t0 + Duration::from_secs(1), vec![local(LB), local(LB2)]);
-    let lu = translate::parse_lu_packet(&wire(&out)[0]).unwrap();
+    let lu = parse_lu(&wire(&out)[0]);
     assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2, LB]);
     assert_eq!(split_addr(lu.src).0, LB2, "data and the LU leave from the new network");
     a.handle_inbound(t0, &wire(&out)[0], Csum::Complete);
@@ -323,7 +334,7 @@ fn hard_handoff_ages_previous_locator_on_join() {
     assert_eq!(delivered(&b.handle_inbound(now, &w, Csum::Complete)).len(), 1);
     // B joins a new network while the old link is still up: the LU lists only the new locator
     let out = b.set_local_locators(now + Duration::from_secs(1), vec![local(LB), local(LB2)]);
-    let lu = translate::parse_lu_packet(&wire(&out)[0]).unwrap();
+    let lu = parse_lu(&wire(&out)[0]);
     assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2]);
     // the kernel still reports LB on the next sync: it stays aged
     b.set_local_locators(now + Duration::from_secs(2), vec![local(LB), local(LB2)]);
@@ -484,7 +495,7 @@ fn advertised_lifetimes_age_remote_locators_without_dropping_them() {
     let long = LocalLocator { pref: 20, lifetime_s: 300, ..local(lb3) };
     let out = b.set_local_locators(t0, vec![short, long]);
     let lu = wire(&out);
-    let parsed = translate::parse_lu_packet(&lu[0]).unwrap();
+    let parsed = parse_lu(&lu[0]);
     assert_eq!(parsed.lu.entries.iter().map(|e| e.lifetime).collect::<Vec<_>>(), vec![30, 300]);
     a.handle_inbound(t0, &lu[0], Csum::Complete);
     assert_eq!(a.poll_timeout(), Some(t0 + Duration::from_secs(30)));
@@ -620,7 +631,7 @@ fn local_pref(loc: Locator, ifindex: u32, pref: u16) -> LocalLocator {
 }
 
 fn lu_locs(w: &[u8]) -> Vec<(Locator, u16)> {
-    translate::parse_lu_packet(w).unwrap().lu.entries.iter().map(|e| (e.locator, e.preference)).collect()
+    parse_lu(w).lu.entries.iter().map(|e| (e.locator, e.preference)).collect()
 }
 
 #[test]
@@ -783,7 +794,7 @@ fn lu_with_255_locators_keeps_the_best_and_acks_the_whole_body() {
     let out = a.handle_inbound(now, &pkt, Csum::Complete);
     let acks = wire(&out);
     assert_eq!(acks.len(), 1);
-    assert_eq!(translate::parse_lu_packet(&acks[0]).unwrap().lu, lu.ack(), "ack identical except Operation");
+    assert_eq!(parse_lu(&acks[0]).lu, lu.ack(), "ack identical except Operation");
     let e = a.ilcc_entries().next().unwrap();
     assert_eq!(e.remote_locators.len(), 8);
     assert_eq!(e.remote_locators[0].loc, Locator(0x2001_0db8_1000_0000 + 254), "lowest preference value first");
