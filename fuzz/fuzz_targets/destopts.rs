@@ -1,6 +1,7 @@
 #![no_main]
 //! Destination Options: option iteration and the RFC 6744 nonce search.
 use ilnp_wire::destopts::{self, Header, Opt};
+use ilnp_wire::ipv6;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -21,7 +22,12 @@ fuzz_target!(|data: &[u8]| {
             assert!(destopts::find_nonce_in_header(data, 0).is_err(), "two nonces must be refused");
         }
     }
-    if let Ok(Some(n)) = destopts::find_nonce(data) {
+    // the nonce of the header directly after a fixed header (classify's first step)
+    let nonce = ipv6::Packet::new_checked(data)
+        .ok()
+        .filter(|p| p.next_header() == ipv6::PROTO_DSTOPTS)
+        .map(|p| destopts::find_nonce_in_header(p.payload(), ipv6::HEADER_LEN));
+    if let Some(Ok(Some(n))) = nonce {
         assert_eq!(data[n.option_offset], destopts::OPT_NONCE);
         assert_eq!(data[n.option_offset + 1] as usize, n.nonce.len());
         assert!(n.option_offset + 2 + n.nonce.len() <= 40 + n.header_len);

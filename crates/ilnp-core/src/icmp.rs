@@ -2,19 +2,21 @@
 //! for the stack, and the Parameter Problem that marks a peer not ILNPv6-capable.
 
 use crate::event::{DropReason, Event, Outcome};
-use crate::{packet_summary, Action, Core};
+use crate::{Action, Core};
+use ilnp_wire::classify::{IcmpError, Kind};
 use ilnp_wire::icmpv6;
 use ilnp_wire::translate;
-use ilnp_wire::{ilnp_addr, ipv6, split_addr, Nonce};
+use ilnp_wire::{ilnp_addr, ipv6, split_addr, ClassifyError, Packet};
 
 impl Core {
-    /// An ICMPv6 error punted to us: `outer_nonce` is the nonce on the error itself
+    /// An ICMPv6 error punted to us: `err.nonce` is the nonce on the error itself
     /// (an ILNPv6 correspondent puts its own on every ICMP it sends, RFC 6744 §7).
-    pub(crate) fn handle_icmp_error(&mut self, pkt: &[u8], outer_nonce: Option<Nonce>, out: &mut Vec<Action>) {
-        let meta = match translate::icmp_error_meta(pkt) {
+    pub(crate) fn handle_icmp_error(&mut self, err: &IcmpError, out: &mut Vec<Action>) {
+        let summary = || format!("{} -> {}", err.ip.src, err.ip.dst);
+        let meta = match err.meta() {
             Ok(m) => m,
             Err(e) => {
-                self.drop(out, DropReason::IcmpUnrelated, format!("{e}: {}", packet_summary(pkt)));
+                self.drop(out, DropReason::IcmpUnrelated, format!("{e}: {}", summary()));
                 return;
             }
         };
@@ -23,14 +25,12 @@ impl Core {
         // §11.1). Until the peer has shown its nonce (e.g. a non-ILNP peer's Parameter
         // Problem, which cannot carry one) the quoted nonce check below is all we have.
         // From anyone else (routers) an outer nonce cannot be verified and is ignored.
-        if let Ok(p) = ipv6::Packet::new_checked(pkt) {
-            let (_, sender) = split_addr(p.src());
-            if let Some(rx) = self.ilcc.get(&sender).and_then(|e| e.nonce_rx) {
-                match outer_nonce {
-                    None => return self.drop(out, DropReason::IcmpMissingNonce, packet_summary(pkt)),
-                    Some(n) if n != rx => return self.drop(out, DropReason::IcmpBadNonce, packet_summary(pkt)),
-                    Some(_) => {}
-                }
+        let (_, sender) = split_addr(err.ip.src);
+        if let Some(rx) = self.ilcc.get(&sender).and_then(|e| e.nonce_rx) {
+            match err.nonce.map(|n| n.nonce) {
+                None => return self.drop(out, DropReason::IcmpMissingNonce, summary()),
+                Some(n) if n != rx => return self.drop(out, DropReason::IcmpBadNonce, summary()),
+                Some(_) => {}
             }
         }
         // Only errors that quote our own nonce for a current correspondent are
@@ -38,12 +38,12 @@ impl Core {
         let ours = meta.local_nid == self.cfg.local_nid
             && self.ilcc.get(&meta.peer_nid).is_some_and(|e| e.nonce_tx == meta.nonce);
         if !ours {
-            self.drop(out, DropReason::IcmpErrorUnverified, packet_summary(pkt));
+            self.drop(out, DropReason::IcmpErrorUnverified, summary());
             return;
         }
-        let translated = match translate::icmp_error_to_identifier(pkt, self.cfg.id_prefix) {
+        let translated = match err.to_identifier(self.cfg.id_prefix) {
             Ok((t, _)) => t,
-            Err(e) => return self.drop(out, DropReason::IcmpUntranslatable, format!("{e}: {}", packet_summary(pkt))),
+            Err(e) => return self.drop(out, DropReason::IcmpUntranslatable, format!("{e}: {}", summary())),
         };
         if !meta.rejects_nonce {
             // Packet Too Big (MTU already reduced by our header), unreachable, time
@@ -76,7 +76,7 @@ impl Core {
                 0,
                 &q,
             ))),
-            None => self.drop(out, DropReason::IcmpUntranslatable, packet_summary(pkt)),
+            None => self.drop(out, DropReason::IcmpUntranslatable, summary()),
         }
     }
 }
@@ -85,8 +85,9 @@ impl Core {
 /// (address unreachable), which Linux reports as EHOSTUNREACH (a connecting TCP
 /// socket fails instead of retrying SYNs for minutes). Never in answer to an ICMPv6
 /// error (RFC 4443 §2.4 (e)).
-pub(crate) fn unreachable_to_app(pkt: &[u8], out: &mut Vec<Action>) {
-    if is_icmp_error(pkt) {
+/// `icmp_error`: what [`is_icmp_error`] said about `pkt`.
+pub(crate) fn unreachable_to_app(pkt: &[u8], icmp_error: bool, out: &mut Vec<Action>) {
+    if icmp_error {
         return;
     }
     if let Ok(u) = translate::unreachable_to_app(pkt, icmpv6::UNREACH_ADDRESS) {
@@ -94,26 +95,22 @@ pub(crate) fn unreachable_to_app(pkt: &[u8], out: &mut Vec<Action>) {
     }
 }
 
-/// True if the packet's upper layer is an ICMPv6 error message (types 1-4).
-pub(crate) fn is_icmp_error(pkt: &[u8]) -> bool {
-    match ipv6::upper_layer(pkt) {
-        Ok((ipv6::PROTO_ICMPV6, off)) => pkt
-            .get(off..)
-            .and_then(|b| icmpv6::Message::new_checked(b).ok())
-            .is_some_and(|m| icmpv6::is_error(m.msg_type())),
-        _ => false,
-    }
+/// True if `classify` found an ICMPv6 error message (types 1-4), even one it
+/// refused (e.g. a bad checksum): never answer an error with an error.
+pub(crate) fn is_icmp_error(c: &Result<Packet<'_>, ClassifyError>) -> bool {
+    matches!(c, Ok(Packet::IcmpError(_)) | Err(ClassifyError { kind: Kind::IcmpError, .. }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::tests::{udp, NA, NB, P};
+    use ilnp_wire::classify;
 
     #[test]
     fn errors_are_recognised_and_never_answered_with_errors() {
         let data = udp(NA, NB, b"x");
-        assert!(!is_icmp_error(&data));
+        assert!(!is_icmp_error(&classify(&data)));
         let err = icmpv6::error_packet(
             ilnp_addr(P, NB),
             ilnp_addr(P, NA),
@@ -122,11 +119,11 @@ mod tests {
             0,
             &data,
         );
-        assert!(is_icmp_error(&err));
+        assert!(is_icmp_error(&classify(&err)));
         let mut out = Vec::new();
-        unreachable_to_app(&err, &mut out);
+        unreachable_to_app(&err, is_icmp_error(&classify(&err)), &mut out);
         assert!(out.is_empty(), "no error about an error (RFC 4443 §2.4 (e))");
-        unreachable_to_app(&data, &mut out);
+        unreachable_to_app(&data, is_icmp_error(&classify(&data)), &mut out);
         assert_eq!(out.len(), 1);
     }
 }

@@ -3,61 +3,60 @@
 //! locators, and hands ICMPv6 errors and Locator Updates to their sub-machines.
 
 use crate::event::{DropReason, Event, Outcome};
-use crate::icmp::is_icmp_error;
+use crate::lu::lu_malformed_kind;
 use crate::{ilcc, packet_summary, Action, Core, IlccEntry, LocatorState, RemoteLocator};
+use ilnp_wire::classify::Kind;
 use ilnp_wire::translate::{self, Csum};
-use ilnp_wire::{ilnp_addr, ipv6, Error as WireError};
+use ilnp_wire::{classify, ilnp_addr, ipv6, ClassifyError, Error as WireError, Packet};
 use std::time::Instant;
 
 impl Core {
     /// `Core::handle_inbound` without the timer bookkeeping.
     pub(crate) fn inbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
         let mut out = Vec::new();
-        match ilnp_wire::destopts::find_nonce(pkt) {
-            Err(WireError::MoreThanOneNonce) => {
-                self.drop(&mut out, DropReason::MultiNonce, packet_summary(pkt));
+        let data = match classify(pkt) {
+            Ok(Packet::Data(d) | Packet::NonceOnly(d)) => d,
+            // an ICMPv6 error quoting one of ours (the nonce on the error itself, if
+            // any, is checked against the sender's)
+            Ok(Packet::IcmpError(e)) => {
+                self.handle_icmp_error(&e, &mut out);
+                return out;
+            }
+            Ok(Packet::Lu(lu)) if lu.nonce.is_some() => {
+                self.handle_lu(now, &lu, &mut out);
+                return out;
+            }
+            // no nonce: not one of ours (an LU without a nonce cannot be verified)
+            Ok(p @ (Packet::Plain(_) | Packet::Lu(_))) => {
+                self.drop(&mut out, DropReason::IcmpUnrelated, p.summary());
                 return out;
             }
             Err(e) => {
-                self.drop(&mut out, DropReason::Malformed, format!("{e}: {}", packet_summary(pkt)));
+                self.classify_failed(&mut out, pkt, e);
                 return out;
             }
-            Ok(None) => {
-                // no nonce on the outer packet: an ICMPv6 error quoting one of ours
-                self.handle_icmp_error(pkt, None, &mut out);
-                return out;
-            }
-            Ok(Some(nh)) => {
-                if is_icmp_error(pkt) {
-                    self.handle_icmp_error(pkt, Some(nh.nonce), &mut out);
-                    return out;
-                }
-            }
-        }
-        if translate::is_lu(pkt) {
-            self.handle_lu(now, pkt, &mut out);
-            return out;
-        }
-        let (ident, meta) = match translate::to_identifier(pkt, self.cfg.id_prefix, csum) {
+        };
+        let summary = || format!("{} -> {}", data.ip.src, data.ip.dst);
+        let (ident, meta) = match data.to_identifier(self.cfg.id_prefix, csum) {
             Ok(x) => x,
             Err(e) => {
-                self.drop(&mut out, DropReason::Malformed, format!("{e}: {}", packet_summary(pkt)));
+                self.drop(&mut out, DropReason::Malformed, format!("{e}: {}", summary()));
                 return out;
             }
         };
         if meta.dst_nid != self.cfg.local_nid {
-            self.drop(&mut out, DropReason::NotForUs, packet_summary(pkt));
+            self.drop(&mut out, DropReason::NotForUs, summary());
             return out;
         }
         // soft handoff: a retired locator still accepts late packets (RFC 6740 §6)
         if let Err(reason) = self.local.accepts(meta.dst_loc) {
-            self.drop(&mut out, reason, packet_summary(pkt));
+            self.drop(&mut out, reason, summary());
             return out;
         }
         let nid = meta.src_nid;
         if self.ilcc.get(&nid).is_none() {
             if self.ilcc.is_full() {
-                self.drop(&mut out, DropReason::IlccFull, packet_summary(pkt));
+                self.drop(&mut out, DropReason::IlccFull, summary());
                 return out;
             }
             let nonce_tx = self.new_nonce();
@@ -77,7 +76,7 @@ impl Core {
             );
             let snap = e.snapshot();
             if self.ilcc.insert(e).is_err() {
-                self.drop(&mut out, DropReason::IlccFull, packet_summary(pkt));
+                self.drop(&mut out, DropReason::IlccFull, summary());
                 return out;
             }
             if let Some(p) = self.peers.get_mut(&nid) {
@@ -103,7 +102,7 @@ impl Core {
             let e = self.ilcc.get_mut(&nid).expect("checked");
             match e.nonce_rx {
                 Some(n) if n != meta.nonce => {
-                    let d = format!("{} (want {})", packet_summary(pkt), ilcc::hex(n.as_bytes()));
+                    let d = format!("{} (want {})", summary(), ilcc::hex(n.as_bytes()));
                     self.drop(&mut out, DropReason::BadNonce, d);
                     return out;
                 }
@@ -150,6 +149,39 @@ impl Core {
         out.push(Action::DeliverLocal(ident));
         out
     }
+
+    /// Counts a packet `classify` refused where the old one-question-at-a-time walk
+    /// counted it: a second nonce is an authentication failure, a broken LU has its
+    /// own counters, anything without our nonce (or a broken ICMPv6 error) is not
+    /// ours, the rest is malformed.
+    fn classify_failed(&mut self, out: &mut Vec<Action>, pkt: &[u8], e: ClassifyError) {
+        let detail = format!("{}: {}", e.error, packet_summary(pkt));
+        let reason = match e.kind {
+            Kind::Header if e.error == WireError::MoreThanOneNonce => {
+                return self.drop(out, DropReason::MultiNonce, packet_summary(pkt))
+            }
+            Kind::Header | Kind::Data | Kind::NonceOnly => DropReason::Malformed,
+            Kind::Plain | Kind::IcmpError => DropReason::IcmpUnrelated,
+            // an LU without a nonce was never looked at as an LU: not ours
+            Kind::Lu if !has_nonce(pkt) => DropReason::IcmpUnrelated,
+            Kind::Lu => {
+                // one drop reason for every malformed LU, and a breakdown by what was
+                // wrong (a flood of one kind shows up as that kind)
+                self.stats.bump(lu_malformed_kind(&e.error));
+                DropReason::LuMalformed
+            }
+        };
+        self.drop(out, reason, detail);
+    }
+}
+
+/// Whether a packet whose header `classify` accepted carries a nonce option (only
+/// asked about a malformed LU, whose error does not say).
+fn has_nonce(pkt: &[u8]) -> bool {
+    ipv6::Packet::new_checked(pkt).is_ok_and(|p| {
+        p.next_header() == ipv6::PROTO_DSTOPTS
+            && matches!(ilnp_wire::destopts::find_nonce_in_header(p.payload(), ipv6::HEADER_LEN), Ok(Some(_)))
+    })
 }
 
 #[cfg(test)]

@@ -2,10 +2,11 @@
 //! (a correspondent moved), acknowledging.
 
 use crate::event::{DropReason, Event, Outcome};
-use crate::{packet_summary, Action, Core, HandoffMode, LocatorState, RemoteLocator};
+use crate::{Action, Core, HandoffMode, LocatorState, RemoteLocator};
+use ilnp_wire::classify::{endpoints, Lu};
 use ilnp_wire::icmpv6::{LocatorUpdate, LuEntry, LuOperation};
 use ilnp_wire::translate;
-use ilnp_wire::{ilnp_addr, split_addr, Error as WireError, Locator, Nid};
+use ilnp_wire::{ilnp_addr, Error as WireError, Locator, Nid};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -69,38 +70,31 @@ impl Core {
         out
     }
 
-    pub(crate) fn handle_lu(&mut self, now: Instant, pkt: &[u8], out: &mut Vec<Action>) {
-        let lp = match translate::parse_lu_packet(pkt) {
-            Ok(lp) => lp,
-            Err(e) => {
-                // one drop reason for every malformed LU, and a breakdown by what was
-                // wrong (a flood of one kind shows up as that kind)
-                self.stats.bump(lu_malformed_kind(&e));
-                self.drop(out, DropReason::LuMalformed, format!("{e}: {}", packet_summary(pkt)));
-                return;
-            }
-        };
-        let (src_loc, nid) = split_addr(lp.src);
-        let (dst_loc, dst_nid) = split_addr(lp.dst);
+    /// A Locator Update `classify` checked (malformed ones are counted by the caller).
+    pub(crate) fn handle_lu(&mut self, now: Instant, packet: &Lu, out: &mut Vec<Action>) {
+        let summary = || format!("{} -> {}", packet.ip.src, packet.ip.dst);
+        let lu = packet.to_owned();
+        let nonce = packet.nonce.map(|n| n.nonce);
+        let ((src_loc, nid), (dst_loc, dst_nid)) = endpoints(&packet.ip);
         if dst_nid != self.cfg.local_nid {
-            self.drop(out, DropReason::NotForUs, packet_summary(pkt));
+            self.drop(out, DropReason::NotForUs, summary());
             return;
         }
         let Some(e) = self.ilcc.get_mut(&nid) else {
-            self.drop(out, DropReason::LuUnknownPeer, packet_summary(pkt));
+            self.drop(out, DropReason::LuUnknownPeer, summary());
             return;
         };
-        if lp.nonce.is_none() || lp.nonce != e.nonce_rx {
-            self.drop(out, DropReason::LuBadNonce, packet_summary(pkt));
+        if nonce.is_none() || nonce != e.nonce_rx {
+            self.drop(out, DropReason::LuBadNonce, summary());
             return;
         }
         self.local.note_rx(dst_loc, now);
-        match lp.lu.operation {
+        match lu.operation {
             LuOperation::Advertisement => {
                 // replace the whole set (RFC 6743 §4); the preferred one becomes active.
                 // A locator listed twice counts once (its best preference); at most
                 // max_remote_locators are kept, the best by preference.
-                let mut listed: Vec<&LuEntry> = lp.lu.entries.iter().collect();
+                let mut listed: Vec<&LuEntry> = lu.entries.iter().collect();
                 listed.sort_by_key(|x| x.preference);
                 let mut seen = BTreeSet::new();
                 listed.retain(|x| seen.insert(x.locator));
@@ -123,11 +117,11 @@ impl Core {
                 let best = e.best_remote().map(|r| r.loc).unwrap_or(src_loc);
                 e.activate_remote(best);
                 e.last_used = now;
-                let ack = lp.lu.ack();
+                let ack = lu.ack();
                 // ack from our active locator towards this peer (what our data uses), to
                 // the preferred advertised one; the locator the LU reached if ours is gone
                 let from = if self.local.is_usable(e.local_locator) { e.local_locator } else { dst_loc };
-                let entries = loc_list(&lp.lu.entries);
+                let entries = loc_list(&lu.entries);
                 if let Ok(a) =
                     translate::lu_packet(ilnp_addr(from, self.cfg.local_nid), ilnp_addr(best, nid), &e.nonce_tx, &ack)
                 {
@@ -141,14 +135,14 @@ impl Core {
                 out.push(Action::Event(Event::LuReceived { nid, locators: entries }));
             }
             LuOperation::Acknowledgement => {
-                let matches = e.pending_lu.as_ref().is_some_and(|p| p.entries == lp.lu.entries && p.attempts > 0);
-                if !matches && e.last_acked_lu.as_ref() == Some(&lp.lu.entries) {
+                let matches = e.pending_lu.as_ref().is_some_and(|p| p.entries == lu.entries && p.attempts > 0);
+                if !matches && e.last_acked_lu.as_ref() == Some(&lu.entries) {
                     // the ack of a retransmission that crossed the first ack
                     self.stats.bump(Outcome::LuDuplicateAck);
                     return;
                 }
                 if !matches {
-                    self.drop(out, DropReason::LuUnexpectedAck, packet_summary(pkt));
+                    self.drop(out, DropReason::LuUnexpectedAck, summary());
                     return;
                 }
                 let p = e.pending_lu.take().expect("checked");
@@ -171,7 +165,7 @@ fn loc_list(entries: &[LuEntry]) -> Vec<String> {
 }
 
 /// The breakdown counter of a malformed Locator Update (`lu_malformed` counts them all).
-fn lu_malformed_kind(e: &WireError) -> Outcome {
+pub(crate) fn lu_malformed_kind(e: &WireError) -> Outcome {
     match e {
         WireError::LuNoLocators => Outcome::LuMalformedNoLocators,
         WireError::LuLengthMismatch { .. } => Outcome::LuMalformedLengthMismatch,

@@ -5,7 +5,7 @@ use crate::event::{DropReason, Event, Outcome};
 use crate::icmp::{is_icmp_error, unreachable_to_app};
 use crate::{packet_summary, Action, Core, IlccEntry, LocatorState, RemoteLocator};
 use ilnp_wire::translate::{self, Csum};
-use ilnp_wire::{ipv6, split_addr, Nid};
+use ilnp_wire::{classify, ipv6, split_addr, Nid, Packet};
 use std::time::Instant;
 
 impl Core {
@@ -26,11 +26,15 @@ impl Core {
             self.stats.bump(Outcome::OutNotIdentifier);
             return out;
         }
+        // one walk: whether it is an ICMPv6 error our stack raised (a packet classify
+        // refuses is still carried: to_wire below has the last word)
+        let class = classify(pkt);
+        let icmp_error = is_icmp_error(&class);
         if self.ilcc.get(&dn).is_none() {
             if let Err(reason) = self.create_initiator_entry(now, dn, &mut out) {
                 self.stats.drop(reason);
                 out.push(Action::Event(Event::drop(reason, format!("packet to {}", p.dst()))));
-                unreachable_to_app(pkt, &mut out);
+                unreachable_to_app(pkt, icmp_error, &mut out);
                 return out;
             }
         }
@@ -40,7 +44,7 @@ impl Core {
         if !usable {
             self.stats.drop(DropReason::NoLocalLocator);
             out.push(Action::Event(Event::drop(DropReason::NoLocalLocator, format!("packet to {}", p.dst()))));
-            unreachable_to_app(pkt, &mut out);
+            unreachable_to_app(pkt, icmp_error, &mut out);
             return out;
         }
         let id_prefix = self.cfg.id_prefix;
@@ -52,13 +56,15 @@ impl Core {
             self.drop(&mut out, DropReason::NoRemoteLocator, format!("{dn}"));
             return out;
         };
-        let res = match (is_icmp_error(pkt), e.nonce_rx) {
+        let res = match (&class, e.nonce_rx) {
             // an error our stack raised about the peer's packet: the quote goes back in
             // the wire form it arrived in, with the peer's nonce, so the peer can match
             // it; the error itself carries our nonce (RFC 6744 §7)
-            (true, Some(rx)) if csum == Csum::Complete => {
-                translate::icmp_error_to_wire(pkt, id_prefix, e.local_locator, remote, &e.nonce_tx, &rx)
+            (Ok(Packet::IcmpError(err)), Some(rx)) if csum == Csum::Complete => {
+                err.to_wire(id_prefix, e.local_locator, remote, &e.nonce_tx, &rx)
             }
+            // an ICMPv6 error classify refused (e.g. a bad checksum): as before, not sent
+            (Err(c), Some(_)) if icmp_error && csum == Csum::Complete => Err(c.error),
             _ => translate::to_wire(pkt, id_prefix, e.local_locator, remote, &e.nonce_tx, csum),
         };
         let uplink = self.local.uplink_of(e.local_locator);

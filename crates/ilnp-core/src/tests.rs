@@ -1,36 +1,31 @@
 //! Two cores exchanging real packets in memory: no OS, fake clock.
 
 use super::*;
-use ilnp_wire::checksum;
 use ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation};
+use ilnp_wire::test_support as ts;
+pub(crate) use ilnp_wire::test_support::{LA, LB, NA, NB, P};
 use ilnp_wire::translate;
-use ilnp_wire::{ilnp_addr, split_addr};
+use ilnp_wire::{classify, ilnp_addr, split_addr};
 use std::time::Duration;
 
-pub(crate) const P: Locator = Locator(0xfd69_6c6e_7000_0000);
-pub(crate) const LA: Locator = Locator(0x2001_0db8_000a_0000);
-pub(crate) const LB: Locator = Locator(0x2001_0db8_000b_0000);
 pub(crate) const LB2: Locator = Locator(0x2001_0db8_000e_0000);
-pub(crate) const NA: Nid = Nid(0x0200_00ff_fe00_000c);
-pub(crate) const NB: Nid = Nid(0x0200_00ff_fe00_000d);
 
-/// xorshift64*: deterministic, good enough for tests.
-pub(crate) struct TestRng(pub(crate) u64);
+/// The shared test generator (xorshift64*) as the core's `RngCore`: same sequence.
+pub(crate) struct TestRng(ts::Rng);
+impl TestRng {
+    pub(crate) fn new(seed: u64) -> TestRng {
+        TestRng(ts::Rng(seed))
+    }
+}
 impl rand_core::RngCore for TestRng {
     fn next_u32(&mut self) -> u32 {
-        self.next_u64() as u32
+        self.0.next_u32()
     }
     fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.0.next_u64()
     }
     fn fill_bytes(&mut self, dest: &mut [u8]) {
-        for c in dest.chunks_mut(8) {
-            let v = self.next_u64().to_be_bytes();
-            c.copy_from_slice(&v[..c.len()]);
-        }
+        self.0.fill_bytes(dest)
     }
     fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
         self.fill_bytes(dest);
@@ -51,7 +46,7 @@ pub(crate) fn local(loc: Locator) -> LocalLocator {
 }
 
 pub(crate) fn core(nid: Nid, loc: Locator, seed: u64, peer: Option<(Nid, Locator)>) -> Core {
-    let mut c = Core::new(CoreConfig::new(P, nid), Box::new(TestRng(seed)));
+    let mut c = Core::new(CoreConfig::new(P, nid), Box::new(TestRng::new(seed)));
     c.set_local_locators(Instant::now(), vec![local(loc)]);
     if let Some((n, l)) = peer {
         c.add_peer(PeerRecord { name: "peer".into(), nid: n, locators: vec![PeerLocator { loc: l, pref: 10 }] });
@@ -60,17 +55,7 @@ pub(crate) fn core(nid: Nid, loc: Locator, seed: u64, peer: Option<(Nid, Locator
 }
 
 pub(crate) fn udp(src: Nid, dst: Nid, payload: &[u8]) -> Vec<u8> {
-    let (s, d) = (ilnp_addr(P, src), ilnp_addr(P, dst));
-    let mut u = vec![0x9c, 0x41, 0x17, 0x70];
-    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.extend_from_slice(payload);
-    let c = checksum::compute(&s, &d, 17, &u);
-    u[6..8].copy_from_slice(&c.to_be_bytes());
-    let mut v = Vec::new();
-    ipv6::Repr { src: s, dst: d, next_header: 17, payload_len: u.len() as u16, hop_limit: 64 }.emit(&mut v);
-    v.extend_from_slice(&u);
-    v
+    ts::udp(ilnp_addr(P, src), ilnp_addr(P, dst), 0x9c41, 0x1770, payload)
 }
 
 pub(crate) fn wire(actions: &[Action]) -> Vec<Vec<u8>> {
@@ -83,7 +68,18 @@ pub(crate) fn delivered(actions: &[Action]) -> Vec<Vec<u8>> {
     actions.iter().filter_map(|a| if let Action::DeliverLocal(w) = a { Some(w.clone()) } else { None }).collect()
 }
 pub(crate) fn nonce_of(w: &[u8]) -> Nonce {
-    ilnp_wire::destopts::find_nonce(w).unwrap().unwrap().nonce
+    classify(w).unwrap().nonce().unwrap()
+}
+
+/// A Locator Update packet's addresses and message, as `classify` reads it.
+pub(crate) struct LuPkt {
+    pub(crate) src: std::net::Ipv6Addr,
+    pub(crate) dst: std::net::Ipv6Addr,
+    pub(crate) lu: LocatorUpdate,
+}
+pub(crate) fn parse_lu(w: &[u8]) -> LuPkt {
+    let Ok(ilnp_wire::Packet::Lu(l)) = classify(w) else { panic!("not an LU: {:?}", classify(w)) };
+    LuPkt { src: l.ip.src, dst: l.ip.dst, lu: l.to_owned() }
 }
 
 /// A sends to B, B answers: returns (A, B, a→b wire, b→a wire).
@@ -165,14 +161,14 @@ fn locator_update_replaces_set_and_ack_echoes_body() {
     let out = b.set_local_locators(t0, vec![local(LB2)]);
     let lus = wire(&out);
     assert_eq!(lus.len(), 1);
-    let lu = translate::parse_lu_packet(&lus[0]).unwrap();
+    let lu = parse_lu(&lus[0]);
     assert_eq!(lu.lu.operation, LuOperation::Advertisement);
     assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2]);
     assert_eq!(split_addr(lu.src).0, LB2);
     let out = a.handle_inbound(t0, &lus[0], Csum::Complete);
     let acks = wire(&out);
     assert_eq!(acks.len(), 1);
-    let ack = translate::parse_lu_packet(&acks[0]).unwrap();
+    let ack = parse_lu(&acks[0]);
     assert_eq!(ack.lu, lu.lu.ack());
     assert_eq!(split_addr(ack.dst).0, LB2);
     let e = a.ilcc_entries().next().unwrap();
@@ -227,14 +223,8 @@ fn parameter_problem_on_nonce_means_non_ilnp_peer() {
     let mut a = core(NA, LA, 1, Some((NB, LB)));
     let syn = udp(NA, NB, b"syn");
     let w = wire(&a.handle_outbound(now, &syn, Csum::Complete)).pop().unwrap();
-    let mut body = Vec::new();
-    icmpv6::emit_error(icmpv6::TYPE_PARAM_PROBLEM, 2, 42, &w, &mut body);
     let (s, d) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
-    let c = checksum::icmpv6_checksum(&s, &d, &body);
-    body[2..4].copy_from_slice(&c.to_be_bytes());
-    let mut pp = Vec::new();
-    ipv6::Repr { src: s, dst: d, next_header: 58, payload_len: body.len() as u16, hop_limit: 64 }.emit(&mut pp);
-    pp.extend_from_slice(&body);
+    let pp = ts::icmp_error(s, d, icmpv6::TYPE_PARAM_PROBLEM, 2, 42, &w);
     let out = a.handle_inbound(now, &pp, Csum::Complete);
     assert!(out.contains(&Action::IlccRemove(NB)));
     let d = delivered(&out);
@@ -254,7 +244,7 @@ fn capacity_bound_never_evicts_established() {
     let now = Instant::now();
     let mut cfg = CoreConfig::new(P, NB);
     cfg.ilcc_max_entries = 3;
-    let mut b = Core::new(cfg, Box::new(TestRng(9)));
+    let mut b = Core::new(cfg, Box::new(TestRng::new(9)));
     b.set_local_locators(now, vec![local(LB)]);
     let mut a = core(NA, LA, 1, Some((NB, LB)));
     let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
@@ -289,7 +279,7 @@ fn hard_handoff_ages_old_locator() {
     let now = Instant::now();
     let mut cfg = CoreConfig::new(P, NB);
     cfg.handoff = HandoffMode::Hard;
-    let mut b = Core::new(cfg, Box::new(TestRng(5)));
+    let mut b = Core::new(cfg, Box::new(TestRng::new(5)));
     b.set_local_locators(now, vec![local(LB)]);
     let mut a = core(NA, LA, 1, Some((NB, LB)));
     let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
@@ -305,7 +295,7 @@ fn ninety_six_bit_nonces() {
     let now = Instant::now();
     let mut cfg = CoreConfig::new(P, NA);
     cfg.nonce_len = 12;
-    let mut a = Core::new(cfg, Box::new(TestRng(3)));
+    let mut a = Core::new(cfg, Box::new(TestRng::new(3)));
     a.set_local_locators(now, vec![local(LA)]);
     a.add_peer(PeerRecord { name: "b".into(), nid: NB, locators: vec![PeerLocator { loc: LB, pref: 1 }] });
     let mut b = core(NB, LB, 2, None);
@@ -320,7 +310,7 @@ fn newest_locator_is_preferred_on_join_and_advertised_first() {
     let t0 = Instant::now();
     // B joins a second network: both locators valid, the new one preferred
     let out = b.set_local_locators(t0 + Duration::from_secs(1), vec![local(LB), local(LB2)]);
-    let lu = translate::parse_lu_packet(&wire(&out)[0]).unwrap();
+    let lu = parse_lu(&wire(&out)[0]);
     assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2, LB]);
     assert_eq!(split_addr(lu.src).0, LB2, "data and the LU leave from the new network");
     a.handle_inbound(t0, &wire(&out)[0], Csum::Complete);
@@ -337,14 +327,14 @@ fn hard_handoff_ages_previous_locator_on_join() {
     let now = Instant::now();
     let mut cfg = CoreConfig::new(P, NB);
     cfg.handoff = HandoffMode::Hard;
-    let mut b = Core::new(cfg, Box::new(TestRng(5)));
+    let mut b = Core::new(cfg, Box::new(TestRng::new(5)));
     b.set_local_locators(now, vec![local(LB)]);
     let mut a = core(NA, LA, 1, Some((NB, LB)));
     let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
     assert_eq!(delivered(&b.handle_inbound(now, &w, Csum::Complete)).len(), 1);
     // B joins a new network while the old link is still up: the LU lists only the new locator
     let out = b.set_local_locators(now + Duration::from_secs(1), vec![local(LB), local(LB2)]);
-    let lu = translate::parse_lu_packet(&wire(&out)[0]).unwrap();
+    let lu = parse_lu(&wire(&out)[0]);
     assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2]);
     // the kernel still reports LB on the next sync: it stays aged
     b.set_local_locators(now + Duration::from_secs(2), vec![local(LB), local(LB2)]);
@@ -505,7 +495,7 @@ fn advertised_lifetimes_age_remote_locators_without_dropping_them() {
     let long = LocalLocator { pref: 20, lifetime_s: 300, ..local(lb3) };
     let out = b.set_local_locators(t0, vec![short, long]);
     let lu = wire(&out);
-    let parsed = translate::parse_lu_packet(&lu[0]).unwrap();
+    let parsed = parse_lu(&lu[0]);
     assert_eq!(parsed.lu.entries.iter().map(|e| e.lifetime).collect::<Vec<_>>(), vec![30, 300]);
     a.handle_inbound(t0, &lu[0], Csum::Complete);
     assert_eq!(a.poll_timeout(), Some(t0 + Duration::from_secs(30)));
@@ -587,7 +577,7 @@ fn events_and_stats_serialise_for_the_monitor() {
 fn garbage_is_dropped_with_a_reason_never_a_panic() {
     let (mut a, _b, ab, _) = session();
     let now = Instant::now();
-    let mut rng = TestRng(42);
+    let mut rng = TestRng::new(42);
     for len in 0..ab.len() {
         a.handle_inbound(now, &ab[..len], Csum::Complete);
         a.handle_outbound(now, &udp(NA, NB, b"hello")[..len.min(45)], Csum::Complete);
@@ -641,7 +631,7 @@ fn local_pref(loc: Locator, ifindex: u32, pref: u16) -> LocalLocator {
 }
 
 fn lu_locs(w: &[u8]) -> Vec<(Locator, u16)> {
-    translate::parse_lu_packet(w).unwrap().lu.entries.iter().map(|e| (e.locator, e.preference)).collect()
+    parse_lu(w).lu.entries.iter().map(|e| (e.locator, e.preference)).collect()
 }
 
 #[test]
@@ -736,17 +726,8 @@ fn raw_lu(
     mut icmp: Vec<u8>,
     bad_csum: bool,
 ) -> Vec<u8> {
-    if icmp.len() >= 4 {
-        icmp[2..4].copy_from_slice(&[0, 0]);
-        let c = checksum::icmpv6_checksum(&src, &dst, &icmp) ^ u16::from(bad_csum);
-        icmp[2..4].copy_from_slice(&c.to_be_bytes());
-    }
-    let hlen = ilnp_wire::destopts::header_len(nonce.len());
-    let mut out = Vec::new();
-    ipv6::Repr { src, dst, next_header: 60, payload_len: (hlen + icmp.len()) as u16, hop_limit: 64 }.emit(&mut out);
-    ilnp_wire::destopts::emit_nonce_header(58, nonce, &mut out);
-    out.extend_from_slice(&icmp);
-    out
+    ts::set_icmpv6_checksum(&src, &dst, &mut icmp, u16::from(bad_csum));
+    ts::with_nonce(src, dst, nonce, ipv6::PROTO_ICMPV6, &icmp)
 }
 
 fn lu_body(num: u8, entries: &[(Locator, u16)]) -> Vec<u8> {
@@ -813,7 +794,7 @@ fn lu_with_255_locators_keeps_the_best_and_acks_the_whole_body() {
     let out = a.handle_inbound(now, &pkt, Csum::Complete);
     let acks = wire(&out);
     assert_eq!(acks.len(), 1);
-    assert_eq!(translate::parse_lu_packet(&acks[0]).unwrap().lu, lu.ack(), "ack identical except Operation");
+    assert_eq!(parse_lu(&acks[0]).lu, lu.ack(), "ack identical except Operation");
     let e = a.ilcc_entries().next().unwrap();
     assert_eq!(e.remote_locators.len(), 8);
     assert_eq!(e.remote_locators[0].loc, Locator(0x2001_0db8_1000_0000 + 254), "lowest preference value first");
@@ -835,7 +816,7 @@ fn lu_flood_is_counted_and_a_real_handoff_still_completes() {
     let (mut a, mut b, _, _) = session();
     let t0 = Instant::now();
     let dst = ilnp_addr(LA, NA);
-    let mut rng = TestRng(9);
+    let mut rng = TestRng::new(9);
     let lu = |l: Locator| LocatorUpdate {
         operation: LuOperation::Advertisement,
         entries: vec![LuEntry { locator: l, preference: 1, lifetime: 30 }],
@@ -912,7 +893,7 @@ fn moved(cfg: impl FnOnce(&mut CoreConfig)) -> (Core, Core, Instant) {
     let mut a = core(NA, LA, 1, Some((NB, LB)));
     let mut c = CoreConfig::new(P, NB);
     cfg(&mut c);
-    let mut b = Core::new(c, Box::new(TestRng(2)));
+    let mut b = Core::new(c, Box::new(TestRng::new(2)));
     b.set_local_locators(t, vec![local(LB)]);
     let ab = wire(&a.handle_outbound(t, &udp(NA, NB, b"hello"), Csum::Complete)).pop().unwrap();
     let out = b.handle_inbound(t, &ab, Csum::Complete);

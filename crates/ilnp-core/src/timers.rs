@@ -197,7 +197,7 @@ mod tests {
         let t0 = Instant::now();
         let mut cfg = CoreConfig::new(crate::tests::P, NA);
         cfg.ilcc_max_entries = N as usize + 10;
-        let mut c = Core::new(cfg, Box::new(crate::tests::TestRng(7)));
+        let mut c = Core::new(cfg, Box::new(crate::tests::TestRng::new(7)));
         c.set_local_locators(t0, vec![local(LA)]);
         for i in 0..N {
             let nid = Nid(0x0200_0000_0000_0000 + i * 2);

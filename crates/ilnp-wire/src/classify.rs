@@ -1,6 +1,6 @@
 //! One walk over a packet: what it is, in protocol terms, and the fields the
-//! protocol needs, so the core matches a packet once instead of asking
-//! `find_nonce`, `is_icmp_error`, `is_lu`, `to_identifier`... one after the other.
+//! protocol needs, so the core matches a packet once instead of asking "is there
+//! a nonce? is it an ICMPv6 error? an LU?"... one after the other.
 //!
 //! The order of the questions is the order the slow path asks them:
 //! 1. the fixed header and the nonce option (in a Destination Options header
@@ -146,7 +146,7 @@ pub fn classify(pkt: &[u8]) -> Result<Packet<'_>, ClassifyError> {
                 return Ok(Packet::IcmpError(IcmpError { packet, ip, nonce, upper, message, quoted }));
             }
             Some(&icmpv6::TYPE_LOCATOR_UPDATE) => {
-                // checksum first, then the LU (as `translate::parse_lu_packet` does)
+                // checksum first, then the LU: a corrupted LU is a bad checksum
                 if !checksum::verify_icmpv6(&ip.src, &ip.dst, upper_bytes) {
                     return Err(fail(Kind::Lu)(Error::BadChecksum));
                 }
@@ -217,8 +217,7 @@ impl Data<'_> {
     pub fn bytes(&self) -> &[u8] {
         self.packet.packet_bytes()
     }
-    /// Wire form → identifier form (what `translate::to_identifier` does, without
-    /// walking the packet again).
+    /// Wire form → identifier form, without walking the packet again.
     pub fn to_identifier(&self, id_prefix: Locator, csum: Csum) -> Result<(Vec<u8>, WireMeta), Error> {
         data::identifier_form(&self.packet, &self.nonce, id_prefix, csum)
     }
@@ -236,19 +235,21 @@ impl IcmpError<'_> {
     pub fn bytes(&self) -> &[u8] {
         self.packet.packet_bytes()
     }
-    /// What the error is about, if it quotes a packet with a nonce (one of ours):
-    /// what `translate::icmp_error_meta` says, without walking the packet again.
+    /// What the error is about, if it quotes a packet with a nonce (one of ours),
+    /// without walking the packet again.
     pub fn meta(&self) -> Result<QuotedMeta, Error> {
         let nh = self.quoted.and_then(|q| q.nonce).ok_or(Error::NoNonce)?;
         icmp_error::meta_of(&self.message, &nh)
     }
-    /// The error translated for the local stack (`translate::icmp_error_to_identifier`).
+    /// The error translated for the local stack (quote in identifier form, MTU and
+    /// pointer corrected for the header we strip).
     pub fn to_identifier(&self, id_prefix: Locator) -> Result<(Vec<u8>, QuotedMeta), Error> {
         let nh = self.quoted.and_then(|q| q.nonce).ok_or(Error::NoNonce)?;
         let meta = icmp_error::meta_of(&self.message, &nh)?;
         Ok((icmp_error::error_to_identifier(&self.packet, &self.message, &nh, &meta, id_prefix)?, meta))
     }
-    /// The local stack's error made fit for the wire (`translate::icmp_error_to_wire`).
+    /// The local stack's error made fit for the wire (the quote back in the wire
+    /// form it arrived in, with the peer's nonce `quoted_nonce`; ours on the error).
     pub fn to_wire(
         &self,
         id_prefix: Locator,

@@ -164,17 +164,6 @@ pub fn find_nonce_in_header(hdr: &[u8], base: usize) -> Result<Option<NonceHeade
     }))
 }
 
-/// Finds the RFC 6744 nonce in the Destination Options header directly after the
-/// IPv6 header. `Ok(None)`: no such header or no nonce in it (a plain IPv6 packet).
-/// The header must lie within payload_len.
-pub fn find_nonce(pkt: &[u8]) -> Result<Option<NonceHeader>, Error> {
-    let p = ipv6::Packet::new_checked(pkt)?;
-    if p.next_header() != ipv6::PROTO_DSTOPTS {
-        return Ok(None);
-    }
-    find_nonce_in_header(p.payload(), ipv6::HEADER_LEN)
-}
-
 /// Emits a DestOpts header holding only `nonce`.
 pub fn emit_nonce_header(next_header: u8, nonce: &Nonce, out: &mut Vec<u8>) {
     let n = nonce.as_bytes();
@@ -224,6 +213,16 @@ pub fn packet(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The nonce of the Destination Options header directly after the fixed header
+    /// (what `classify` does first), on its own.
+    fn find_nonce(pkt: &[u8]) -> Result<Option<NonceHeader>, Error> {
+        let p = ipv6::Packet::new_checked(pkt)?;
+        if p.next_header() != ipv6::PROTO_DSTOPTS {
+            return Ok(None);
+        }
+        find_nonce_in_header(p.payload(), ipv6::HEADER_LEN)
+    }
 
     fn pkt_with(opts: &[u8]) -> Vec<u8> {
         let mut v = vec![0x60, 0, 0, 0, 0, opts.len() as u8, ipv6::PROTO_DSTOPTS, 64];

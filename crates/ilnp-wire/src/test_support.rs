@@ -11,10 +11,12 @@
 //! identifier form; `to_wire` then adjusts them to the RFC 6744 rule).
 
 use crate::checksum;
+use crate::classify::{classify, IcmpError, Packet};
 use crate::destopts;
 use crate::icmpv6;
 use crate::ipv6::{self, PROTO_DSTOPTS, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
-use crate::{Locator, Nid, Nonce};
+use crate::translate::{Csum, QuotedMeta, WireMeta};
+use crate::{Error, Locator, Nid, Nonce};
 use std::net::Ipv6Addr;
 
 /// The default identifier prefix (`fd69:6c6e:7000::/64`).
@@ -116,6 +118,60 @@ pub fn set_icmpv6_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, icmp: &mut [u8], flip
 /// Parses hex (`"60000000"`) into bytes; panics on bad input (test data).
 pub fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+}
+
+// ---- `classify` and one variant's method in one call (what the core does in two
+// steps), so tests can ask about a packet in one line
+
+fn not_a(what: &'static str) -> Error {
+    Error::Malformed(what)
+}
+
+/// A wire-form data packet to identifier form (`classify` + `Data::to_identifier`);
+/// a packet without a nonce: `NoNonce`.
+pub fn to_identifier(pkt: &[u8], id_prefix: Locator, csum: Csum) -> Result<(Vec<u8>, WireMeta), Error> {
+    match classify(pkt).map_err(|e| e.error)? {
+        Packet::Data(d) | Packet::NonceOnly(d) => d.to_identifier(id_prefix, csum),
+        Packet::Plain(_) => Err(Error::NoNonce),
+        _ => Err(not_a("not a data packet")),
+    }
+}
+
+fn icmp_error_of(pkt: &[u8]) -> Result<IcmpError<'_>, Error> {
+    match classify(pkt).map_err(|e| e.error)? {
+        Packet::IcmpError(e) => Ok(e),
+        _ => Err(not_a("not an ICMPv6 error")),
+    }
+}
+
+/// What an ICMPv6 error is about (`classify` + `IcmpError::meta`).
+pub fn icmp_error_meta(pkt: &[u8]) -> Result<QuotedMeta, Error> {
+    icmp_error_of(pkt)?.meta()
+}
+
+/// An ICMPv6 error for the local stack (`classify` + `IcmpError::to_identifier`).
+pub fn icmp_error_to_identifier(pkt: &[u8], id_prefix: Locator) -> Result<(Vec<u8>, QuotedMeta), Error> {
+    icmp_error_of(pkt)?.to_identifier(id_prefix)
+}
+
+/// The local stack's ICMPv6 error for the wire (`classify` + `IcmpError::to_wire`).
+pub fn icmp_error_to_wire(
+    pkt: &[u8],
+    id_prefix: Locator,
+    src_loc: Locator,
+    dst_loc: Locator,
+    nonce: &Nonce,
+    quoted_nonce: &Nonce,
+) -> Result<Vec<u8>, Error> {
+    icmp_error_of(pkt)?.to_wire(id_prefix, src_loc, dst_loc, nonce, quoted_nonce)
+}
+
+/// A Locator Update packet's nonce and message (`classify` + `Packet::Lu`).
+pub fn lu(pkt: &[u8]) -> Result<(Option<Nonce>, icmpv6::LocatorUpdate), Error> {
+    match classify(pkt).map_err(|e| e.error)? {
+        Packet::Lu(l) => Ok((l.nonce.map(|n| n.nonce), l.to_owned())),
+        _ => Err(not_a("not a Locator Update")),
+    }
 }
 
 /// xorshift64*: reproducible pseudo-random numbers (the same cases on every run).

@@ -8,45 +8,22 @@ use crate::netlink::{self, Netlink};
 use crate::tun::Tun;
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
-use ilnp_core::{
-    derive_local_locators, Action, Core, CoreConfig, Event, KernelAddress, LuTimers, RouterPreference, UplinkFacts,
-};
-use ilnp_wire::translate::Csum;
-use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
+use ilnp_core::{Core, CoreConfig, LuTimers};
+use ilnp_wire::{ilnp_addr, Nid};
 use rand::SeedableRng;
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Domain, Protocol, Socket, Type};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::{Ipv6Addr, SocketAddrV6};
+use std::net::Ipv6Addr;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{broadcast, mpsc};
 
+mod locators;
 mod requests;
+mod slowpath;
 
-/// Drop log lines per reason per second (every drop is counted regardless).
-const DROP_LOG_BURST: u32 = 10;
-
-/// An uplink interface the daemon serves, and what the kernel last told us about
-/// it (refreshed by `sync_locators`).
-#[derive(Debug, Clone)]
-struct Uplink {
-    name: String,
-    index: u32,
-    /// locator preference configured for it (`locator_pref`)
-    configured_pref: Option<u16>,
-    /// the link is up
-    up: bool,
-    /// best default-router preference behind it; None: no default route
-    router: Option<RouterPreference>,
-    /// address of that default router, if known
-    gateway: Option<Ipv6Addr>,
-}
-
-impl Uplink {
-    fn facts(&self) -> UplinkFacts {
-        UplinkFacts { ifindex: self.index, up: self.up, router: self.router, configured_pref: self.configured_pref }
-    }
-}
+use locators::{is_identifier_overlap, solicited_node_member, Uplink};
+use slowpath::ShellCounter;
 
 /// SIGTERM and SIGINT streams (both mean: clean up and exit 0).
 pub struct Signals {
@@ -83,30 +60,7 @@ pub struct Daemon {
     drop_log: HashMap<&'static str, (Instant, u32)>,
     /// uplink sysctls we changed, with the value to put back on exit
     saved_sysctls: Vec<(String, String)>,
-    counters: BTreeMap<&'static str, u64>,
-}
-
-/// Joins our solicited-node multicast group (ff02::1:ffXX:XXXX, RFC 4291 §2.7.1; the same
-/// for every L64:NID, as it depends on the NID's last 24 bits) on every uplink, once, for
-/// the daemon's life. The kernel joins it for an address we add only from its deferred
-/// DAD work; until then a router's Neighbour Solicitation for the new L64:NID is not
-/// received, so an LU Ack that comes back within a millisecond waited a whole NS
-/// retransmission (1 s) before reaching us.
-fn solicited_node_member(nid: Nid, uplinks: &[Uplink]) -> Result<Socket> {
-    let n = nid.0;
-    let group = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00 | ((n >> 16) & 0xff) as u16, (n & 0xffff) as u16);
-    let s = Socket::new(Domain::IPV6, Type::DGRAM, None).context("socket for the solicited-node group")?;
-    for u in uplinks {
-        s.join_multicast_v6(&group, u.index).with_context(|| format!("joining {group} on {}", u.name))?;
-    }
-    Ok(s)
-}
-
-fn is_identifier_overlap(id: Locator, addr: Ipv6Addr, len: u8) -> bool {
-    let (l, _) = split_addr(addr);
-    let len = len.min(64) as u32;
-    let mask = if len == 0 { 0 } else { u64::MAX << (64 - len) };
-    (l.0 & mask) == (id.0 & mask)
+    counters: BTreeMap<ShellCounter, u64>,
 }
 
 impl Daemon {
@@ -239,28 +193,6 @@ impl Daemon {
         Ok((d, rx))
     }
 
-    /// An uplink that lost carrier keeps its RA default route (marked linkdown) and,
-    /// with a high router preference, the kernel keeps choosing it: the LU of a
-    /// failover and the data from the new locator would leave through the dead
-    /// link until the route expires (seconds). `ignore_routes_with_linkdown` makes
-    /// the kernel (and bpf_fib_lookup) skip such routes. Restored on exit.
-    fn uplink_sysctls(&mut self) {
-        for u in &self.uplinks {
-            let p = format!("/proc/sys/net/ipv6/conf/{}/ignore_routes_with_linkdown", u.name);
-            match std::fs::read_to_string(&p) {
-                Ok(old) if old.trim() != "1" => {
-                    if let Err(e) = std::fs::write(&p, "1") {
-                        tracing::warn!("{p}: {e} (a failover over an uplink that lost carrier may be slow)");
-                    } else {
-                        self.saved_sysctls.push((p, old.trim().to_string()));
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!("{p}: {e}"),
-            }
-        }
-    }
-
     fn attach_datapath(&mut self) -> Result<()> {
         let mode = if self.cfg.datapath == config::Datapath::Ebpf { bpf::Mode::Ebpf } else { bpf::Mode::Userspace };
         let mut dp = Datapath::load(&DatapathConfig {
@@ -276,243 +208,6 @@ impl Daemon {
         }
         self.dp = Some(dp);
         Ok(())
-    }
-
-    /// Re-reads the kernel's links, default routes and addresses; the core derives
-    /// the local locator set from them (`ilnp_core::derive_local_locators`).
-    async fn sync_locators(&mut self) -> Result<()> {
-        let addrs = self.nl.addresses().await?;
-        let dr = self.nl.default_routers().await?;
-        for u in &mut self.uplinks {
-            u.up = self.nl.link_by_index(u.index).await.map(|l| l.up).unwrap_or(false);
-            u.router = dr.get(&u.index).map(|(p, _)| *p);
-            u.gateway = dr.get(&u.index).and_then(|(_, g)| *g);
-        }
-        if let Some(dp) = self.dp.as_mut() {
-            let gateways: BTreeMap<u32, Ipv6Addr> =
-                self.uplinks.iter().filter_map(|u| u.gateway.map(|g| (u.index, g))).collect();
-            if let Err(e) = dp.set_uplink_routers(&gateways) {
-                tracing::warn!("{e:#}");
-            }
-        }
-        let on_uplink = |a: &&netlink::Addr6| self.uplinks.iter().any(|u| u.index == a.ifindex);
-        // our own L64:NID addresses on the uplinks (added by us or made by the kernel)
-        let ours_present: BTreeSet<(u32, Ipv6Addr)> = addrs
-            .iter()
-            .filter(on_uplink)
-            .filter(|a| a.global && a.prefix_len == 64 && split_addr(a.addr).1 == self.local_nid)
-            .map(|a| (a.ifindex, a.addr))
-            .collect();
-        let kernel: Vec<KernelAddress> = addrs
-            .iter()
-            .filter(on_uplink)
-            .map(|a| KernelAddress {
-                ifindex: a.ifindex,
-                addr: a.addr,
-                prefix_len: a.prefix_len,
-                global: a.global,
-                valid_lft: a.valid_lft,
-                deprecated: a.deprecated,
-                added_by_us: self.added.contains(&(a.ifindex, a.addr)),
-            })
-            .collect();
-        let facts: Vec<UplinkFacts> = self.uplinks.iter().map(Uplink::facts).collect();
-        let locs = derive_local_locators(self.cfg.id_prefix, self.local_nid, &facts, &kernel);
-        // L64:NID on each uplink so Neighbour Discovery answers for it
-        for l in &locs {
-            let a = ilnp_addr(l.loc, self.local_nid);
-            if !ours_present.contains(&(l.ifindex, a)) && self.nl.add_address(l.ifindex, a, 64).await? {
-                self.added.insert((l.ifindex, a));
-            }
-        }
-        // the core first: a failover's LU leaves before the housekeeping below;
-        // with what the fast path received so far, so a quiet period is judged right
-        self.feed_local_activity();
-        let now = Instant::now();
-        let current: BTreeSet<Locator> = locs.iter().map(|l| l.loc).collect();
-        let actions = self.core.set_local_locators(now, locs);
-        self.run_actions(actions);
-        // locators that went away: remove our address for them
-        for (idx, a) in ours_present {
-            let (l, _) = split_addr(a);
-            if !current.contains(&l) && self.added.contains(&(idx, a)) {
-                self.nl.del_address(idx, a, 64).await?;
-                self.added.remove(&(idx, a));
-            }
-        }
-        Ok(())
-    }
-
-    /// Sends a wire packet through `uplink`, the one the core chose (it owns the
-    /// packet's source locator; the kernel routes it via that interface's routes
-    /// only), so it reaches the network its source address belongs to (BCP 38) over
-    /// the path it was advertised for. If that uplink has no route to the
-    /// destination (its router is gone), the main table decides, counted as
-    /// `send_uplink_fallback`.
-    fn send_wire(&mut self, pkt: &[u8], uplink: Option<u32>) {
-        let Ok(dst) = ilnp_wire::ipv6::Packet::new_checked(pkt).map(|p| p.dst()) else { return };
-        if let Some(ifindex) = uplink {
-            match send_via(&self.raw, pkt, dst, ifindex) {
-                Ok(()) => return,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENETUNREACH) | Some(libc::EHOSTUNREACH)) => {
-                    self.bump("send_uplink_fallback");
-                    tracing::debug!("no route to {dst} via ifindex {ifindex}: main table");
-                }
-                Err(e) => {
-                    self.bump("send_error");
-                    tracing::debug!("sending {} bytes to {dst} via ifindex {ifindex}: {e}", pkt.len());
-                    return;
-                }
-            }
-        }
-        let sa = SockAddr::from(SocketAddrV6::new(dst, 0, 0, 0));
-        if let Err(e) = self.raw.send_to(pkt, &sa) {
-            self.bump("send_error");
-            tracing::debug!("sending {} bytes to {dst}: {e}", pkt.len());
-        }
-    }
-
-    fn bump(&mut self, k: &'static str) {
-        *self.counters.entry(k).or_insert(0) += 1;
-    }
-
-    fn run_actions(&mut self, actions: Vec<Action>) {
-        for a in actions {
-            match a {
-                Action::SendWire { pkt, uplink } => self.send_wire(&pkt, uplink),
-                Action::DeliverLocal(pkt) => {
-                    if let Err(e) = self.tun.send(&pkt) {
-                        self.bump("deliver_error");
-                        tracing::debug!("{e:#}");
-                    }
-                }
-                Action::IlccUpsert(s) => {
-                    if let Some(dp) = self.dp.as_mut() {
-                        if let Err(e) = dp.upsert_peer(&s) {
-                            tracing::warn!("{e:#}");
-                        }
-                    }
-                }
-                Action::IlccRemove(nid) => {
-                    if let Some(dp) = self.dp.as_mut() {
-                        if let Err(e) = dp.remove_peer(nid) {
-                            tracing::warn!("removing {nid} from the fast path: {e:#}");
-                        }
-                    }
-                }
-                Action::LocalLocators(l) => {
-                    if let Some(dp) = self.dp.as_mut() {
-                        if let Err(e) = dp.set_local_locators(&l) {
-                            tracing::warn!("{e:#}");
-                        }
-                    }
-                }
-                Action::Event(ev) => self.emit(ev),
-            }
-        }
-    }
-
-    fn emit(&mut self, ev: Event) {
-        if let Event::Drop { reason, .. } = &ev {
-            // at most DROP_LOG_BURST log lines per reason per second; all are counted,
-            // and what was not logged is summed up in one line when the window ends
-            let now = Instant::now();
-            self.flush_drop_log(now);
-            let e = self.drop_log.entry(reason).or_insert((now, 0));
-            e.1 += 1;
-            if e.1 <= DROP_LOG_BURST {
-                tracing::warn!("{ev}");
-            }
-        } else {
-            tracing::info!("{ev}");
-        }
-        let _ = self.events.send(requests::monitor_event(&ev).to_line());
-    }
-
-    /// Ends drop-log windows older than a second, with one line per reason saying
-    /// how many drops were not logged (the counters in `ilnpctl stats` have them all).
-    fn flush_drop_log(&mut self, now: Instant) {
-        self.drop_log.retain(|reason, (start, n)| {
-            if now.duration_since(*start) < Duration::from_secs(1) {
-                return true;
-            }
-            if *n > DROP_LOG_BURST {
-                let secs = now.duration_since(*start).as_secs_f64();
-                tracing::warn!(
-                    "drop ({reason}): {} more in the last {secs:.1} s not logged (rate limit)",
-                    *n - DROP_LOG_BURST
-                );
-            }
-            false
-        });
-    }
-
-    fn on_tun_packet(&mut self, pkt: &[u8], meta: crate::tun::PacketMeta) {
-        let now = Instant::now();
-        let csum = if meta.needs_csum { Csum::Partial } else { Csum::Complete };
-        if pkt.len() < 40 {
-            self.bump("tun_runt");
-            return;
-        }
-        let Ok(ip) = ilnp_wire::ipv6::Packet::new_checked(pkt) else {
-            self.bump("tun_runt");
-            return;
-        };
-        if ip.dst().is_multicast() {
-            // MLD and the like that the kernel sends on ilnp0: nothing to carry
-            self.bump("tun_multicast_ignored");
-            return;
-        }
-        let (sl, _) = split_addr(ip.src());
-        let outbound = sl == self.cfg.id_prefix;
-        if meta.gso_type != 0 && outbound {
-            // A GSO super-packet missed the fast path (first burst after a flush,
-            // an entry just created): the raw socket cannot send it whole, so it
-            // is cut into MSS-sized segments with complete checksums.
-            match crate::gso::split(pkt, &meta.vnet_hdr) {
-                Ok(segs) => {
-                    self.bump("slow_path_gso_split");
-                    for s in segs {
-                        let actions = self.core.handle_outbound(now, &s, Csum::Complete);
-                        self.run_actions(actions);
-                    }
-                }
-                Err(e) => {
-                    self.bump("slow_path_gso_bad");
-                    tracing::debug!("GSO packet from {}: {e}", self.tun.name);
-                }
-            }
-            return;
-        }
-        let actions =
-            if outbound { self.core.handle_outbound(now, pkt, csum) } else { self.core.handle_inbound(now, pkt, csum) };
-        self.run_actions(actions);
-    }
-
-    fn on_timer(&mut self) {
-        // the core's timer may be a soft-handoff quiet period ending: it decides on
-        // the fast path's latest receive stamps (read here, not polled)
-        self.feed_local_activity();
-        let actions = self.core.handle_timeout(Instant::now());
-        self.run_actions(actions);
-    }
-
-    /// Hands the fast path's per-locator receive stamps (CLOCK_MONOTONIC ns, the
-    /// clock behind `Instant` on Linux) to the core as instants.
-    fn feed_local_activity(&mut self) {
-        let Some(dp) = self.dp.as_ref() else { return };
-        let stamps = match dp.local_last_rx() {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::debug!("reading the local locators' receive stamps: {e:#}");
-                return;
-            }
-        };
-        let (now, now_ns) = (Instant::now(), monotonic_ns());
-        for (loc, ns) in stamps {
-            let t = now.checked_sub(Duration::from_nanos(now_ns.saturating_sub(ns))).unwrap_or(now);
-            self.core.note_local_activity(loc, t);
-        }
     }
 
     /// Keeps entries the fast path is using from ageing out.
@@ -613,67 +308,7 @@ impl Daemon {
     }
 }
 
-/// Sends `pkt` (a whole IPv6 packet) on the IPPROTO_RAW socket with an
-/// IPV6_PKTINFO control message naming `ifindex` and no source address:
-/// rawv6_sendmsg() takes the output interface from it even with the header
-/// included, and an output interface without a source address makes the route
-/// lookup strict (RT6_LOOKUP_F_IFACE: only routes through that interface).
-fn send_via(raw: &Socket, pkt: &[u8], dst: Ipv6Addr, ifindex: u32) -> std::io::Result<()> {
-    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, SockaddrIn6};
-    use std::os::fd::AsRawFd;
-    let info = libc::in6_pktinfo { ipi6_addr: libc::in6_addr { s6_addr: [0; 16] }, ipi6_ifindex: ifindex };
-    let to = SockaddrIn6::from(SocketAddrV6::new(dst, 0, 0, 0));
-    sendmsg(
-        raw.as_raw_fd(),
-        &[std::io::IoSlice::new(pkt)],
-        &[ControlMessage::Ipv6PacketInfo(&info)],
-        MsgFlags::empty(),
-        Some(&to),
-    )
-    .map(|_| ())
-    .map_err(std::io::Error::from)
-}
-
-/// CLOCK_MONOTONIC in ns: what bpf_ktime_get_ns() returns.
-fn monotonic_ns() -> u64 {
-    // SAFETY: a zeroed timespec is valid; clock_gettime only writes it.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// rand 0.8 re-exports rand_core 0.6, the trait the core takes.
 mod rand_core_compat {
     pub use rand::RngCore;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fast_path_stamps_and_instant_share_a_clock() {
-        // bpf_ktime_get_ns() is CLOCK_MONOTONIC; so is std's Instant on Linux
-        let (i0, n0) = (Instant::now(), monotonic_ns());
-        std::thread::sleep(Duration::from_millis(20));
-        let (i1, n1) = (Instant::now(), monotonic_ns());
-        let d = (n1 - n0) as i128 - i1.duration_since(i0).as_nanos() as i128;
-        assert!(d.abs() < 2_000_000, "clocks drift by {d} ns over 20 ms");
-        let uptime: f64 = std::fs::read_to_string("/proc/uptime").unwrap().split(' ').next().unwrap().parse().unwrap();
-        // CLOCK_MONOTONIC is not CLOCK_BOOTTIME: never ahead of the uptime
-        assert!(n1 as f64 / 1e9 <= uptime + 1.0, "{n1} ns vs uptime {uptime} s");
-    }
-
-    #[test]
-    fn identifier_prefix_overlap() {
-        let p = Locator(0xfd69_6c6e_7000_0000);
-        let a = |s: &str| s.parse::<Ipv6Addr>().unwrap();
-        assert!(is_identifier_overlap(p, a("fd69:6c6e:7000::1"), 64));
-        assert!(is_identifier_overlap(p, a("fd69:6c6e:7000::1"), 128), "an address inside P");
-        assert!(is_identifier_overlap(p, a("fd69::1"), 16), "a shorter prefix covering P");
-        assert!(is_identifier_overlap(p, a("fd00::1"), 8));
-        assert!(!is_identifier_overlap(p, a("fd69:6c6e:7001::1"), 64));
-        assert!(!is_identifier_overlap(p, a("2001:db8:a::c"), 64));
-    }
 }

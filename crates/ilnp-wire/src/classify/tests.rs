@@ -43,9 +43,10 @@ fn data_literal_and_its_translation() {
     assert_eq!(p.summary(), "2001:db8:a:0:200:ff:fe00:c -> 2001:db8:b:0:200:ff:fe00:d");
     let Packet::Data(d) = p else { unreachable!() };
     assert_eq!(d.upper, UpperLayer { proto: PROTO_UDP, offset: 56, fragment: None });
-    // the one walk translates exactly as the old entry point
-    assert_eq!(d.to_identifier(P, Csum::Complete), translate::to_identifier(&v, P, Csum::Complete));
     let (id, meta) = d.to_identifier(P, Csum::Complete).unwrap();
+    // identifier form: no nonce any more, both addresses in the identifier prefix
+    let Ok(Packet::Plain(back)) = classify(&id) else { panic!("{:?}", classify(&id)) };
+    assert_eq!(endpoints(&back.ip), ((P, NA), (P, NB)));
     assert_eq!((meta.src_loc, meta.dst_nid, meta.proto), (LA, NB, PROTO_UDP));
     assert_eq!(&id[..8], &[0x60, 0, 0, 0, 0, 8, 17, 64]);
     // link padding after payload_len is not part of the packet
@@ -87,8 +88,7 @@ fn locator_update_and_its_errors() {
     assert_eq!(&v[52..], &[1, 1, 0, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 0x0a, 0, 0, 0, 10, 0, 30]);
     let Ok(Packet::Lu(l)) = classify(&v) else { panic!() };
     assert_eq!((l.nonce.map(|h| h.nonce), l.to_owned()), (Some(n), lu.clone()));
-    let old = translate::parse_lu_packet(&v).unwrap();
-    assert_eq!((old.src, old.dst, old.nonce, old.lu), (l.ip.src, l.ip.dst, Some(n), l.to_owned()));
+    assert_eq!((l.ip.src, l.ip.dst), (ilnp_addr(LA, NA), ilnp_addr(LB, NB)));
     // bad checksum, then a bad LU with a good checksum: both are LU errors
     let mut bad = v.clone();
     bad[63] ^= 1;
@@ -116,8 +116,12 @@ fn icmp_error_about_our_packet() {
     assert_eq!((q.ip.src, q.ip.dst, q.ip.next_header), (ilnp_addr(LA, NA), ilnp_addr(LB, NB), 60));
     assert_eq!(q.nonce.map(|n| (n.nonce, n.option_offset)), Some((Nonce::N32([1, 2, 3, 4]), 42)));
     assert!(q.rejects_nonce);
-    assert_eq!(e.meta(), translate::icmp_error_meta(&pp));
-    assert_eq!(e.to_identifier(P), translate::icmp_error_to_identifier(&pp, P));
+    let m = e.meta().unwrap();
+    assert_eq!(
+        (m.nonce, m.local_nid, m.peer_nid, m.local_loc, m.rejects_nonce),
+        (Nonce::N32([1, 2, 3, 4]), NA, NB, LA, true)
+    );
+    assert_eq!(e.to_identifier(P).map(|(_, m)| m), Ok(m));
     // a PTB from a correspondent, with its own nonce on the error
     let inner = ts::icmp_error(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 2, 0, 1400, &w);
     let with = ts::with_nonce(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &Nonce::N32([9; 4]), 58, &inner[40..]);
@@ -133,8 +137,10 @@ fn icmp_error_about_our_packet() {
     let Ok(Packet::IcmpError(e)) = classify(&local) else { panic!() };
     assert_eq!((e.quoted.unwrap().nonce, e.meta()), (None, Err(Error::NoNonce)));
     let (n, qn) = (Nonce::N32([7; 4]), Nonce::N96([8; 12]));
-    assert_eq!(e.to_wire(P, LA, LB, &n, &qn), translate::icmp_error_to_wire(&local, P, LA, LB, &n, &qn));
-    assert!(e.to_wire(P, LA, LB, &n, &qn).is_ok());
+    let w2 = e.to_wire(P, LA, LB, &n, &qn).unwrap();
+    // the peer sees our nonce on the error and its own in the quote
+    let Ok(Packet::IcmpError(back)) = classify(&w2) else { panic!("{:?}", classify(&w2)) };
+    assert_eq!((back.nonce.map(|h| h.nonce), back.meta().map(|m| m.nonce)), (Some(n), Ok(qn)));
     // a quote shorter than a fixed header: no quoted view
     let short = ts::icmp_error(router, ilnp_addr(LA, NA), 1, 0, 0, &w[..39]);
     let Ok(Packet::IcmpError(e)) = classify(&short) else { panic!() };

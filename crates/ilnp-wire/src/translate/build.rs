@@ -1,12 +1,12 @@
 //! Packets the node originates: Locator Updates and their acks, nonce-only
-//! packets, Destination Unreachable for a local application; and the parser of
-//! a Locator Update packet. ICMPv6 messages are emitted by `icmpv6::Repr`, the
+//! packets, Destination Unreachable for a local application (received LUs are
+//! parsed by `classify`). ICMPv6 messages are emitted by `icmpv6::Repr`, the
 //! IPv6 + nonce layout by `destopts::packet`.
 
 use crate::destopts;
 use crate::icmpv6::{self, LocatorUpdate};
-use crate::ipv6::{self, PROTO_ICMPV6};
-use crate::{checksum, Error, Nonce};
+use crate::ipv6;
+use crate::{Error, Nonce};
 use std::net::Ipv6Addr;
 
 /// An ICMPv6 Destination Unreachable for a local application, quoting its
@@ -28,39 +28,4 @@ pub fn lu_packet(src: Ipv6Addr, dst: Ipv6Addr, nonce: &Nonce, lu: &LocatorUpdate
 /// else to send back (RFC 6741 §13.1), so that later Locator Updates verify.
 pub fn nonce_only_packet(src: Ipv6Addr, dst: Ipv6Addr, nonce: &Nonce) -> Vec<u8> {
     destopts::packet(src, dst, 64, Some(nonce), ipv6::PROTO_NONE, &[])
-}
-
-/// A parsed wire-form Locator Update with its addressing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LuPacket {
-    pub src: Ipv6Addr,
-    pub dst: Ipv6Addr,
-    /// None if the packet carried no nonce (an LU without a nonce must be dropped)
-    pub nonce: Option<Nonce>,
-    pub lu: LocatorUpdate,
-}
-
-/// True if the wire packet's upper layer is an ICMPv6 Locator Update.
-/// (Superseded by `classify`, which says `Packet::Lu`.)
-pub fn is_lu(pkt: &[u8]) -> bool {
-    match ipv6::upper_layer(pkt) {
-        Ok((PROTO_ICMPV6, off)) => pkt.get(off) == Some(&icmpv6::TYPE_LOCATOR_UPDATE),
-        _ => false,
-    }
-}
-
-/// Parses a wire-form LU packet and verifies its ICMPv6 checksum.
-/// (Superseded by `classify`, whose `Packet::Lu` carries the checked LU view.)
-pub fn parse_lu_packet(pkt: &[u8]) -> Result<LuPacket, Error> {
-    let p = ipv6::Packet::new_checked(pkt)?;
-    let nonce = destopts::find_nonce(pkt)?.map(|h| h.nonce);
-    let (proto, off) = ipv6::upper_layer(pkt)?;
-    if proto != PROTO_ICMPV6 {
-        return Err(Error::Malformed("not ICMPv6"));
-    }
-    let icmp = p.packet_bytes().get(off..).ok_or(Error::Truncated)?;
-    if !checksum::verify(&p.src(), &p.dst(), PROTO_ICMPV6, icmp) {
-        return Err(Error::BadChecksum);
-    }
-    Ok(LuPacket { src: p.src(), dst: p.dst(), nonce, lu: LocatorUpdate::parse(icmp)? })
 }

@@ -99,24 +99,9 @@ pub fn to_wire(
     Ok(out)
 }
 
-/// The nonce header of a wire-form packet, required to be the first extension header.
-pub fn wire_nonce(pkt: &[u8]) -> Result<NonceHeader, Error> {
-    destopts::find_nonce(pkt)?.ok_or(Error::NoNonce)
-}
-
-/// Wire form → identifier form: strip our DestOpts header, rewrite both addresses
-/// into the identifier prefix, fix checksums.
-/// (`classify` + `Data::to_identifier` does the same from one walk.)
-pub fn to_identifier(pkt: &[u8], id_prefix: Locator, csum: Csum) -> Result<(Vec<u8>, WireMeta), Error> {
-    let p = ipv6::Packet::new_checked(pkt)?;
-    let nh = wire_nonce(pkt)?;
-    if !nh.only_nonce {
-        return Err(Error::UnsupportedOptions);
-    }
-    identifier_form(&p, &nh, id_prefix, csum)
-}
-
-/// `to_identifier` of a checked packet whose nonce header `nh` holds only the nonce.
+/// Wire form → identifier form (`Data::to_identifier`): strip our DestOpts header,
+/// rewrite both addresses into the identifier prefix, fix checksums. Of a checked
+/// packet whose nonce header `nh` holds only the nonce.
 pub(crate) fn identifier_form(
     p: &ipv6::Packet<&[u8]>,
     nh: &NonceHeader,

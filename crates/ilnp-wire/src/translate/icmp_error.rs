@@ -5,7 +5,7 @@
 use super::{adjust_checksum, pseudo_addrs};
 use crate::destopts::{self, NonceHeader};
 use crate::icmpv6::{self, Message};
-use crate::ipv6::{self, PROTO_DSTOPTS, PROTO_ICMPV6};
+use crate::ipv6::{self, PROTO_DSTOPTS};
 use crate::{checksum, ilnp_addr, split_addr, Error, Locator, Nid, Nonce};
 
 /// The nonce header of a quoted (possibly truncated) invoking packet.
@@ -62,56 +62,11 @@ pub(crate) fn meta_of(m: &Message<&[u8]>, nh: &NonceHeader) -> Result<QuotedMeta
     })
 }
 
-/// A checked IPv6 packet and the ICMPv6 error it carries.
-type ErrorPacket<'a> = (ipv6::Packet<&'a [u8]>, Message<&'a [u8]>);
-
-/// The ICMPv6 error message of `pkt`, checksum verified:
-/// a corrupted error is never laundered into one the kernel would believe.
-fn icmp_error(pkt: &[u8]) -> Result<ErrorPacket<'_>, Error> {
-    let p = ipv6::Packet::new_checked(pkt)?;
-    let (proto, off) = ipv6::upper_layer(pkt)?;
-    if proto != PROTO_ICMPV6 {
-        return Err(Error::Malformed("not ICMPv6"));
-    }
-    let m = Message::new_checked(p.packet_slice().get(off..).ok_or(Error::Truncated)?)?;
-    if !m.is_error() {
-        return Err(Error::Malformed("not an ICMPv6 error"));
-    }
-    if !m.verify_checksum(&p.src(), &p.dst()) {
-        return Err(Error::BadChecksum);
-    }
-    Ok((p, m))
-}
-
-/// Inspects an ICMPv6 error (a full IPv6 packet) quoting one of our wire-form packets.
-/// (`classify` + `IcmpError::meta` does the same from one walk.)
-pub fn icmp_error_meta(pkt: &[u8]) -> Result<QuotedMeta, Error> {
-    let (_, m) = icmp_error(pkt)?;
-    let nh = quoted_nonce(m.invoking_packet()).ok_or(Error::NoNonce)?;
-    meta_of(&m, &nh)
-}
-
-/// `Some(meta)` if `pkt` is a Parameter Problem code 2 ("unrecognized IPv6 option")
-/// whose pointer is exactly the type byte of the nonce option in the quoted packet
-/// (RFC 6744 §8: the destination does not speak ILNPv6). `meta.nonce` is the nonce
-/// quoted, for the caller to check it is ours.
-pub fn quoted_nonce_pointer(pkt: &[u8]) -> Option<QuotedMeta> {
-    icmp_error_meta(pkt).ok().filter(|m| m.rejects_nonce)
-}
-
-/// Translates an ICMPv6 error about one of our wire-form packets for the local
-/// stack: outer destination → our identifier address; the quoted packet →
-/// identifier form without our DestOpts header; a Packet Too Big MTU and a
-/// Parameter Problem pointer are corrected for the header we strip.
-pub fn icmp_error_to_identifier(pkt: &[u8], id_prefix: Locator) -> Result<(Vec<u8>, QuotedMeta), Error> {
-    let (p, m) = icmp_error(pkt)?;
-    let nh = quoted_nonce(m.invoking_packet()).ok_or(Error::NoNonce)?;
-    let meta = meta_of(&m, &nh)?;
-    Ok((error_to_identifier(&p, &m, &nh, &meta, id_prefix)?, meta))
-}
-
-/// `icmp_error_to_identifier` of a verified error `m` carried by `p`, whose quote
-/// holds the nonce header `nh`.
+/// An ICMPv6 error about one of our wire-form packets translated for the local
+/// stack (`IcmpError::to_identifier`): outer destination → our identifier address;
+/// the quoted packet → identifier form without our DestOpts header; a Packet Too
+/// Big MTU and a Parameter Problem pointer are corrected for the header we strip.
+/// Of a verified error `m` carried by `p`, whose quote holds the nonce header `nh`.
 pub(crate) fn error_to_identifier(
     p: &ipv6::Packet<&[u8]>,
     m: &Message<&[u8]>,
@@ -150,35 +105,17 @@ pub(crate) fn error_to_identifier(
     Ok(repr.packet(p.src(), id_src, p.hop_limit(), None))
 }
 
-/// The other direction of `icmp_error_to_identifier`: an ICMPv6 error the local
+/// The other direction of `error_to_identifier`: an ICMPv6 error the local
 /// stack sent on `ilnp0` (identifier form, e.g. a port unreachable) about a packet a
 /// correspondent sent us, made fit for the wire so the correspondent can match it:
 /// outer addresses `src_loc:NID` → `dst_loc:NID` with our `nonce` (RFC 6744 §7:
 /// every ICMP from an ILNPv6 endpoint carries it), and the quoted packet rewritten
 /// back into the wire form it arrived in: `dst_loc:peer` → `src_loc:us` with the
-/// correspondent's own nonce `quoted_nonce` first (what its `icmp_error_meta` looks
+/// correspondent's own nonce `quoted_nonce` first (what its `IcmpError::meta` looks
 /// for), its transport checksum back to the wire rule. The quote is cut so the whole
 /// packet fits in 1280 bytes; a Parameter Problem pointer past the fixed header
-/// moves by the inserted header. The input's ICMPv6 checksum must verify.
-pub fn icmp_error_to_wire(
-    pkt: &[u8],
-    id_prefix: Locator,
-    src_loc: Locator,
-    dst_loc: Locator,
-    nonce: &Nonce,
-    quoted_nonce: &Nonce,
-) -> Result<Vec<u8>, Error> {
-    let p = ipv6::Packet::new_checked(pkt)?;
-    let (sl, _) = split_addr(p.src());
-    let (dl, _) = split_addr(p.dst());
-    if sl != id_prefix || dl != id_prefix {
-        return Err(Error::NotIdentifierForm);
-    }
-    let (p, m) = icmp_error(pkt)?;
-    error_to_wire(&p, &m, id_prefix, src_loc, dst_loc, nonce, quoted_nonce)
-}
-
-/// `icmp_error_to_wire` of a verified error `m` carried by the identifier-form `p`.
+/// moves by the inserted header (`IcmpError::to_wire`, whose checksum was verified).
+/// Of a verified error `m` carried by the identifier-form `p`.
 pub(crate) fn error_to_wire(
     p: &ipv6::Packet<&[u8]>,
     m: &Message<&[u8]>,

@@ -22,11 +22,9 @@ pub mod icmp_error;
 #[cfg(test)]
 mod tests;
 
-pub use build::{is_lu, lu_packet, nonce_only_packet, parse_lu_packet, unreachable_to_app, LuPacket};
-pub use data::{to_identifier, to_wire, wire_nonce, WireMeta};
-pub use icmp_error::{
-    icmp_error_meta, icmp_error_to_identifier, icmp_error_to_wire, quoted_nonce, quoted_nonce_pointer, QuotedMeta,
-};
+pub use build::{lu_packet, nonce_only_packet, unreachable_to_app};
+pub use data::{to_wire, WireMeta};
+pub use icmp_error::{quoted_nonce, QuotedMeta};
 
 use crate::checksum;
 use crate::ipv6::{PROTO_ICMPV6, PROTO_UDP};

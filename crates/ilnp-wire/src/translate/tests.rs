@@ -1,8 +1,10 @@
 use super::*;
 use crate::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation};
 use crate::ipv6::{self, PROTO_DSTOPTS, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
-use crate::test_support::{self as ts, LA, LB, NA, NB, P};
-use crate::{checksum, destopts, ilnp_addr, Error, Locator, Nid, Nonce};
+use crate::test_support::{
+    self as ts, icmp_error_meta, icmp_error_to_identifier, icmp_error_to_wire, to_identifier, LA, LB, NA, NB, P,
+};
+use crate::{checksum, ilnp_addr, Error, Locator, Nid, Nonce};
 use std::net::Ipv6Addr;
 
 fn csum_field(proto: u8) -> Option<usize> {
@@ -133,14 +135,11 @@ fn lu_packet_roundtrip() {
     };
     let n = Nonce::N32([5, 6, 7, 8]);
     let v = lu_packet(ilnp_addr(LA, NA), ilnp_addr(LB, NB), &n, &lu).unwrap();
-    assert!(is_lu(&v));
-    let p = parse_lu_packet(&v).unwrap();
-    assert_eq!(p.nonce, Some(n));
-    assert_eq!(p.lu, lu);
+    assert_eq!(ts::lu(&v).unwrap(), (Some(n), lu));
     let mut bad = v.clone();
     let last = bad.len() - 1;
     bad[last] ^= 1;
-    assert_eq!(parse_lu_packet(&bad).unwrap_err(), Error::BadChecksum);
+    assert_eq!(ts::lu(&bad).unwrap_err(), Error::BadChecksum);
 }
 
 /// Full recomputation under the wire rule, for comparing with the incremental path.
@@ -301,10 +300,11 @@ fn icmp_error_details() {
     let (t, _) = icmp_error_to_identifier(&error_about(&w, 4, 0, 7), P).unwrap();
     assert_eq!(&t[44..48], &7u32.to_be_bytes());
     // the nonce-rejection signal
-    assert!(quoted_nonce_pointer(&error_about(&w, 4, 2, 42)).is_some());
-    assert!(quoted_nonce_pointer(&error_about(&w, 4, 2, 43)).is_none());
-    assert!(quoted_nonce_pointer(&error_about(&w, 4, 1, 42)).is_none());
-    assert!(quoted_nonce_pointer(&error_about(&w, 1, 0, 42)).is_none());
+    let rejects = |e: Vec<u8>| icmp_error_meta(&e).is_ok_and(|m| m.rejects_nonce);
+    assert!(rejects(error_about(&w, 4, 2, 42)));
+    assert!(!rejects(error_about(&w, 4, 2, 43)));
+    assert!(!rejects(error_about(&w, 4, 1, 42)));
+    assert!(!rejects(error_about(&w, 1, 0, 42)));
     // a corrupted error is refused, not re-checksummed
     let mut bad = error_about(&w, 2, 0, 1400);
     bad[100] ^= 0x40;
@@ -343,7 +343,7 @@ fn local_error_goes_back_to_the_peer_in_wire_form() {
     assert_eq!(w.len(), 1280);
     let wp = ipv6::Packet::new_checked(&w[..]).unwrap();
     assert_eq!((wp.src(), wp.dst()), (ilnp_addr(LA, NA), ilnp_addr(LB, NB)));
-    assert_eq!(destopts::find_nonce(&w).unwrap().unwrap().nonce, nonce_a);
+    assert_eq!(crate::classify(&w).unwrap().nonce(), Some(nonce_a));
     assert!(checksum::verify_icmpv6(&wp.src(), &wp.dst(), &w[56..]));
     // the quote is what B sent, byte for byte, as far as it goes
     assert_eq!(&w[64..], &wire[..1280 - 64]);
@@ -380,7 +380,7 @@ fn garbage_never_panics() {
     for cut in 0..w.len() {
         let _ = to_identifier(&w[..cut], P, Csum::Complete);
         let _ = icmp_error_to_identifier(&w[..cut], P);
-        let _ = parse_lu_packet(&w[..cut]);
+        let _ = ts::lu(&w[..cut]);
         let _ = to_wire(&id[..cut.min(id.len())], P, LA, LB, &Nonce::N32([0; 4]), Csum::Partial);
     }
     for i in 0..w.len() {

@@ -16,7 +16,8 @@
 
 use super::*;
 use ilnp_core::LocatorState;
-use ilnp_wire::Nonce;
+use ilnp_wire::test_support as ts;
+use ilnp_wire::{ilnp_addr, Nonce};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{Ipv6Addr, SocketAddrV6, TcpListener, TcpStream, UdpSocket};
@@ -222,10 +223,6 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-fn addr(loc: Locator, nid: Nid) -> Ipv6Addr {
-    ilnp_wire::ilnp_addr(loc, nid)
-}
-
 fn snapshot(peer: Nid, tx: Nonce, rx: Option<Nonce>) -> IlccSnapshot {
     IlccSnapshot { nid: peer, local_loc: L, remote_loc: L, remote_locs: vec![L], nonce_tx: tx, nonce_rx: rx }
 }
@@ -363,14 +360,14 @@ fn host(ns: Netns, nid: Nid, dev: &str, vnet: bool) -> Host {
 }
 
 fn host_mode(ns: Netns, nid: Nid, dev: &str, vnet: bool, mode: Mode) -> Host {
-    ns.ip(&format!("addr add {}/64 dev {dev} nodad", addr(L, nid)));
+    ns.ip(&format!("addr add {}/64 dev {dev} nodad", ilnp_addr(L, nid)));
     ns.ip(&format!("link set {dev} up"));
     ns.enter();
     let tun = open_tun("ilnp0", vnet);
     ns.exec("sysctl -qw net.ipv6.conf.ilnp0.forwarding=1");
     ns.ip("link set ilnp0 mtu 1484 up"); // uplink 1500 - 16 (96-bit nonce)
-    ns.ip(&format!("addr add {}/128 dev ilnp0 nodad", addr(P, nid)));
-    ns.ip(&format!("route add {}/64 dev ilnp0", addr(P, Nid(0))));
+    ns.ip(&format!("addr add {}/128 dev ilnp0 nodad", ilnp_addr(P, nid)));
+    ns.ip(&format!("route add {}/64 dev ilnp0", ilnp_addr(P, Nid(0))));
     let uplink = ns.ifindex(dev);
     let cfg = DatapathConfig {
         mode,
@@ -388,8 +385,8 @@ fn host_mode(ns: Netns, nid: Nid, dev: &str, vnet: bool, mode: Mode) -> Host {
 
 fn udp_send(h: &Host, to: Nid, port: u16, msg: &[u8]) {
     h.ns.enter();
-    let s = UdpSocket::bind(SocketAddrV6::new(addr(P, h.nid), 0, 0, 0)).unwrap();
-    s.send_to(msg, SocketAddrV6::new(addr(P, to), port, 0, 0)).unwrap();
+    let s = UdpSocket::bind(SocketAddrV6::new(ilnp_addr(P, h.nid), 0, 0, 0)).unwrap();
+    s.send_to(msg, SocketAddrV6::new(ilnp_addr(P, to), port, 0, 0)).unwrap();
 }
 
 fn is_udp_to(p: &[u8], dst: Ipv6Addr) -> bool {
@@ -399,15 +396,10 @@ fn is_udp_to(p: &[u8], dst: Ipv6Addr) -> bool {
 /// A raw wire packet A -> B with the given DestOpts header and an 8-byte UDP header.
 fn send_raw(h: &Host, to: Nid, destopts: &[u8]) {
     h.ns.enter();
-    let mut p = vec![0x60, 0, 0, 0, 0, 0, 60, 64];
-    p[4..6].copy_from_slice(&((destopts.len() + 8) as u16).to_be_bytes());
-    p.extend_from_slice(&addr(L, h.nid).octets());
-    p.extend_from_slice(&addr(L, to).octets());
-    p.extend_from_slice(destopts);
-    p.extend_from_slice(&[0x30, 0x39, 0x30, 0x39, 0, 8, 0, 0]);
+    let p = ts::with_destopts(ilnp_addr(L, h.nid), ilnp_addr(L, to), destopts, &[0x30, 0x39, 0x30, 0x39, 0, 8, 0, 0]);
     let s =
         socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::RAW, Some(socket2::Protocol::from(255))).unwrap();
-    let dst: std::net::SocketAddr = SocketAddrV6::new(addr(L, to), 0, 0, 0).into();
+    let dst: std::net::SocketAddr = SocketAddrV6::new(ilnp_addr(L, to), 0, 0, 0).into();
     s.send_to(&p, &dst.into()).unwrap();
 }
 
@@ -438,7 +430,7 @@ fn fast_path_between_two_hosts() {
         // UDP A -> B through both fast paths
         b.ns.enter();
         let cap = capture(b.uplink);
-        let rx = UdpSocket::bind(SocketAddrV6::new(addr(P, NID_B), 5555, 0, 0)).unwrap();
+        let rx = UdpSocket::bind(SocketAddrV6::new(ilnp_addr(P, NID_B), 5555, 0, 0)).unwrap();
         rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
         assert!(b.dp.local_last_rx().unwrap().is_empty(), "no packet yet: no receive stamp");
         let sent_ns = monotonic_ns();
@@ -456,7 +448,7 @@ fn fast_path_between_two_hosts() {
             )
         });
         assert_eq!(&buf[..n], b"hello over ilnp");
-        assert_eq!(from.ip(), std::net::IpAddr::V6(addr(P, NID_A)), "source shown as A's identifier address");
+        assert_eq!(from.ip(), std::net::IpAddr::V6(ilnp_addr(P, NID_A)), "source shown as A's identifier address");
         assert_eq!(stat(&a.dp, "egress_fast"), 1);
         assert_eq!(stat(&a.dp, "egress_neigh"), 1, "first packet resolved its next hop via redirect_neigh");
         assert_eq!(stat(&b.dp, "ingress_fast"), 1);
@@ -471,13 +463,13 @@ fn fast_path_between_two_hosts() {
         assert!(a.dp.local_last_rx().unwrap().is_empty(), "A received nothing");
 
         // what B's uplink saw: wire addresses, the nonce, an RFC 6744 checksum
-        let wire = wait_packet(&cap, Duration::from_secs(1), |p| is_udp_to(p, addr(L, NID_B)) && p[6] == 60)
+        let wire = wait_packet(&cap, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_B)) && p[6] == 60)
             .expect("captured the wire packet");
-        assert_eq!(wire[8..24], addr(L, NID_A).octets(), "source L:NID_A");
+        assert_eq!(wire[8..24], ilnp_addr(L, NID_A).octets(), "source L:NID_A");
         assert_eq!(&wire[40..48], &[17, 0, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4], "DestOpts: UDP next, nonce first");
         assert_eq!(u16::from_be_bytes([wire[4], wire[5]]) as usize, wire.len() - 40, "payload length");
         let upper = &wire[48..];
-        let (src, dst) = (addr(L, NID_A), addr(L, NID_B));
+        let (src, dst) = (ilnp_addr(L, NID_A), ilnp_addr(L, NID_B));
         assert!(ilnp_wire::checksum::verify_transport_wire(&src, &dst, 17, upper), "RFC 6744 UDP checksum");
         let c = a.dp.peer_counters().unwrap();
         assert_eq!((c[0].1.tx_pkts, c[0].1.tx_bytes), (1, wire.len() as u64));
@@ -485,19 +477,19 @@ fn fast_path_between_two_hosts() {
 
         // egress miss: identifier packet to the TUN unchanged
         udp_send(&a, Nid(0xc), 5555, b"to nobody");
-        let p = wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, addr(P, Nid(0xc))));
+        let p = wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(P, Nid(0xc))));
         assert!(p.expect("punted to A's TUN")[6] == 17);
         assert_eq!(stat(&a.dp, "egress_punt_miss"), 1);
 
         // ingress miss and bad nonce: the wire packet reaches B's TUN
         b.dp.remove_peer(NID_A).unwrap();
         udp_send(&a, NID_B, 5555, b"unknown peer");
-        let p = wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, addr(L, NID_B)));
+        let p = wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_B)));
         assert_eq!(p.expect("punted to B's TUN")[40..44], [17, 0, 0x8b, 4]);
         assert_eq!(stat(&b.dp, "ingress_punt_miss"), 1);
         b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32([9, 9, 9, 9])))).unwrap();
         udp_send(&a, NID_B, 5555, b"bad nonce");
-        assert!(wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, addr(L, NID_B))).is_some());
+        assert!(wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_B))).is_some());
         assert_eq!(stat(&b.dp, "ingress_punt_bad_nonce"), 1);
         // a source locator the entry does not list: ilnpd's to learn (with the right nonce)
         let mut s = snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)));
@@ -505,7 +497,7 @@ fn fast_path_between_two_hosts() {
         s.remote_loc = s.remote_locs[0];
         b.dp.upsert_peer(&s).unwrap();
         udp_send(&a, NID_B, 5555, b"new locator");
-        assert!(wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, addr(L, NID_B))).is_some());
+        assert!(wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_B))).is_some());
         assert_eq!(stat(&b.dp, "ingress_punt_src_loc"), 1);
         b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
 
@@ -522,12 +514,12 @@ fn fast_path_between_two_hosts() {
         // plain IPv6 to B's locator address is never touched
         let before: u64 = b.dp.stats().unwrap().iter().map(|(_, v)| v).sum();
         b.ns.enter();
-        let plain = UdpSocket::bind(SocketAddrV6::new(addr(L, NID_B), 6666, 0, 0)).unwrap();
+        let plain = UdpSocket::bind(SocketAddrV6::new(ilnp_addr(L, NID_B), 6666, 0, 0)).unwrap();
         plain.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         a.ns.enter();
-        UdpSocket::bind(SocketAddrV6::new(addr(L, NID_A), 0, 0, 0))
+        UdpSocket::bind(SocketAddrV6::new(ilnp_addr(L, NID_A), 0, 0, 0))
             .unwrap()
-            .send_to(b"plain", SocketAddrV6::new(addr(L, NID_B), 6666, 0, 0))
+            .send_to(b"plain", SocketAddrV6::new(ilnp_addr(L, NID_B), 6666, 0, 0))
             .unwrap();
         assert_eq!(plain.recv(&mut buf).unwrap(), 5);
         assert_eq!(b.dp.stats().unwrap().iter().map(|(_, v)| v).sum::<u64>(), before);
@@ -536,21 +528,25 @@ fn fast_path_between_two_hosts() {
         // identifier form: B's egress leaves it to ilnpd (it must translate the quote)
         udp_send(&a, NID_B, 5556, b"closed port");
         let err = wait_packet(&b.tun, Duration::from_secs(1), |p| p.len() > 48 && p[6] == 58 && p[40] == 1);
-        assert_eq!(err.expect("ICMPv6 error punted to B's TUN")[24..40], addr(P, NID_A).octets());
+        assert_eq!(err.expect("ICMPv6 error punted to B's TUN")[24..40], ilnp_addr(P, NID_A).octets());
         assert_eq!(stat(&b.dp, "egress_punt_icmp_error"), 1);
         // a plain ICMPv6 error on the wire quoting one of our nonce packets: ingress punts it
         a.ns.enter();
         let icmp =
             socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::RAW, Some(socket2::Protocol::ICMPV6)).unwrap();
         let mut q = vec![1u8, 3, 0, 0, 0, 0, 0, 0]; // Destination Unreachable, address unreachable
-        q.extend_from_slice(&[0x60, 0, 0, 0, 0, 16, 60, 64]);
-        q.extend_from_slice(&addr(L, NID_B).octets());
-        q.extend_from_slice(&addr(L, Nid(0xd)).octets());
-        q.extend_from_slice(&[17, 0, 0x8b, 4, 1, 2, 3, 4, 0x30, 0x39, 0x30, 0x39, 0, 8, 0, 0]);
-        let dst: std::net::SocketAddr = SocketAddrV6::new(addr(L, NID_B), 0, 0, 0).into();
+        let udp8 = [0x30, 0x39, 0x30, 0x39, 0, 8, 0, 0];
+        q.extend_from_slice(&ts::with_nonce(
+            ilnp_addr(L, NID_B),
+            ilnp_addr(L, Nid(0xd)),
+            &Nonce::N32([1, 2, 3, 4]),
+            17,
+            &udp8,
+        ));
+        let dst: std::net::SocketAddr = SocketAddrV6::new(ilnp_addr(L, NID_B), 0, 0, 0).into();
         icmp.send_to(&q, &dst.into()).unwrap();
         let p = wait_packet(&b.tun, Duration::from_secs(1), |p| {
-            p.len() > 48 && p[6] == 58 && p[24..40] == addr(L, NID_B).octets()
+            p.len() > 48 && p[6] == 58 && p[24..40] == ilnp_addr(L, NID_B).octets()
         });
         assert_eq!(p.expect("wire ICMPv6 error punted to B's TUN")[40], 1);
         assert_eq!(stat(&b.dp, "ingress_punt_icmp_error"), 1);
@@ -587,7 +583,7 @@ fn fast_path_tcp_with_offloads() {
         b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
 
         b.ns.enter();
-        let l = TcpListener::bind(SocketAddrV6::new(addr(P, NID_B), 7777, 0, 0)).unwrap();
+        let l = TcpListener::bind(SocketAddrV6::new(ilnp_addr(P, NID_B), 7777, 0, 0)).unwrap();
         let server = std::thread::spawn(move || {
             let (mut s, _) = l.accept().unwrap();
             let mut v = Vec::new();
@@ -597,9 +593,11 @@ fn fast_path_tcp_with_offloads() {
         });
         a.ns.enter();
         let data: Vec<u8> = (0..4_000_000u32).map(|i| (i * 7 + i / 1000) as u8).collect();
-        let mut c =
-            TcpStream::connect_timeout(&SocketAddrV6::new(addr(P, NID_B), 7777, 0, 0).into(), Duration::from_secs(3))
-                .expect("TCP handshake through both fast paths");
+        let mut c = TcpStream::connect_timeout(
+            &SocketAddrV6::new(ilnp_addr(P, NID_B), 7777, 0, 0).into(),
+            Duration::from_secs(3),
+        )
+        .expect("TCP handshake through both fast paths");
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         c.write_all(&data).unwrap();
         c.shutdown(std::net::Shutdown::Write).unwrap();
@@ -670,11 +668,11 @@ fn userspace_mode_steers_only() {
         a.dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)))).unwrap();
         b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
         udp_send(&a, NID_B, 5555, b"to a userspace host");
-        let p = wait_packet(&b.tun, Duration::from_secs(2), |p| is_udp_to(p, addr(L, NID_B)));
+        let p = wait_packet(&b.tun, Duration::from_secs(2), |p| is_udp_to(p, ilnp_addr(L, NID_B)));
         assert_eq!(p.expect("wire packet on B's TUN")[40..44], [17, 0, 0x8b, 4]);
         assert_eq!((stat(&b.dp, "ingress_punt_userspace"), stat(&b.dp, "ingress_fast")), (1, 0));
         udp_send(&b, NID_A, 5555, b"from a userspace host");
-        assert!(wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, addr(P, NID_A))).is_some());
+        assert!(wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(P, NID_A))).is_some());
         assert_eq!((stat(&b.dp, "egress_punt_userspace"), stat(&b.dp, "egress_fast")), (1, 0));
         a.dp.shutdown().unwrap();
         b.dp.shutdown().unwrap();
@@ -699,20 +697,20 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
         let (nm, nr) = (Netns::new("mh"), Netns::new("mhr"));
         for (m, r, l) in [("m2", "r2", L2), ("m3", "r3", L3)] {
             nm.ip(&format!("link add {m} type veth peer name {r} netns {}", nr.name));
-            nm.ip(&format!("addr add {}/64 dev {m} nodad", addr(l, NID_A)));
-            nr.ip(&format!("addr add {}/64 dev {r} nodad", addr(l, Nid(1))));
+            nm.ip(&format!("addr add {}/64 dev {m} nodad", ilnp_addr(l, NID_A)));
+            nr.ip(&format!("addr add {}/64 dev {r} nodad", ilnp_addr(l, Nid(1))));
             nm.ip(&format!("link set {m} up"));
             nr.ip(&format!("link set {r} up"));
         }
         // the main table's choice: m2 (the lower metric)
-        nm.ip(&format!("-6 route add default via {} dev m2 metric 100", addr(L2, Nid(1))));
-        nm.ip(&format!("-6 route add default via {} dev m3 metric 200", addr(L3, Nid(1))));
+        nm.ip(&format!("-6 route add default via {} dev m2 metric 100", ilnp_addr(L2, Nid(1))));
+        nm.ip(&format!("-6 route add default via {} dev m3 metric 200", ilnp_addr(L3, Nid(1))));
         nm.enter();
         let tun = open_tun("ilnp0", false);
         nm.exec("sysctl -qw net.ipv6.conf.ilnp0.forwarding=1");
         nm.ip("link set ilnp0 mtu 1484 up");
-        nm.ip(&format!("addr add {}/128 dev ilnp0 nodad", addr(P, NID_A)));
-        nm.ip(&format!("route add {}/64 dev ilnp0", addr(P, Nid(0))));
+        nm.ip(&format!("addr add {}/128 dev ilnp0 nodad", ilnp_addr(P, NID_A)));
+        nm.ip(&format!("route add {}/64 dev ilnp0", ilnp_addr(P, Nid(0))));
         let (m2, m3) = (nm.ifindex("m2"), nm.ifindex("m3"));
         let cfg = DatapathConfig {
             mode: Mode::Ebpf,
@@ -735,11 +733,12 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
             deprecated: false,
         };
         dp.set_local_locators(&[loc(L2, m2), loc(L3, m3)]).unwrap();
-        let routers = |v: &[(u32, Locator)]| v.iter().map(|(i, l)| (*i, addr(*l, Nid(1)))).collect();
+        let routers = |v: &[(u32, Locator)]| v.iter().map(|(i, l)| (*i, ilnp_addr(*l, Nid(1)))).collect();
         dp.set_uplink_routers(&routers(&[(m2, L2), (m3, L3)])).unwrap();
         let (cap2, cap3) = (capture(m2), capture(m3));
         let mut h = Host { ns: nm, nid: NID_A, tun, uplink: m2, dp };
-        let from = |l: Locator| move |p: &[u8]| is_udp_to(p, addr(LB, NID_B)) && p[8..24] == addr(l, NID_A).octets();
+        let from =
+            |l: Locator| move |p: &[u8]| is_udp_to(p, ilnp_addr(LB, NID_B)) && p[8..24] == ilnp_addr(l, NID_A).octets();
         let entry = |local_loc| IlccSnapshot {
             nid: NID_B,
             local_loc,
@@ -768,14 +767,14 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
         assert_eq!(stat(&h.dp, "egress_via_router"), 2);
         assert_eq!(stat(&h.dp, "egress_fast"), 3);
         // m3's router is gone: the packet from L3 takes the main route (m2), counted
-        h.ns.ip(&format!("-6 route del default via {} dev m3", addr(L3, Nid(1))));
+        h.ns.ip(&format!("-6 route del default via {} dev m3", ilnp_addr(L3, Nid(1))));
         h.dp.set_uplink_routers(&routers(&[(m2, L2)])).unwrap();
         sent(&h, &cap2, &cap3, L3, "from L3 without a router on m3");
         assert_eq!((stat(&h.dp, "egress_via_router"), stat(&h.dp, "egress_fib_fallback")), (2, 1));
         // no route at all: punted to ilnpd, not sent
-        h.ns.ip(&format!("-6 route del default via {} dev m2", addr(L2, Nid(1))));
+        h.ns.ip(&format!("-6 route del default via {} dev m2", ilnp_addr(L2, Nid(1))));
         udp_send(&h, NID_B, 5555, b"no route");
-        assert!(wait_packet(&h.tun, Duration::from_secs(1), |p| is_udp_to(p, addr(P, NID_B))).is_some());
+        assert!(wait_packet(&h.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(P, NID_B))).is_some());
         assert_eq!(stat(&h.dp, "egress_punt_fib"), 1);
         assert_eq!(stat(&h.dp, "egress_fast"), 4);
         let _ = h.uplink;

@@ -65,7 +65,7 @@ impl Daemon {
                 let mut core: BTreeMap<String, u64> =
                     self.core.stats().counters.iter().map(|(k, v)| (k.to_string(), *v)).collect();
                 for (k, v) in &self.counters {
-                    *core.entry(k.to_string()).or_insert(0) += v;
+                    *core.entry(k.name().to_string()).or_insert(0) += v;
                 }
                 let datapath = self
                     .dp

@@ -1,0 +1,258 @@
+//! The slow path: packets from the TUN handed to the core, the core's actions
+//! carried out (raw socket, TUN, BPF maps, events), the drop-log rate limit, and
+//! the shell's own counters.
+
+use super::{requests, Daemon};
+use ilnp_core::{Action, Event};
+use ilnp_wire::split_addr;
+use ilnp_wire::translate::Csum;
+use socket2::{SockAddr, Socket};
+use std::net::{Ipv6Addr, SocketAddrV6};
+use std::time::{Duration, Instant};
+
+/// Drop log lines per reason per second (every drop is counted regardless).
+const DROP_LOG_BURST: u32 = 10;
+
+/// What the shell itself counts (next to the core's counters in `ilnpctl stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum ShellCounter {
+    /// the chosen uplink had no route to the destination: the main table decided
+    SendUplinkFallback,
+    /// the raw socket refused a wire packet
+    SendError,
+    /// writing a packet to the TUN failed
+    DeliverError,
+    /// a TUN packet shorter than an IPv6 header, or not IPv6
+    TunRunt,
+    /// multicast (MLD...) the kernel sent on ilnp0
+    TunMulticastIgnored,
+    /// a GSO super-packet that missed the fast path, cut into segments
+    SlowPathGsoSplit,
+    /// a GSO super-packet that could not be cut
+    SlowPathGsoBad,
+}
+
+impl ShellCounter {
+    /// The counter's name in `ilnpctl stats` (JSON).
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            ShellCounter::SendUplinkFallback => "send_uplink_fallback",
+            ShellCounter::SendError => "send_error",
+            ShellCounter::DeliverError => "deliver_error",
+            ShellCounter::TunRunt => "tun_runt",
+            ShellCounter::TunMulticastIgnored => "tun_multicast_ignored",
+            ShellCounter::SlowPathGsoSplit => "slow_path_gso_split",
+            ShellCounter::SlowPathGsoBad => "slow_path_gso_bad",
+        }
+    }
+}
+
+impl Daemon {
+    /// Sends a wire packet through `uplink`, the one the core chose (it owns the
+    /// packet's source locator; the kernel routes it via that interface's routes
+    /// only), so it reaches the network its source address belongs to (BCP 38) over
+    /// the path it was advertised for. If that uplink has no route to the
+    /// destination (its router is gone), the main table decides, counted as
+    /// `send_uplink_fallback`.
+    fn send_wire(&mut self, pkt: &[u8], uplink: Option<u32>) {
+        let Ok(dst) = ilnp_wire::ipv6::Packet::new_checked(pkt).map(|p| p.dst()) else { return };
+        if let Some(ifindex) = uplink {
+            match send_via(&self.raw, pkt, dst, ifindex) {
+                Ok(()) => return,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENETUNREACH) | Some(libc::EHOSTUNREACH)) => {
+                    self.bump(ShellCounter::SendUplinkFallback);
+                    tracing::debug!("no route to {dst} via ifindex {ifindex}: main table");
+                }
+                Err(e) => {
+                    self.bump(ShellCounter::SendError);
+                    tracing::debug!("sending {} bytes to {dst} via ifindex {ifindex}: {e}", pkt.len());
+                    return;
+                }
+            }
+        }
+        let sa = SockAddr::from(SocketAddrV6::new(dst, 0, 0, 0));
+        if let Err(e) = self.raw.send_to(pkt, &sa) {
+            self.bump(ShellCounter::SendError);
+            tracing::debug!("sending {} bytes to {dst}: {e}", pkt.len());
+        }
+    }
+
+    fn bump(&mut self, k: ShellCounter) {
+        *self.counters.entry(k).or_insert(0) += 1;
+    }
+
+    pub(super) fn run_actions(&mut self, actions: Vec<Action>) {
+        for a in actions {
+            match a {
+                Action::SendWire { pkt, uplink } => self.send_wire(&pkt, uplink),
+                Action::DeliverLocal(pkt) => {
+                    if let Err(e) = self.tun.send(&pkt) {
+                        self.bump(ShellCounter::DeliverError);
+                        tracing::debug!("{e:#}");
+                    }
+                }
+                Action::IlccUpsert(s) => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.upsert_peer(&s) {
+                            tracing::warn!("{e:#}");
+                        }
+                    }
+                }
+                Action::IlccRemove(nid) => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.remove_peer(nid) {
+                            tracing::warn!("removing {nid} from the fast path: {e:#}");
+                        }
+                    }
+                }
+                Action::LocalLocators(l) => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.set_local_locators(&l) {
+                            tracing::warn!("{e:#}");
+                        }
+                    }
+                }
+                Action::Event(ev) => self.emit(ev),
+            }
+        }
+    }
+
+    fn emit(&mut self, ev: Event) {
+        if let Event::Drop { reason, .. } = &ev {
+            // at most DROP_LOG_BURST log lines per reason per second; all are counted,
+            // and what was not logged is summed up in one line when the window ends
+            let now = Instant::now();
+            self.flush_drop_log(now);
+            let e = self.drop_log.entry(reason).or_insert((now, 0));
+            e.1 += 1;
+            if e.1 <= DROP_LOG_BURST {
+                tracing::warn!("{ev}");
+            }
+        } else {
+            tracing::info!("{ev}");
+        }
+        let _ = self.events.send(requests::monitor_event(&ev).to_line());
+    }
+
+    /// Ends drop-log windows older than a second, with one line per reason saying
+    /// how many drops were not logged (the counters in `ilnpctl stats` have them all).
+    pub(super) fn flush_drop_log(&mut self, now: Instant) {
+        self.drop_log.retain(|reason, (start, n)| {
+            if now.duration_since(*start) < Duration::from_secs(1) {
+                return true;
+            }
+            if *n > DROP_LOG_BURST {
+                let secs = now.duration_since(*start).as_secs_f64();
+                tracing::warn!(
+                    "drop ({reason}): {} more in the last {secs:.1} s not logged (rate limit)",
+                    *n - DROP_LOG_BURST
+                );
+            }
+            false
+        });
+    }
+
+    pub(super) fn on_tun_packet(&mut self, pkt: &[u8], meta: crate::tun::PacketMeta) {
+        let now = Instant::now();
+        let csum = if meta.needs_csum { Csum::Partial } else { Csum::Complete };
+        if pkt.len() < 40 {
+            self.bump(ShellCounter::TunRunt);
+            return;
+        }
+        let Ok(ip) = ilnp_wire::ipv6::Packet::new_checked(pkt) else {
+            self.bump(ShellCounter::TunRunt);
+            return;
+        };
+        if ip.dst().is_multicast() {
+            // MLD and the like that the kernel sends on ilnp0: nothing to carry
+            self.bump(ShellCounter::TunMulticastIgnored);
+            return;
+        }
+        let (sl, _) = split_addr(ip.src());
+        let outbound = sl == self.cfg.id_prefix;
+        if meta.gso_type != 0 && outbound {
+            // A GSO super-packet missed the fast path (first burst after a flush,
+            // an entry just created): the raw socket cannot send it whole, so it
+            // is cut into MSS-sized segments with complete checksums.
+            match crate::gso::split(pkt, &meta.vnet_hdr) {
+                Ok(segs) => {
+                    self.bump(ShellCounter::SlowPathGsoSplit);
+                    for s in segs {
+                        let actions = self.core.handle_outbound(now, &s, Csum::Complete);
+                        self.run_actions(actions);
+                    }
+                }
+                Err(e) => {
+                    self.bump(ShellCounter::SlowPathGsoBad);
+                    tracing::debug!("GSO packet from {}: {e}", self.tun.name);
+                }
+            }
+            return;
+        }
+        let actions =
+            if outbound { self.core.handle_outbound(now, pkt, csum) } else { self.core.handle_inbound(now, pkt, csum) };
+        self.run_actions(actions);
+    }
+
+    pub(super) fn on_timer(&mut self) {
+        // the core's timer may be a soft-handoff quiet period ending: it decides on
+        // the fast path's latest receive stamps (read here, not polled)
+        self.feed_local_activity();
+        let actions = self.core.handle_timeout(Instant::now());
+        self.run_actions(actions);
+    }
+}
+
+/// Sends `pkt` (a whole IPv6 packet) on the IPPROTO_RAW socket with an
+/// IPV6_PKTINFO control message naming `ifindex` and no source address:
+/// rawv6_sendmsg() takes the output interface from it even with the header
+/// included, and an output interface without a source address makes the route
+/// lookup strict (RT6_LOOKUP_F_IFACE: only routes through that interface).
+fn send_via(raw: &Socket, pkt: &[u8], dst: Ipv6Addr, ifindex: u32) -> std::io::Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, SockaddrIn6};
+    use std::os::fd::AsRawFd;
+    let info = libc::in6_pktinfo { ipi6_addr: libc::in6_addr { s6_addr: [0; 16] }, ipi6_ifindex: ifindex };
+    let to = SockaddrIn6::from(SocketAddrV6::new(dst, 0, 0, 0));
+    sendmsg(
+        raw.as_raw_fd(),
+        &[std::io::IoSlice::new(pkt)],
+        &[ControlMessage::Ipv6PacketInfo(&info)],
+        MsgFlags::empty(),
+        Some(&to),
+    )
+    .map(|_| ())
+    .map_err(std::io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ShellCounter;
+
+    #[test]
+    fn shell_counters_keep_their_json_names() {
+        let names: Vec<&str> = [
+            ShellCounter::SendUplinkFallback,
+            ShellCounter::SendError,
+            ShellCounter::DeliverError,
+            ShellCounter::TunRunt,
+            ShellCounter::TunMulticastIgnored,
+            ShellCounter::SlowPathGsoSplit,
+            ShellCounter::SlowPathGsoBad,
+        ]
+        .into_iter()
+        .map(ShellCounter::name)
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "send_uplink_fallback",
+                "send_error",
+                "deliver_error",
+                "tun_runt",
+                "tun_multicast_ignored",
+                "slow_path_gso_split",
+                "slow_path_gso_bad"
+            ]
+        );
+    }
+}
