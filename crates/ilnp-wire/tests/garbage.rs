@@ -266,26 +266,32 @@ fn former_fuzz_findings() {
     }
 }
 
-/// Writes the seed inputs as a fuzz seed corpus (fuzz/seeds/<target>/):
-/// `ILNP_FUZZ_SEEDS=fuzz/seeds cargo test -p ilnp-wire --test garbage -- --ignored write_fuzz_seeds`
+/// The fuzz seed corpus (`fuzz/seeds/<target>/seed-NN`) is exactly `seeds()`, so the fuzzers
+/// start from every input these tests know. After changing `seeds()`, refresh it with
+/// `ILNP_FUZZ_SEEDS_WRITE=1 cargo test -p ilnp-wire --test garbage fuzz_seed_corpus`.
 #[test]
-#[ignore = "writes files; run by hand to refresh fuzz/seeds"]
-fn write_fuzz_seeds() {
-    let dir = std::path::PathBuf::from(std::env::var("ILNP_FUZZ_SEEDS").expect("set ILNP_FUZZ_SEEDS"));
-    let targets =
+fn fuzz_seed_corpus_is_current() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds");
+    let write = std::env::var("ILNP_FUZZ_SEEDS_WRITE").is_ok_and(|v| v == "1");
+    let plain =
         ["ipv6", "destopts", "icmpv6_lu", "to_identifier", "icmp_error", "translate", "core_inbound", "classify"];
-    for t in targets {
-        std::fs::create_dir_all(dir.join(t)).unwrap();
-        for (i, s) in seeds().iter().enumerate() {
-            std::fs::write(dir.join(t).join(format!("seed-{i:02}")), s).unwrap();
+    // rdata_wire takes the RR type's offset from 104 as its first byte (107: L64)
+    let targets = plain.iter().map(|t| (*t, None)).chain([("rdata_wire", Some(107u8 - 104)), ("rdata_text", None)]);
+    let mut stale = Vec::new();
+    for (t, prefix) in targets {
+        if write {
+            std::fs::create_dir_all(dir.join(t)).unwrap();
         }
-    }
-    for (t, prefix) in [("rdata_wire", Some(107u8 - 104)), ("rdata_text", None)] {
-        std::fs::create_dir_all(dir.join(t)).unwrap();
         for (i, s) in seeds().iter().enumerate() {
-            let mut v = prefix.map(|p| vec![p]).unwrap_or_default();
+            let mut v: Vec<u8> = prefix.map(|p| vec![p]).unwrap_or_default();
             v.extend_from_slice(s);
-            std::fs::write(dir.join(t).join(format!("seed-{i:02}")), v).unwrap();
+            let f = dir.join(t).join(format!("seed-{i:02}"));
+            if write {
+                std::fs::write(&f, &v).unwrap();
+            } else if std::fs::read(&f).ok().as_deref() != Some(&v[..]) {
+                stale.push(f.display().to_string());
+            }
         }
     }
+    assert!(stale.is_empty(), "fuzz seeds missing or stale (refresh: see this test's doc): {stale:?}");
 }
