@@ -47,8 +47,20 @@ def l64(prefix: str) -> str:
     return groups64(upper64(prefix))
 
 
-def nid_value(nid: str) -> int:
-    return int(nid.replace(":", ""), 16)
+def nid_value(nid: str | int) -> int:
+    """A NID as an integer, from its four groups ("200:ff:fe00:d" too: groups are
+    zero-filled) or 16 hex digits; ValueError naming the value otherwise."""
+    if isinstance(nid, int):
+        return nid
+    s = nid.strip().lower()
+    if ":" in s:
+        parts = s.split(":")
+        if len(parts) != 4 or any(not p or len(p) > 4 for p in parts):
+            raise ValueError(f"NID {nid!r}: expected xxxx:xxxx:xxxx:xxxx")
+        return int("".join(p.zfill(4) for p in parts), 16)
+    if len(s) != 16:
+        raise ValueError(f"NID {nid!r}: expected 16 hex digits")
+    return int(s, 16)
 
 
 def address(l64_or_prefix: str, nid: str) -> str:

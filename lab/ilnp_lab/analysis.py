@@ -44,6 +44,7 @@ from bisect import bisect_right
 from collections import Counter, defaultdict
 from typing import Iterable, Iterator, Sequence
 
+from .addr import groups64, nid_value
 from .pcap import EXT_HDRS, ICMPV6, TCP, UDP, iter_ipv6, upper_layer
 
 LU_TYPE = 156
@@ -244,7 +245,7 @@ def _arrival_metrics(arrivals: list[tuple[float, int]], end_s: float | None, bin
 
 
 def _loc_str(b: bytes) -> str:
-    return _groups(int.from_bytes(b[:8], "big"))
+    return groups64(int.from_bytes(b[:8], "big"))
 
 
 def accepted_locators(lus: Sequence[dict], handoff: str | None) -> list[tuple[float, frozenset[str]]]:
@@ -271,7 +272,7 @@ def stale_drops(mn_pcaps: str | Iterable[str], t0: float, mn_nid: str | int,
     """Packets captured at the MN that its ilnpd dropped for a stale locator, per flow:
     [{"proto", "src_port", "dst_port", "packets"}] (TCP/UDP; other protocols with ports 0),
     most first. Locator Updates are never dropped this way (ilnpd handles them first)."""
-    nid = _parse_nid(mn_nid)
+    nid = nid_value(mn_nid)
     count: Counter = Counter()
     for ts, pkt, nh, off, _l4len in _l4(_as_list(mn_pcaps), (TCP, UDP, ICMPV6)):
         if int.from_bytes(pkt[32:40], "big") != nid or not _stale(accepted, ts - t0, pkt[24:32]):
@@ -625,24 +626,6 @@ def udp_transfer(
 # --------------------------------------------------------------------------- Locator Updates
 
 
-def _groups(v: int) -> str:
-    return f"{(v >> 48) & 0xFFFF:04x}:{(v >> 32) & 0xFFFF:04x}:{(v >> 16) & 0xFFFF:04x}:{v & 0xFFFF:04x}"
-
-
-def _parse_nid(nid: str | int) -> int:
-    if isinstance(nid, int):
-        return nid
-    s = nid.strip().lower()
-    if ":" in s:
-        parts = s.split(":")
-        if len(parts) != 4 or any(not p or len(p) > 4 for p in parts):
-            raise ValueError(f"NID {nid!r}: expected xxxx:xxxx:xxxx:xxxx")
-        return int("".join(p.zfill(4) for p in parts), 16)
-    if len(s) != 16:
-        raise ValueError(f"NID {nid!r}: expected 16 hex digits")
-    return int(s, 16)
-
-
 # copies of an advertisement sent within this time after its ack reached the MN
 # crossed that ack on the wire (the daemon had not processed it yet)
 _ACK_RACE_S = 0.010
@@ -657,7 +640,7 @@ def lu_handshakes(mn_pcaps: str | Iterable[str], t0: float, mn_nid: str | int | 
     correspondent is two copies), `attempts` counts send instants (copies less than 1 ms
     apart are one attempt).
     """
-    want = None if mn_nid is None else _parse_nid(mn_nid)
+    want = None if mn_nid is None else nid_value(mn_nid)
     lus = []
     for ts, pkt, _nh, off, l4len in _l4(_as_list(mn_pcaps), (ICMPV6,)):
         if off + 8 > len(pkt) or pkt[off] != LU_TYPE:
@@ -689,10 +672,10 @@ def lu_handshakes(mn_pcaps: str | Iterable[str], t0: float, mn_nid: str | int | 
                 continue
             locs = []
             for i in range(min(nlocs, len(body) // 12)):
-                locs.append(_groups(int.from_bytes(body[12 * i : 12 * i + 8], "big")))
+                locs.append(groups64(int.from_bytes(body[12 * i : 12 * i + 8], "big")))
             a = {
-                "src_nid": _groups(src),
-                "dst_nid": _groups(dst),
+                "src_nid": groups64(src),
+                "dst_nid": groups64(dst),
                 "t_sent_s": t,
                 "copies": 1,
                 "attempts": 1,
