@@ -71,7 +71,9 @@ def main(argv=None) -> int:
             meta = json.loads((args.dir / "meta.json").read_text())
             if args.reanalyse:
                 from . import runner
-                results = runner.reanalyse(args.dir, results, load(meta["file"]))
+                ex = load(meta["file"])
+                ex.dad, ex.dad_transmits = meta.get("dad", ex.dad), meta.get("dad_transmits", ex.dad_transmits)
+                results = runner.reanalyse(args.dir, results, ex)
                 (args.dir / "results.json").write_text(json.dumps(results, indent=1))
             print(report.write(args.dir, results, meta))
             return 0

@@ -208,7 +208,8 @@ class Run:
         lus = analysis.lu_handshakes(mn_pcaps, t0, mn_nid=mn_nid) if mn_nid else []
         # hard handoff: the MN accepts only the locators of its latest LU; packets captured to others were dropped
         acc = analysis.accepted_locators(lus, cell.scheme.split("-")[1] if mn_nid else None)
-        kw = {"accepted": acc, "events": timeline, "end_s": self.duration}
+        events = event_context(ex, cell.move, mn_pcaps[0], t0, timeline)
+        kw = {"accepted": acc, "events": events, "end_s": self.duration}
         if ex.kind == "tcp":
             flow = analysis.tcp_flow(cn_pcaps, mn_pcaps, IPERF_PORT, t0, **kw)
         else:
@@ -271,6 +272,44 @@ def probe_loss(d: Path, ex: Experiment) -> dict | None:
             "mn_to_cn_sent": b["sent"], "mn_to_cn_lost": b["sent"] - len(a["got"])}
 
 
+# RetransTimer (RFC 4861 default; radvd advertises 0, unspecified): one DAD probe's wait
+DAD_RETRANS_S = 1.0
+
+
+def first_ra_s(mn_pcap: str, t0: float, after_s: float, prefix: str) -> float | None:
+    """The first Router Advertisement carrying `prefix` captured at the MN at or after
+    `after_s` (relative to t0), or None."""
+    want = ipaddress.IPv6Network(prefix).network_address.packed[:8]
+    for p in pcap.read(mn_pcap):
+        if p.proto == pcap.ICMPV6 and p.l4[:1] == b"\x86" and p.ts - t0 >= after_s and want in p.l4[16:]:
+            return p.ts - t0
+    return None
+
+
+def event_context(ex: Experiment, move: str, mn_pcap: str, t0: float, timeline: list[dict]) -> list[dict]:
+    """The timeline's events with what their interruption window needs (analysis.event_window):
+    `rtt_s` = the larger configured round trip of the MN's paths up just before and just after
+    the event; `usable_s` = for the MN joining a network, when its new locator is usable (the
+    first RA with its prefix, plus dad_transmits x RetransTimer unless DAD is optimistic or
+    off), None if no RA was captured; otherwise the event's own time."""
+    up = {iface for iface, link in ex.host_ifaces(ex.mn) if link.up}
+    rtt = {iface: ex.path_rtt_s(move, ex.mn, iface) for iface, _ in ex.host_ifaces(ex.mn)}
+    out = []
+    for e in sorted(timeline, key=lambda e: e["t_s"]):
+        before = set(up)
+        if e["node"] == ex.mn:
+            (up.add if e["action"] == "up" else up.discard)(e["iface"])
+        paths = before | up or set(rtt)
+        usable = e["t_s"]
+        if e["node"] == ex.mn and e["action"] == "up":
+            ra = ex.radvd_facing(ex.mn, e["iface"])
+            t_ra = first_ra_s(mn_pcap, t0, e["t_s"], ra.prefix) if ra else None
+            dad = ex.dad_transmits * DAD_RETRANS_S if ex.dad == "standard" else 0.0
+            usable = None if t_ra is None else round(t_ra + dad, 6)
+        out.append(dict(e, rtt_s=max(rtt[i] for i in paths), usable_s=usable))
+    return out
+
+
 def ra_to_lu_ms(mn_pcap: str, t0: float, timeline: list[dict], ex: Experiment, lus: list[dict]) -> float | None:
     """Locator usable -> LU on the wire: from the first Router Advertisement carrying the
     joined network's prefix (with optimistic DAD the address is usable on receipt) to
@@ -279,12 +318,7 @@ def ra_to_lu_ms(mn_pcap: str, t0: float, timeline: list[dict], ex: Experiment, l
     ra = ex.radvd_facing(ex.mn, join["iface"]) if join else None
     if not ra or not lus:
         return None
-    want = ipaddress.IPv6Network(ra.prefix).network_address.packed[:8]
-    t_ra = None
-    for p in pcap.read(mn_pcap):
-        if p.proto == pcap.ICMPV6 and p.l4[:1] == b"\x86" and p.ts - t0 >= join["t_s"] and want in p.l4[16:]:
-            t_ra = p.ts - t0
-            break
+    t_ra = first_ra_s(mn_pcap, t0, join["t_s"], ra.prefix)
     if t_ra is None:
         return None
     after = [l["t_sent_s"] for l in lus if l["t_sent_s"] >= t_ra]

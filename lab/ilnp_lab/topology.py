@@ -155,6 +155,30 @@ class Experiment:
         """The L64s of `initial_prefixes(host)`: the locators a static peer entry lists."""
         return [l64(p) for _, p in self.initial_prefixes(host)]
 
+    def path_rtt_s(self, move: str, host: str, iface: str) -> float:
+        """The configured round trip (link delays, both ways) between the CN and `host` when
+        the traffic enters `host` through `iface`: the least-delay path from the CN to the
+        far end of that link, plus the link itself. Queueing and processing are not in it."""
+        links = self.links_for(move)
+        last = next(l for l in links if (l.a, l.a_if) == (host, iface) or (l.b, l.b_if) == (host, iface))
+        far = last.b if last.a == host else last.a
+        dist, todo = {self.cn: 0.0}, [self.cn]
+        while todo:  # Bellman-Ford style relaxation: a handful of nodes
+            n = todo.pop()
+            if n != self.cn and not self.nodes[n]:
+                continue  # hosts do not forward
+            for l in links:
+                if l is last or n not in (l.a, l.b):
+                    continue
+                other = l.b if l.a == n else l.a
+                d = dist[n] + l.delay_ms
+                if d < dist.get(other, float("inf")):
+                    dist[other] = d
+                    todo.append(other)
+        if far not in dist:
+            raise ValueError(f"{self.name}: no path from {self.cn} to {far}")
+        return round(2 * (dist[far] + last.delay_ms) / 1000, 6)
+
     def radvd_facing(self, node: str, iface: str) -> RadvdSpec | None:
         """The radvd advertising onto the link behind `node:iface`, if any."""
         for l in self.links:
