@@ -761,3 +761,36 @@ def test_event_context_windows_from_the_topology(tmp_path):
     ex.dad, ex.dad_transmits = "standard", 2
     assert runner.event_context(ex, "lan-lan", m, T0, tl)[0]["usable_s"] == pytest.approx(8.01)
     assert runner.event_context(ex, "lan-lan", m, T0, tl)[1]["rtt_s"] == 0.0
+
+
+def test_reverse_flow_mn_is_the_client(tmp_path):
+    """iperf3 -R (mptcp-client): the MN opens the control and the data connections to the
+    CN's port 5201 and sends the 37-byte cookie on each; the data flows from the CN's port
+    (its ISN in the SYN-ACK) to the MN. Segment 2 is lost and retransmitted."""
+    srv_isn = 900_000
+    cn, mn = [], []
+
+    def both(t, p):
+        cn.append((t, p))
+        mn.append((t + 0.0005, p))
+
+    for sport, t in ((CTRL, 0.0), (DATA, 0.05)):
+        both(t, tcp(MN_A, CN_ADDR, sport, PORT, ISN[sport], "S", options=[("MSS", SEG)]))
+        both(t + 0.001, tcp(CN_ADDR, MN_A, PORT, sport, srv_isn, "SA", options=[("MSS", SEG)]))
+        both(t + 0.002, tcp(MN_A, CN_ADDR, sport, PORT, ISN[sport] + 1, payload=b"k" * 37))  # the cookie
+    for i in range(6):
+        p = tcp(CN_ADDR, MN_A, PORT, DATA, srv_isn + 1 + i * SEG, payload=b"d" * SEG)
+        cn.append((1.0 + 0.1 * i, p))
+        if i != 2:
+            mn.append((1.01 + 0.1 * i, p))
+    p = tcp(CN_ADDR, MN_A, PORT, DATA, srv_isn + 1 + 2 * SEG, payload=b"d" * SEG)
+    cn.append((1.8, p))
+    mn.append((1.81, p))
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    r = analysis.tcp_flow(c, m, PORT, T0, end_s=2.0, reverse=True)
+    assert r["connections"] == [[DATA, PORT]] and r["control_connections"] == [[CTRL, PORT]]
+    assert r["bytes_received"] == 6 * SEG and r["bytes_sent"] == 6 * SEG, "the MN's cookies are not data"
+    assert r["retransmissions"] == 1 and r["lost"] == 1 and r["mss"] == SEG
+    assert r["last_data_at_s"] == pytest.approx(1.81)
+    # read as a forward flow, only the MN's cookie bytes past the first 37 would be "data": none
+    assert analysis.tcp_flow(c, m, PORT, T0, end_s=2.0)["bytes_received"] == 0

@@ -363,9 +363,11 @@ class _Seg:
 
 
 def _scan_tcp(paths: Sequence[str], port: int, t0: float, conns: dict, segs: list[_Seg], mss_opts: dict,
-              accepted: Sequence = (), dropped: list[_Seg] | None = None) -> None:
-    """Connections and data segments to `port`; with `accepted`, data segments to a stale
-    locator of the MN go to `dropped` instead of `segs`."""
+              accepted: Sequence = (), dropped: list[_Seg] | None = None, reverse: bool = False) -> None:
+    """Connections to the server `port` (keyed (client port, server port)) and their data
+    segments: to `port`, or with `reverse` (iperf3 -R) from it, whose ISN is then the
+    server's (its SYN-ACK); with `accepted`, data segments to a stale locator of the MN go to
+    `dropped` instead of `segs`."""
     for ts, pkt, _nh, off, l4len in _l4(paths, (TCP,)):
         if off + 14 > len(pkt):
             continue
@@ -388,6 +390,9 @@ def _scan_tcp(paths: Sequence[str], port: int, t0: float, conns: dict, segs: lis
             if fwd and not flags & _ACK:
                 if c["syn"] is None or t < c["syn"]:
                     c["syn"] = t
+                if not reverse:
+                    c["isn"] = seq
+            elif reverse and not fwd and flags & _ACK:
                 c["isn"] = seq
             for kind, val in _tcp_options(pkt, off, doff):
                 if kind == 2 and len(val) == 2:  # MSS
@@ -401,7 +406,7 @@ def _scan_tcp(paths: Sequence[str], port: int, t0: float, conns: dict, segs: lis
                     elif sub == 0 and len(val) >= 10:  # MP_CAPABLE with the sender's key
                         c["keys"].append(bytes(val[2:10]))
             continue
-        if dport != port:
+        if (sport if reverse else dport) != port:
             continue
         ln = l4len - doff
         if ln > 0:
@@ -434,6 +439,7 @@ def tcp_flow(
     bin_s: float = 0.5,
     end_s: float | None = None,
     control: bool = True,
+    reverse: bool = False,
 ) -> dict:
     """Metrics of an iperf3 TCP flow CN → MN whose server listens on `port` on the MN.
 
@@ -444,6 +450,8 @@ def tcp_flow(
     (bytes 0-36 of a connection whose SYN was seen and that is not an MPTCP join) is not
     counted as data, so `bytes_received` matches iperf3's own byte count.
     `control=False` is for traffic without a control connection: everything counts.
+    `reverse=True` (iperf3 -R): the server listens on `port` on the CN and the MN is the
+    client; the data still flows CN -> MN, from `port`, and carries no cookie.
 
     Segments captured at the MN to a locator that `accepted` (see `accepted_locators`)
     excludes were dropped by its ilnpd: `stale_dropped`, not received. `lost` = data
@@ -459,8 +467,8 @@ def tcp_flow(
     cn_segs: list[_Seg] = []
     mn_segs: list[_Seg] = []
     dropped: list[_Seg] = []
-    _scan_tcp(cn_paths, port, t0, conns, cn_segs, mss_opts)
-    _scan_tcp(mn_paths, port, t0, conns, mn_segs, mss_opts, accepted, dropped)
+    _scan_tcp(cn_paths, port, t0, conns, cn_segs, mss_opts, reverse=reverse)
+    _scan_tcp(mn_paths, port, t0, conns, mn_segs, mss_opts, accepted, dropped, reverse=reverse)
     cn_segs.sort(key=lambda s: s.ts)
     mn_segs.sort(key=lambda s: s.ts)
 
@@ -484,7 +492,7 @@ def tcp_flow(
                 excluded.add(k)  # an MPTCP subflow of the control connection
     data_keys = {k for k in conns if k not in excluded}
     cookie = {}
-    if control:
+    if control and not reverse:  # iperf3's client sends the cookie: with -R, not in the data's direction
         for k in data_keys:
             c = conns[k]
             if c["isn"] is not None and c["join_token"] is None:

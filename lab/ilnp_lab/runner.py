@@ -5,9 +5,10 @@ the run fails or the user presses Ctrl-C.
 One run: build the network, start radvd and wait for SLAAC, set up the scheme
 (schemes.py: ilnpd on CN and MN with hard or soft handoff; nothing for plain IPv6; MPTCP
 limits and endpoints for every address, which follow the MN's addresses on the timeline), start tcpdump on the CN
-and the MN, the iperf3 server on the MN and the UDP probe at both ends, start the
-iperf3 client on the CN at t = 0, play the timeline (links up/down), wait for the
-flow to end, then analyse the captures (analysis.py) into `result.json`.
+and the MN, the iperf3 server on the MN (with `mptcp-client`: on the CN) and the UDP probe
+at both ends, start the iperf3 client on the CN (the MN, with -R) at t = 0 (the data flows
+CN -> MN either way), play the timeline (links up/down), wait for the flow to end, then
+analyse the captures (analysis.py) into `result.json`.
 """
 
 from __future__ import annotations
@@ -140,8 +141,10 @@ class Run:
         self.step = "start captures, server and probes"
         caps = {n.name: capture(n, d / f"{n.name}.pcap") for n in (cn, mn)}
         scheme.start()
-        srv = mn.spawn(*scheme.wrap, "iperf3", "-s", "-1", *scheme.server_bind(dst), "-p", str(IPERF_PORT), "-J",
-                       stdout=open(d / "iperf-server.json", "w"), stderr=open(d / "iperf-server.err", "w"))
+        # the data flows CN -> MN either way; `reverse`: the MN is the client (iperf3 -R, a download)
+        srv_node, cli_node, srv_addr, cli_addr = (cn, mn, src, dst) if scheme.reverse else (mn, cn, dst, src)
+        srv = srv_node.spawn(*scheme.wrap, "iperf3", "-s", "-1", *scheme.server_bind(srv_addr), "-p", str(IPERF_PORT),
+                             "-J", stdout=open(d / "iperf-server.json", "w"), stderr=open(d / "iperf-server.err", "w"))
         env = dict(os.environ, PYTHONPATH=str(LAB_DIR))
         probes = {}
         if ex.probe_pps:
@@ -149,16 +152,17 @@ class Run:
                 probes[node.name] = node.spawn("python3", "-m", "ilnp_lab.probe", me, peer, str(PROBE_PORT),
                                                str(self.duration), str(ex.probe_pps), str(d / f"probe-{node.name}.json"),
                                                env=env)
-        wait_for(lambda: port_listening(mn, IPERF_PORT), timeout=10, what="iperf3 server listening")
+        wait_for(lambda: port_listening(srv_node, IPERF_PORT), timeout=10, what="iperf3 server listening")
 
         self.step = "traffic and timeline"
-        args = [*scheme.wrap, "iperf3", "-c", dst, "-p", str(IPERF_PORT), "-t", str(self.duration), "-J", "-B", src]
+        args = [*scheme.wrap, "iperf3", "-c", srv_addr, "-p", str(IPERF_PORT), "-t", str(self.duration), "-J",
+                "-B", cli_addr] + (["-R"] if scheme.reverse else [])
         if ex.kind == "tcp":
             args += ["-C", cell.cc] + (["-w", ex.window] if ex.window else [])
         else:
             args += ["-u"] + (["-b", cell.load.rate] if cell.load.rate else []) + (["-l", str(cell.load.size)] if cell.load.size else [])
         t0 = time.time()
-        cli = cn.spawn(*args, stdout=open(d / "iperf-client.json", "w"), stderr=open(d / "iperf-client.err", "w"))
+        cli = cli_node.spawn(*args, stdout=open(d / "iperf-client.json", "w"), stderr=open(d / "iperf-client.err", "w"))
         timeline = []
         for at, e in self.event_times():
             delay = t0 + at - time.time()
@@ -210,14 +214,16 @@ class Run:
         acc = analysis.accepted_locators(lus, cell.scheme.split("-")[1] if mn_nid else None)
         events = event_context(ex, cell.move, mn_pcaps[0], t0, timeline)
         kw = {"accepted": acc, "events": events, "end_s": self.duration}
+        reverse = SCHEME_CLASSES[cell.scheme].reverse
         if ex.kind == "tcp":
-            flow = analysis.tcp_flow(cn_pcaps, mn_pcaps, IPERF_PORT, t0, **kw)
+            flow = analysis.tcp_flow(cn_pcaps, mn_pcaps, IPERF_PORT, t0, reverse=reverse, **kw)
         else:
             flow = analysis.udp_transfer(cn_pcaps, mn_pcaps, IPERF_PORT, t0, **kw)
         res["flow"] = flow
         res["stale_drops_by_flow"] = analysis.attribute_drops(analysis.stale_drops(mn_pcaps, t0, mn_nid, acc) if mn_nid else [],
                                                       {"flow": IPERF_PORT, "probe": PROBE_PORT}, stale if mn_nid else None)
-        res["iperf_receiver"] = analysis.iperf_receiver(d / "iperf-server.json", ex.kind)
+        # iperf3's receiver is the server, or with -R the client (the MN either way)
+        res["iperf_receiver"] = analysis.iperf_receiver(d / f"iperf-{'client' if reverse else 'server'}.json", ex.kind)
         res["session_survived"] = flow["broken_at_s"] is None  # data delivered in the flow's last second
         res["lu"] = lus
         res["lu_by_event"] = analysis.lu_by_event(lus, timeline)
