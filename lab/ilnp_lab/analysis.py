@@ -22,11 +22,12 @@ a data packet captured at the MN addressed to any other locator after that LU is
 as dropped (`stale_dropped`), never as an arrival (`accepted_locators`, `stale_drops`).
 
 Gaps (seed 000 §5.4 at the event): each gap between consecutive delivered arrivals is
-attributed to one period. A move event's window runs from `EVENT_PRE_S` before it to
+attributed to one period. A move event's window runs from `EVENT_PRE_S` before to
 `EVENT_RTTS` round trips plus `EVENT_MARGIN_S` after the moment the change can act on the
 flow: the event itself for a leave, the new locator becoming usable for a join (the first
-Router Advertisement with its prefix, plus DAD when it is not optimistic), given by the
-caller as the event's `usable_s`; the round trip is the event's `rtt_s`, the larger
+Router Advertisement with its prefix, plus DAD when it is not optimistic; before that the
+joined link carries nothing the flow uses), given by the caller as the event's `usable_s`;
+the round trip is the event's `rtt_s`, the larger
 configured RTT of the MN's paths before and after the event (a handoff pause begins within
 one RTT of the locator change: the LU reaches the CN, the old path drains, TCP reacts to
 loss or reordering within one more round trip). A gap that overlaps the window (in progress
@@ -70,7 +71,8 @@ IPERF_COOKIE = 37  # iperf3's per-connection cookie (COOKIE_SIZE)
 __all__ = ["tcp_flow", "udp_flow", "udp_transfer", "lu_handshakes", "accepted_locators", "stale_drops",
            "attribute_drops", "lu_by_event", "iperf_receiver", "summary", "event_window"]
 
-# a move event's window: [t - EVENT_PRE_S, usable + EVENT_RTTS * rtt + EVENT_MARGIN_S] (module doc)
+# a move event's window: [act - EVENT_PRE_S, act + EVENT_RTTS * rtt + EVENT_MARGIN_S], act = when the
+# change can act on the flow (the event for a leave, the new locator usable for a join; module doc)
 # the event's time is read just before the link changes, the captures' times by the kernel: a
 # few ms of tolerance for the order of the two clocks' readings
 EVENT_PRE_S = 0.005
@@ -193,12 +195,13 @@ def _event_kind(e: dict) -> str:
 
 
 def event_window(e: dict) -> tuple[float, float]:
-    """[start, end] of a move event's window (module doc), before clipping at the next one's.
-    Without `usable_s` the event itself is the change; without `rtt_s` the round trip is 0."""
+    """[start, end] of a move event's window (module doc), before clipping at the next one's:
+    around the moment the change can act on the flow, `usable_s` (default: the event's time).
+    Without `rtt_s` the round trip is 0."""
     t = float(e["t_s"])
-    usable = max(t, float(e.get("usable_s") if e.get("usable_s") is not None else t))
+    act = max(t, float(e.get("usable_s") if e.get("usable_s") is not None else t))
     rtt = float(e.get("rtt_s") or 0.0)
-    return t - EVENT_PRE_S, usable + EVENT_RTTS * rtt + EVENT_MARGIN_S
+    return act - EVENT_PRE_S, act + EVENT_RTTS * rtt + EVENT_MARGIN_S
 
 
 def _percentile(v: Sequence[float], p: float) -> float | None:

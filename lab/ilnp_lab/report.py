@@ -138,7 +138,7 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
               "delivered data (s), *not delivered after* = data packets the CN sent that never reached the MN "
               "(UDP: sent after the last delivered one); *interruption at join / leave* = the longest gap between "
               "delivered data arrivals that overlaps the event's window (in progress at its start or starting in "
-              f"it; up to the next event's): from {window['pre_s'] * 1000:g} ms before the event to "
+              f"it; up to the next event's): from {window['pre_s'] * 1000:g} ms before to "
               f"{window['rtts']:g} × RTT + {window['margin_s'] * 1000:g} ms after the change can act on the flow "
               "(a leave: the event; a join: the new locator usable, i.e. the first Router Advertisement with its "
               "prefix at the MN, plus DAD unless optimistic), RTT = the larger configured round trip of the MN's "
