@@ -475,18 +475,17 @@ def test_startup_gap_longer_than_the_handoff_gap_is_not_the_interruption(tmp_pat
     assert r["interruption_leave_ms"] == pytest.approx(80, abs=1e-3)
     assert r["interruption_leave_at_s"] == pytest.approx(6.05)
     assert r["tail_ms"] == pytest.approx(70, abs=1e-3)
-    assert r["window_s"] == analysis.EVENT_WINDOW_S == 5.0 and r["startup_s"] == analysis.STARTUP_S == 2.0
+    assert r["startup_s"] == analysis.STARTUP_S == 2.0
+    assert r["event_window"] == {"pre_s": analysis.EVENT_PRE_S, "rtts": analysis.EVENT_RTTS,
+                                 "margin_s": analysis.EVENT_MARGIN_S}
     join, leave = r["events"]
-    # the join's window runs from the gap in progress to the leave's (clipped), the leave's to the end
-    assert join["window_s"] == [pytest.approx(2.0), pytest.approx(6.05)] and join["key"] == "join"
-    assert leave["window_s"] == [pytest.approx(6.05), pytest.approx(8.0)] and not leave["broken"]
+    # no rtt_s / usable_s: each window runs from EVENT_PRE_S before the event to EVENT_MARGIN_S after it
+    assert join["window_s"] == [pytest.approx(2.05 - analysis.EVENT_PRE_S), pytest.approx(2.05 + analysis.EVENT_MARGIN_S)]
+    assert join["key"] == "join" and leave["key"] == "leave" and not leave["broken"]
     assert (join["gap_from_s"], join["gap_to_s"]) == (pytest.approx(2.0), pytest.approx(2.15))
-    assert r["steady_gap_ms"] is None, "every gap is start-up or in an event's window"
-    # a 1 s window: what follows it is steady state (50 ms spacing)
-    r1 = analysis.tcp_flow(c, m, PORT, T0, events=[JOIN, LEAVE], end_s=8.0, window_s=1.0)
-    assert r1["events"][0]["window_s"] == [pytest.approx(2.0), pytest.approx(3.05)]
-    assert r1["interruption_join_ms"] == pytest.approx(150, abs=1e-3)
-    assert r1["steady_gap_ms"] == pytest.approx(50, abs=1e-3)
+    # the steady state is the 50 ms spacing outside the windows: both gaps stand above it
+    assert r["steady_gap_ms"] == pytest.approx(50, abs=1e-3) and r["steady_gap_p99_ms"] == pytest.approx(50, abs=1e-3)
+    assert r["interruption_join_is_steady"] is False and r["interruption_leave_is_steady"] is False
     # UDP: the same definition
     u = []
     for t in times:
@@ -528,7 +527,8 @@ def test_stale_locator_drops_are_not_arrivals(tmp_path):
     acc = analysis.accepted_locators(lus, "hard")
     assert acc == [(pytest.approx(1.45), frozenset({LOC_R3}))]
     assert analysis.accepted_locators(lus, "soft") == [] and analysis.accepted_locators(lus, None) == []
-    join = {"t_s": 1.4, "label": "join R3", "action": "up"}
+    # the new locator usable at 1.45 (its RA, then the LU), a 100 ms path: the window ends at 1.70
+    join = {"t_s": 1.4, "label": "join R3", "action": "up", "usable_s": 1.45, "rtt_s": 0.1}
     r = analysis.tcp_flow(c, m, PORT, T0, accepted=acc, events=[join], end_s=2.5)
     assert r["stale_dropped"] == 2 and r["stale_dropped_segments"] == 2
     assert r["data_packets_received"] == 10, "8 first transmissions and 2 retransmissions delivered"
@@ -638,7 +638,8 @@ def test_report_columns_follow_the_new_metrics(tmp_path):
 
     c, m = hard_handoff_capture(tmp_path)
     acc = analysis.accepted_locators(analysis.lu_handshakes(m, T0, mn_nid=MN_NID), "hard")
-    ev = [{"t_s": 1.4, "label": "join R3", "action": "up"}, {"t_s": 2.3, "label": "leave R2", "action": "down"}]
+    ev = [{"t_s": 1.4, "label": "join R3", "action": "up", "usable_s": 1.45, "rtt_s": 0.1},
+          {"t_s": 2.3, "label": "leave R2", "action": "down"}]
     base = {"experiment": "x-tcp", "move": "lan-lan", "load": "default", "cc": "cubic", "ok": True, "timeline": ev,
             "lu_copies": 1, "ra_to_lu_ms": 0.5, "probe": {"cn_to_mn_lost": 3, "mn_to_cn_lost": 0},
             "lu_by_event": [{"key": "join", "handoff_delay_ms": 0.2}, {"key": "leave", "handoff_delay_ms": None}]}
@@ -651,14 +652,146 @@ def test_report_columns_follow_the_new_metrics(tmp_path):
     meta = {"experiment": "x-tcp", "command": "test", "started": "now", "runs_done": 2, "runs_failed": 0,
             "runs_per_cell": 1, "duration_s": 2.5, "versions": {"git": "abc"}}
     text = report.write(tmp_path / "out", [hard, plain], meta).read_text()
-    assert "interruption at join (ms)" in text and "within 5.0 s" not in text and "up to 5.0 s after it" in text
+    assert "interruption at join (ms)" in text and "up to 5.0 s after it" not in text
+    assert "from 5 ms before to 2 × RTT + 50 ms after the change can act on the flow" in text
     row = next(line for line in text.splitlines() if line.startswith("| ilnp-hard |"))
-    # flow lost, broken, interruption at join (1.41 -> 2.01) and at leave, start-up gap (100 ms spacing)
-    assert row.split(" | ")[5:10] == ["2", "—", "600.0", "100.0", "100.0"], row
+    # flow lost, broken, interruption at join (1.41 -> 2.01) and at leave (100 ms spacing: the
+    # steady level, marked), steady gap max / p99, start-up gap
+    assert row.split(" | ")[5:11] == ["2", "—", "600.0", "100.0 (1/1 ≤ steady)", "100.0 / 100.0", "100.0"], row
     prow = next(line for line in text.splitlines() if line.startswith("| plain |"))
     assert "1 run(s): 2.4: 0" in prow, prow  # broken at 2.41 (its last delivered data), all it sent was delivered
     rows = {r["scheme"]: r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
     assert rows["ilnp-hard"]["flow_lost"] == "2" and rows["ilnp-hard"]["interruption_join_ms"] == "600.0"
+    assert rows["ilnp-hard"]["interruption_join_is_steady"] == "False" and rows["ilnp-hard"]["interruption_leave_is_steady"] == "True"
+    assert rows["ilnp-hard"]["steady_gap_p99_ms"] == "100.0"
     assert rows["ilnp-hard"]["stale_drops_probe"] == "3" and rows["ilnp-hard"]["iperf_received"] == str(10 * SEG)
     assert rows["plain"]["flow_lost"] == "" and rows["plain"]["undelivered_after_break"] == "0"
     assert rows["plain"]["broken_at_s"] == "2.41" and rows["plain"]["interruption_leave_ms"] == ""
+
+
+# --------------------------------------------------------------------------- the RTT-based event window
+
+
+def test_event_window_follows_the_change_and_the_round_trip():
+    e = {"t_s": 5.0, "usable_s": 6.0, "rtt_s": 0.2}
+    assert analysis.event_window(e) == (pytest.approx(6.0 - analysis.EVENT_PRE_S),
+                                        pytest.approx(6.0 + analysis.EVENT_RTTS * 0.2 + analysis.EVENT_MARGIN_S))
+    # a leave acts at once; no RA seen (usable_s None): the event itself
+    assert analysis.event_window({"t_s": 20.0, "rtt_s": 0.2})[1] == pytest.approx(20.0 + 2 * 0.2 + 0.05)
+    assert analysis.event_window({"t_s": 5.0, "usable_s": None, "rtt_s": 0.0})[1] == pytest.approx(5.05)
+
+
+def test_steady_level_gap_after_the_event_is_not_its_interruption(tmp_path):
+    """Window-limited flow on a 200 ms path: a 40 ms gap every 100 ms (bursts of 60 ms at
+    10 ms spacing); first data at 0.3 after a 400 ms start-up gap (the first round trip). The
+    MN joins at 5.0, its new locator is usable at 6.0 (RA), rtt 0.2 s: the window is
+    [5.995, 6.45] (nothing on the joined link can act on the flow before). The handoff's pause straddles the LU: 6.10 -> 6.19 (90 ms); a steady-level gap
+    (45 ms) at 8.955, 4 s after the event, is steady state, and so are the 40 ms gaps in the
+    window; the old 5 s window took it as the join's interruption."""
+    base = [0.3] + [round(0.7 + 0.1 * b + 0.01 * k, 6) for b in range(93) for k in range(7)]  # to 9.96
+    base = sorted(set(x for x in base if not 8.955 <= x < 9.0) | {8.955})  # 8.955 -> 9.0: 45 ms
+    times = [x for x in base if not 6.1 < x < 6.19] + [6.19]
+    cn, mn = flow_at(sorted(times))
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    join = {"t_s": 5.0, "label": "join R3", "action": "up", "usable_s": 6.0, "rtt_s": 0.2}
+    r = analysis.tcp_flow(c, m, PORT, T0, events=[join], end_s=10.0)
+    assert r["startup_gap_ms"] == pytest.approx(400, abs=1e-3), "the start-up gap, reported apart"
+    assert r["longest_gap_ms"] == pytest.approx(400, abs=1e-3)
+    assert r["interruption_join_ms"] == pytest.approx(90, abs=1e-3) and r["interruption_join_at_s"] == pytest.approx(6.1)
+    assert r["interruption_join_is_steady"] is False
+    ev = r["events"][0]
+    assert ev["window_s"] == [pytest.approx(5.995), pytest.approx(6.45)] and ev["usable_s"] == 6.0 and ev["rtt_s"] == 0.2
+    # the 45 ms gap at 8.955 is steady state, not the join's
+    assert r["steady_gap_ms"] == pytest.approx(45, abs=1e-3) and r["steady_gap_at_s"] == pytest.approx(8.955)
+    assert r["steady_gap_p99_ms"] == pytest.approx(40, abs=1e-3)
+    old = analysis.tcp_flow(c, m, PORT, T0, events=[dict(join, usable_s=None, rtt_s=2.475)], end_s=10.0)
+    assert old["interruption_join_ms"] == pytest.approx(90, abs=1e-3), "a 5 s window still sees the pause"
+    # without the pause (soft handoff to a path of equal delay) the window's longest gap is
+    # steady-level: reported, and marked; the old 5 s window took the 45 ms gap at 8.955
+    cn, mn = flow_at(base)
+    c2, m2 = write(tmp_path / "c2.pcap", cn), write(tmp_path / "m2.pcap", mn)
+    r2 = analysis.tcp_flow(c2, m2, PORT, T0, events=[join], end_s=10.0)
+    assert r2["interruption_join_ms"] == pytest.approx(40, abs=1e-3)
+    assert r2["events"][0]["gap_to_s"] > 5.995 and r2["interruption_join_at_s"] < 6.45
+    assert r2["interruption_join_is_steady"] is True and r2["events"][0]["is_steady"] is True
+    old2 = analysis.tcp_flow(c2, m2, PORT, T0, events=[dict(join, usable_s=None, rtt_s=2.475)], end_s=10.0)
+    assert old2["events"][0]["window_s"][1] == pytest.approx(10.0)
+    assert old2["interruption_join_ms"] == pytest.approx(45, abs=1e-3) and old2["interruption_join_at_s"] == pytest.approx(8.955)
+
+
+def test_pause_straddling_the_event_is_its_interruption(tmp_path):
+    """A leave at 6.0: the last packet on the old path at 5.94, the next on the remaining
+    path at 6.24 (300 ms, in progress at the window's start); 20 ms spacing otherwise. A
+    start-up gap (500 ms) at the flow's start is never an event's."""
+    times = [0.2] + steps(0.7, 5.94, 0.02) + steps(6.24, 8.0, 0.02)
+    cn, mn = flow_at(times)
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    leave = {"t_s": 6.0, "label": "leave R2", "action": "down", "usable_s": 6.0, "rtt_s": 0.2}
+    r = analysis.tcp_flow(c, m, PORT, T0, events=[leave], end_s=8.0)
+    assert r["interruption_leave_ms"] == pytest.approx(300, abs=1e-3)
+    assert r["interruption_leave_at_s"] == pytest.approx(5.94) and r["interruption_leave_is_steady"] is False
+    assert r["startup_gap_ms"] == pytest.approx(500, abs=1e-3) and r["startup_gap_at_s"] == pytest.approx(0.2)
+    assert r["steady_gap_ms"] == pytest.approx(20, abs=1e-3)
+    # an event after the pause: the pause, which ended before its window opened, is not its
+    # interruption but steady state, and the event's 20 ms gap is marked as steady-level
+    later = {"t_s": 6.5, "label": "leave R2", "action": "down", "usable_s": 6.5, "rtt_s": 0.0}
+    r = analysis.tcp_flow(c, m, PORT, T0, events=[later], end_s=8.0)
+    assert r["interruption_leave_ms"] == pytest.approx(20, abs=1e-3) and r["interruption_leave_is_steady"] is True
+    assert r["steady_gap_ms"] == pytest.approx(300, abs=1e-3)
+    assert r["events"][0]["window_s"] == [pytest.approx(6.495), pytest.approx(6.55)]
+
+
+def test_event_context_windows_from_the_topology(tmp_path):
+    """The runner gives each event the configured RTT of the MN's paths around it and, for a
+    join, the first RA with the joined network's prefix (plus DAD when not optimistic)."""
+    from scapy.layers.inet6 import ICMPv6ND_RA, ICMPv6NDOptPrefixInfo
+
+    from ilnp_lab import runner
+    from ilnp_lab.topology import load
+
+    ex = load("seed000-tcp")
+    assert [ex.path_rtt_s(m, "mn", "eth-r3") for m in ("lan-lan", "lan-wan", "wan-lan", "wan-wan")] == [0, 0.2, 0, 0.2]
+    assert ex.path_rtt_s("wan-lan", "mn", "eth-r2") == 0.2, "hosts do not forward: not via the MN's other link"
+    ra = lambda p: eth() / IPv6(src="fe80::1", dst="ff02::1") / ICMPv6ND_RA() / ICMPv6NDOptPrefixInfo(prefix=p, prefixlen=64)  # noqa: E731
+    m = write(tmp_path / "ra.pcap", [(1.0, ra("2001:db8:3::")), (5.5, ra("2001:db8:2::")), (6.01, ra("2001:db8:3::"))])
+    tl = [{"t_s": 5.0, "node": "mn", "iface": "eth-r3", "action": "up"},
+          {"t_s": 20.0, "node": "mn", "iface": "eth-r2", "action": "down"}]
+    join, leave = runner.event_context(ex, "wan-lan", m, T0, tl)
+    assert join["usable_s"] == pytest.approx(6.01) and join["rtt_s"] == 0.2, "old path R2 (WAN) drains"
+    assert leave["usable_s"] == 20.0 and leave["rtt_s"] == 0.2
+    ex.dad, ex.dad_transmits = "standard", 2
+    assert runner.event_context(ex, "lan-lan", m, T0, tl)[0]["usable_s"] == pytest.approx(8.01)
+    assert runner.event_context(ex, "lan-lan", m, T0, tl)[1]["rtt_s"] == 0.0
+
+
+def test_reverse_flow_mn_is_the_client(tmp_path):
+    """iperf3 -R (mptcp-client): the MN opens the control and the data connections to the
+    CN's port 5201 and sends the 37-byte cookie on each; the data flows from the CN's port
+    (its ISN in the SYN-ACK) to the MN. Segment 2 is lost and retransmitted."""
+    srv_isn = 900_000
+    cn, mn = [], []
+
+    def both(t, p):
+        cn.append((t, p))
+        mn.append((t + 0.0005, p))
+
+    for sport, t in ((CTRL, 0.0), (DATA, 0.05)):
+        both(t, tcp(MN_A, CN_ADDR, sport, PORT, ISN[sport], "S", options=[("MSS", SEG)]))
+        both(t + 0.001, tcp(CN_ADDR, MN_A, PORT, sport, srv_isn, "SA", options=[("MSS", SEG)]))
+        both(t + 0.002, tcp(MN_A, CN_ADDR, sport, PORT, ISN[sport] + 1, payload=b"k" * 37))  # the cookie
+    for i in range(6):
+        p = tcp(CN_ADDR, MN_A, PORT, DATA, srv_isn + 1 + i * SEG, payload=b"d" * SEG)
+        cn.append((1.0 + 0.1 * i, p))
+        if i != 2:
+            mn.append((1.01 + 0.1 * i, p))
+    p = tcp(CN_ADDR, MN_A, PORT, DATA, srv_isn + 1 + 2 * SEG, payload=b"d" * SEG)
+    cn.append((1.8, p))
+    mn.append((1.81, p))
+    c, m = write(tmp_path / "c.pcap", cn), write(tmp_path / "m.pcap", mn)
+    r = analysis.tcp_flow(c, m, PORT, T0, end_s=2.0, reverse=True)
+    assert r["connections"] == [[DATA, PORT]] and r["control_connections"] == [[CTRL, PORT]]
+    assert r["bytes_received"] == 6 * SEG and r["bytes_sent"] == 6 * SEG, "the MN's cookies are not data"
+    assert r["retransmissions"] == 1 and r["lost"] == 1 and r["mss"] == SEG
+    assert r["last_data_at_s"] == pytest.approx(1.81)
+    # read as a forward flow, only the MN's cookie bytes past the first 37 would be "data": none
+    assert analysis.tcp_flow(c, m, PORT, T0, end_s=2.0)["bytes_received"] == 0

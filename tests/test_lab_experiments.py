@@ -147,12 +147,29 @@ def test_seed000_tcp_quick(tmp_path):
     r = lab("run", "seed000-tcp", "--quick", "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     results = check_outputs(out, "tcp")
-    assert {x["scheme"] for x in results} == {"ilnp-hard", "ilnp-soft", "plain", "mptcp"}
+    assert {x["scheme"] for x in results} == {"ilnp-hard", "ilnp-soft", "plain", "mptcp", "mptcp-client"}
     assert {x["move"] for x in results} == {"lan-lan", "lan-wan", "wan-lan", "wan-wan"}
     for x in results:
-        if x["scheme"] == "mptcp":
+        if x["scheme"] in ("mptcp", "mptcp-client"):
             # MPTCP moves the connection to the new network's subflow
             assert x["session_survived"], x["cell"]
+        if x["scheme"] == "mptcp-client":
+            delivered_across_the_move(x)
+
+
+def delivered_across_the_move(res: dict) -> None:
+    """The MN (the iperf3 client with -R) received data before the join and after the leave,
+    and iperf3's own receiver counter (the client's, with -R) agrees with the capture."""
+    join, leave = (next(e["t_s"] for e in res["timeline"] if e["action"] == a) for a in ("up", "down"))
+    f = res["flow"]
+    before = sum(rate for t, rate in f["timeline"] if t + f["bin_s"] <= join)
+    after = sum(rate for t, rate in f["timeline"] if t >= leave + 1.0)
+    assert before > 0 and after > 0, (res["cell"], f["timeline"])
+    assert f["last_data_at_s"] > leave + 2.0, f["last_data_at_s"]
+    # bytes the MN's application got, per iperf3, within 5 % of the unique payload captured
+    # (MPTCP reinjects a removed subflow's unacknowledged data on another: counted once per subflow)
+    got = (res["iperf_receiver"] or {}).get("bytes_received")
+    assert got and abs(got - f["bytes_received"]) <= 0.05 * f["bytes_received"], (got, f["bytes_received"])
 
 
 def test_mptcp_leave_is_signalled_by_remove_addr(tmp_path):
@@ -182,6 +199,35 @@ def test_mptcp_leave_is_signalled_by_remove_addr(tmp_path):
     assert removes and leave <= removes[0] < leave + 0.05, (leave, removes)
     # an RTO-detected leave costs at least the kernel's 200 ms minimum RTO; REMOVE_ADDR far less
     assert res["flow"]["interruption_leave_ms"] < 100, res["flow"]
+
+
+def test_mptcp_client_variant_opens_its_subflows_from_the_mn(tmp_path):
+    """The variant a mobile user most likely runs: the MN is the MPTCP client (iperf3 -R, a
+    download) with `subflow` endpoints; the subflow from the new network is opened by the MN
+    (an MP_JOIN SYN from its R3 address, after the join), and the download survives the move."""
+    from ilnp_lab import pcap
+    from ilnp_lab.analysis import MPTCP_OPT, _tcp_options
+
+    out = tmp_path / "mptcp-client"
+    r = lab("run", "seed000-tcp", "--quick", "--scenario", "lan-lan", "--scheme", "mptcp-client", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    meta = json.loads((out / "meta.json").read_text())
+    assert any("`ip mptcp endpoint add ADDR dev IF id N subflow` for every address" in n for n in meta["notes"]), meta
+    [res] = json.loads((out / "results.json").read_text())
+    assert res["scheme"] == "mptcp-client" and res["session_survived"], res["flow"]
+    join = next(e["t_s"] for e in res["timeline"] if e["action"] == "up")
+    rdir = next((out / "runs").glob("*/run01"))
+    joins = []  # (t, source address) of MP_JOIN SYNs
+    for p in pcap.read(str(rdir / "mn.pcap")):
+        if p.proto == pcap.TCP and len(p.l4) >= 20 and p.l4[13] & 0x12 == 0x02:
+            opts = _tcp_options(p.l4, 0, (p.l4[12] >> 4) * 4)
+            if any(k == MPTCP_OPT and v and v[0] >> 4 == 1 for k, v in opts):
+                joins.append((p.ts - res["t0"], p.src))
+    assert joins and all(t > join and str(src).startswith("2001:db8:3:") for t, src in joins), (join, joins)
+    # the iperf3 roles are swapped: the client (on the MN) received, the server (on the CN) sent
+    client = json.loads((rdir / "iperf-client.json").read_text())
+    assert client["start"]["test_start"]["reverse"] == 1
+    delivered_across_the_move(res)
 
 
 def test_thesis_udp_quick(tmp_path):

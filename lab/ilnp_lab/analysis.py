@@ -22,13 +22,26 @@ a data packet captured at the MN addressed to any other locator after that LU is
 as dropped (`stale_dropped`), never as an arrival (`accepted_locators`, `stale_drops`).
 
 Gaps (seed 000 §5.4 at the event): each gap between consecutive delivered arrivals is
-attributed to one period, by where it starts. The gap in progress at a move event and
-every gap starting up to `window_s` after it (or until the next event's window) belong to
-that event: its interruption is the longest of them. Gaps starting within `startup_s` of
-the first delivered data are the start-up (TCP's first round trips, iperf3's start), the
-rest are the steady state, and the time from the last arrival to the flow's end is the
-tail. A flow whose tail is longer than `BROKEN_S` is broken at its last delivered arrival:
-its loss is then "N not delivered after", not a count of lost packets.
+attributed to one period. A move event's window runs from `EVENT_PRE_S` before to
+`EVENT_RTTS` round trips plus `EVENT_MARGIN_S` after the moment the change can act on the
+flow: the event itself for a leave, the new locator becoming usable for a join (the first
+Router Advertisement with its prefix, plus DAD when it is not optimistic; before that the
+joined link carries nothing the flow uses), given by the caller as the event's `usable_s`;
+the round trip is the event's `rtt_s`, the larger
+configured RTT of the MN's paths before and after the event (a handoff pause begins within
+one RTT of the locator change: the LU reaches the CN, the old path drains, TCP reacts to
+loss or reordering within one more round trip). A gap that overlaps the window (in progress
+at its start, or starting in it) is the event's, up to the next event's window; the
+event's interruption is the longest of them. Gaps starting within `startup_s` of the first
+delivered data (and before the first event's window) are the start-up (TCP's first round
+trips, iperf3's start); the rest are the steady state, whose level is reported as its
+longest gap (`steady_gap_ms`) and its 99th percentile (`steady_gap_p99_ms`). An
+interruption no longer than the longest steady-state gap is not distinguishable from the
+flow's ordinary pacing: it is still reported, marked `is_steady`. The time from the last
+arrival to the flow's end is the tail. A flow whose tail is longer than `BROKEN_S` is broken
+at its last delivered arrival: its loss is then "N not delivered after", not a count of
+lost packets, and every event up to the next one's window after the break has no
+interruption (`broken`).
 
 All results are plain dicts of JSON types; times are seconds relative to the caller's t0.
 """
@@ -56,10 +69,19 @@ MPTCP_OPT = 30
 IPERF_COOKIE = 37  # iperf3's per-connection cookie (COOKIE_SIZE)
 
 __all__ = ["tcp_flow", "udp_flow", "udp_transfer", "lu_handshakes", "accepted_locators", "stale_drops",
-           "attribute_drops", "lu_by_event", "iperf_receiver", "summary"]
+           "attribute_drops", "lu_by_event", "iperf_receiver", "summary", "event_window"]
 
-# a gap starting up to this long after a move event (or in progress at it) is that event's
-EVENT_WINDOW_S = 5.0
+# a move event's window: [act - EVENT_PRE_S, act + EVENT_RTTS * rtt + EVENT_MARGIN_S], act = when the
+# change can act on the flow (the event for a leave, the new locator usable for a join; module doc)
+# the event's time is read just before the link changes, the captures' times by the kernel: a
+# few ms of tolerance for the order of the two clocks' readings
+EVENT_PRE_S = 0.005
+# round trips after the change: one for the LU to reach the CN and its packets to come back
+# on the new path (or the old one to drain), one for TCP's reaction to loss or reordering
+EVENT_RTTS = 2
+# scheduling on a shared 2-core machine, daemon processing, the delay lines' timer (measured
+# LU processing and RA -> LU are under 1 ms; this covers tens of ms of CPU contention)
+EVENT_MARGIN_S = 0.05
 # gaps starting this long after the first delivered data are start-up, not handoff
 STARTUP_S = 2.0
 # no data delivered for this long before the flow's end: the session is broken
@@ -172,11 +194,31 @@ def _event_kind(e: dict) -> str:
     return {"up": "join", "down": "leave"}.get(e.get("action"), str(e.get("action")))
 
 
-def _gap_metrics(times: list[float], end_s: float | None, events: Sequence[dict], window_s: float,
-                 startup_s: float) -> dict:
+def event_window(e: dict) -> tuple[float, float]:
+    """[start, end] of a move event's window (module doc), before clipping at the next one's:
+    around the moment the change can act on the flow, `usable_s` (default: the event's time).
+    Without `rtt_s` the round trip is 0."""
+    t = float(e["t_s"])
+    act = max(t, float(e.get("usable_s") if e.get("usable_s") is not None else t))
+    rtt = float(e.get("rtt_s") or 0.0)
+    return act - EVENT_PRE_S, act + EVENT_RTTS * rtt + EVENT_MARGIN_S
+
+
+def _percentile(v: Sequence[float], p: float) -> float | None:
+    """p-th percentile of sorted `v`, linear between closest ranks (numpy's default)."""
+    if not v:
+        return None
+    pos = (len(v) - 1) * p
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+
+def _gap_metrics(times: list[float], end_s: float | None, events: Sequence[dict], startup_s: float) -> dict:
     """Gaps between the sorted delivered arrival `times`, attributed to start-up, each move
     event, the steady state and the tail (see the module doc); all durations in ms."""
-    out: dict = {"window_s": window_s, "startup_s": startup_s}
+    out: dict = {"event_window": {"pre_s": EVENT_PRE_S, "rtts": EVENT_RTTS, "margin_s": EVENT_MARGIN_S},
+                 "startup_s": startup_s}
     end = (times[-1] if times else 0.0) if end_s is None else float(end_s)
     upto = [t for t in times if t <= end]
     last = times[-1] if times else None
@@ -185,13 +227,9 @@ def _gap_metrics(times: list[float], end_s: float | None, events: Sequence[dict]
         broken_at = 0.0 if last is None else last
     gaps = list(zip(upto, upto[1:]))
     evs = sorted((dict(e) for e in events), key=lambda e: e["t_s"])
-
-    def before(t: float) -> float:  # the last arrival at or before t (the gap in progress)
-        j = bisect_right(upto, t) - 1
-        return upto[j] if j >= 0 else t
-
-    starts = [before(e["t_s"]) for e in evs]
-    ends = [min(e["t_s"] + window_s, end, starts[i + 1] if i + 1 < len(evs) else math.inf) for i, e in enumerate(evs)]
+    wins = [event_window(e) for e in evs]
+    starts = [w[0] for w in wins]
+    ends = [min(w[1], end, starts[i + 1] if i + 1 < len(evs) else math.inf) for i, w in enumerate(wins)]
     first = upto[0] if upto else None
     su_end = None if first is None else min(first + startup_s, starts[0] if evs else math.inf, end)
 
@@ -200,23 +238,35 @@ def _gap_metrics(times: list[float], end_s: float | None, events: Sequence[dict]
         return (None, None, None) if g is None else (_r((g[1] - g[0]) * 1000, 3), _r(g[0]), _r(g[1]))
 
     claimed = set()
+    mine_by_event = []
+    for ws, we in zip(starts, ends):
+        mine = [g for g in gaps if g[0] < we and g[1] > ws and g not in claimed]  # in progress at ws, or starting in it
+        claimed.update(mine)
+        mine_by_event.append(mine)
+    startup = [g for g in gaps if su_end is not None and g[0] < su_end and g not in claimed]
+    claimed.update(startup)
+    steady = [g for g in gaps if g not in claimed]
+    out["startup_gap_ms"], out["startup_gap_at_s"], _ = longest(startup)
+    out["steady_gap_ms"], out["steady_gap_at_s"], _ = longest(steady)
+    p99 = _percentile(sorted(b - a for a, b in steady), 0.99)
+    out["steady_gap_p99_ms"] = None if p99 is None else _r(p99 * 1000, 3)
+    level = out["steady_gap_ms"]
+
     per_event, seen_kind = [], Counter()
-    for e, ws, we in zip(evs, starts, ends):
+    for i, (e, ws, we, mine) in enumerate(zip(evs, starts, ends, mine_by_event)):
         kind = _event_kind(e)
         seen_kind[kind] += 1
         key = kind if seen_kind[kind] == 1 else f"{kind}{seen_kind[kind]}"
-        mine = [g for g in gaps if ws <= g[0] < we]
-        claimed.update(mine)
-        broken = broken_at is not None and broken_at < we
+        # broken before the next event's window: this event has no interruption to measure
+        broken = broken_at is not None and broken_at < (starts[i + 1] if i + 1 < len(evs) else math.inf)
         ms, a, b = (None, None, None) if broken else longest(mine)
-        per_event.append({"key": key, "label": e.get("label"), "t_s": e["t_s"], "window_s": [_r(ws), _r(we)],
-                          "interruption_ms": ms, "gap_from_s": a, "gap_to_s": b, "broken": broken})
+        steady_like = None if ms is None or level is None else ms <= level
+        per_event.append({"key": key, "label": e.get("label"), "t_s": e["t_s"], "usable_s": e.get("usable_s"),
+                          "rtt_s": e.get("rtt_s"), "window_s": [_r(ws), _r(we)], "interruption_ms": ms,
+                          "gap_from_s": a, "gap_to_s": b, "is_steady": steady_like, "broken": broken})
         out.setdefault(f"interruption_{key}_ms", ms)
         out.setdefault(f"interruption_{key}_at_s", a)
-    startup = [g for g in gaps if su_end is not None and g[0] < su_end and g not in claimed]
-    claimed.update(startup)
-    out["startup_gap_ms"], out["startup_gap_at_s"], _ = longest(startup)
-    out["steady_gap_ms"], out["steady_gap_at_s"], _ = longest([g for g in gaps if g not in claimed])
+        out.setdefault(f"interruption_{key}_is_steady", steady_like)
     out["tail_ms"] = None if broken_at is not None or not upto else _r(max(0.0, end - upto[-1]) * 1000, 3)
     out["longest_gap_ms"], out["longest_gap_at_s"], _ = longest(gaps)  # whole flow, start-up included
     out["broken_at_s"] = _r(broken_at)
@@ -225,11 +275,10 @@ def _gap_metrics(times: list[float], end_s: float | None, events: Sequence[dict]
 
 
 def _arrival_metrics(arrivals: list[tuple[float, int]], end_s: float | None, bin_s: float,
-                     events: Sequence[dict] = (), window_s: float = EVENT_WINDOW_S,
-                     startup_s: float = STARTUP_S) -> dict:
+                     events: Sequence[dict] = (), startup_s: float = STARTUP_S) -> dict:
     """First/last delivered arrival, the gaps and the rate timeline of (time, bytes) arrivals."""
     times = sorted(t for t, _ in arrivals)
-    g = _gap_metrics(times, end_s, events, window_s, startup_s)
+    g = _gap_metrics(times, end_s, events, startup_s)
     end = (times[-1] if times else 0.0) if end_s is None else float(end_s)
     return {
         "first_data_at_s": _r(times[0]) if times else None,
@@ -317,9 +366,11 @@ class _Seg:
 
 
 def _scan_tcp(paths: Sequence[str], port: int, t0: float, conns: dict, segs: list[_Seg], mss_opts: dict,
-              accepted: Sequence = (), dropped: list[_Seg] | None = None) -> None:
-    """Connections and data segments to `port`; with `accepted`, data segments to a stale
-    locator of the MN go to `dropped` instead of `segs`."""
+              accepted: Sequence = (), dropped: list[_Seg] | None = None, reverse: bool = False) -> None:
+    """Connections to the server `port` (keyed (client port, server port)) and their data
+    segments: to `port`, or with `reverse` (iperf3 -R) from it, whose ISN is then the
+    server's (its SYN-ACK); with `accepted`, data segments to a stale locator of the MN go to
+    `dropped` instead of `segs`."""
     for ts, pkt, _nh, off, l4len in _l4(paths, (TCP,)):
         if off + 14 > len(pkt):
             continue
@@ -342,6 +393,9 @@ def _scan_tcp(paths: Sequence[str], port: int, t0: float, conns: dict, segs: lis
             if fwd and not flags & _ACK:
                 if c["syn"] is None or t < c["syn"]:
                     c["syn"] = t
+                if not reverse:
+                    c["isn"] = seq
+            elif reverse and not fwd and flags & _ACK:
                 c["isn"] = seq
             for kind, val in _tcp_options(pkt, off, doff):
                 if kind == 2 and len(val) == 2:  # MSS
@@ -355,7 +409,7 @@ def _scan_tcp(paths: Sequence[str], port: int, t0: float, conns: dict, segs: lis
                     elif sub == 0 and len(val) >= 10:  # MP_CAPABLE with the sender's key
                         c["keys"].append(bytes(val[2:10]))
             continue
-        if dport != port:
+        if (sport if reverse else dport) != port:
             continue
         ln = l4len - doff
         if ln > 0:
@@ -384,11 +438,11 @@ def tcp_flow(
     *,
     accepted: Sequence[tuple[float, frozenset[str]]] = (),
     events: Sequence[dict] = (),
-    window_s: float = EVENT_WINDOW_S,
     startup_s: float = STARTUP_S,
     bin_s: float = 0.5,
     end_s: float | None = None,
     control: bool = True,
+    reverse: bool = False,
 ) -> dict:
     """Metrics of an iperf3 TCP flow CN → MN whose server listens on `port` on the MN.
 
@@ -399,6 +453,8 @@ def tcp_flow(
     (bytes 0-36 of a connection whose SYN was seen and that is not an MPTCP join) is not
     counted as data, so `bytes_received` matches iperf3's own byte count.
     `control=False` is for traffic without a control connection: everything counts.
+    `reverse=True` (iperf3 -R): the server listens on `port` on the CN and the MN is the
+    client; the data still flows CN -> MN, from `port`, and carries no cookie.
 
     Segments captured at the MN to a locator that `accepted` (see `accepted_locators`)
     excludes were dropped by its ilnpd: `stale_dropped`, not received. `lost` = data
@@ -414,8 +470,8 @@ def tcp_flow(
     cn_segs: list[_Seg] = []
     mn_segs: list[_Seg] = []
     dropped: list[_Seg] = []
-    _scan_tcp(cn_paths, port, t0, conns, cn_segs, mss_opts)
-    _scan_tcp(mn_paths, port, t0, conns, mn_segs, mss_opts, accepted, dropped)
+    _scan_tcp(cn_paths, port, t0, conns, cn_segs, mss_opts, reverse=reverse)
+    _scan_tcp(mn_paths, port, t0, conns, mn_segs, mss_opts, accepted, dropped, reverse=reverse)
     cn_segs.sort(key=lambda s: s.ts)
     mn_segs.sort(key=lambda s: s.ts)
 
@@ -439,7 +495,7 @@ def tcp_flow(
                 excluded.add(k)  # an MPTCP subflow of the control connection
     data_keys = {k for k in conns if k not in excluded}
     cookie = {}
-    if control:
+    if control and not reverse:  # iperf3's client sends the cookie: with -R, not in the data's direction
         for k in data_keys:
             c = conns[k]
             if c["isn"] is not None and c["join_token"] is None:
@@ -525,7 +581,7 @@ def tcp_flow(
     # sequence space the CN sent that never reached the MN's TCP
     undelivered = sum(_union_len(sent_ranges[k] + recv_ranges.get(k, [])) - _union_len(recv_ranges.get(k, []))
                       for k in sent_ranges)
-    gaps = _arrival_metrics(arrivals, end_s, bin_s, events, window_s, startup_s)
+    gaps = _arrival_metrics(arrivals, end_s, bin_s, events, startup_s)
     broken = gaps["broken_at_s"] is not None
     return {
         "port": port,
@@ -577,7 +633,6 @@ def udp_flow(
     *,
     accepted: Sequence[tuple[float, frozenset[str]]] = (),
     events: Sequence[dict] = (),
-    window_s: float = EVENT_WINDOW_S,
     startup_s: float = STARTUP_S,
     bin_s: float = 0.5,
     end_s: float | None = None,
@@ -592,7 +647,7 @@ def udp_flow(
         "packets_captured": len(kept) + len(stale),
         "stale_dropped": len(stale),
         "bytes_received": sum(b for _, b in arrivals),
-        **_arrival_metrics(arrivals, end_s, bin_s, events, window_s, startup_s),
+        **_arrival_metrics(arrivals, end_s, bin_s, events, startup_s),
     }
 
 
@@ -754,11 +809,5 @@ def summary(values: Iterable[float | None]) -> dict:
     v = sorted(float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x)))
     if not v:
         return {"n": 0, "median": None, "p25": None, "p75": None, "min": None, "max": None}
-
-    def q(p: float) -> float:  # linear interpolation between closest ranks (numpy's default)
-        pos = (len(v) - 1) * p
-        lo = math.floor(pos)
-        hi = min(lo + 1, len(v) - 1)
-        return v[lo] + (v[hi] - v[lo]) * (pos - lo)
-
-    return {"n": len(v), "median": statistics.median(v), "p25": q(0.25), "p75": q(0.75), "min": v[0], "max": v[-1]}
+    return {"n": len(v), "median": statistics.median(v), "p25": _percentile(v, 0.25), "p75": _percentile(v, 0.75),
+            "min": v[0], "max": v[-1]}

@@ -17,7 +17,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .topology import DAD_MODES, EXPERIMENTS, SpecError, load
+from .topology import DAD_MODES, EXPERIMENTS, SCHEMES, SpecError, load
 
 
 def main(argv=None) -> int:
@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     r.add_argument("--quick", action="store_true", help="short flows, one run per cell (the file's [quick] table)")
     r.add_argument("--runs", type=int, help="runs per cell (default: the file's runs)")
     r.add_argument("--scenario", action="append", metavar="MOVE", help="only this move (repeatable), e.g. lan-wan")
-    r.add_argument("--scheme", action="append", metavar="S", help="only this scheme (repeatable): ilnp-hard, ilnp-soft, plain, mptcp")
+    r.add_argument("--scheme", action="append", metavar="S", help="only this scheme (repeatable): " + ", ".join(SCHEMES))
     r.add_argument("--cc", action="append", metavar="NAME",
                    help="TCP congestion control (repeatable; default: the file's [traffic] cc), e.g. cubic, bbr, hybla")
     r.add_argument("--out", type=Path, help="output folder (default out/<experiment>)")
@@ -71,7 +71,9 @@ def main(argv=None) -> int:
             meta = json.loads((args.dir / "meta.json").read_text())
             if args.reanalyse:
                 from . import runner
-                results = runner.reanalyse(args.dir, results, load(meta["file"]))
+                ex = load(meta["file"])
+                ex.dad, ex.dad_transmits = meta.get("dad", ex.dad), meta.get("dad_transmits", ex.dad_transmits)
+                results = runner.reanalyse(args.dir, results, ex)
                 (args.dir / "results.json").write_text(json.dumps(results, indent=1))
             print(report.write(args.dir, results, meta))
             return 0

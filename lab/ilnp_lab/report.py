@@ -29,11 +29,14 @@ WINDOW_LOSS_PACKETS = 234
 
 # columns whose meaning changed in issue #9 were renamed: `lost` (included the MN's whole
 # stale-drop counter, probe included) is now `flow_lost`; `interruption_ms` (longest gap of
-# the whole flow) is now one column per move event; `stale_drops` is split per flow
+# the whole flow) is now one column per move event; `stale_drops` is split per flow. The
+# per-event window is RTT-based (analysis.event_window): `*_is_steady` marks an interruption
+# no longer than the flow's longest steady-state gap, `steady_gap_p99_ms` is the steady level
 CSV_FIELDS = ["experiment", "cell", "move", "scheme", "load", "cc", "run", "ok", "failed_step", "session_survived",
               "bytes_received", "retransmissions", "flow_lost", "broken_at_s", "undelivered_after_break",
-              "interruption_join_ms", "interruption_join_at_s", "interruption_leave_ms", "interruption_leave_at_s",
-              "startup_gap_ms", "steady_gap_ms", "handoff_delay_ms", "leave_handoff_delay_ms", "lu_copies",
+              "interruption_join_ms", "interruption_join_at_s", "interruption_join_is_steady", "interruption_leave_ms",
+              "interruption_leave_at_s", "interruption_leave_is_steady", "startup_gap_ms", "steady_gap_ms",
+              "steady_gap_p99_ms", "handoff_delay_ms", "leave_handoff_delay_ms", "lu_copies",
               "ra_to_lu_ms", "probe_cn_to_mn_lost", "probe_mn_to_cn_lost", "stale_drops_flow", "stale_drops_probe",
               "stale_drops_daemon", "iperf_received"]
 
@@ -56,8 +59,9 @@ def flat(r: dict) -> dict:
             "cc": r["cc"], "run": r["run"], "ok": True, "failed_step": None, "session_survived": r["session_survived"],
             "bytes_received": f["bytes_received"], "retransmissions": f.get("retransmissions"), "flow_lost": f.get("lost"),
             "broken_at_s": f.get("broken_at_s"), "undelivered_after_break": f.get("undelivered_after_break"),
-            **{k: f.get(k) for k in ("interruption_join_ms", "interruption_join_at_s", "interruption_leave_ms",
-                                     "interruption_leave_at_s", "startup_gap_ms", "steady_gap_ms")},
+            **{k: f.get(k) for k in ("interruption_join_ms", "interruption_join_at_s", "interruption_join_is_steady",
+                                     "interruption_leave_ms", "interruption_leave_at_s", "interruption_leave_is_steady",
+                                     "startup_gap_ms", "steady_gap_ms", "steady_gap_p99_ms")},
             "handoff_delay_ms": r.get("handoff_delay_ms"), "leave_handoff_delay_ms": _leave_lu(r),
             "lu_copies": r.get("lu_copies"), "ra_to_lu_ms": r.get("ra_to_lu_ms"),
             "probe_cn_to_mn_lost": p.get("cn_to_mn_lost"), "probe_mn_to_cn_lost": p.get("mn_to_cn_lost"),
@@ -80,6 +84,16 @@ def fmt(s: dict, scale: float = 1.0, digits: int = 1) -> str:
     if s["n"] == 1:
         return f"{med:.{digits}f}"
     return f"{med:.{digits}f} [{s['p25'] * scale:.{digits}f}–{s['p75'] * scale:.{digits}f}]"
+
+
+def interruption(rs: list[dict], key: str) -> str:
+    """Median [IQR] of the runs' interruption at an event, and in how many of them it was no
+    longer than the flow's longest steady-state gap."""
+    vals = [r["flow"].get(f"interruption_{key}_ms") for r in rs]
+    out = fmt(analysis.summary(vals))
+    n = sum(1 for v in vals if v is not None)
+    k = sum(1 for r in rs if r["flow"].get(f"interruption_{key}_is_steady"))
+    return out if not n or not k else f"{out} ({k}/{n} ≤ steady)"
 
 
 def group_key(r: dict) -> tuple:
@@ -111,7 +125,8 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
     lines += [f"* {k}: {v}" for k, v in meta["versions"].items()]
     for n in meta.get("notes", []):
         lines.append(f"* note: {n}")
-    window = next((r["flow"].get("window_s") for r in results if r.get("ok", True) and r.get("flow")), None)
+    window = next((r["flow"].get("event_window") for r in results if r.get("ok", True) and r.get("flow")), None)
+    window = window or {"pre_s": analysis.EVENT_PRE_S, "rtts": analysis.EVENT_RTTS, "margin_s": analysis.EVENT_MARGIN_S}
     startup = next((r["flow"].get("startup_s") for r in results if r.get("ok", True) and r.get("flow")), None)
     lines += ["", "Values are median [25th–75th percentile] over the runs of a cell. Definitions (seed 000 §5.4, "
               "issue #9): *data* = unique TCP/UDP payload bytes delivered to the MN; a packet captured at the MN "
@@ -122,8 +137,15 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
               "session (nothing delivered in the flow's last second) has no loss count: *broken at* = its last "
               "delivered data (s), *not delivered after* = data packets the CN sent that never reached the MN "
               "(UDP: sent after the last delivered one); *interruption at join / leave* = the longest gap between "
-              f"delivered data arrivals among the gap in progress at the event and those starting up to {window}"
-              " s after it (or until the next event's); *start-up gap* = the longest gap starting within "
+              "delivered data arrivals that overlaps the event's window (in progress at its start or starting in "
+              f"it; up to the next event's): from {window['pre_s'] * 1000:g} ms before to "
+              f"{window['rtts']:g} × RTT + {window['margin_s'] * 1000:g} ms after the change can act on the flow "
+              "(a leave: the event; a join: the new locator usable, i.e. the first Router Advertisement with its "
+              "prefix at the MN, plus DAD unless optimistic), RTT = the larger configured round trip of the MN's "
+              "paths before and after the event; *(k/n ≤ steady)* = in k of the n runs that gap was no longer than "
+              "the longest gap of the flow's steady state (outside start-up and every event's window): not "
+              "distinguishable from the flow's ordinary pacing, no handoff pause; *steady gap max / p99* = the "
+              "steady state's longest gap and 99th percentile; *start-up gap* = the longest gap starting within "
               f"{startup} s of the first delivered data (TCP's first round trips, iperf3's start), never an "
               "interruption; *handoff* = first Locator Update after joining sent → its ack, at the MN; *RA→LU* "
               "= the new network's first Router Advertisement at the MN → the first LU on the wire; *stale drops "
@@ -142,9 +164,10 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
         for r in sorted(rs, key=lambda r: (r["scheme"], r["run"])):
             by_scheme.setdefault(r["scheme"], []).append(r)
         lines += ["| scheme | runs | session survived | data (MB) | retrans. | flow lost | broken at (s): not delivered "
-                  "after | interruption at join (ms) | interruption at leave (ms) | start-up gap (ms) | handoff (ms) "
+                  "after | interruption at join (ms) | interruption at leave (ms) | steady gap max / p99 (ms) "
+                  "| start-up gap (ms) | handoff (ms) "
                   "| LUs sent | RA→LU (ms) | stale drops flow / probe | probe lost CN→MN / MN→CN |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for scheme, srs in by_scheme.items():
             col = lambda f: analysis.summary([v for v in (f(r) for r in srs) if v is not None])  # noqa: E731
             probe = lambda k: col(lambda r: (r.get("probe") or {}).get(k))  # noqa: E731
@@ -158,8 +181,8 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
                 f"| {scheme} | {len(srs)} | {surv}/{len(srs)} | {fmt(col(lambda r: r['flow']['bytes_received']), 1e-6, 2)} "
                 f"| {fmt(col(lambda r: r['flow'].get('retransmissions')), digits=0)} "
                 f"| {fmt(col(lambda r: r['flow'].get('lost')), digits=0)} | {brk} "
-                f"| {fmt(col(lambda r: r['flow'].get('interruption_join_ms')))} "
-                f"| {fmt(col(lambda r: r['flow'].get('interruption_leave_ms')))} "
+                f"| {interruption(srs, 'join')} | {interruption(srs, 'leave')} "
+                f"| {fmt(col(lambda r: r['flow'].get('steady_gap_ms')))} / {fmt(col(lambda r: r['flow'].get('steady_gap_p99_ms')))} "
                 f"| {fmt(col(lambda r: r['flow'].get('startup_gap_ms')))} | {fmt(col(lambda r: r.get('handoff_delay_ms')))} "
                 f"| {fmt(col(lambda r: r.get('lu_copies') if r['scheme'].startswith('ilnp') else None), digits=0)} "
                 f"| {fmt(col(lambda r: r.get('ra_to_lu_ms')))} "

@@ -5,9 +5,10 @@ the run fails or the user presses Ctrl-C.
 One run: build the network, start radvd and wait for SLAAC, set up the scheme
 (schemes.py: ilnpd on CN and MN with hard or soft handoff; nothing for plain IPv6; MPTCP
 limits and endpoints for every address, which follow the MN's addresses on the timeline), start tcpdump on the CN
-and the MN, the iperf3 server on the MN and the UDP probe at both ends, start the
-iperf3 client on the CN at t = 0, play the timeline (links up/down), wait for the
-flow to end, then analyse the captures (analysis.py) into `result.json`.
+and the MN, the iperf3 server on the MN (with `mptcp-client`: on the CN) and the UDP probe
+at both ends, start the iperf3 client on the CN (the MN, with -R) at t = 0 (the data flows
+CN -> MN either way), play the timeline (links up/down), wait for the flow to end, then
+analyse the captures (analysis.py) into `result.json`.
 """
 
 from __future__ import annotations
@@ -140,8 +141,10 @@ class Run:
         self.step = "start captures, server and probes"
         caps = {n.name: capture(n, d / f"{n.name}.pcap") for n in (cn, mn)}
         scheme.start()
-        srv = mn.spawn(*scheme.wrap, "iperf3", "-s", "-1", *scheme.server_bind(dst), "-p", str(IPERF_PORT), "-J",
-                       stdout=open(d / "iperf-server.json", "w"), stderr=open(d / "iperf-server.err", "w"))
+        # the data flows CN -> MN either way; `reverse`: the MN is the client (iperf3 -R, a download)
+        srv_node, cli_node, srv_addr, cli_addr = (cn, mn, src, dst) if scheme.reverse else (mn, cn, dst, src)
+        srv = srv_node.spawn(*scheme.wrap, "iperf3", "-s", "-1", *scheme.server_bind(srv_addr), "-p", str(IPERF_PORT),
+                             "-J", stdout=open(d / "iperf-server.json", "w"), stderr=open(d / "iperf-server.err", "w"))
         env = dict(os.environ, PYTHONPATH=str(LAB_DIR))
         probes = {}
         if ex.probe_pps:
@@ -149,16 +152,17 @@ class Run:
                 probes[node.name] = node.spawn("python3", "-m", "ilnp_lab.probe", me, peer, str(PROBE_PORT),
                                                str(self.duration), str(ex.probe_pps), str(d / f"probe-{node.name}.json"),
                                                env=env)
-        wait_for(lambda: port_listening(mn, IPERF_PORT), timeout=10, what="iperf3 server listening")
+        wait_for(lambda: port_listening(srv_node, IPERF_PORT), timeout=10, what="iperf3 server listening")
 
         self.step = "traffic and timeline"
-        args = [*scheme.wrap, "iperf3", "-c", dst, "-p", str(IPERF_PORT), "-t", str(self.duration), "-J", "-B", src]
+        args = [*scheme.wrap, "iperf3", "-c", srv_addr, "-p", str(IPERF_PORT), "-t", str(self.duration), "-J",
+                "-B", cli_addr] + (["-R"] if scheme.reverse else [])
         if ex.kind == "tcp":
             args += ["-C", cell.cc] + (["-w", ex.window] if ex.window else [])
         else:
             args += ["-u"] + (["-b", cell.load.rate] if cell.load.rate else []) + (["-l", str(cell.load.size)] if cell.load.size else [])
         t0 = time.time()
-        cli = cn.spawn(*args, stdout=open(d / "iperf-client.json", "w"), stderr=open(d / "iperf-client.err", "w"))
+        cli = cli_node.spawn(*args, stdout=open(d / "iperf-client.json", "w"), stderr=open(d / "iperf-client.err", "w"))
         timeline = []
         for at, e in self.event_times():
             delay = t0 + at - time.time()
@@ -208,15 +212,18 @@ class Run:
         lus = analysis.lu_handshakes(mn_pcaps, t0, mn_nid=mn_nid) if mn_nid else []
         # hard handoff: the MN accepts only the locators of its latest LU; packets captured to others were dropped
         acc = analysis.accepted_locators(lus, cell.scheme.split("-")[1] if mn_nid else None)
-        kw = {"accepted": acc, "events": timeline, "end_s": self.duration}
+        events = event_context(ex, cell.move, mn_pcaps[0], t0, timeline)
+        kw = {"accepted": acc, "events": events, "end_s": self.duration}
+        reverse = SCHEME_CLASSES[cell.scheme].reverse
         if ex.kind == "tcp":
-            flow = analysis.tcp_flow(cn_pcaps, mn_pcaps, IPERF_PORT, t0, **kw)
+            flow = analysis.tcp_flow(cn_pcaps, mn_pcaps, IPERF_PORT, t0, reverse=reverse, **kw)
         else:
             flow = analysis.udp_transfer(cn_pcaps, mn_pcaps, IPERF_PORT, t0, **kw)
         res["flow"] = flow
         res["stale_drops_by_flow"] = analysis.attribute_drops(analysis.stale_drops(mn_pcaps, t0, mn_nid, acc) if mn_nid else [],
                                                       {"flow": IPERF_PORT, "probe": PROBE_PORT}, stale if mn_nid else None)
-        res["iperf_receiver"] = analysis.iperf_receiver(d / "iperf-server.json", ex.kind)
+        # iperf3's receiver is the server, or with -R the client (the MN either way)
+        res["iperf_receiver"] = analysis.iperf_receiver(d / f"iperf-{'client' if reverse else 'server'}.json", ex.kind)
         res["session_survived"] = flow["broken_at_s"] is None  # data delivered in the flow's last second
         res["lu"] = lus
         res["lu_by_event"] = analysis.lu_by_event(lus, timeline)
@@ -271,6 +278,44 @@ def probe_loss(d: Path, ex: Experiment) -> dict | None:
             "mn_to_cn_sent": b["sent"], "mn_to_cn_lost": b["sent"] - len(a["got"])}
 
 
+# RetransTimer (RFC 4861 default; radvd advertises 0, unspecified): one DAD probe's wait
+DAD_RETRANS_S = 1.0
+
+
+def first_ra_s(mn_pcap: str, t0: float, after_s: float, prefix: str) -> float | None:
+    """The first Router Advertisement carrying `prefix` captured at the MN at or after
+    `after_s` (relative to t0), or None."""
+    want = ipaddress.IPv6Network(prefix).network_address.packed[:8]
+    for p in pcap.read(mn_pcap):
+        if p.proto == pcap.ICMPV6 and p.l4[:1] == b"\x86" and p.ts - t0 >= after_s and want in p.l4[16:]:
+            return p.ts - t0
+    return None
+
+
+def event_context(ex: Experiment, move: str, mn_pcap: str, t0: float, timeline: list[dict]) -> list[dict]:
+    """The timeline's events with what their interruption window needs (analysis.event_window):
+    `rtt_s` = the larger configured round trip of the MN's paths up just before and just after
+    the event; `usable_s` = for the MN joining a network, when its new locator is usable (the
+    first RA with its prefix, plus dad_transmits x RetransTimer unless DAD is optimistic or
+    off), None if no RA was captured; otherwise the event's own time."""
+    up = {iface for iface, link in ex.host_ifaces(ex.mn) if link.up}
+    rtt = {iface: ex.path_rtt_s(move, ex.mn, iface) for iface, _ in ex.host_ifaces(ex.mn)}
+    out = []
+    for e in sorted(timeline, key=lambda e: e["t_s"]):
+        before = set(up)
+        if e["node"] == ex.mn:
+            (up.add if e["action"] == "up" else up.discard)(e["iface"])
+        paths = before | up or set(rtt)
+        usable = e["t_s"]
+        if e["node"] == ex.mn and e["action"] == "up":
+            ra = ex.radvd_facing(ex.mn, e["iface"])
+            t_ra = first_ra_s(mn_pcap, t0, e["t_s"], ra.prefix) if ra else None
+            dad = ex.dad_transmits * DAD_RETRANS_S if ex.dad == "standard" else 0.0
+            usable = None if t_ra is None else round(t_ra + dad, 6)
+        out.append(dict(e, rtt_s=max(rtt[i] for i in paths), usable_s=usable))
+    return out
+
+
 def ra_to_lu_ms(mn_pcap: str, t0: float, timeline: list[dict], ex: Experiment, lus: list[dict]) -> float | None:
     """Locator usable -> LU on the wire: from the first Router Advertisement carrying the
     joined network's prefix (with optimistic DAD the address is usable on receipt) to
@@ -279,12 +324,7 @@ def ra_to_lu_ms(mn_pcap: str, t0: float, timeline: list[dict], ex: Experiment, l
     ra = ex.radvd_facing(ex.mn, join["iface"]) if join else None
     if not ra or not lus:
         return None
-    want = ipaddress.IPv6Network(ra.prefix).network_address.packed[:8]
-    t_ra = None
-    for p in pcap.read(mn_pcap):
-        if p.proto == pcap.ICMPV6 and p.l4[:1] == b"\x86" and p.ts - t0 >= join["t_s"] and want in p.l4[16:]:
-            t_ra = p.ts - t0
-            break
+    t_ra = first_ra_s(mn_pcap, t0, join["t_s"], ra.prefix)
     if t_ra is None:
         return None
     after = [l["t_sent_s"] for l in lus if l["t_sent_s"] >= t_ra]

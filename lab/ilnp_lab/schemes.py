@@ -7,9 +7,10 @@
     counters()    after the flow: the scheme's counters for run.json (ilnpd's stats)
     stop()        then: stop what `start` began
 
-`wrap` prefixes the iperf3 commands (mptcpize), `server_bind` binds the server, `note` states
-what the scheme configures (runner.cells adds it to the run's notes), `mn_nid`
-marks runs whose captures carry ILNPv6 (LU handshakes, stale-locator drops).
+`wrap` prefixes the iperf3 commands (mptcpize), `server_bind` binds the server, `reverse`
+swaps the iperf3 roles (the CN is the server, the MN the client with `-R`: the data still flows
+CN -> MN), `note` states what the scheme configures (runner.cells adds it to the run's notes),
+`mn_nid` marks runs whose captures carry ILNPv6 (LU handshakes, stale-locator drops).
 `BY_NAME` holds one class per name in topology.SCHEMES.
 """
 
@@ -27,6 +28,7 @@ from .topology import SCHEMES
 class Scheme:
     name = ""
     wrap: list[str] = []
+    reverse = False  # True: iperf3 server on the CN, client on the MN with -R (a download)
     note = ""  # what the scheme configures, for meta.json's and report.md's notes
 
     def __init__(self, run, nodes: dict[str, Node]):
@@ -78,6 +80,7 @@ class Mptcp(Plain):
     name = "mptcp"
     wrap = ["mptcpize", "run"]
     LIMITS = ("subflows", "8", "add_addr_accepted", "8")
+    MN_FLAG = "signal"  # the MN's endpoint flag: the server announces its addresses
     note = ("MPTCP configuration (in-kernel path manager, mptcp.dev/pm.html, ip-mptcp(8)): "
               "both hosts `ip mptcp limits set subflows 8 add_addr_accepted 8`; "
               "the CN is the iperf3 client (mptcp.dev: the client creates subflows): `ip mptcp endpoint add ADDR dev IF "
@@ -99,14 +102,19 @@ class Mptcp(Plain):
         self.lock = threading.Lock()
         for n in (self.cn, self.mn):
             n.ip("mptcp", "limits", "set", *self.LIMITS)
-        for iface, prefix in ex.initial_prefixes(ex.cn):
-            for addr in self._in(self.cn, iface, prefix):
-                self.cn.ip("mptcp", "endpoint", "add", addr, "dev", iface, "subflow", "fullmesh")
+        self._cn_endpoints()
         for k, (iface, prefix) in enumerate(ex.initial_prefixes(ex.mn)):
             self.mn.source_route(iface, prefix, 100 + k)
             for addr in self._in(self.mn, iface, prefix):
                 self._signal(iface, addr)
         return src, dst
+
+    def _cn_endpoints(self) -> None:
+        """The CN is the client: it opens a subflow to every address the MN announces."""
+        ex = self.ex
+        for iface, prefix in ex.initial_prefixes(ex.cn):
+            for addr in self._in(self.cn, iface, prefix):
+                self.cn.ip("mptcp", "endpoint", "add", addr, "dev", iface, "subflow", "fullmesh")
 
     @staticmethod
     def _in(node: Node, iface: str, prefix: str) -> list[str]:
@@ -115,7 +123,7 @@ class Mptcp(Plain):
 
     def _signal(self, iface: str, addr: str) -> None:
         with self.lock:
-            self.mn.ip("mptcp", "endpoint", "add", addr, "dev", iface, "id", str(self.ids[iface]), "signal")
+            self.mn.ip("mptcp", "endpoint", "add", addr, "dev", iface, "id", str(self.ids[iface]), self.MN_FLAG)
 
     def on_event(self, e) -> None:
         if e.node != self.ex.mn:
@@ -126,7 +134,8 @@ class Mptcp(Plain):
             self._left(e.iface)
 
     def _joined(self, iface: str) -> None:
-        """A new network: route its source address out of its own interface, and announce it."""
+        """A new network: route its source address out of its own interface, and add its endpoint
+        (signal: announce it; subflow: open a subflow from it)."""
         mn = self.mn
         try:
             addr = wait_for(lambda: mn.global_addrs(iface), timeout=10, interval=0.005, what=f"address on {iface}")[0]
@@ -141,6 +150,33 @@ class Mptcp(Plain):
             p = self.mn.ip("mptcp", "endpoint", "delete", "id", str(self.ids[iface]), check=False)
         if p.returncode != 0:
             self.run.notes.append(f"mptcp endpoint delete on {iface}: {p.stderr.strip()}")
+
+
+class MptcpClient(Mptcp):
+    """The variant a mobile user most likely runs: the MN is the MPTCP client (a phone
+    downloading; iperf3 -R, so the data still flows CN -> MN), and, as mptcp.dev recommends for
+    a client, its endpoints are `subflow`: the MN itself opens a subflow from each of its
+    addresses, one more as soon as a new address appears, and closes one when its address goes.
+    The CN is a plain server: limits only. This is what a phone's connection manager does
+    (Android/iOS MPTCP, NetworkManager's default `subflow` endpoints) and it does not depend on
+    the server announcing anything."""
+    name = "mptcp-client"
+    reverse = True
+    MN_FLAG = "subflow"
+    note = ("MPTCP client variant `mptcp-client` (in-kernel path manager, mptcp.dev/pm.html, ip-mptcp(8)): "
+            "both hosts `ip mptcp limits set subflows 8 add_addr_accepted 8`; "
+            "the MN is the iperf3 client with -R (a download: the data flows CN -> MN; mptcp.dev: the client "
+            "creates subflows): `ip mptcp endpoint add ADDR dev IF id N subflow` for every address, the first "
+            "included (the kernel opens no second subflow from the initial one's address; its endpoint is what "
+            "lets its removal close the initial subflow), plus a source route per network (RFC 8678); the CN is "
+            "the server with no endpoint (one address, nothing to announce); "
+            "on the timeline, as NetworkManager/mptcpd do on address changes: the MN's interface goes down -> "
+            "`ip mptcp endpoint delete id N` at once (the kernel closes that address's subflows and sends "
+            "REMOVE_ADDR instead of waiting for an RTO); an interface comes up -> the same `subflow` endpoint as "
+            "soon as SLAAC gives it an address, and the kernel opens a subflow from it (MP_JOIN from the MN)")
+
+    def _cn_endpoints(self) -> None:
+        """The CN is the server: it has one address and announces nothing."""
 
 
 class Ilnp(Scheme):
@@ -192,5 +228,5 @@ class IlnpSoft(Ilnp):
     name, handoff = "ilnp-soft", "soft"
 
 
-BY_NAME: dict[str, type[Scheme]] = {c.name: c for c in (IlnpHard, IlnpSoft, Plain, Mptcp)}
+BY_NAME: dict[str, type[Scheme]] = {c.name: c for c in (IlnpHard, IlnpSoft, Plain, Mptcp, MptcpClient)}
 assert set(BY_NAME) == set(SCHEMES), "a scheme named in experiment files has no class (or the reverse)"

@@ -10,7 +10,7 @@ in the file) its line. `build(bed, topo, move)` then creates the network in a
 Format (see experiments/seed000-tcp.toml for a complete file):
 
     base = "other.toml"          # optional: start from another file, replace its top-level tables
-    [experiment] name, title, duration_s, runs, cn, mn, schemes = ["ilnp-hard", "ilnp-soft", "plain", "mptcp"]
+    [experiment] name, title, duration_s, runs, cn, mn, schemes = ["ilnp-hard", "ilnp-soft", "plain", "mptcp", "mptcp-client"]
     [quick] duration_s, runs     # what --quick runs (the timeline is scaled to the shorter flow)
     [traffic] kind = "tcp"|"udp", window, cc = [...], probe_pps, loads = [{name, rate, size}]
     [[node]] name, router
@@ -34,7 +34,7 @@ from .services import nic_segmentation, radvd, warm_neighbours
 from .testbed import Node, Testbed
 
 EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
-SCHEMES = ("ilnp-hard", "ilnp-soft", "plain", "mptcp")
+SCHEMES = ("ilnp-hard", "ilnp-soft", "plain", "mptcp", "mptcp-client")
 IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 NODENAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 
@@ -155,6 +155,30 @@ class Experiment:
         """The L64s of `initial_prefixes(host)`: the locators a static peer entry lists."""
         return [l64(p) for _, p in self.initial_prefixes(host)]
 
+    def path_rtt_s(self, move: str, host: str, iface: str) -> float:
+        """The configured round trip (link delays, both ways) between the CN and `host` when
+        the traffic enters `host` through `iface`: the least-delay path from the CN to the
+        far end of that link, plus the link itself. Queueing and processing are not in it."""
+        links = self.links_for(move)
+        last = next(l for l in links if (l.a, l.a_if) == (host, iface) or (l.b, l.b_if) == (host, iface))
+        far = last.b if last.a == host else last.a
+        dist, todo = {self.cn: 0.0}, [self.cn]
+        while todo:  # Bellman-Ford style relaxation: a handful of nodes
+            n = todo.pop()
+            if n != self.cn and not self.nodes[n]:
+                continue  # hosts do not forward
+            for l in links:
+                if l is last or n not in (l.a, l.b):
+                    continue
+                other = l.b if l.a == n else l.a
+                d = dist[n] + l.delay_ms
+                if d < dist.get(other, float("inf")):
+                    dist[other] = d
+                    todo.append(other)
+        if far not in dist:
+            raise ValueError(f"{self.name}: no path from {self.cn} to {far}")
+        return round(2 * (dist[far] + last.delay_ms) / 1000, 6)
+
     def radvd_facing(self, node: str, iface: str) -> RadvdSpec | None:
         """The radvd advertising onto the link behind `node:iface`, if any."""
         for l in self.links:
@@ -268,8 +292,9 @@ def load(name_or_path: str | Path) -> Experiment:
     moves = _moves(c, doc.get("move") or {"default": {}}, links)
     tr = doc["traffic"]
     kind, loads, ccs = _traffic(c, tr)
-    if "mptcp" in ex["schemes"] and kind != "tcp":
-        raise c.err("[experiment]", "scheme 'mptcp' needs [traffic] kind = \"tcp\"", "schemes")
+    for name in ("mptcp", "mptcp-client"):
+        if name in ex["schemes"] and kind != "tcp":
+            raise c.err("[experiment]", f"scheme {name!r} needs [traffic] kind = \"tcp\"", "schemes")
     for role in ("cn", "mn"):
         if ex[role] not in nodes or nodes[ex[role]]:
             raise c.err("[experiment]", f"{role} = {ex[role]!r} is not a host node", role)
