@@ -4,12 +4,29 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .addr import ID_NET
-from .testbed import Node, StepError, binary, stop_process, wait_for
+from .testbed import Node, StepError, binary, run, stop_process, wait_for
+
+# The lab's bpf filesystem, mounted once in the host's mount namespace: ilnpd runs
+# under `ip netns exec`, whose private /sys has no bpffs, and a bpffs ilnpd mounted
+# there itself would vanish with the process, taking the pins (and the running fast
+# path) with it; this one outlives a killed daemon, so its successor adopts the pins.
+LAB_BPFFS = Path("/run/ilnp-lab/bpf")
+
+
+def lab_bpffs() -> Path:
+    """Mounts LAB_BPFFS if it is not a bpf filesystem yet (shared by all runs, left mounted)."""
+    LAB_BPFFS.mkdir(parents=True, exist_ok=True)
+    with open("/proc/self/mounts") as f:
+        if any(line.split()[1:3] == [str(LAB_BPFFS), "bpf"] for line in f):
+            return LAB_BPFFS
+    run(["mount", "-t", "bpf", "bpf", str(LAB_BPFFS)])
+    return LAB_BPFFS
 
 
 @dataclass
@@ -48,6 +65,15 @@ class Ilnpd:
     def log(self) -> Path:
         return self.dir / "ilnpd.log"
 
+    @property
+    def pin_dir(self) -> str:
+        return str(lab_bpffs() / self.node.ns)
+
+    @property
+    def state_file(self) -> str:
+        """ilnpd's default: the control socket's path with extension .state."""
+        return str(Path(self.socket).with_suffix(".state"))
+
     def config_text(self) -> str:
         keys = {
             "uplinks": self.uplinks,
@@ -57,6 +83,7 @@ class Ilnpd:
             "nonce_bits": self.nonce_bits,
             "control_socket": self.socket,
             "log_level": "debug",
+            "pin_dir": self.pin_dir,
         }
         keys.update(self.extra)
         lines = [f"{k} = {json.dumps(v)}" for k, v in keys.items() if not isinstance(v, dict)]
@@ -71,7 +98,7 @@ class Ilnpd:
     def start(self, wait: bool = True) -> "Ilnpd":
         cfg = self.dir / "ilnpd.toml"
         cfg.write_text(self.config_text())
-        logf = open(self.log, "w")
+        logf = open(self.log, "a")
         self.proc = self.node.spawn(binary("ilnpd"), "--config", str(cfg), stdout=logf, stderr=subprocess.STDOUT)
         if wait:
             try:
@@ -81,6 +108,13 @@ class Ilnpd:
             if self.proc.poll() is not None:
                 raise StepError(f"ilnpd on {self.node.name} exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
         return self
+
+    def kill(self) -> int | None:
+        """A crash: SIGKILL, no cleanup (pins, ilnp0 and the state file stay for the next start)."""
+        rc = stop_process(self.proc, sig=signal.SIGKILL) if self.proc is not None else None
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)  # the dead daemon's socket would fool _ready()
+        return rc
 
     def _ready(self) -> bool:
         if not os.path.exists(self.socket):
