@@ -6,9 +6,12 @@
 //! We cannot tell from the packet, so we ask the old peer: an ICMPv6 Echo Request
 //! with our nonce for the old session to every locator we know for it. A live old
 //! peer accepts it (our nonce is right) and its stack answers with the old nonce: the
-//! new nonce is a forgery, it stays dropped. No packet with the old nonce within a
-//! few round trips: the old peer is gone, the entry takes the new nonce and the new
-//! source locator, and the packet that triggered the challenge is delivered.
+//! new nonce is a forgery, it stays dropped. If instead the node at an old locator
+//! answers our echo (its identifier and random payload, which an off-path forger
+//! never saw) with the *new* nonce, the peer there restarted: the entry takes the new
+//! nonce at once, one round trip after the first new packet. No answer at all within
+//! a few round trips: the old peer is gone, the entry takes the new nonce and the new
+//! source locator. Either way the packet that triggered the challenge is delivered.
 //!
 //! While a challenge is open the fast path is told the old nonce is unknown, so it
 //! punts that peer's packets and the core sees the answer (and delivers the old
@@ -39,11 +42,17 @@ pub const CHALLENGE_RATE: u32 = 20;
 pub const CHALLENGE_BURST: u32 = 20;
 /// At most this many open at once.
 pub const CHALLENGE_MAX_OPEN: usize = 64;
-/// Echo payload: tells our challenge apart in a capture.
-const ECHO_BODY: &[u8] = b"ilnp-restart-challenge";
+/// Echo payload: a marker (tells our challenge apart in a capture) and 8 random bytes.
+const ECHO_MARK: &[u8] = b"ilnp-restart-challenge:";
 
 #[derive(Debug, Clone)]
 pub(crate) struct Challenge {
+    /// the echo's data word (identifier, sequence) and body: 96 random bits an
+    /// off-path forger would have to guess to fake the restarted peer's answer
+    echo_word: u32,
+    echo_body: Vec<u8>,
+    /// the old locators the echo went to
+    old_locs: Vec<Locator>,
     new_nonce: Nonce,
     new_src: Locator,
     deadline: Instant,
@@ -131,6 +140,11 @@ impl Core {
         out: &mut Vec<Action>,
     ) {
         if let Some(c) = self.challenges.open.get_mut(&nid) {
+            if c.new_nonce == nonce && c.old_locs.contains(&src) && is_echo_reply(&ident, c.echo_word, &c.echo_body) {
+                // the node at an old locator answered with the new nonce: it restarted
+                self.challenge_replace(now, nid, "answered with the new nonce: peer restarted", out);
+                return;
+            }
             if c.new_nonce == nonce && c.held.is_none() {
                 c.held = Some(ident);
             }
@@ -142,15 +156,23 @@ impl Core {
         }
         let Some(e) = self.ilcc.get(&nid) else { return };
         let src_addr = ilnp_addr(e.local_locator, self.cfg.local_nid);
-        let id = (self.rng.next_u32() & 0xffff) << 16 | 1;
-        let echo = Repr { msg_type: TYPE_ECHO_REQUEST, code: 0, data_word: id, body: ECHO_BODY };
+        let echo_word = self.rng.next_u32();
+        let mut echo_body = ECHO_MARK.to_vec();
+        let mut rnd = [0u8; 8];
+        self.rng.fill_bytes(&mut rnd);
+        echo_body.extend_from_slice(&rnd);
+        let echo = Repr { msg_type: TYPE_ECHO_REQUEST, code: 0, data_word: echo_word, body: &echo_body };
         let uplink = self.local.uplink_of(e.local_locator);
-        for r in e.remote_locators.iter().filter(|r| r.state != LocatorState::Expired) {
-            let pkt = echo.packet(src_addr, ilnp_addr(r.loc, nid), 64, Some(&e.nonce_tx));
+        let old_locs: Vec<Locator> =
+            e.remote_locators.iter().filter(|r| r.state != LocatorState::Expired).map(|r| r.loc).collect();
+        for l in &old_locs {
+            let pkt = echo.packet(src_addr, ilnp_addr(*l, nid), 64, Some(&e.nonce_tx));
             out.push(Action::SendWire { pkt, uplink });
         }
         let deadline = now + challenge_timeout(e.srtt_us);
-        self.challenges.open.insert(nid, Challenge { new_nonce: nonce, new_src: src, deadline, held: Some(ident) });
+        let c =
+            Challenge { echo_word, echo_body, old_locs, new_nonce: nonce, new_src: src, deadline, held: Some(ident) };
+        self.challenges.open.insert(nid, c);
         self.stats.bump(Outcome::PeerChallengeSent);
         out.push(Action::Event(Event::PeerChallenge { nid, outcome: "sent" }));
         // the fast path must punt this peer's packets until the challenge ends
@@ -173,23 +195,37 @@ impl Core {
     pub(crate) fn challenges_due(&mut self, now: Instant, out: &mut Vec<Action>) {
         let due: Vec<Nid> = self.challenges.open.iter().filter(|(_, c)| c.deadline <= now).map(|(n, _)| *n).collect();
         for nid in due {
-            let c = self.challenges.open.remove(&nid).expect("listed");
-            let Some(e) = self.ilcc.get_mut(&nid) else { continue };
-            let pref = e.remote_locators.iter().find(|r| r.loc == c.new_src).map_or(10, |r| r.pref);
-            e.nonce_rx = Some(c.new_nonce);
-            e.remote_locators = vec![RemoteLocator::new(c.new_src, pref, LocatorState::Active, Some(now))];
-            e.srtt_us = None;
-            e.last_acked_lu = None;
-            e.last_used = now;
-            out.extend(e.snapshot().map(Action::IlccUpsert));
-            self.stats.bump(Outcome::PeerRestartReplaced);
-            out.push(Action::Event(Event::PeerChallenge {
-                nid,
-                outcome: "unanswered: peer restarted, new nonce taken",
-            }));
-            out.extend(c.held.map(Action::DeliverLocal));
+            self.challenge_replace(now, nid, "unanswered: peer restarted, new nonce taken", out);
         }
     }
+
+    /// The old peer is gone: its entry takes the new nonce and source locator, and
+    /// the held packet is delivered.
+    fn challenge_replace(&mut self, now: Instant, nid: Nid, why: &'static str, out: &mut Vec<Action>) {
+        let Some(c) = self.challenges.open.remove(&nid) else { return };
+        let Some(e) = self.ilcc.get_mut(&nid) else { return };
+        let pref = e.remote_locators.iter().find(|r| r.loc == c.new_src).map_or(10, |r| r.pref);
+        e.nonce_rx = Some(c.new_nonce);
+        e.remote_locators = vec![RemoteLocator::new(c.new_src, pref, LocatorState::Active, Some(now))];
+        e.srtt_us = None;
+        e.last_acked_lu = None;
+        e.last_used = now;
+        out.extend(e.snapshot().map(Action::IlccUpsert));
+        self.stats.bump(Outcome::PeerRestartReplaced);
+        out.push(Action::Event(Event::PeerChallenge { nid, outcome: why }));
+        out.extend(c.held.map(Action::DeliverLocal));
+    }
+}
+
+/// Whether an identifier-form packet is the Echo Reply to our challenge.
+fn is_echo_reply(pkt: &[u8], word: u32, body: &[u8]) -> bool {
+    let Ok(ul) = ilnp_wire::ipv6::upper_layer_info(pkt) else { return false };
+    if ul.proto != ilnp_wire::ipv6::PROTO_ICMPV6 || !ul.is_whole() {
+        return false;
+    }
+    let Ok(m) = ilnp_wire::icmpv6::Message::new_checked(&pkt[ul.offset..]) else { return false };
+    // Message::body() starts at the data word
+    m.msg_type() == ilnp_wire::icmpv6::TYPE_ECHO_REPLY && m.data_word() == word && m.as_bytes().get(8..) == Some(body)
 }
 
 #[cfg(test)]
@@ -227,7 +263,8 @@ mod tests {
         assert!(matches!(classify(&echo), Ok(Packet::Data(_))));
         let deadline = b.poll_timeout().unwrap();
         assert!(deadline <= t0 + CHALLENGE_MAX && deadline >= t0 + CHALLENGE_MIN, "{:?}", deadline - t0);
-        // the restarted a answers the echo with its new nonce: not the old one, no answer
+        // the restarted a's stack gets the echo request (its core learns b's nonce);
+        // here it does not answer (say, a firewall): b waits for the deadline
         let out2 = a2.handle_inbound(t0, &echo, Csum::Complete);
         assert_eq!(delivered(&out2).len(), 1, "a's stack gets the echo request");
         b.handle_timeout(deadline - ms(1));
@@ -242,6 +279,43 @@ mod tests {
         let back = wire(&b.handle_outbound(deadline, &udp(NB, NA, b"ack"), Csum::Complete)).pop().unwrap();
         assert_eq!(delivered(&a2.handle_inbound(deadline, &back, Csum::Complete)).len(), 1);
         assert_eq!(a2.stats().dropped(DropReason::BadNonce), 0);
+    }
+
+    /// The echo reply `a`'s stack would send for the echo request `req` (identifier form in, out).
+    fn echo_reply_for(req_ident: &[u8]) -> Vec<u8> {
+        let ul = ilnp_wire::ipv6::upper_layer_info(req_ident).unwrap();
+        let m = ilnp_wire::icmpv6::Message::new_checked(&req_ident[ul.offset..]).unwrap();
+        let p = ilnp_wire::ipv6::Packet::new_checked(req_ident).unwrap();
+        let r = Repr {
+            msg_type: ilnp_wire::icmpv6::TYPE_ECHO_REPLY,
+            code: 0,
+            data_word: m.data_word(),
+            body: &m.as_bytes()[8..],
+        };
+        r.packet(p.dst(), p.src(), 64, None)
+    }
+
+    #[test]
+    fn the_restarted_peer_answering_with_its_new_nonce_is_taken_at_once() {
+        let (_a, mut b, _, _) = session();
+        let t0 = Instant::now();
+        let (mut a2, w) = restarted_a(t0);
+        let echo = wire(&b.handle_inbound(t0, &w, Csum::Complete)).pop().unwrap();
+        let req = delivered(&a2.handle_inbound(t0, &echo, Csum::Complete)).pop().expect("echo request delivered");
+        // a2's stack answers; a2 sends it with its new nonce (and now knows b's)
+        let reply = wire(&a2.handle_outbound(t0 + ms(1), &echo_reply_for(&req), Csum::Complete)).pop().unwrap();
+        // a forged echo reply (right nonce, wrong payload) changes nothing
+        let mut forged = echo_reply_for(&req);
+        let n = forged.len();
+        forged[n - 1] ^= 1;
+        let forged = wire(&a2.handle_outbound(t0 + ms(1), &forged, Csum::Complete)).pop().unwrap();
+        b.handle_inbound(t0 + ms(1), &forged, Csum::Complete);
+        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 0, "a guessed payload is not an answer");
+        let out = b.handle_inbound(t0 + ms(2), &reply, Csum::Complete);
+        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 1, "one round trip, no deadline");
+        assert_eq!(delivered(&out), vec![udp(NA, NB, b"syn")], "the held packet");
+        let back = wire(&b.handle_outbound(t0 + ms(2), &udp(NB, NA, b"syn-ack"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&a2.handle_inbound(t0 + ms(3), &back, Csum::Complete)).len(), 1);
     }
 
     #[test]
