@@ -92,8 +92,20 @@ impl Daemon {
                 gateway: None,
             });
         }
+        // an existing ilnp0 is one a crashed ilnpd left (persistent, adopted below:
+        // TUNSETIFF attaches to it) or one in use (TUNSETIFF fails with EBUSY)
+        let adopting = std::path::Path::new(&format!("/sys/class/net/{}", cfg.tun_name)).exists();
+        if adopting && cfg.pin_dir.is_none() && cfg.state_file.is_none() {
+            bail!("tun_name: interface {} already exists (another ilnpd?)", cfg.tun_name);
+        }
+        // the identifier address on an ilnp0 being adopted is ours, not an overlap
+        let old_tun = if adopting { nl.link(&cfg.tun_name).await.ok().map(|l| l.index) } else { None };
         for a in nl.addresses().await? {
-            if a.global && a.ifindex != 0 && is_identifier_overlap(cfg.id_prefix, a.addr, a.prefix_len) {
+            if a.global
+                && a.ifindex != 0
+                && Some(a.ifindex) != old_tun
+                && is_identifier_overlap(cfg.id_prefix, a.addr, a.prefix_len)
+            {
                 bail!(
                     "identifier_prefix {}/64 overlaps address {}/{} on ifindex {}: choose another identifier prefix",
                     cfg.id_prefix.prefix(),
@@ -113,12 +125,6 @@ impl Daemon {
                 ),
             },
         };
-        // an existing ilnp0 is one a crashed ilnpd left (persistent, adopted below:
-        // TUNSETIFF attaches to it) or one in use (TUNSETIFF fails with EBUSY)
-        let adopting = std::path::Path::new(&format!("/sys/class/net/{}", cfg.tun_name)).exists();
-        if adopting && cfg.pin_dir.is_none() && cfg.state_file.is_none() {
-            bail!("tun_name: interface {} already exists (another ilnpd?)", cfg.tun_name);
-        }
         let raw = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::from(libc::IPPROTO_RAW)))
             .context("opening a raw IPv6 socket (needs CAP_NET_RAW)")?;
 
