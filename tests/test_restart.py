@@ -163,3 +163,29 @@ def test_corrupt_state_file_is_ignored_with_a_warning(bed):
     finally:
         dcn.stop()
         dmn.stop()
+
+
+def test_slow_path_session_stalls_while_down_and_resumes(bed, tmp_path):
+    """datapath = userspace: every packet goes through ilnpd, so while it is down the
+    session stalls (the persistent ilnp0 has no reader: the TUN drops); TCP retransmits
+    and the session resumes when the new ilnpd reads ilnp0 again."""
+    cn, r1, mn, dcn, dmn = ilnp_pair(bed, datapath="userspace")
+    try:
+        mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
+        time.sleep(0.3)
+        c = cn.spawn("iperf3", "-c", MN_ID, "-t", "6", "-b", "20M", "-i", "0.5", "-J",
+                     stdout=open(tmp_path / "tcp.json", "w"))
+        time.sleep(2)
+        dmn.kill()
+        time.sleep(0.5)  # down: nothing gets through
+        dmn.start()
+        assert c.wait(timeout=30) == 0
+        r = json.loads((tmp_path / "tcp.json").read_text())
+        assert "error" not in r, r.get("error")
+        per = [i["sum"]["bytes"] for i in r["intervals"]]
+        print(f"userspace restart: bytes per 0.5 s {per}")
+        # data again in the last two seconds, after the restart
+        assert all(b > 0 for b in per[-4:]), per
+    finally:
+        dcn.stop()
+        dmn.stop()
