@@ -48,6 +48,11 @@ impl Pins {
             let default = Path::new(BPFFS_DEFAULT);
             if dir.starts_with(default) && default.is_dir() && !is_bpffs(default) {
                 mount_bpffs(default)?;
+                tracing::warn!(
+                    "mounted a bpf filesystem at {BPFFS_DEFAULT}: if this process has a private mount namespace \
+                     (ip netns exec), the pins go with it and a crash is not survived; mount bpffs in the host \
+                     namespace and point pin_dir there"
+                );
                 mounted = Some(default.to_path_buf());
             } else {
                 return Err(anyhow!(
