@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -125,8 +126,17 @@ class Ilnpd:
     def stop(self) -> int | None:
         if self.proc is None:
             return None
+        dead = self.proc.poll() is not None
         rc = stop_process(self.proc)
+        if dead:
+            # it died (killed, crashed, failed to start) and nothing adopted its pins
+            # and state: the lab removes them, as the daemon's clean stop would have
+            self.remove_leftovers()
         return rc
+
+    def remove_leftovers(self) -> None:
+        shutil.rmtree(self.pin_dir, ignore_errors=True)
+        Path(self.state_file).unlink(missing_ok=True)
 
     def ctl_raw(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.node.run(binary("ilnpctl"), "-s", self.socket, *args, check=check)
