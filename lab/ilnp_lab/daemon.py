@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .addr import ID_NET
-from .testbed import Node, StepError, binary, stop_process, wait_for
+from .testbed import Node, StepError, binary, run, stop_process, wait_for
+
+# The lab's bpf filesystem, mounted once in the host's mount namespace: ilnpd runs
+# under `ip netns exec`, whose private /sys has no bpffs, and a bpffs ilnpd mounted
+# there itself would vanish with the process, taking the pins (and the running fast
+# path) with it; this one outlives a killed daemon, so its successor adopts the pins.
+LAB_BPFFS = Path("/run/ilnp-lab/bpf")
+
+
+def lab_bpffs() -> Path:
+    """Mounts LAB_BPFFS if it is not a bpf filesystem yet (shared by all runs, left mounted)."""
+    LAB_BPFFS.mkdir(parents=True, exist_ok=True)
+    with open("/proc/self/mounts") as f:
+        if any(line.split()[1:3] == [str(LAB_BPFFS), "bpf"] for line in f):
+            return LAB_BPFFS
+    run(["mount", "-t", "bpf", "bpf", str(LAB_BPFFS)])
+    return LAB_BPFFS
 
 
 @dataclass
@@ -48,6 +66,15 @@ class Ilnpd:
     def log(self) -> Path:
         return self.dir / "ilnpd.log"
 
+    @property
+    def pin_dir(self) -> str:
+        return str(lab_bpffs() / self.node.ns)
+
+    @property
+    def state_file(self) -> str:
+        """ilnpd's default: the control socket's path with extension .state."""
+        return str(Path(self.socket).with_suffix(".state"))
+
     def config_text(self) -> str:
         keys = {
             "uplinks": self.uplinks,
@@ -57,6 +84,7 @@ class Ilnpd:
             "nonce_bits": self.nonce_bits,
             "control_socket": self.socket,
             "log_level": "debug",
+            "pin_dir": self.pin_dir,
         }
         keys.update(self.extra)
         lines = [f"{k} = {json.dumps(v)}" for k, v in keys.items() if not isinstance(v, dict)]
@@ -71,7 +99,7 @@ class Ilnpd:
     def start(self, wait: bool = True) -> "Ilnpd":
         cfg = self.dir / "ilnpd.toml"
         cfg.write_text(self.config_text())
-        logf = open(self.log, "w")
+        logf = open(self.log, "a")
         self.proc = self.node.spawn(binary("ilnpd"), "--config", str(cfg), stdout=logf, stderr=subprocess.STDOUT)
         if wait:
             try:
@@ -82,6 +110,13 @@ class Ilnpd:
                 raise StepError(f"ilnpd on {self.node.name} exited {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
         return self
 
+    def kill(self) -> int | None:
+        """A crash: SIGKILL, no cleanup (pins, ilnp0 and the state file stay for the next start)."""
+        rc = stop_process(self.proc, sig=signal.SIGKILL) if self.proc is not None else None
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)  # the dead daemon's socket would fool _ready()
+        return rc
+
     def _ready(self) -> bool:
         if not os.path.exists(self.socket):
             return False
@@ -91,8 +126,17 @@ class Ilnpd:
     def stop(self) -> int | None:
         if self.proc is None:
             return None
+        dead = self.proc.poll() is not None
         rc = stop_process(self.proc)
+        if dead:
+            # it died (killed, crashed, failed to start) and nothing adopted its pins
+            # and state: the lab removes them, as the daemon's clean stop would have
+            self.remove_leftovers()
         return rc
+
+    def remove_leftovers(self) -> None:
+        shutil.rmtree(self.pin_dir, ignore_errors=True)
+        Path(self.state_file).unlink(missing_ok=True)
 
     def ctl_raw(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return self.node.run(binary("ilnpctl"), "-s", self.socket, *args, check=check)

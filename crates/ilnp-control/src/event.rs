@@ -62,6 +62,12 @@ pub enum Event {
         nid: String,
         attempts: u32,
     },
+    /// a known NID showed a new nonce: its old locators were challenged (`outcome`:
+    /// sent, answered = the new nonce was forged, unanswered = the peer restarted)
+    PeerChallenge {
+        nid: String,
+        outcome: String,
+    },
     /// a packet was dropped (`reason` as in `stats`)
     Drop {
         reason: String,

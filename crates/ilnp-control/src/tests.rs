@@ -202,6 +202,7 @@ fn events_round_trip_with_the_tag_first() {
         Event::LuSent { nid: "n".into(), attempt: 2, locators: vec![] },
         Event::LuAcked { nid: "n".into(), rtt_us: 812, attempts: 1 },
         Event::LuFailed { nid: "n".into(), attempts: 7 },
+        Event::PeerChallenge { nid: "n".into(), outcome: "sent".into() },
         Event::Drop { reason: "bad_nonce".into(), detail: "x".into() },
         Event::Lagged { missed: 3 },
     ];

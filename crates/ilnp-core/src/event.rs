@@ -106,6 +106,14 @@ counter_enum! {
         LuMalformedBadChecksum = "lu_malformed_bad_checksum",
         LuMalformedUnknownOperation = "lu_malformed_unknown_operation",
         LuMalformedOther = "lu_malformed_other",
+        /// a known NID with an unknown nonce: the old peer was challenged (`challenge.rs`)
+        PeerChallengeSent = "peer_challenge_sent",
+        /// the old peer answered with the old nonce: the new one was forged, still dropped
+        PeerChallengeAnswered = "peer_challenge_answered",
+        /// no answer: the peer restarted, its entry took the new nonce
+        PeerRestartReplaced = "peer_restart_replaced",
+        /// no challenge sent (per-NID hold-off, global rate or open bound); the packet is dropped
+        PeerChallengeRateLimited = "peer_challenge_rate_limited",
     }
 }
 
@@ -245,6 +253,12 @@ pub enum Event {
         nid: Nid,
         attempts: u32,
     },
+    /// a peer-restart challenge was sent or ended (`challenge.rs`)
+    PeerChallenge {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        outcome: &'static str,
+    },
     /// `reason` is a [`DropReason`]'s name
     Drop {
         reason: &'static str,
@@ -267,6 +281,7 @@ impl fmt::Display for Event {
                 if *initiator { "initiated" } else { "accepted" }
             ),
             Event::PeerRemoved { nid, reason } => write!(f, "ILCC entry {nid} removed: {reason}"),
+            Event::PeerChallenge { nid, outcome } => write!(f, "peer restart challenge to {nid}: {outcome}"),
             Event::NonIlnpPeer { nid } => {
                 write!(f, "peer {nid} is not ILNPv6-capable (Parameter Problem on the nonce option)")
             }

@@ -54,6 +54,7 @@ impl Core {
             return out;
         }
         let nid = meta.src_nid;
+        let mut answered = false;
         if self.ilcc.get(&nid).is_none() {
             if self.ilcc.is_full() {
                 self.drop(&mut out, DropReason::IlccFull, summary());
@@ -104,9 +105,11 @@ impl Core {
                 Some(n) if n != meta.nonce => {
                     let d = format!("{} (want {})", summary(), ilcc::hex(n.as_bytes()));
                     self.drop(&mut out, DropReason::BadNonce, d);
+                    // the peer may have restarted: ask the old one (`challenge.rs`)
+                    self.challenge_bad_nonce(now, nid, meta.nonce, meta.src_loc, ident, &mut out);
                     return out;
                 }
-                Some(_) => {}
+                Some(_) => answered = self.challenges.is_open(&nid),
                 None => {
                     // the responder's first packet: learn its nonce (RFC 6744 §6);
                     // it answers our first packet at once, so this is an RTT sample
@@ -128,6 +131,9 @@ impl Core {
                 out.push(Action::Event(Event::RemoteLocatorLearned { nid, locator: meta.src_loc }));
                 out.extend(e.snapshot().map(Action::IlccUpsert));
             }
+        }
+        if answered {
+            self.challenge_answered(now, nid, &mut out);
         }
         // a verified packet arrived on this locator: it is not quiet
         self.local.note_rx(meta.dst_loc, now);

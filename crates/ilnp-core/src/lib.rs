@@ -1,6 +1,7 @@
 //! Sans-IO ILNPv6 protocol core: ILCC, peers, slow-path decisions, Locator Updates.
 //! No sockets, no threads, no clock reads: time (`now`) and randomness are injected.
 
+mod challenge;
 pub mod config;
 pub mod event;
 mod icmp;
@@ -10,6 +11,7 @@ pub mod local;
 mod lu;
 mod outbound;
 pub mod peers;
+pub mod snapshot;
 pub mod timers;
 
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
@@ -20,16 +22,17 @@ pub use local::{derive_local_locators, locator_preference, KernelAddress, LocalL
 pub use peers::{PeerLocator, PeerRecord};
 /// The randomness the core takes (re-exported so shells and fuzzers use the same trait).
 pub use rand_core::{Error as RngError, RngCore};
+pub use snapshot::{CoreSnapshot, RestoreError, SNAPSHOT_VERSION};
 
 use event::ser_display;
 use ilnp_wire::ipv6;
 use ilnp_wire::translate::Csum;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Validity state of a locator (RFC 6741 §5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LocatorState {
     Valid,
@@ -127,13 +130,22 @@ pub struct Core {
     peers: BTreeMap<Nid, PeerInfo>,
     local: LocalLocators,
     stats: Stats,
+    challenges: challenge::Challenges,
 }
 
 impl Core {
     pub fn new(cfg: CoreConfig, rng: Box<dyn rand_core::RngCore + Send>) -> Core {
         let (max, idle) = (cfg.ilcc_max_entries, cfg.idle_timeout);
         let local = LocalLocators::new(cfg.handoff, cfg.soft_quiet_period);
-        Core { cfg, rng, ilcc: ilcc::Ilcc::new(max, idle), peers: BTreeMap::new(), local, stats: Stats::default() }
+        Core {
+            cfg,
+            rng,
+            ilcc: ilcc::Ilcc::new(max, idle),
+            peers: BTreeMap::new(),
+            local,
+            stats: Stats::default(),
+            challenges: challenge::Challenges::default(),
+        }
     }
 
     pub fn config(&self) -> &CoreConfig {
@@ -180,15 +192,17 @@ impl Core {
 
     /// A wire-form packet an uplink punted to the daemon.
     pub fn handle_inbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
-        let out = self.inbound(now, pkt, csum);
+        let mut out = self.inbound(now, pkt, csum);
         self.ilcc.tidy();
+        self.challenges.mask(&mut out);
         out
     }
 
     /// An identifier-form packet the kernel routed to ilnp0.
     pub fn handle_outbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
-        let out = self.outbound(now, pkt, csum);
+        let mut out = self.outbound(now, pkt, csum);
         self.ilcc.tidy();
+        self.challenges.mask(&mut out);
         out
     }
 

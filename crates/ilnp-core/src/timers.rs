@@ -120,7 +120,10 @@ impl Core {
     /// locator's lifetime end, an entry's idle deadline, or the end of a soft-handoff
     /// quiet period. O(1) in the number of ILCC entries.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.ilcc.next_deadline(), self.local.next_retirement()].into_iter().flatten().min()
+        [self.ilcc.next_deadline(), self.local.next_retirement(), self.challenges.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Due work at `now`. A shell with a fast path feeds `note_local_activity` first,
@@ -160,7 +163,10 @@ impl Core {
             out.push(Action::IlccRemove(nid));
             out.push(Action::Event(Event::PeerRemoved { nid, reason: "idle" }));
         }
+        // peer-restart challenges nobody answered (`challenge.rs`)
+        self.challenges_due(now, &mut out);
         self.ilcc.tidy();
+        self.challenges.mask(&mut out);
         out
     }
 }

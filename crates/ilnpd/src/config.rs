@@ -42,6 +42,12 @@ pub struct FileConfig {
     /// soft handoff: a non-preferred locator whose RA stopped is retired after this
     /// long without a packet; 0 = never (kept until its address goes away)
     pub soft_quiet_period_ms: Option<u64>,
+    /// bpffs directory for the maps and tc links ("" = no pinning); default
+    /// `/sys/fs/bpf/ilnp/<instance>` (`default_pin_dir`)
+    pub pin_dir: Option<PathBuf>,
+    /// where the core's state is kept for a restart ("" = nowhere); default the
+    /// control socket's path with extension `.state`
+    pub state_file: Option<PathBuf>,
     #[serde(default)]
     pub peer: Vec<TomlPeer>,
 }
@@ -73,6 +79,27 @@ pub struct Config {
     pub lu_initial_rto: Duration,
     pub lu_max_attempts: u32,
     pub soft_quiet_period: Duration,
+    pub pin_dir: Option<PathBuf>,
+    pub state_file: Option<PathBuf>,
+}
+
+/// The default pin directory: one per daemon instance, named after its control
+/// socket (two daemons on one host, e.g. in two network namespaces, cannot share
+/// a socket path): `/run/ilnp/ilnpd.sock` → `/sys/fs/bpf/ilnp/run_ilnp_ilnpd.sock`.
+pub fn default_pin_dir(control_socket: &Path) -> PathBuf {
+    let s = control_socket.to_string_lossy();
+    let name: String =
+        s.trim_start_matches('/').chars().map(|c| if c == '/' || c.is_whitespace() { '_' } else { c }).collect();
+    Path::new("/sys/fs/bpf/ilnp").join(name)
+}
+
+/// "" turns a path-valued feature off; absent takes the default.
+fn path_or_off(v: Option<PathBuf>, default: impl FnOnce() -> PathBuf) -> Option<PathBuf> {
+    match v {
+        Some(p) if p.as_os_str().is_empty() => None,
+        Some(p) => Some(p),
+        None => Some(default()),
+    }
 }
 
 /// Longest soft-handoff quiet period accepted (one hour): longer, and a host that
@@ -214,6 +241,10 @@ impl Config {
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
         }
+        let control_socket: PathBuf =
+            ov.control_socket.clone().or(f.control_socket).unwrap_or_else(|| "/run/ilnp/ilnpd.sock".into());
+        let pin_dir = path_or_off(f.pin_dir, || default_pin_dir(&control_socket));
+        let state_file = path_or_off(f.state_file, || control_socket.with_extension("state"));
         Ok(Config {
             uplinks,
             id_prefix,
@@ -221,11 +252,7 @@ impl Config {
             tun_name: ov.tun_name.clone().or(f.tun_name).unwrap_or_else(|| "ilnp0".into()),
             datapath,
             nonce_len,
-            control_socket: ov
-                .control_socket
-                .clone()
-                .or(f.control_socket)
-                .unwrap_or_else(|| "/run/ilnp/ilnpd.sock".into()),
+            control_socket,
             peers,
             ilcc_max_entries,
             idle_timeout: Duration::from_secs(ov.idle_timeout_s.or(f.idle_timeout_s).unwrap_or(600)),
@@ -236,6 +263,8 @@ impl Config {
             lu_initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
             lu_max_attempts: f.lu_max_attempts.unwrap_or(7),
             soft_quiet_period: Duration::from_millis(quiet_ms),
+            pin_dir,
+            state_file,
         })
     }
 }
@@ -246,6 +275,18 @@ mod tests {
 
     fn load(text: &str) -> Result<Config> {
         Config::from_file(parse_file(text, Path::new("t.toml"))?, &Overrides::default())
+    }
+
+    #[test]
+    fn pinning_and_state_are_on_by_default_one_place_per_instance() {
+        let c = load("uplinks = [\"e\"]\ncontrol_socket = \"/run/ilnp-lab/ns1.sock\"\n").unwrap();
+        assert_eq!(c.pin_dir.as_deref(), Some(Path::new("/sys/fs/bpf/ilnp/run_ilnp-lab_ns1.sock")));
+        assert_eq!(c.state_file.as_deref(), Some(Path::new("/run/ilnp-lab/ns1.state")));
+        let d = load("uplinks = [\"e\"]\n").unwrap();
+        assert_eq!(d.pin_dir.as_deref(), Some(Path::new("/sys/fs/bpf/ilnp/run_ilnp_ilnpd.sock")));
+        assert_ne!(c.pin_dir, d.pin_dir);
+        let off = load("uplinks = [\"e\"]\npin_dir = \"\"\nstate_file = \"\"\n").unwrap();
+        assert_eq!((off.pin_dir, off.state_file), (None, None));
     }
 
     #[test]

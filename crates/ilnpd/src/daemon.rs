@@ -61,7 +61,15 @@ pub struct Daemon {
     /// uplink sysctls we changed, with the value to put back on exit
     saved_sysctls: Vec<(String, String)>,
     counters: BTreeMap<ShellCounter, u64>,
+    /// the state file is out of date since (written debounced, `state_due`)
+    state_dirty: Option<Instant>,
+    state_written: Option<Instant>,
 }
+
+/// A change is written this long after it happened (a burst of changes, one write)...
+const STATE_DEBOUNCE: Duration = Duration::from_millis(50);
+/// ...and at most this often (a packet storm creating entries: a few writes a second).
+const STATE_MIN_INTERVAL: Duration = Duration::from_millis(250);
 
 impl Daemon {
     /// Everything that can fail on bad configuration is checked before anything
@@ -84,8 +92,20 @@ impl Daemon {
                 gateway: None,
             });
         }
+        // an existing ilnp0 is one a crashed ilnpd left (persistent, adopted below:
+        // TUNSETIFF attaches to it) or one in use (TUNSETIFF fails with EBUSY)
+        let adopting = std::path::Path::new(&format!("/sys/class/net/{}", cfg.tun_name)).exists();
+        if adopting && cfg.pin_dir.is_none() && cfg.state_file.is_none() {
+            bail!("tun_name: interface {} already exists (another ilnpd?)", cfg.tun_name);
+        }
+        // the identifier address on an ilnp0 being adopted is ours, not an overlap
+        let old_tun = if adopting { nl.link(&cfg.tun_name).await.ok().map(|l| l.index) } else { None };
         for a in nl.addresses().await? {
-            if a.global && a.ifindex != 0 && is_identifier_overlap(cfg.id_prefix, a.addr, a.prefix_len) {
+            if a.global
+                && a.ifindex != 0
+                && Some(a.ifindex) != old_tun
+                && is_identifier_overlap(cfg.id_prefix, a.addr, a.prefix_len)
+            {
                 bail!(
                     "identifier_prefix {}/64 overlaps address {}/{} on ifindex {}: choose another identifier prefix",
                     cfg.id_prefix.prefix(),
@@ -105,15 +125,22 @@ impl Daemon {
                 ),
             },
         };
-        if std::path::Path::new(&format!("/sys/class/net/{}", cfg.tun_name)).exists() {
-            bail!("tun_name: interface {} already exists (another ilnpd?)", cfg.tun_name);
-        }
         let raw = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::from(libc::IPPROTO_RAW)))
             .context("opening a raw IPv6 socket (needs CAP_NET_RAW)")?;
 
         // ---- from here on we change the host; cleanup() undoes it
         let ebpf = cfg.datapath == config::Datapath::Ebpf;
         let tun = Tun::create(&cfg.tun_name, ebpf)?;
+        if adopting {
+            tracing::warn!("{} left by an ilnpd that did not stop cleanly: adopting it", cfg.tun_name);
+        }
+        // with pins the sessions outlive a crash: so must ilnp0 (sockets bound to
+        // identifier addresses, the egress program on it)
+        if cfg.pin_dir.is_some() {
+            if let Err(e) = tun.set_persist(true) {
+                tracing::warn!("{e:#}: a crash will remove {} and break sessions", cfg.tun_name);
+            }
+        }
         let tl = nl.link(&cfg.tun_name).await?;
         let mtu = min_mtu.saturating_sub(ilnp_wire::destopts::header_len(cfg.nonce_len) as u32).max(1280);
         // forwarding on ilnp0 only: bpf_fib_lookup() refuses to route for an
@@ -164,12 +191,22 @@ impl Daemon {
             drop_log: HashMap::new(),
             saved_sysctls: Vec::new(),
             counters: BTreeMap::new(),
+            state_dirty: None,
+            state_written: None,
         };
+        let restored = d.cfg.state_file.as_deref().and_then(crate::state::load);
+        if let Some(s) = &restored {
+            // what the previous run changed is put back on a clean stop, with the
+            // values from before that run
+            d.added = s.added.iter().copied().collect();
+            d.saved_sysctls = s.saved_sysctls.clone();
+        }
         d.uplink_sysctls();
         if let Err(e) = d.attach_datapath() {
             d.cleanup().await;
             return Err(e);
         }
+        d.restore_core(restored.map(|s| s.core));
         if let Err(e) = d.sync_locators().await {
             d.cleanup().await;
             return Err(e);
@@ -201,13 +238,63 @@ impl Daemon {
             id_prefix: self.cfg.id_prefix,
             local_nid: self.local_nid,
             ilcc_max_entries: self.cfg.ilcc_max_entries,
-            pin_dir: None,
+            pin_dir: self.cfg.pin_dir.clone(),
         })?;
         for u in &self.uplinks {
             dp.attach_uplink(u.index)?;
         }
         self.dp = Some(dp);
         Ok(())
+    }
+
+    /// The core's state from the state file, and a fast path that matches it: an
+    /// ILCC entry the pinned maps hold but the core does not know (state file lost
+    /// or corrupt) is removed, so every fast-path entry has its owner.
+    fn restore_core(&mut self, snap: Option<ilnp_core::CoreSnapshot>) {
+        let now = Instant::now();
+        if let Some(snap) = snap {
+            let path = self.cfg.state_file.clone().unwrap_or_default();
+            match self.core.restore(now, &snap) {
+                Ok(actions) => {
+                    tracing::info!("restored {} ILCC entries from {}", snap.entries.len(), path.display());
+                    self.run_actions(actions);
+                }
+                Err(e) => tracing::warn!("state file {}: {e}: ignored", path.display()),
+            }
+        }
+        let known: BTreeSet<Nid> = self.core.ilcc_entries().map(|e| e.nid).collect();
+        let Some(dp) = self.dp.as_mut() else { return };
+        let stale: Vec<Nid> =
+            dp.peer_counters().unwrap_or_default().into_iter().map(|(n, _)| n).filter(|n| !known.contains(n)).collect();
+        for nid in stale {
+            tracing::warn!("fast-path ILCC entry {nid} has no state in the core: removed");
+            let _ = dp.remove_peer(nid);
+        }
+        self.state_dirty = Some(now);
+    }
+
+    /// When the state file is next due to be written (None: up to date, or no file).
+    fn state_due(&self) -> Option<Instant> {
+        self.cfg.state_file.as_ref()?;
+        let dirty = self.state_dirty?;
+        let after_last = self.state_written.map(|w| w + STATE_MIN_INTERVAL);
+        Some(after_last.map_or(dirty + STATE_DEBOUNCE, |t| t.max(dirty + STATE_DEBOUNCE)))
+    }
+
+    fn write_state(&mut self) {
+        let Some(path) = self.cfg.state_file.clone() else { return };
+        let now = Instant::now();
+        let s = crate::state::StateFile {
+            format: crate::state::STATE_FORMAT,
+            core: self.core.snapshot(now),
+            added: self.added.iter().copied().collect(),
+            saved_sysctls: self.saved_sysctls.clone(),
+        };
+        if let Err(e) = crate::state::save(&path, &s) {
+            tracing::warn!("{e:#}");
+        }
+        self.state_dirty = None;
+        self.state_written = Some(now);
     }
 
     /// Keeps entries the fast path is using from ageing out.
@@ -246,7 +333,14 @@ impl Daemon {
                 tracing::warn!("restoring {p} to {v}: {e}");
             }
         }
-        // closing the TUN removes ilnp0 with its address and route
+        // a clean stop: nothing for a next ilnpd to adopt; closing the (no longer
+        // persistent) TUN removes ilnp0 with its address and route
+        if let Err(e) = self.tun.set_persist(false) {
+            tracing::warn!("{e:#}");
+        }
+        if let Some(p) = &self.cfg.state_file {
+            crate::state::remove(p);
+        }
         let _ = std::fs::remove_file(&self.cfg.control_socket);
     }
 
@@ -273,6 +367,13 @@ impl Daemon {
                     None => futures::future::pending().await,
                 }
             };
+            let state_due = self.state_due().map(tokio::time::Instant::from_std);
+            let state_timer = async {
+                match state_due {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => futures::future::pending().await,
+                }
+            };
             tokio::select! {
                 r = self.tun.recv(&mut buf) => {
                     match r {
@@ -291,6 +392,7 @@ impl Daemon {
                     }
                 }
                 _ = timer => self.on_timer(),
+                _ = state_timer => self.write_state(),
                 _ = tick.tick() => {
                     self.refresh_activity(&mut activity);
                     self.flush_drop_log(Instant::now());

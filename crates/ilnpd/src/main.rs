@@ -7,6 +7,7 @@ mod control;
 mod daemon;
 mod gso;
 mod netlink;
+mod state;
 mod tun;
 
 use clap::Parser;

@@ -9,6 +9,7 @@ use tokio::io::unix::AsyncFd;
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+const TUNSETPERSIST: libc::c_ulong = 0x4004_54cb;
 const IFF_TUN: i16 = 0x0001;
 const IFF_NO_PI: i16 = 0x1000;
 const IFF_VNET_HDR: i16 = 0x4000;
@@ -63,7 +64,11 @@ impl Tun {
         req.name[..name.len()].copy_from_slice(name.as_bytes());
         // SAFETY: TUNSETIFF takes a struct ifreq; IfReq has its layout.
         if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req) } < 0 {
-            return Err(std::io::Error::last_os_error()).with_context(|| format!("creating TUN device {name}"));
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EBUSY) {
+                bail!("tun_name: TUN device {name} is in use (another ilnpd?)");
+            }
+            return Err(e).with_context(|| format!("creating TUN device {name}"));
         }
         if offloads {
             let f = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
@@ -79,6 +84,20 @@ impl Tun {
     }
 
     /// Reads one packet into `buf`; returns (offset of the IPv6 header, length, meta).
+    /// A persistent device outlives the process (a crash, `kill -9`): the kernel
+    /// keeps ilnp0 with its identifier address and route, so sockets bound to it
+    /// and the fast path on it keep working, and the next ilnpd opens it again
+    /// (`create` on an existing persistent device attaches to it). A clean exit
+    /// turns persistence off first, so closing the fd removes the device.
+    pub fn set_persist(&self, on: bool) -> Result<()> {
+        // SAFETY: TUNSETPERSIST takes an int by value.
+        if unsafe { libc::ioctl(self.fd.get_ref().as_raw_fd(), TUNSETPERSIST, libc::c_ulong::from(on)) } < 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("TUNSETPERSIST {on} on {}", self.name));
+        }
+        Ok(())
+    }
+
     pub async fn recv(&self, buf: &mut [u8]) -> Result<(usize, usize, PacketMeta)> {
         loop {
             let mut guard = self.fd.readable().await?;

@@ -11,6 +11,10 @@
 //! stats / peer_counters          reason counters (summed over CPUs), per-peer fast-path counters
 //! shutdown                       detach all, delete the clsact qdiscs it created, unpin
 //! ```
+//!
+//! With a pin directory the maps and the tcx links are pinned there, so the fast
+//! path keeps running while ilnpd is down; `layout` beside them names the map layout
+//! (`layout_id`): pins of another layout (an upgrade changed the maps) are replaced.
 
 mod maps;
 mod pin;
@@ -44,6 +48,22 @@ const MAP_STATS: &str = "ilnp_stats";
 const MAP_NAMES: &[&str] = &[MAP_CFG, MAP_ILCC, MAP_LOCALS, MAP_STATS];
 const PROG_EGRESS: &str = "ilnp_egress";
 const PROG_INGRESS: &str = "ilnp_ingress";
+
+/// The headers that define the maps (types, sizes, value layouts).
+const LAYOUT_SOURCES: [&[u8]; 2] =
+    [include_bytes!("../../../../bpf/ilnp_maps.h"), include_bytes!("../../../../bpf/ilnp_common.h")];
+
+/// Names the layout of the maps a pin directory holds: FNV-1a over the headers
+/// that define them and the ILCC bound (BPF hash maps are sized at creation).
+/// A header change in an upgrade changes it; pins with another id are replaced.
+pub(crate) fn layout_id(ilcc_max_entries: u32) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let max = ilcc_max_entries.to_le_bytes();
+    for b in LAYOUT_SOURCES.iter().flat_map(|s| s.iter()).chain(max.iter()) {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -108,12 +128,15 @@ impl Datapath {
     }
 
     pub(crate) fn load_with(cfg: &DatapathConfig, kind: AttachKind) -> Result<Datapath> {
-        let pins = cfg.pin_dir.as_deref().map(Pins::prepare).transpose()?;
+        let mut pins = cfg.pin_dir.as_deref().map(Pins::prepare).transpose()?;
+        if let Some(p) = pins.as_mut() {
+            p.use_layout(&layout_id(cfg.ilcc_max_entries.max(1)))?;
+        }
         let mut loader = EbpfLoader::new();
         loader.set_max_entries(MAP_ILCC, cfg.ilcc_max_entries.max(1));
         let object = match &pins {
             Some(p) => {
-                loader.map_pin_path(&p.dir);
+                loader.map_pin_path(&p.maps);
                 OBJECT_PINNED
             }
             None => OBJECT,
@@ -151,7 +174,8 @@ impl Datapath {
             self.prog(name)?.load().with_context(|| format!("the verifier rejected {name}"))?;
         }
         let kind = self.kind;
-        let a = tc::attach(self.prog(PROG_EGRESS)?, kind, cfg.ilnp0_ifindex, TcAttachType::Egress)?;
+        let pin = self.pins.as_ref().map(|p| p.dir.clone());
+        let a = tc::attach(self.prog(PROG_EGRESS)?, kind, cfg.ilnp0_ifindex, TcAttachType::Egress, pin.as_deref())?;
         self.egress = Some(a);
         Ok(())
     }
@@ -167,7 +191,8 @@ impl Datapath {
             return Ok(());
         }
         let kind = self.kind;
-        let a = tc::attach(self.prog(PROG_INGRESS)?, kind, ifindex, TcAttachType::Ingress)?;
+        let pin = self.pins.as_ref().map(|p| p.dir.clone());
+        let a = tc::attach(self.prog(PROG_INGRESS)?, kind, ifindex, TcAttachType::Ingress, pin.as_deref())?;
         self.uplinks.push(a);
         Ok(())
     }

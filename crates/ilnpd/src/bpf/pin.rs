@@ -12,6 +12,8 @@ const BPFFS_DEFAULT: &str = "/sys/fs/bpf";
 
 pub(crate) struct Pins {
     pub dir: PathBuf,
+    /// where the maps are pinned (`use_layout`)
+    pub maps: PathBuf,
     mounted: Option<PathBuf>,
 }
 
@@ -46,6 +48,11 @@ impl Pins {
             let default = Path::new(BPFFS_DEFAULT);
             if dir.starts_with(default) && default.is_dir() && !is_bpffs(default) {
                 mount_bpffs(default)?;
+                tracing::warn!(
+                    "mounted a bpf filesystem at {BPFFS_DEFAULT}: if this process has a private mount namespace \
+                     (ip netns exec), the pins go with it and a crash is not survived; mount bpffs in the host \
+                     namespace and point pin_dir there"
+                );
                 mounted = Some(default.to_path_buf());
             } else {
                 return Err(anyhow!(
@@ -56,18 +63,58 @@ impl Pins {
             }
         }
         std::fs::create_dir_all(&dir).with_context(|| format!("creating pin directory {}", dir.display()))?;
-        Ok(Pins { dir, mounted })
+        Ok(Pins { maps: dir.clone(), dir, mounted })
+    }
+
+    /// The maps of layout `id` are pinned in `maps-<id>/` (bpffs holds BPF objects
+    /// and directories, no plain files, so the layout is in the name). Map
+    /// directories of another layout (an upgrade changed the maps) are removed,
+    /// logged, so the maps are created afresh; link pins stay (their programs are
+    /// replaced anyway).
+    pub(crate) fn use_layout(&mut self, id: &str) -> Result<()> {
+        let want = format!("maps-{id}");
+        let entries =
+            std::fs::read_dir(&self.dir).with_context(|| format!("reading pin directory {}", self.dir.display()))?;
+        for e in entries.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("maps-") || name == want {
+                continue;
+            }
+            let old = e.path();
+            tracing::warn!(
+                "pin directory {}: maps of layout {} differ from this build's {id}: replaced (the old daemon's sessions are lost)",
+                self.dir.display(),
+                &name[5..]
+            );
+            for f in std::fs::read_dir(&old).into_iter().flatten().filter_map(|f| f.ok()) {
+                std::fs::remove_file(f.path()).with_context(|| format!("removing stale pin {}", f.path().display()))?;
+            }
+            std::fs::remove_dir(&old).with_context(|| format!("removing {}", old.display()))?;
+        }
+        self.maps = self.dir.join(want);
+        std::fs::create_dir_all(&self.maps).with_context(|| format!("creating {}", self.maps.display()))
     }
 
     /// Removes the given pinned maps, then the directory and the mount if ours.
     pub(crate) fn remove(self, names: &[&str]) -> Result<()> {
         let mut first_err = None;
         for n in names {
-            match std::fs::remove_file(self.dir.join(n)) {
+            match std::fs::remove_file(self.maps.join(n)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    first_err.get_or_insert(anyhow!("unpinning {}: {e}", self.dir.join(n).display()));
+                    first_err.get_or_insert(anyhow!("unpinning {}: {e}", self.maps.join(n).display()));
+                }
+            }
+        }
+        if self.maps != self.dir {
+            let _ = std::fs::remove_dir(&self.maps);
+        }
+        // link pins of uplinks this run did not detach (an earlier run's)
+        if let Ok(d) = std::fs::read_dir(&self.dir) {
+            for e in d.filter_map(|e| e.ok()) {
+                if e.file_name().to_string_lossy().starts_with("link_") {
+                    let _ = std::fs::remove_file(e.path());
                 }
             }
         }

@@ -313,7 +313,7 @@ fn attach_detach_and_maps_round_trip() {
             assert_eq!(stats.len(), REASONS.len());
             if kind == AttachKind::Tcx {
                 for m in MAP_NAMES {
-                    assert!(pin_dir.join(m).exists(), "{m} not pinned");
+                    assert!(pin_dir.join(format!("maps-{}", layout_id(1024))).join(m).exists(), "{m} not pinned");
                 }
             }
             dp.shutdown().unwrap();
@@ -333,14 +333,37 @@ fn attach_detach_and_maps_round_trip() {
             ilcc_max_entries: 16,
             pin_dir: Some(pin_dir.clone()),
         };
-        let mut dp = Datapath::load(&cfg).unwrap();
+        let mut dp = Datapath::load_with(&cfg, AttachKind::Tcx).unwrap();
+        dp.attach_uplink(up).unwrap();
         dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB), None)).unwrap();
         drop(dp);
-        let dp = Datapath::load(&cfg).unwrap();
+        // the pinned tcx links keep both programs attached with no process behind them
+        assert!(ns.tc_state_settled("ilnp0").contains("ilnp_egress"), "egress link died with the process");
+        assert!(ns.tc_state_settled("veth0").contains("ilnp_ingress"), "ingress link died with the process");
+        assert!(pin_dir.join(format!("link_egress_{tun}")).exists());
+        let maps16 = pin_dir.join(format!("maps-{}", layout_id(16)));
+        assert!(maps16.join(MAP_ILCC).exists());
+        let mut dp = Datapath::load_with(&cfg, AttachKind::Tcx).unwrap();
+        dp.attach_uplink(up).unwrap();
         assert!(read_ilcc(&dp, NID_B).is_some(), "pinned ILCC not reused");
+        // adopted, not attached a second time
+        let st = ns.tc_state("veth0");
+        assert_eq!(st.lines().filter(|l| l.contains("ilnp_ingress")).count(), 1, "ingress once after adoption:\n{st}");
+        drop(dp);
+        // an upgrade with another map layout (here: another ILCC bound): the old
+        // maps are replaced, not reused; the links are adopted
+        let cfg17 = DatapathConfig { ilcc_max_entries: 17, ..cfg.clone() };
+        assert_ne!(layout_id(16), layout_id(17));
+        let mut dp = Datapath::load_with(&cfg17, AttachKind::Tcx).unwrap();
+        dp.attach_uplink(up).unwrap();
+        assert!(read_ilcc(&dp, NID_B).is_none(), "pins of another layout reused");
+        assert!(!maps16.exists(), "old layout's maps left behind");
+        let st = ns.tc_state("veth0");
+        assert_eq!(st.lines().filter(|l| l.contains("ilnp_ingress")).count(), 1, "ingress once:\n{st}");
         dp.shutdown().unwrap();
-        assert!(!pin_dir.exists());
+        assert!(!pin_dir.exists(), "pins or links left behind");
         assert!(ns.tc_state_settled("ilnp0").find("ilnp_").is_none());
+        assert!(ns.tc_state_settled("veth0").find("ilnp_").is_none());
     });
 }
 

@@ -223,6 +223,7 @@ pub(super) fn monitor_event(ev: &Event) -> ctl::Event {
             ctl::Event::LuAcked { nid: s(nid), rtt_us: *rtt_us, attempts: *attempts }
         }
         Event::LuFailed { nid, attempts } => ctl::Event::LuFailed { nid: s(nid), attempts: *attempts },
+        Event::PeerChallenge { nid, outcome } => ctl::Event::PeerChallenge { nid: s(nid), outcome: s(outcome) },
         Event::Drop { reason, detail } => ctl::Event::Drop { reason: s(reason), detail: detail.clone() },
     }
 }
@@ -248,6 +249,7 @@ mod tests {
             Event::LuSent { nid: n, attempt: 2, locators: vec![] },
             Event::LuAcked { nid: n, rtt_us: 812, attempts: 1 },
             Event::LuFailed { nid: n, attempts: 7 },
+            Event::PeerChallenge { nid: n, outcome: "sent" },
             Event::Drop { reason: "bad_nonce", detail: "x -> y".into() },
         ];
         for ev in evs {

@@ -92,6 +92,7 @@ impl Daemon {
                     }
                 }
                 Action::IlccUpsert(s) => {
+                    self.state_dirty.get_or_insert_with(Instant::now);
                     if let Some(dp) = self.dp.as_mut() {
                         if let Err(e) = dp.upsert_peer(&s) {
                             tracing::warn!("{e:#}");
@@ -99,6 +100,7 @@ impl Daemon {
                     }
                 }
                 Action::IlccRemove(nid) => {
+                    self.state_dirty.get_or_insert_with(Instant::now);
                     if let Some(dp) = self.dp.as_mut() {
                         if let Err(e) = dp.remove_peer(nid) {
                             tracing::warn!("removing {nid} from the fast path: {e:#}");
@@ -106,6 +108,8 @@ impl Daemon {
                     }
                 }
                 Action::LocalLocators(l) => {
+                    // the addresses ilnpd added change with them (kept in the state file)
+                    self.state_dirty.get_or_insert_with(Instant::now);
                     if let Some(dp) = self.dp.as_mut() {
                         if let Err(e) = dp.set_local_locators(&l) {
                             tracing::warn!("{e:#}");

@@ -1,0 +1,411 @@
+//! Peer restart (issue #10 item 3): a packet from a correspondent we have an ILCC
+//! entry for, carrying a nonce that is not the one it showed us.
+//!
+//! Either the peer restarted and lost its state (a new nonce, legitimately), or
+//! someone off the path forges its NID (RFC 6744 §6: the nonce is what stops that).
+//! We cannot tell from the packet, so we ask the old peer: an ICMPv6 Echo Request
+//! with our nonce for the old session to every locator we know for it. A live old
+//! peer accepts it (our nonce is right) and its stack answers with the old nonce: the
+//! new nonce is a forgery, it stays dropped. If instead the node at an old locator
+//! answers our echo (its identifier and random payload, which an off-path forger
+//! never saw) with the *new* nonce, the peer there restarted: the entry takes the new
+//! nonce at once, one round trip after the first new packet. No answer at all within
+//! a few round trips: the old peer is gone, the entry takes the new nonce and the new
+//! source locator. Either way the packet that triggered the challenge is delivered.
+//!
+//! While a challenge is open the fast path is told the old nonce is unknown, so it
+//! punts that peer's packets and the core sees the answer (and delivers the old
+//! peer's traffic itself for those few round trips). Challenges are rate limited per
+//! NID (one open at a time, and a hold-off after a forgery) and globally (a token
+//! bucket and a bound on open ones), so forged packets cannot turn the host into a
+//! ping source or keep a peer's traffic on the slow path. Every outcome is counted.
+
+use crate::event::{Event, Outcome};
+use crate::{Action, Core, LocatorState, RemoteLocator};
+use ilnp_wire::icmpv6::{Repr, TYPE_ECHO_REQUEST};
+use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// A live peer answers within this many smoothed round trips...
+pub const CHALLENGE_RTTS: u32 = 3;
+/// ...but never sooner than this (scheduling, a slow path on the other side)...
+pub const CHALLENGE_MIN: Duration = Duration::from_millis(50);
+/// ...nor later than this.
+pub const CHALLENGE_MAX: Duration = Duration::from_secs(1);
+/// Without an RTT sample for the peer.
+pub const CHALLENGE_DEFAULT: Duration = Duration::from_millis(300);
+/// After a challenge was answered (a forgery), no new one for that NID for this long:
+/// a forger cannot keep the peer's traffic on the slow path, and a real restart of
+/// the peer in that window waits at most this long.
+pub const CHALLENGE_HOLDOFF: Duration = Duration::from_secs(1);
+/// Global token bucket: challenges per second, and the burst.
+pub const CHALLENGE_RATE: u32 = 20;
+pub const CHALLENGE_BURST: u32 = 20;
+/// At most this many open at once.
+pub const CHALLENGE_MAX_OPEN: usize = 64;
+/// Echo payload: a marker (tells our challenge apart in a capture) and 8 random bytes.
+const ECHO_MARK: &[u8] = b"ilnp-restart-challenge:";
+
+#[derive(Debug, Clone)]
+pub(crate) struct Challenge {
+    /// the echo's data word (identifier, sequence) and body: 96 random bits an
+    /// off-path forger would have to guess to fake the restarted peer's answer
+    echo_word: u32,
+    echo_body: Vec<u8>,
+    /// the old locators the echo went to
+    old_locs: Vec<Locator>,
+    new_nonce: Nonce,
+    new_src: Locator,
+    deadline: Instant,
+    /// the latest packet with the new nonce that has something for the stack
+    /// (identifier form; not a nonce-only packet), delivered on replacement
+    held: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Challenges {
+    open: HashMap<Nid, Challenge>,
+    holdoff: HashMap<Nid, Instant>,
+    tokens: u32,
+    refilled: Option<Instant>,
+}
+
+impl Challenges {
+    pub(crate) fn is_open(&self, nid: &Nid) -> bool {
+        self.open.contains_key(nid)
+    }
+
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.open.values().map(|c| c.deadline).min()
+    }
+
+    /// Fast-path entries of challenged peers carry no rx nonce (their packets are punted).
+    pub(crate) fn mask(&self, out: &mut [Action]) {
+        if self.open.is_empty() {
+            return;
+        }
+        for a in out {
+            if let Action::IlccUpsert(s) = a {
+                if self.open.contains_key(&s.nid) {
+                    s.nonce_rx = None;
+                }
+            }
+        }
+    }
+
+    /// Per-NID hold-off, bound on open ones, then the global bucket.
+    fn admit(&mut self, now: Instant, nid: Nid) -> bool {
+        self.holdoff.retain(|_, until| *until > now);
+        if self.holdoff.contains_key(&nid) || self.open.len() >= CHALLENGE_MAX_OPEN {
+            return false;
+        }
+        let per = Duration::from_millis(1000 / CHALLENGE_RATE as u64);
+        match self.refilled {
+            None => {
+                self.tokens = CHALLENGE_BURST;
+                self.refilled = Some(now);
+            }
+            Some(last) => {
+                let n = (now.saturating_duration_since(last).as_millis() / per.as_millis()) as u32;
+                if n > 0 {
+                    self.tokens = self.tokens.saturating_add(n).min(CHALLENGE_BURST);
+                    self.refilled = Some(last + per * n);
+                }
+            }
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
+}
+
+fn challenge_timeout(srtt_us: Option<u64>) -> Duration {
+    match srtt_us {
+        Some(us) => (Duration::from_micros(us) * CHALLENGE_RTTS).clamp(CHALLENGE_MIN, CHALLENGE_MAX),
+        None => CHALLENGE_DEFAULT,
+    }
+}
+
+impl Core {
+    /// A packet from `nid` with `nonce`, not the one its entry knows (already counted
+    /// as `bad_nonce` and not delivered): open a challenge if none is open and the
+    /// limits allow, else keep the open one.
+    pub(crate) fn challenge_bad_nonce(
+        &mut self,
+        now: Instant,
+        nid: Nid,
+        nonce: Nonce,
+        src: Locator,
+        ident: Vec<u8>,
+        out: &mut Vec<Action>,
+    ) {
+        if let Some(c) = self.challenges.open.get_mut(&nid) {
+            if c.old_locs.contains(&src) && is_echo_reply(&ident, c.echo_word, &c.echo_body) {
+                // the node at an old locator answered with a new nonce: it restarted,
+                // and this is its nonce (whoever sent the packet that opened the
+                // challenge: a forger racing a real restart does not win)
+                c.new_nonce = nonce;
+                c.new_src = src;
+                self.challenge_replace(now, nid, "answered with a new nonce: peer restarted", out);
+                return;
+            }
+            if c.new_nonce == nonce && carries_data(&ident) {
+                c.held = Some(ident);
+            }
+            return;
+        }
+        if !self.challenges.admit(now, nid) {
+            self.stats.bump(Outcome::PeerChallengeRateLimited);
+            return;
+        }
+        let Some(e) = self.ilcc.get(&nid) else { return };
+        let src_addr = ilnp_addr(e.local_locator, self.cfg.local_nid);
+        let echo_word = self.rng.next_u32();
+        let mut echo_body = ECHO_MARK.to_vec();
+        let mut rnd = [0u8; 8];
+        self.rng.fill_bytes(&mut rnd);
+        echo_body.extend_from_slice(&rnd);
+        let echo = Repr { msg_type: TYPE_ECHO_REQUEST, code: 0, data_word: echo_word, body: &echo_body };
+        let uplink = self.local.uplink_of(e.local_locator);
+        let old_locs: Vec<Locator> =
+            e.remote_locators.iter().filter(|r| r.state != LocatorState::Expired).map(|r| r.loc).collect();
+        // the fast path must punt this peer's packets before the echo leaves: on a
+        // LAN the answer is back in tens of microseconds (masked by `mask`)
+        out.extend(e.snapshot().map(Action::IlccUpsert));
+        for l in &old_locs {
+            let pkt = echo.packet(src_addr, ilnp_addr(*l, nid), 64, Some(&e.nonce_tx));
+            out.push(Action::SendWire { pkt, uplink });
+        }
+        let deadline = now + challenge_timeout(e.srtt_us);
+        let c = Challenge {
+            echo_word,
+            echo_body,
+            old_locs,
+            new_nonce: nonce,
+            new_src: src,
+            deadline,
+            held: carries_data(&ident).then_some(ident),
+        };
+        self.challenges.open.insert(nid, c);
+        self.stats.bump(Outcome::PeerChallengeSent);
+        out.push(Action::Event(Event::PeerChallenge { nid, outcome: "sent" }));
+    }
+
+    /// A packet with the entry's own nonce arrived: if a challenge was open, the old
+    /// peer is alive and the new nonce was a forgery.
+    pub(crate) fn challenge_answered(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) {
+        if self.challenges.open.remove(&nid).is_none() {
+            return;
+        }
+        self.challenges.holdoff.insert(nid, now + CHALLENGE_HOLDOFF);
+        self.stats.bump(Outcome::PeerChallengeAnswered);
+        out.push(Action::Event(Event::PeerChallenge { nid, outcome: "answered: new nonce was forged" }));
+        out.extend(self.ilcc.get(&nid).and_then(|e| e.snapshot()).map(Action::IlccUpsert));
+    }
+
+    /// Challenges nobody answered: the old peer is gone, the new nonce takes over.
+    pub(crate) fn challenges_due(&mut self, now: Instant, out: &mut Vec<Action>) {
+        let due: Vec<Nid> = self.challenges.open.iter().filter(|(_, c)| c.deadline <= now).map(|(n, _)| *n).collect();
+        for nid in due {
+            self.challenge_replace(now, nid, "unanswered: peer restarted, new nonce taken", out);
+        }
+    }
+
+    /// The old peer is gone: its entry takes the new nonce and source locator, and
+    /// the held packet is delivered.
+    fn challenge_replace(&mut self, now: Instant, nid: Nid, why: &'static str, out: &mut Vec<Action>) {
+        let Some(c) = self.challenges.open.remove(&nid) else { return };
+        let Some(e) = self.ilcc.get_mut(&nid) else { return };
+        let pref = e.remote_locators.iter().find(|r| r.loc == c.new_src).map_or(10, |r| r.pref);
+        e.nonce_rx = Some(c.new_nonce);
+        e.remote_locators = vec![RemoteLocator::new(c.new_src, pref, LocatorState::Active, Some(now))];
+        e.srtt_us = None;
+        e.last_acked_lu = None;
+        e.last_used = now;
+        out.extend(e.snapshot().map(Action::IlccUpsert));
+        self.stats.bump(Outcome::PeerRestartReplaced);
+        out.push(Action::Event(Event::PeerChallenge { nid, outcome: why }));
+        out.extend(c.held.map(Action::DeliverLocal));
+    }
+}
+
+/// Not a nonce-only packet (No Next Header): worth holding for the stack.
+fn carries_data(pkt: &[u8]) -> bool {
+    ilnp_wire::ipv6::upper_layer_info(pkt).is_ok_and(|u| u.proto != ilnp_wire::ipv6::PROTO_NONE)
+}
+
+/// Whether an identifier-form packet is the Echo Reply to our challenge.
+fn is_echo_reply(pkt: &[u8], word: u32, body: &[u8]) -> bool {
+    let Ok(ul) = ilnp_wire::ipv6::upper_layer_info(pkt) else { return false };
+    if ul.proto != ilnp_wire::ipv6::PROTO_ICMPV6 || !ul.is_whole() {
+        return false;
+    }
+    let Ok(m) = ilnp_wire::icmpv6::Message::new_checked(&pkt[ul.offset..]) else { return false };
+    // Message::body() starts at the data word
+    m.msg_type() == ilnp_wire::icmpv6::TYPE_ECHO_REPLY && m.data_word() == word && m.as_bytes().get(8..) == Some(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{core, delivered, events, session, udp, wire, LA, LB, NA, NB};
+    use crate::DropReason;
+    use ilnp_wire::translate::Csum;
+    use ilnp_wire::{classify, Packet};
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// b has a session with a; a's daemon restarts without state (new core, new seed)
+    /// and opens a new session to b.
+    fn restarted_a(now: Instant) -> (crate::Core, Vec<u8>) {
+        let mut a2 = core(NA, LA, 77, Some((NB, LB)));
+        let w = wire(&a2.handle_outbound(now, &udp(NA, NB, b"syn"), Csum::Complete)).pop().unwrap();
+        (a2, w)
+    }
+
+    #[test]
+    fn an_unanswered_challenge_replaces_the_nonce_and_delivers_the_held_packet() {
+        let (_a, mut b, _, _) = session();
+        let t0 = Instant::now();
+        let (mut a2, w) = restarted_a(t0);
+        let out = b.handle_inbound(t0, &w, Csum::Complete);
+        assert_eq!(b.stats().dropped(DropReason::BadNonce), 1);
+        assert_eq!(b.stats().outcome(Outcome::PeerChallengeSent), 1);
+        assert!(delivered(&out).is_empty(), "not accepted blindly");
+        // the fast path is told to punt the peer while the challenge is open
+        // ... before the echo leaves (a LAN answer would otherwise beat the map write)
+        let masked = out.iter().position(|x| matches!(x, Action::IlccUpsert(s) if s.nid == NA && s.nonce_rx.is_none()));
+        let sent = out.iter().position(|x| matches!(x, Action::SendWire { .. }));
+        assert!(masked.is_some() && masked < sent, "{out:?}");
+        let echo = wire(&out).pop().expect("the echo request challenge");
+        assert!(matches!(classify(&echo), Ok(Packet::Data(_))));
+        let deadline = b.poll_timeout().unwrap();
+        assert!(deadline <= t0 + CHALLENGE_MAX && deadline >= t0 + CHALLENGE_MIN, "{:?}", deadline - t0);
+        // the restarted a's stack gets the echo request (its core learns b's nonce);
+        // here it does not answer (say, a firewall): b waits for the deadline
+        let out2 = a2.handle_inbound(t0, &echo, Csum::Complete);
+        assert_eq!(delivered(&out2).len(), 1, "a's stack gets the echo request");
+        b.handle_timeout(deadline - ms(1));
+        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 0, "not before the deadline");
+        let out = b.handle_timeout(deadline);
+        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 1);
+        assert_eq!(delivered(&out), vec![udp(NA, NB, b"syn")], "the held packet");
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.nid == NA && s.nonce_rx.is_some())));
+        // from now on the new session flows both ways
+        let w = wire(&a2.handle_outbound(deadline, &udp(NA, NB, b"data"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&b.handle_inbound(deadline, &w, Csum::Complete)).len(), 1);
+        let back = wire(&b.handle_outbound(deadline, &udp(NB, NA, b"ack"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&a2.handle_inbound(deadline, &back, Csum::Complete)).len(), 1);
+        assert_eq!(a2.stats().dropped(DropReason::BadNonce), 0);
+    }
+
+    /// The echo reply `a`'s stack would send for the echo request `req` (identifier form in, out).
+    fn echo_reply_for(req_ident: &[u8]) -> Vec<u8> {
+        let ul = ilnp_wire::ipv6::upper_layer_info(req_ident).unwrap();
+        let m = ilnp_wire::icmpv6::Message::new_checked(&req_ident[ul.offset..]).unwrap();
+        let p = ilnp_wire::ipv6::Packet::new_checked(req_ident).unwrap();
+        let r = Repr {
+            msg_type: ilnp_wire::icmpv6::TYPE_ECHO_REPLY,
+            code: 0,
+            data_word: m.data_word(),
+            body: &m.as_bytes()[8..],
+        };
+        r.packet(p.dst(), p.src(), 64, None)
+    }
+
+    #[test]
+    fn the_restarted_peer_answering_with_its_new_nonce_is_taken_at_once() {
+        let (_a, mut b, _, _) = session();
+        let t0 = Instant::now();
+        let (mut a2, w) = restarted_a(t0);
+        let echo = wire(&b.handle_inbound(t0, &w, Csum::Complete)).pop().unwrap();
+        let req = delivered(&a2.handle_inbound(t0, &echo, Csum::Complete)).pop().expect("echo request delivered");
+        // a2's stack answers; a2 sends it with its new nonce (and now knows b's)
+        let reply = wire(&a2.handle_outbound(t0 + ms(1), &echo_reply_for(&req), Csum::Complete)).pop().unwrap();
+        // a forged echo reply (right nonce, wrong payload) changes nothing
+        let mut forged = echo_reply_for(&req);
+        let n = forged.len();
+        forged[n - 1] ^= 1;
+        let forged = wire(&a2.handle_outbound(t0 + ms(1), &forged, Csum::Complete)).pop().unwrap();
+        b.handle_inbound(t0 + ms(1), &forged, Csum::Complete);
+        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 0, "a guessed payload is not an answer");
+        let out = b.handle_inbound(t0 + ms(2), &reply, Csum::Complete);
+        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 1, "one round trip, no deadline");
+        // the latest packet with the new nonce was held (one packet, bounded memory)
+        let held = delivered(&out);
+        assert_eq!(held.len(), 1);
+        assert_ne!(held[0], udp(NA, NB, b"syn"), "the latest, not the first");
+        let back = wire(&b.handle_outbound(t0 + ms(2), &udp(NB, NA, b"syn-ack"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&a2.handle_inbound(t0 + ms(3), &back, Csum::Complete)).len(), 1);
+    }
+
+    #[test]
+    fn a_live_old_peer_answers_and_the_forgery_stays_dropped() {
+        let (mut a, mut b, _, _) = session();
+        let t0 = Instant::now();
+        let (_forger, w) = restarted_a(t0);
+        let out = b.handle_inbound(t0, &w, Csum::Complete);
+        let echo = wire(&out).pop().unwrap();
+        // the live a accepts the challenge (b's nonce is right) and its stack answers
+        let out = a.handle_inbound(t0, &echo, Csum::Complete);
+        assert_eq!(delivered(&out).len(), 1, "echo request for a's stack");
+        assert_eq!(a.stats().dropped(DropReason::BadNonce), 0);
+        // a's kernel answers with an echo reply; any packet with a's old nonce will do
+        let reply = wire(&a.handle_outbound(t0 + ms(2), &udp(NA, NB, b"alive"), Csum::Complete)).pop().unwrap();
+        let out = b.handle_inbound(t0 + ms(2), &reply, Csum::Complete);
+        assert_eq!(delivered(&out).len(), 1, "the old peer's traffic is delivered");
+        assert_eq!(b.stats().outcome(Outcome::PeerChallengeAnswered), 1);
+        assert!(events(&out).iter().any(|e| matches!(e, Event::PeerChallenge { nid: NA, .. })));
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.nid == NA && s.nonce_rx.is_some())));
+        // nothing left to time out, the nonce is unchanged
+        let out = b.handle_timeout(t0 + CHALLENGE_MAX + ms(1));
+        assert!(delivered(&out).is_empty());
+        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 0);
+        // more forged packets during the hold-off: dropped, not challenged again
+        let out = b.handle_inbound(t0 + ms(100), &w, Csum::Complete);
+        assert!(wire(&out).is_empty() && delivered(&out).is_empty());
+        assert_eq!(b.stats().outcome(Outcome::PeerChallengeRateLimited), 1);
+        assert_eq!(b.stats().dropped(DropReason::BadNonce), 2);
+        // after the hold-off (from the answer at t0 + 2 ms) a new challenge may be opened
+        b.handle_inbound(t0 + ms(2) + CHALLENGE_HOLDOFF, &w, Csum::Complete);
+        assert_eq!(b.stats().outcome(Outcome::PeerChallengeSent), 2);
+    }
+
+    #[test]
+    fn one_open_challenge_per_peer_and_a_global_bucket() {
+        let mut c = Challenges::default();
+        let t0 = Instant::now();
+        let mut admitted = 0;
+        for i in 0..100u64 {
+            if c.admit(t0, Nid(i)) {
+                admitted += 1;
+            }
+        }
+        assert_eq!(admitted, CHALLENGE_BURST);
+        // refills at CHALLENGE_RATE per second
+        let later = t0 + Duration::from_millis(1000 / CHALLENGE_RATE as u64 * 2);
+        assert!(c.admit(later, Nid(500)));
+        assert!(c.admit(later, Nid(501)));
+        assert!(!c.admit(later, Nid(502)));
+        // a repeated bad nonce while open sends nothing new
+        let (_a, mut b, _, _) = session();
+        let (_x, w) = restarted_a(t0);
+        let n1 = wire(&b.handle_inbound(t0, &w, Csum::Complete)).len();
+        let n2 = wire(&b.handle_inbound(t0, &w, Csum::Complete)).len();
+        assert_eq!((n1, n2), (1, 0));
+        assert_eq!(b.stats().outcome(Outcome::PeerChallengeSent), 1);
+    }
+
+    #[test]
+    fn timeout_follows_the_rtt_within_bounds() {
+        assert_eq!(challenge_timeout(None), CHALLENGE_DEFAULT);
+        assert_eq!(challenge_timeout(Some(1_000)), CHALLENGE_MIN);
+        assert_eq!(challenge_timeout(Some(100_000)), ms(300));
+        assert_eq!(challenge_timeout(Some(5_000_000)), CHALLENGE_MAX);
+    }
+}

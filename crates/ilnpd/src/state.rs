@@ -1,0 +1,135 @@
+//! The state file: what a restarted ilnpd needs to carry on where a crashed one
+//! stopped. The core's part is `ilnp_core::CoreSnapshot` (what is kept is the
+//! core's decision); this file adds the shell's own (addresses it added, sysctls to
+//! put back) and does the I/O: JSON, written to a temporary file and renamed over
+//! the old one (a crash mid-write leaves the old file or the new one, never half),
+//! read once at start. A file that does not parse is ignored with a warning naming
+//! it: the daemon starts without the old sessions rather than not at all.
+
+use anyhow::{Context, Result};
+use ilnp_core::CoreSnapshot;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::net::Ipv6Addr;
+use std::path::{Path, PathBuf};
+
+/// Bumped when the shell's part changes meaning (the core's has its own version).
+pub const STATE_FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateFile {
+    pub format: u32,
+    pub core: CoreSnapshot,
+    /// L64:NID addresses ilnpd added on uplinks (ifindex, address): removed on a clean stop
+    pub added: Vec<(u32, Ipv6Addr)>,
+    /// uplink sysctls ilnpd changed, with the value to put back on a clean stop
+    pub saved_sysctls: Vec<(String, String)>,
+}
+
+/// The file at `path`, if there is one and it is good; otherwise None, after a
+/// warning that names the file and what is wrong with it.
+pub fn load(path: &Path) -> Option<StateFile> {
+    let text = match std::fs::read(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!("state file {}: {e}: ignored, starting without the previous sessions", path.display());
+            return None;
+        }
+    };
+    match parse(&text) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(
+                "state file {}: {e:#}: ignored (corrupt or truncated), starting without the previous sessions",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+pub fn parse(text: &[u8]) -> Result<StateFile> {
+    let s: StateFile = serde_json::from_slice(text).context("not a state file")?;
+    if s.format != STATE_FORMAT {
+        anyhow::bail!("format {} (this build reads {STATE_FORMAT})", s.format);
+    }
+    Ok(s)
+}
+
+fn tmp_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".tmp");
+    PathBuf::from(p)
+}
+
+/// Atomic replace: write `path.tmp`, fsync, rename over `path`.
+pub fn save(path: &Path, s: &StateFile) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let tmp = tmp_path(path);
+    let bytes = serde_json::to_vec(s).context("serialising the state")?;
+    let mut f = std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    f.write_all(&bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    f.sync_data().with_context(|| format!("syncing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
+
+/// A clean stop: nothing to adopt next time.
+pub fn remove(path: &Path) {
+    for p in [path.to_path_buf(), tmp_path(path)] {
+        match std::fs::remove_file(&p) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!("removing state file {}: {e}", p.display()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> StateFile {
+        StateFile {
+            format: STATE_FORMAT,
+            core: CoreSnapshot {
+                version: ilnp_core::SNAPSHOT_VERSION,
+                local_nid: 0x0200_00ff_fe00_000a,
+                entries: vec![],
+                non_ilnp: vec![7],
+            },
+            added: vec![(3, "2001:db8:1::200:ff:fe00:a".parse().unwrap())],
+            saved_sysctls: vec![("/proc/sys/net/ipv6/conf/e/ignore_routes_with_linkdown".into(), "0".into())],
+        }
+    }
+
+    #[test]
+    fn round_trip_through_an_atomic_write() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("sub/ilnpd.state");
+        save(&p, &sample()).unwrap();
+        assert!(!tmp_path(&p).exists(), "temporary file renamed away");
+        assert_eq!(load(&p), Some(sample()));
+        remove(&p);
+        assert!(!p.exists());
+        assert_eq!(load(&p), None, "no file: nothing to restore");
+    }
+
+    #[test]
+    fn corrupt_truncated_or_foreign_files_are_ignored() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.state");
+        let good = serde_json::to_vec(&sample()).unwrap();
+        for bad in [&good[..good.len() / 2], b"\x00\xff garbage", b"", b"{\"format\":2}"] {
+            std::fs::write(&p, bad).unwrap();
+            assert_eq!(load(&p), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+        let mut other = sample();
+        other.format = 9;
+        std::fs::write(&p, serde_json::to_vec(&other).unwrap()).unwrap();
+        assert!(parse(&std::fs::read(&p).unwrap()).unwrap_err().to_string().contains("format 9"));
+    }
+}
