@@ -1,6 +1,7 @@
 //! Sans-IO ILNPv6 protocol core: ILCC, peers, slow-path decisions, Locator Updates.
 //! No sockets, no threads, no clock reads: time (`now`) and randomness are injected.
 
+pub mod balance;
 pub mod config;
 pub mod event;
 mod icmp;
@@ -12,6 +13,7 @@ mod outbound;
 pub mod peers;
 pub mod timers;
 
+pub use balance::{BalanceChange, BalanceError, BalanceTable, Policy};
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use event::{DropReason, Event, Outcome, Stats};
 pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
@@ -108,6 +110,8 @@ pub enum Action {
     IlccRemove(Nid),
     /// sync the fast path's local locator table
     LocalLocators(Vec<LocalLocator>),
+    /// write/remove the fast path's balancing table of a correspondent (`ilnp_balance`)
+    Balance(BalanceChange),
     Event(Event),
 }
 
@@ -127,13 +131,23 @@ pub struct Core {
     peers: BTreeMap<Nid, PeerInfo>,
     local: LocalLocators,
     stats: Stats,
+    balance: balance::Balancer,
 }
 
 impl Core {
     pub fn new(cfg: CoreConfig, rng: Box<dyn rand_core::RngCore + Send>) -> Core {
         let (max, idle) = (cfg.ilcc_max_entries, cfg.idle_timeout);
         let local = LocalLocators::new(cfg.handoff, cfg.soft_quiet_period);
-        Core { cfg, rng, ilcc: ilcc::Ilcc::new(max, idle), peers: BTreeMap::new(), local, stats: Stats::default() }
+        let balance = balance::Balancer::new(cfg.local_nid);
+        Core {
+            cfg,
+            rng,
+            ilcc: ilcc::Ilcc::new(max, idle),
+            peers: BTreeMap::new(),
+            local,
+            stats: Stats::default(),
+            balance,
+        }
     }
 
     pub fn config(&self) -> &CoreConfig {
@@ -180,15 +194,17 @@ impl Core {
 
     /// A wire-form packet an uplink punted to the daemon.
     pub fn handle_inbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
-        let out = self.inbound(now, pkt, csum);
+        let mut out = self.inbound(now, pkt, csum);
         self.ilcc.tidy();
+        self.balance_follow(&mut out);
         out
     }
 
     /// An identifier-form packet the kernel routed to ilnp0.
     pub fn handle_outbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
-        let out = self.outbound(now, pkt, csum);
+        let mut out = self.outbound(now, pkt, csum);
         self.ilcc.tidy();
+        self.balance_follow(&mut out);
         out
     }
 
@@ -215,9 +231,12 @@ impl Core {
 
     pub fn flush_ilcc(&mut self) -> Vec<Action> {
         let nids = self.ilcc.clear();
-        nids.into_iter()
+        let mut out = nids
+            .into_iter()
             .flat_map(|nid| [Action::IlccRemove(nid), Action::Event(Event::PeerRemoved { nid, reason: "flushed" })])
-            .collect()
+            .collect();
+        self.balance_follow(&mut out);
+        out
     }
 
     pub fn stats(&self) -> &Stats {

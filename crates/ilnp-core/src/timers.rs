@@ -161,6 +161,7 @@ impl Core {
             out.push(Action::Event(Event::PeerRemoved { nid, reason: "idle" }));
         }
         self.ilcc.tidy();
+        self.balance_follow(&mut out);
         out
     }
 }
