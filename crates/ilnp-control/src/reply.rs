@@ -140,8 +140,8 @@ pub struct Status {
     /// ilnpd's version
     pub version: String,
     /// load balancing over locator pairs (issue #12); absent from older daemons' replies
-    #[serde(default, skip_serializing_if = "BalanceInfo::is_absent")]
-    pub balance: BalanceInfo,
+    #[serde(default, skip_serializing_if = "balance_absent")]
+    pub balance: Box<BalanceInfo>,
 }
 
 /// Load balancing: the policies, the uplinks' weights and each balancing
@@ -157,6 +157,10 @@ pub struct BalanceInfo {
     /// per-flow hash seed (configured, or derived from the NID: stable across restarts)
     pub flow_seed: u64,
     pub peers: Vec<BalancePeer>,
+}
+
+fn balance_absent(b: &BalanceInfo) -> bool {
+    b.is_absent()
 }
 
 impl BalanceInfo {

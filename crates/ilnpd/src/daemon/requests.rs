@@ -152,7 +152,7 @@ impl Daemon {
             peers: self.core.peers().count() as u64,
             uptime_s: self.started.elapsed().as_secs(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            balance: self.balance_info(),
+            balance: Box::new(self.balance_info()),
         }
     }
 
