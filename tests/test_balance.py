@@ -40,7 +40,7 @@ for i in range(n):
 """
 
 
-def setup(bed, mn_extra=None, cn_extra=None):
+def setup(bed, mn_extra=None, cn_extra=None, datapath="ebpf"):
     """Both MN uplinks up with equal locator preference; ilnpd on CN and MN, the MN
     opens the session; waits until the CN knows both MN locators."""
     t = mobility_topology(bed)
@@ -51,11 +51,13 @@ def setup(bed, mn_extra=None, cn_extra=None):
     for dev, net, pref in (("eth-r2", "2001:db8:2:", "high"), ("eth-r3", "2001:db8:3:", "low")):
         wait_for(lambda: default_route_pref(mn, dev) == pref and net in mn.ip("-6", "addr", "show", dev).stdout,
                  timeout=15, what=f"RA on the MN's {dev}")
-    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])], extra=dict(cn_extra or {}))
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath=datapath, peers=[Peer("mn", MN_NID, [(L2, 10)])],
+                extra=dict(cn_extra or {}))
     dcn.start()
     extra = {"locator_pref": {"eth-r2": 10, "eth-r3": 10}}
     extra.update(mn_extra or {})
-    dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])], extra=extra)
+    dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, datapath=datapath, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra=extra)
     dmn.start()
     wait_for(lambda: {L2, L3} <= {l["l64"] for l in dmn.ctl("locator", "show")}, what="both MN locators")
     # the MN opens the session; the CN (responder) learns the MN's other locator from
