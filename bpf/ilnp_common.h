@@ -59,6 +59,15 @@ struct {
 } ilnp_locals SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ILNP_ILCC_DEFAULT_MAX);
+	__type(key, __u64);
+	__type(value, struct ilnp_balance_val);
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* 536 B each: only peers that balance use memory */
+	ILNP_PINNING
+} ilnp_balance SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, ILNP_R_MAX);
 	__type(key, __u32);

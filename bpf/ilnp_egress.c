@@ -19,6 +19,8 @@ struct egress_ctx {
 	struct ipv6hdr ip6;
 	struct ilnp_ilcc_val *e;
 	__u64 peer_nid;
+	__u64 local_loc;  /* the pair this packet takes (wire order): the ILCC's, */
+	__u64 remote_loc; /* or ilnp_balance's choice */
 	__u32 l4_off;
 	__u8 proto;
 };
@@ -82,9 +84,9 @@ static __always_inline int eg_route(struct __sk_buff *skb, struct ilnp_cfg *cfg,
 	fib.family = AF_INET6;
 	fib.l4_protocol = c->proto;
 	fib.ifindex = skb->ifindex;
-	__builtin_memcpy(&fib.ipv6_src[0], &c->e->local_loc, 8);
+	__builtin_memcpy(&fib.ipv6_src[0], &c->local_loc, 8);
 	__builtin_memcpy(&fib.ipv6_src[2], &cfg->local_nid, 8);
-	__builtin_memcpy(&fib.ipv6_dst[0], &c->e->remote_loc, 8);
+	__builtin_memcpy(&fib.ipv6_dst[0], &c->remote_loc, 8);
 	__builtin_memcpy(&fib.ipv6_dst[2], &c->peer_nid, 8);
 
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
@@ -116,6 +118,61 @@ static __always_inline int eg_route(struct __sk_buff *skb, struct ilnp_cfg *cfg,
 	return 0;
 }
 
+/* ilnp-core's balance::mix64 (MurmurHash3's 64-bit finaliser). */
+static __always_inline __u64 mix64(__u64 x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	return x ^ (x >> 33);
+}
+
+/* ilnp-core's balance::flow_hash over ilnp_wire::ipv6::flow_ports: NIDs as
+ * numbers, the upper layer right after the IPv6 header, TCP/UDP ports or the
+ * ICMPv6 echo identifier. */
+static __always_inline __u64 flow_hash(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c, __u64 seed)
+{
+	__u16 p[3] = {};
+	__u64 ports;
+
+	if (c->proto == IPPROTO_TCP || c->proto == IPPROTO_UDP) {
+		if (bpf_skb_load_bytes(skb, c->l4_off, p, 4) < 0)
+			p[0] = p[1] = 0;
+	} else if (c->proto == NEXTHDR_ICMPV6) {
+		/* eg_check_proto let only echo request/reply through */
+		if (bpf_skb_load_bytes(skb, c->l4_off + 4, p, 2) < 0)
+			p[0] = 0;
+		p[1] = 0;
+	}
+	ports = ((__u64)c->proto << 32) | ((__u64)bpf_ntohs(p[0]) << 16) | bpf_ntohs(p[1]);
+	return mix64(mix64(mix64(seed ^ bpf_be64_to_cpu(cfg->local_nid)) ^ bpf_be64_to_cpu(c->peer_nid)) ^ ports);
+}
+
+/* The pair from ilnp_balance, if this correspondent balances (else the ILCC's). */
+static __always_inline void eg_balance(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c)
+{
+	struct ilnp_balance_val *b = bpf_map_lookup_elem(&ilnp_balance, &c->peer_nid);
+	__u64 i, n;
+	__u8 slot;
+
+	if (!b || b->n_slots == 0 || b->n_pairs == 0)
+		return;
+	n = b->n_slots;
+	if (b->policy == ILNP_POLICY_PER_PACKET)
+		i = __sync_fetch_and_add(&b->seq, 1) % n;
+	else if (b->policy == ILNP_POLICY_PER_FLOW)
+		i = flow_hash(skb, cfg, c, b->flow_seed) % n;
+	else
+		return;
+	slot = b->slots[i & (ILNP_BAL_SLOTS - 1)];
+	if (slot >= b->n_pairs)
+		return;
+	c->local_loc = b->pairs[slot & (ILNP_BAL_MAX_PAIRS - 1)].local_loc;
+	c->remote_loc = b->pairs[slot & (ILNP_BAL_MAX_PAIRS - 1)].remote_loc;
+	count(ILNP_R_EGRESS_BALANCED);
+}
+
 /* Insert the DestOpts header with our nonce right after the IPv6 header. */
 static __always_inline int eg_push_nonce(struct __sk_buff *skb, struct egress_ctx *c, __u32 *hlen)
 {
@@ -142,8 +199,8 @@ static __always_inline int eg_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cf
 
 	/* checksum first, while the upper layer still sits right after the IPv6 header */
 	if (c->proto == NEXTHDR_ICMPV6) {
-		if (fix_l4_csum(skb, c->l4_off, c->proto, cfg->id_prefix, cfg->id_prefix, c->e->local_loc,
-				c->e->remote_loc))
+		if (fix_l4_csum(skb, c->l4_off, c->proto, cfg->id_prefix, cfg->id_prefix, c->local_loc,
+				c->remote_loc))
 			return -1;
 	} else if (fix_l4_csum(skb, c->l4_off, c->proto, cfg->id_prefix, cfg->id_prefix, 0, 0)) {
 		return -1;
@@ -152,8 +209,8 @@ static __always_inline int eg_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cf
 		return -1;
 	ip6->payload_len = bpf_htons(bpf_ntohs(ip6->payload_len) + hlen);
 	ip6->nexthdr = NEXTHDR_DEST;
-	set_hi64(&ip6->saddr, c->e->local_loc);
-	set_hi64(&ip6->daddr, c->e->remote_loc);
+	set_hi64(&ip6->saddr, c->local_loc);
+	set_hi64(&ip6->daddr, c->remote_loc);
 	return bpf_skb_store_bytes(skb, 0, ip6, sizeof(*ip6), BPF_F_RECOMPUTE_CSUM);
 }
 
@@ -203,7 +260,10 @@ int ilnp_egress(struct __sk_buff *skb)
 	c.e = bpf_map_lookup_elem(&ilnp_ilcc, &c.peer_nid);
 	if (!c.e || (c.e->nonce_tx_len != 4 && c.e->nonce_tx_len != 12))
 		return eg_punt(ILNP_R_EGRESS_PUNT_MISS);
-	lv = bpf_map_lookup_elem(&ilnp_locals, &c.e->local_loc);
+	c.local_loc = c.e->local_loc;
+	c.remote_loc = c.e->remote_loc;
+	eg_balance(skb, cfg, &c);
+	lv = bpf_map_lookup_elem(&ilnp_locals, &c.local_loc);
 	if (!lv || lv->state >= ILNP_LOC_AGED)
 		return eg_punt(ILNP_R_EGRESS_PUNT_LOCAL_LOC);
 	r = eg_route(skb, cfg, &c, lv, &nh, &oif);

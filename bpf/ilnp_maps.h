@@ -87,6 +87,40 @@ struct ilnp_local_val {
 	__u64 last_rx_ns;
 };
 
+/*
+ * ilnp_balance: HASH, key = remote NID (__u64, wire order), same bound as
+ * ilnp_ilcc. Present only for correspondents whose balancing policy is not
+ * failover (ilnp-core's balance.rs builds the table; without an entry the
+ * ILCC's local_loc/remote_loc are used). The egress program takes the pair
+ * slots[i] with i = seq++ % n_slots (per-packet: one shared atomic, so the split
+ * is exact across CPUs) or i = flow_hash(flow_seed, NIDs, proto, ports) %
+ * n_slots (per-flow). O(1) per packet whatever the number of locators.
+ */
+enum ilnp_policy {
+	ILNP_POLICY_FAILOVER = 0,
+	ILNP_POLICY_PER_FLOW = 1,
+	ILNP_POLICY_PER_PACKET = 2,
+};
+
+#define ILNP_BAL_MAX_PAIRS 16
+#define ILNP_BAL_SLOTS 256
+
+struct ilnp_bal_pair {
+	__u64 local_loc;  /* source locator (wire order) */
+	__u64 remote_loc; /* destination locator (wire order) */
+};
+
+struct ilnp_balance_val {
+	__u64 seq;       /* per-packet position; the program increments it, ilnpd keeps it on update */
+	__u64 flow_seed; /* per-flow hash seed (stable across restarts) */
+	__u32 policy;    /* enum ilnp_policy */
+	__u16 n_slots;   /* used entries of slots (1..ILNP_BAL_SLOTS) */
+	__u8 n_pairs;    /* used entries of pairs */
+	__u8 _pad;
+	struct ilnp_bal_pair pairs[ILNP_BAL_MAX_PAIRS];
+	__u8 slots[ILNP_BAL_SLOTS]; /* indices into pairs */
+};
+
 /* a locator's last_rx_ns is rewritten at most this often (keeps the store, and
  * its cache-line traffic between CPUs, off most packets) */
 #define ILNP_LOCAL_RX_GRAIN_NS 10000000ULL
@@ -111,6 +145,7 @@ struct ilnp_local_val {
 	                                                    /* sent via the locator's uplink router */  \
 	X(EGRESS_FIB_FALLBACK, "egress_fib_fallback")       /* ... and that uplink has no router: */    \
 	                                                    /* sent where the main route says */        \
+	X(EGRESS_BALANCED, "egress_balanced")               /* pair taken from ilnp_balance */          \
 	X(INGRESS_FAST, "ingress_fast")                     /* translated, passed up */                 \
 	X(INGRESS_PUNT_USERSPACE, "ingress_punt_userspace")                                             \
 	X(INGRESS_PUNT_LU, "ingress_punt_lu")               /* ICMPv6 Locator Update */                 \
@@ -138,6 +173,8 @@ _Static_assert(sizeof(struct ilnp_ilcc_val) == 144, "ilnp_ilcc_val layout");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_tx) == 80, "ilnp_ilcc_val.nonce_tx");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_rx) == 96, "ilnp_ilcc_val.nonce_rx");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, tx_pkts) == 112, "ilnp_ilcc_val counters 8-aligned");
+_Static_assert(sizeof(struct ilnp_balance_val) == 536, "ilnp_balance_val layout");
+_Static_assert(__builtin_offsetof(struct ilnp_balance_val, pairs) == 24, "ilnp_balance_val.pairs");
 _Static_assert(sizeof(struct ilnp_local_val) == 32, "ilnp_local_val layout");
 _Static_assert(__builtin_offsetof(struct ilnp_local_val, last_rx_ns) == 24, "ilnp_local_val.last_rx_ns");
 

@@ -32,6 +32,7 @@ pub enum Data {
     PeerDeleted(PeerDeleted),
     Stats(Stats),
     Monitoring(Monitoring),
+    Balance(BalanceInfo),
 }
 
 impl Data {
@@ -48,6 +49,7 @@ impl Data {
             Request::PeerDel { .. } => Data::PeerDeleted(f(v)?),
             Request::Stats => Data::Stats(f(v)?),
             Request::Monitor => Data::Monitoring(f(v)?),
+            Request::PolicyShow | Request::PolicySet { .. } | Request::LocatorSet { .. } => Data::Balance(f(v)?),
         })
     }
 }
@@ -137,6 +139,47 @@ pub struct Status {
     pub uptime_s: u64,
     /// ilnpd's version
     pub version: String,
+    /// load balancing over locator pairs (issue #12); absent from older daemons' replies
+    #[serde(default, skip_serializing_if = "balance_absent")]
+    pub balance: Box<BalanceInfo>,
+}
+
+/// Load balancing: the policies, the uplinks' weights and each balancing
+/// correspondent's locator pairs (ilnp-core `balance`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BalanceInfo {
+    /// `failover`, `per-flow` or `per-packet`, for correspondents without their own
+    pub default_policy: String,
+    /// NID → policy, for correspondents with their own
+    pub peer_policy: BTreeMap<String, String>,
+    /// uplink name → weight (uplinks not listed weigh 1)
+    pub weights: BTreeMap<String, u32>,
+    /// per-flow hash seed (configured, or derived from the NID: stable across restarts)
+    pub flow_seed: u64,
+    pub peers: Vec<BalancePeer>,
+}
+
+fn balance_absent(b: &BalanceInfo) -> bool {
+    b.is_absent()
+}
+
+impl BalanceInfo {
+    /// Not reported (a daemon before issue #12): every daemon that has balancing
+    /// names its default policy.
+    pub fn is_absent(&self) -> bool {
+        *self == BalanceInfo::default()
+    }
+}
+
+/// One correspondent's current balancing table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BalancePeer {
+    pub nid: String,
+    pub policy: String,
+    /// `local>remote` locator pairs with their reduced weights
+    pub pairs: Vec<(String, u32)>,
+    /// per-packet: the slow path's position in the schedule
+    pub seq: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

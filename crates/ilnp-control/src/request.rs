@@ -39,6 +39,17 @@ pub enum Request {
     Stats,
     /// `"monitoring"`, then one [`crate::Event`] per line until the client closes
     Monitor,
+    /// the load-balancing configuration and tables → [`crate::BalanceInfo`]
+    PolicyShow,
+    /// set the balancing policy of one peer (name or NID) or, without `peer`, the
+    /// default: `failover`, `per-flow` or `per-packet` → [`crate::BalanceInfo`]
+    PolicySet {
+        #[serde(default)]
+        peer: Option<String>,
+        policy: String,
+    },
+    /// set an uplink's balancing weight (0 = backup only) → [`crate::BalanceInfo`]
+    LocatorSet { dev: String, weight: u32 },
 }
 
 /// One locator of `peer_add`.
@@ -61,8 +72,20 @@ fn pref<'de, D: Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
 
 impl Request {
     /// Every `cmd`, in declaration order.
-    pub const COMMANDS: [&'static str; 9] =
-        ["status", "ilcc_show", "ilcc_flush", "locator_show", "peer_add", "peer_del", "peer_show", "stats", "monitor"];
+    pub const COMMANDS: [&'static str; 12] = [
+        "status",
+        "ilcc_show",
+        "ilcc_flush",
+        "locator_show",
+        "peer_add",
+        "peer_del",
+        "peer_show",
+        "stats",
+        "monitor",
+        "policy_show",
+        "policy_set",
+        "locator_set",
+    ];
 
     /// This request's `cmd`.
     pub fn cmd(&self) -> &'static str {
@@ -76,6 +99,9 @@ impl Request {
             Request::PeerShow => "peer_show",
             Request::Stats => "stats",
             Request::Monitor => "monitor",
+            Request::PolicyShow => "policy_show",
+            Request::PolicySet { .. } => "policy_set",
+            Request::LocatorSet { .. } => "locator_set",
         }
     }
 
@@ -94,6 +120,13 @@ impl Request {
         if let Request::PeerAdd { locators, .. } = &req {
             if locators.is_empty() {
                 return Err(RequestError("peer_add: at least one locator is needed".into()));
+            }
+        }
+        if let Request::PolicySet { policy, .. } = &req {
+            if !["failover", "per-flow", "per-packet"].contains(&policy.as_str()) {
+                return Err(RequestError(format!(
+                    "policy_set: unknown policy {policy:?} (failover, per-flow or per-packet)"
+                )));
             }
         }
         Ok(req)

@@ -36,7 +36,18 @@ fn every_request() -> Vec<Request> {
         Request::PeerShow,
         Request::Stats,
         Request::Monitor,
+        Request::PolicyShow,
+        Request::PolicySet { peer: Some("cn".into()), policy: "per-flow".into() },
+        Request::LocatorSet { dev: "eth1".into(), weight: 80 },
     ]
+}
+
+#[test]
+fn balancing_requests_name_a_bad_policy() {
+    let e = Request::from_line(r#"{"cmd":"policy_set","policy":"round-robin"}"#).unwrap_err().to_string();
+    assert!(e.contains("\"round-robin\""), "{e}");
+    let r = Request::from_line(r#"{"cmd":"policy_set","policy":"per-packet"}"#).unwrap();
+    assert_eq!(r, Request::PolicySet { peer: None, policy: "per-packet".into() });
 }
 
 #[test]

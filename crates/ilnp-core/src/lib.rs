@@ -2,6 +2,7 @@
 //! No sockets, no threads, no clock reads: time (`now`) and randomness are injected.
 
 mod challenge;
+pub mod balance;
 pub mod config;
 pub mod event;
 mod icmp;
@@ -14,6 +15,7 @@ pub mod peers;
 pub mod snapshot;
 pub mod timers;
 
+pub use balance::{BalanceChange, BalanceError, BalanceTable, Policy};
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use event::{DropReason, Event, Outcome, Stats};
 pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
@@ -111,6 +113,8 @@ pub enum Action {
     IlccRemove(Nid),
     /// sync the fast path's local locator table
     LocalLocators(Vec<LocalLocator>),
+    /// write/remove the fast path's balancing table of a correspondent (`ilnp_balance`)
+    Balance(BalanceChange),
     Event(Event),
 }
 
@@ -131,12 +135,14 @@ pub struct Core {
     local: LocalLocators,
     stats: Stats,
     challenges: challenge::Challenges,
+    balance: balance::Balancer,
 }
 
 impl Core {
     pub fn new(cfg: CoreConfig, rng: Box<dyn rand_core::RngCore + Send>) -> Core {
         let (max, idle) = (cfg.ilcc_max_entries, cfg.idle_timeout);
         let local = LocalLocators::new(cfg.handoff, cfg.soft_quiet_period);
+        let balance = balance::Balancer::new(cfg.local_nid);
         Core {
             cfg,
             rng,
@@ -145,6 +151,7 @@ impl Core {
             local,
             stats: Stats::default(),
             challenges: challenge::Challenges::default(),
+            balance,
         }
     }
 
@@ -195,6 +202,7 @@ impl Core {
         let mut out = self.inbound(now, pkt, csum);
         self.ilcc.tidy();
         self.challenges.mask(&mut out);
+        self.balance_follow(&mut out);
         out
     }
 
@@ -203,6 +211,7 @@ impl Core {
         let mut out = self.outbound(now, pkt, csum);
         self.ilcc.tidy();
         self.challenges.mask(&mut out);
+        self.balance_follow(&mut out);
         out
     }
 
@@ -229,9 +238,12 @@ impl Core {
 
     pub fn flush_ilcc(&mut self) -> Vec<Action> {
         let nids = self.ilcc.clear();
-        nids.into_iter()
+        let mut out = nids
+            .into_iter()
             .flat_map(|nid| [Action::IlccRemove(nid), Action::Event(Event::PeerRemoved { nid, reason: "flushed" })])
-            .collect()
+            .collect();
+        self.balance_follow(&mut out);
+        out
     }
 
     pub fn stats(&self) -> &Stats {

@@ -336,8 +336,9 @@ impl Core {
     /// (RFC 6743 §2, RFC 6740 §6).
     pub fn set_local_locators(&mut self, now: Instant, locs: Vec<LocalLocator>) -> Vec<Action> {
         let update = self.local.set(now, locs);
-        let out = self.apply_local_update(now, update);
+        let mut out = self.apply_local_update(now, update);
         self.ilcc.tidy();
+        self.balance_follow(&mut out);
         out
     }
 

@@ -48,26 +48,29 @@ impl Core {
             return out;
         }
         let id_prefix = self.cfg.id_prefix;
+        // balancing (crate::balance): the pair this packet takes; None = the entry's
+        let pair = if icmp_error { None } else { self.balance_choose(dn, pkt, &mut out) };
         let Some(e) = self.ilcc.get_mut(&dn) else { return out };
         e.last_used = now;
         e.slow_pkts_out += 1;
         e.slow_bytes_out += pkt.len() as u64;
-        let Some(remote) = e.best_remote().map(|r| r.loc) else {
+        let Some(best_remote) = e.best_remote().map(|r| r.loc) else {
             self.drop(&mut out, DropReason::NoRemoteLocator, format!("{dn}"));
             return out;
         };
+        let (local_loc, remote) = pair.unwrap_or((e.local_locator, best_remote));
         let res = match (&class, e.nonce_rx) {
             // an error our stack raised about the peer's packet: the quote goes back in
             // the wire form it arrived in, with the peer's nonce, so the peer can match
             // it; the error itself carries our nonce (RFC 6744 §7)
             (Ok(Packet::IcmpError(err)), Some(rx)) if csum == Csum::Complete => {
-                err.to_wire(id_prefix, e.local_locator, remote, &e.nonce_tx, &rx)
+                err.to_wire(id_prefix, local_loc, remote, &e.nonce_tx, &rx)
             }
             // an ICMPv6 error classify refused (e.g. a bad checksum): as before, not sent
             (Err(c), Some(_)) if icmp_error && csum == Csum::Complete => Err(c.error),
-            _ => translate::to_wire(pkt, id_prefix, e.local_locator, remote, &e.nonce_tx, csum),
+            _ => translate::to_wire(pkt, id_prefix, local_loc, remote, &e.nonce_tx, csum),
         };
-        let uplink = self.local.uplink_of(e.local_locator);
+        let uplink = self.local.uplink_of(local_loc);
         match res {
             Ok(pkt) => out.push(Action::SendWire { pkt, uplink }),
             Err(err) => self.drop(&mut out, DropReason::OutMalformed, format!("{err}: {}", packet_summary(pkt))),

@@ -167,6 +167,7 @@ impl Core {
         self.challenges_due(now, &mut out);
         self.ilcc.tidy();
         self.challenges.mask(&mut out);
+        self.balance_follow(&mut out);
         out
     }
 }

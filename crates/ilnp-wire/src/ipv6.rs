@@ -191,6 +191,32 @@ impl Repr {
     }
 }
 
+/// The transport fields that name a flow, read the way the egress fast path reads
+/// them: the upper layer directly after the fixed header (a packet with extension
+/// headers is one flow per protocol), TCP/UDP ports, the ICMPv6 echo identifier
+/// as the source "port". Anything else or too short: ports 0. Used to keep a flow
+/// on one locator pair (issue #12, per-flow balancing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FlowPorts {
+    pub proto: u8,
+    pub sport: u16,
+    pub dport: u16,
+}
+
+pub fn flow_ports(pkt: &[u8]) -> FlowPorts {
+    let Some(&proto) = pkt.get(6) else { return FlowPorts::default() };
+    let u16_at = |o: usize| pkt.get(o..o + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    let l4 = HEADER_LEN;
+    match proto {
+        PROTO_TCP | PROTO_UDP if pkt.len() >= l4 + 4 => FlowPorts { proto, sport: u16_at(l4), dport: u16_at(l4 + 2) },
+        // echo request/reply: the identifier (offset 4 of the ICMPv6 header)
+        PROTO_ICMPV6 if matches!(pkt.get(l4), Some(128 | 129)) && pkt.len() >= l4 + 6 => {
+            FlowPorts { proto, sport: u16_at(l4 + 4), dport: 0 }
+        }
+        _ => FlowPorts { proto, sport: 0, dport: 0 },
+    }
+}
+
 /// Where the upper layer of a packet starts, and whether it is a fragment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpperLayer {
@@ -262,6 +288,21 @@ pub fn upper_layer(pkt: &[u8]) -> Result<(u8, usize), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flow_ports_as_the_fast_path_reads_them() {
+        use crate::test_support as ts;
+        let (a, b) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        assert_eq!(flow_ports(&ts::udp(a, b, 4000, 53, b"x")), FlowPorts { proto: PROTO_UDP, sport: 4000, dport: 53 });
+        assert_eq!(flow_ports(&ts::tcp(a, b, 1, 2, b"")), FlowPorts { proto: PROTO_TCP, sport: 1, dport: 2 });
+        assert_eq!(
+            flow_ports(&ts::echo_request(a, b, 0x1234, 7, b"")),
+            FlowPorts { proto: PROTO_ICMPV6, sport: 0x1234, dport: 0 }
+        );
+        // cut short, or behind an extension header: ports 0
+        assert_eq!(flow_ports(&ts::udp(a, b, 4000, 53, b"")[..42]), FlowPorts { proto: PROTO_UDP, sport: 0, dport: 0 });
+        assert_eq!(flow_ports(&[]), FlowPorts::default());
+    }
 
     #[test]
     fn parse_and_emit() {

@@ -44,7 +44,13 @@ pub enum Object {
     #[command(alias = "loc")]
     Locator {
         #[command(subcommand)]
-        verb: Option<ShowVerb>,
+        verb: Option<LocatorVerb>,
+    },
+    /// load balancing: `policy` shows, `policy POLICY` sets the default,
+    /// `policy PEER POLICY` one peer's (PEER: name or NID; POLICY: failover | per-flow | per-packet)
+    Policy {
+        #[arg(num_args = 0..=2, value_name = "[PEER] POLICY")]
+        args: Vec<String>,
     },
     /// static correspondents (name, NID, locators)
     Peer {
@@ -71,6 +77,21 @@ pub enum ShowVerb {
     /// list
     #[command(alias = "list", alias = "ls")]
     Show,
+}
+
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+pub enum LocatorVerb {
+    /// list
+    #[command(alias = "list", alias = "ls")]
+    Show,
+    /// `locator set DEV weight N`: the uplink's load-balancing weight (0 = backup only)
+    Set {
+        /// the uplink
+        dev: String,
+        /// `weight`
+        key: String,
+        value: String,
+    },
 }
 
 #[derive(Subcommand, Debug, PartialEq, Eq)]
@@ -135,7 +156,32 @@ pub fn request(obj: &Object) -> Result<Request, String> {
         Object::Status => Request::Status,
         Object::Ilcc { verb: None | Some(IlccVerb::Show) } => Request::IlccShow,
         Object::Ilcc { verb: Some(IlccVerb::Flush) } => Request::IlccFlush,
-        Object::Locator { .. } => Request::LocatorShow,
+        Object::Locator { verb: None | Some(LocatorVerb::Show) } => Request::LocatorShow,
+        Object::Locator { verb: Some(LocatorVerb::Set { dev, key, value }) } => {
+            if key != "weight" {
+                return Err(format!("locator set {dev}: unknown setting {key:?} (weight)"));
+            }
+            let weight = value
+                .parse::<u32>()
+                .map_err(|_| format!("locator set {dev} weight: {value:?} is not a number 0-4294967295"))?;
+            Request::LocatorSet { dev: dev.clone(), weight }
+        }
+        Object::Policy { args } => {
+            const POLICIES: [&str; 3] = ["failover", "per-flow", "per-packet"];
+            let check = |p: &String| {
+                if POLICIES.contains(&p.as_str()) {
+                    Ok(p.clone())
+                } else {
+                    Err(format!("policy: unknown policy {p:?} (failover, per-flow or per-packet)"))
+                }
+            };
+            match args.as_slice() {
+                [] => Request::PolicyShow,
+                [p] => Request::PolicySet { peer: None, policy: check(p)? },
+                [peer, p] => Request::PolicySet { peer: Some(peer.clone()), policy: check(p)? },
+                _ => return Err("policy: at most PEER and POLICY".into()),
+            }
+        }
         Object::Peer { verb: None | Some(PeerVerb::Show) } => Request::PeerShow,
         Object::Peer { verb: Some(PeerVerb::Add { name, nid, locators }) } => {
             let locators = locators
@@ -256,6 +302,20 @@ mod tests {
         );
         assert_eq!(req(&["stats"]), json!({"cmd": "stats"}));
         assert_eq!(req(&["monitor"]), json!({"cmd": "monitor"}));
+        assert_eq!(req(&["policy"]), json!({"cmd": "policy_show"}));
+        assert_eq!(req(&["policy", "per-packet"]), json!({"cmd": "policy_set", "peer": null, "policy": "per-packet"}));
+        assert_eq!(
+            req(&["policy", "cn", "per-flow"]),
+            json!({"cmd": "policy_set", "peer": "cn", "policy": "per-flow"})
+        );
+        assert_eq!(
+            req(&["locator", "set", "eth1", "weight", "80"]),
+            json!({"cmd": "locator_set", "dev": "eth1", "weight": 80})
+        );
+        let e = |args: &[&str]| request(&parse(args).unwrap().object).unwrap_err();
+        assert!(e(&["policy", "cn", "round-robin"]).contains("\"round-robin\""));
+        assert!(e(&["locator", "set", "eth1", "weight", "x1"]).contains("\"x1\""));
+        assert!(e(&["locator", "set", "eth1", "pref", "1"]).contains("\"pref\""));
     }
 
     #[test]

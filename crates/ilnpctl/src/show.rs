@@ -3,7 +3,7 @@
 //! stay readable across versions.
 
 use crate::{Object, PeerVerb};
-use ilnp_control::{Data, IlccEntry, LocatorInfo, PeerInfo, Stats, Status};
+use ilnp_control::{BalanceInfo, Data, IlccEntry, LocatorInfo, PeerInfo, Stats, Status};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -86,6 +86,7 @@ pub fn render(obj: &Object, data: &Data) -> String {
         Data::PeerDeleted(d) => format!("peer {} deleted", d.deleted),
         Data::Stats(d) => stats(d),
         Data::Monitoring(_) => String::new(),
+        Data::Balance(b) => balance(b),
     }
 }
 
@@ -104,6 +105,7 @@ fn status(d: &Status) -> String {
     let locs: Vec<String> =
         d.locators.iter().map(|l| format!("{} on {} (pref {}, {})", l.l64, l.interface, l.pref, l.state)).collect();
     rows.push(("locators".into(), if locs.is_empty() { "none".into() } else { locs.join("\n") }));
+    rows.push(("balance".into(), balance_summary(&d.balance)));
     rows.push(("ILCC entries".into(), d.ilcc_entries.to_string()));
     rows.push(("peers".into(), d.peers.to_string()));
     rows.push(("uptime".into(), duration(d.uptime_s)));
@@ -119,6 +121,33 @@ fn status(d: &Status) -> String {
         }
     }
     out.trim_end().to_string()
+}
+
+fn balance_summary(b: &BalanceInfo) -> String {
+    let mut s = format!("policy {}", if b.default_policy.is_empty() { "failover" } else { &b.default_policy });
+    for (n, p) in &b.peer_policy {
+        let _ = write!(s, ", {n}: {p}");
+    }
+    if !b.weights.is_empty() {
+        let w: Vec<String> = b.weights.iter().map(|(d, w)| format!("{d}={w}")).collect();
+        let _ = write!(s, "; weights {}", w.join(" "));
+    }
+    s
+}
+
+fn balance(b: &BalanceInfo) -> String {
+    let mut out = balance_summary(b);
+    let rows: Vec<Vec<String>> = b
+        .peers
+        .iter()
+        .flat_map(|p| {
+            p.pairs.iter().map(move |(pair, w)| vec![p.nid.clone(), p.policy.clone(), pair.clone(), w.to_string()])
+        })
+        .collect();
+    if !rows.is_empty() {
+        let _ = write!(out, "\n{}", table(&["PEER", "POLICY", "LOCAL>REMOTE", "WEIGHT"], &rows));
+    }
+    out
 }
 
 fn ilcc(entries: &[IlccEntry]) -> String {

@@ -2,7 +2,7 @@
 //! Unknown keys and bad values are errors that name the key and the line.
 
 use anyhow::{anyhow, bail, Context, Result};
-use ilnp_core::{HandoffMode, PeerRecord};
+use ilnp_core::{HandoffMode, PeerRecord, Policy};
 use ilnp_wire::{split_addr, Locator, Nid};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -48,6 +48,14 @@ pub struct FileConfig {
     /// where the core's state is kept for a restart ("" = nowhere); default the
     /// control socket's path with extension `.state`
     pub state_file: Option<PathBuf>,
+    /// load balancing (issue #12): default policy, `failover` | `per-flow` | `per-packet`
+    pub balance_policy: Option<String>,
+    /// policy per peer (name or NID)
+    pub peer_policy: Option<BTreeMap<String, String>>,
+    /// balancing weight per uplink (default 1; 0 = backup only)
+    pub locator_weight: Option<BTreeMap<String, u32>>,
+    /// per-flow hash seed; default derived from the NID (stable across restarts)
+    pub flow_hash_seed: Option<u64>,
     #[serde(default)]
     pub peer: Vec<TomlPeer>,
 }
@@ -75,6 +83,11 @@ pub struct Config {
     pub log_level: String,
     pub handoff: HandoffMode,
     pub locator_pref: BTreeMap<String, u16>,
+    pub balance_policy: Policy,
+    /// NID → policy (peer names resolved)
+    pub peer_policy: BTreeMap<Nid, Policy>,
+    pub locator_weight: BTreeMap<String, u32>,
+    pub flow_hash_seed: Option<u64>,
     pub rng_seed: Option<u64>,
     pub lu_initial_rto: Duration,
     pub lu_max_attempts: u32,
@@ -237,6 +250,29 @@ impl Config {
                 "soft_quiet_period_ms: {quiet_ms} is more than {MAX_SOFT_QUIET_PERIOD_MS} (one hour); 0 turns it off"
             );
         }
+        let policy = |key: &str, v: &str| -> Result<Policy> { v.parse::<Policy>().map_err(|e| anyhow!("{key}: {e}")) };
+        let balance_policy = match &f.balance_policy {
+            Some(p) => policy("balance_policy", p)?,
+            None => Policy::Failover,
+        };
+        let mut peer_policy = BTreeMap::new();
+        for (who, p) in f.peer_policy.iter().flatten() {
+            let nid = peers
+                .iter()
+                .find(|r| r.name == *who || r.nid.to_string() == *who || who.parse::<Nid>().is_ok_and(|n| n == r.nid))
+                .map(|r| r.nid)
+                .ok_or_else(|| anyhow!("peer_policy: unknown peer {who:?} (not in the peer files or [[peer]])"))?;
+            peer_policy.insert(nid, policy(&format!("peer_policy.{who}"), p)?);
+        }
+        let locator_weight = f.locator_weight.unwrap_or_default();
+        for dev in locator_weight.keys() {
+            if !uplinks.contains(dev) {
+                bail!("locator_weight: unknown interface {dev:?} (uplinks are {uplinks:?})");
+            }
+        }
+        if !locator_weight.is_empty() && uplinks.iter().all(|u| locator_weight.get(u).copied().unwrap_or(1) == 0) {
+            bail!("locator_weight: every uplink has weight 0: nothing to balance onto");
+        }
         let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(65536);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
@@ -259,6 +295,10 @@ impl Config {
             log_level,
             handoff,
             locator_pref: f.locator_pref.unwrap_or_default(),
+            balance_policy,
+            peer_policy,
+            locator_weight,
+            flow_hash_seed: f.flow_hash_seed,
             rng_seed: f.rng_seed,
             lu_initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
             lu_max_attempts: f.lu_max_attempts.unwrap_or(7),

@@ -172,6 +172,19 @@ impl Daemon {
         for p in &cfg.peers {
             core.add_peer(p.clone());
         }
+        // load balancing (ilnp-core `balance`); no entries yet, so no actions
+        if let Some(seed) = cfg.flow_hash_seed {
+            core.set_flow_seed(seed);
+        }
+        core.set_policy(None, cfg.balance_policy).map_err(|e| anyhow::anyhow!("balance_policy: {e}"))?;
+        for (nid, p) in &cfg.peer_policy {
+            core.set_policy(Some(*nid), *p).map_err(|e| anyhow::anyhow!("peer_policy: {e}"))?;
+        }
+        for u in &uplinks {
+            if let Some(&w) = cfg.locator_weight.get(&u.name) {
+                core.set_uplink_weight(u.index, w).map_err(|e| anyhow::anyhow!("locator_weight.{}: {e}", u.name))?;
+            }
+        }
         let nd_group = solicited_node_member(local_nid, &uplinks)?;
         let (events, _) = broadcast::channel(1024);
         let mut d = Daemon {

@@ -3,7 +3,7 @@
 //! and fails on any size, offset or reason-name difference.
 
 use aya::Pod;
-use ilnp_core::{IlccSnapshot, LocalLocator, LocatorState};
+use ilnp_core::{BalanceTable, IlccSnapshot, LocalLocator, LocatorState};
 
 pub const MAX_REMOTE_LOCS: usize = 8;
 pub const NONCE_MAX: usize = 12;
@@ -57,6 +57,57 @@ pub struct LocalVal {
     pub last_rx_ns: u64,
 }
 
+pub const BAL_MAX_PAIRS: usize = 16;
+pub const BAL_SLOTS: usize = 256;
+
+/// `struct ilnp_bal_pair`
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BalPair {
+    pub local_loc: [u8; 8],
+    pub remote_loc: [u8; 8],
+}
+
+/// `struct ilnp_balance_val` (value of ilnp_balance, key = remote NID).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BalanceVal {
+    /// per-packet position: the program increments it; kept on update
+    pub seq: u64,
+    pub flow_seed: u64,
+    /// `enum ilnp_policy` (`Policy::code`)
+    pub policy: u32,
+    pub n_slots: u16,
+    pub n_pairs: u8,
+    pub _pad: u8,
+    pub pairs: [BalPair; BAL_MAX_PAIRS],
+    pub slots: [u8; BAL_SLOTS],
+}
+
+impl BalanceVal {
+    /// The map value for the core's table; a live entry's position (`old`) is kept,
+    /// a new one starts where the core's counter stands.
+    pub fn from_table(t: &BalanceTable, old: Option<&BalanceVal>) -> BalanceVal {
+        let mut v = BalanceVal {
+            seq: old.map_or(t.seq, |o| o.seq),
+            flow_seed: t.flow_seed,
+            policy: t.policy.code(),
+            n_slots: t.slots.len().min(BAL_SLOTS) as u16,
+            n_pairs: t.pairs.len().min(BAL_MAX_PAIRS) as u8,
+            _pad: 0,
+            pairs: [BalPair::default(); BAL_MAX_PAIRS],
+            slots: [0; BAL_SLOTS],
+        };
+        for (d, (l, r)) in v.pairs.iter_mut().zip(&t.pairs) {
+            *d = BalPair { local_loc: l.to_bytes(), remote_loc: r.to_bytes() };
+        }
+        for (d, s) in v.slots.iter_mut().zip(&t.slots) {
+            *d = *s;
+        }
+        v
+    }
+}
+
 /// `ILNP_LOCAL_RX_GRAIN_NS` (checked against the header; ilnpd only reads the stamps)
 #[cfg(test)]
 pub const LOCAL_RX_GRAIN_NS: u64 = 10_000_000;
@@ -66,6 +117,7 @@ pub const LOCAL_RX_GRAIN_NS: u64 = 10_000_000;
 unsafe impl Pod for CfgVal {}
 unsafe impl Pod for IlccVal {}
 unsafe impl Pod for LocalVal {}
+unsafe impl Pod for BalanceVal {}
 
 /// `ILNP_REASONS` in bpf/ilnp_maps.h, in enum order (index = `enum ilnp_reason`).
 pub const REASONS: &[&str] = &[
@@ -81,6 +133,7 @@ pub const REASONS: &[&str] = &[
     "egress_drop_error",
     "egress_via_router",
     "egress_fib_fallback",
+    "egress_balanced",
     "ingress_fast",
     "ingress_punt_userspace",
     "ingress_punt_lu",
@@ -161,7 +214,12 @@ mod tests {
 #define O(t, f) printf(#t "." #f " %zu\n", offsetof(struct t, f));
 #define R(id, name) printf("reason." name " %d\n", ILNP_R_##id);
 int main(void) {
-  S(ilnp_cfg) S(ilnp_ilcc_val) S(ilnp_local_val)
+  S(ilnp_cfg) S(ilnp_ilcc_val) S(ilnp_local_val) S(ilnp_balance_val) S(ilnp_bal_pair)
+  O(ilnp_balance_val, seq) O(ilnp_balance_val, flow_seed) O(ilnp_balance_val, policy) O(ilnp_balance_val, n_slots)
+  O(ilnp_balance_val, n_pairs) O(ilnp_balance_val, _pad) O(ilnp_balance_val, pairs) O(ilnp_balance_val, slots)
+  O(ilnp_bal_pair, local_loc) O(ilnp_bal_pair, remote_loc)
+  printf("const.ILNP_BAL_MAX_PAIRS %d\nconst.ILNP_BAL_SLOTS %d\n", ILNP_BAL_MAX_PAIRS, ILNP_BAL_SLOTS);
+  printf("const.ILNP_POLICY_FAILOVER %d\nconst.ILNP_POLICY_PER_FLOW %d\nconst.ILNP_POLICY_PER_PACKET %d\n", ILNP_POLICY_FAILOVER, ILNP_POLICY_PER_FLOW, ILNP_POLICY_PER_PACKET);
   O(ilnp_cfg, id_prefix) O(ilnp_cfg, local_nid) O(ilnp_cfg, ilnp0_ifindex) O(ilnp_cfg, mode)
   O(ilnp_cfg, flags) O(ilnp_cfg, _pad)
   O(ilnp_ilcc_val, local_loc) O(ilnp_ilcc_val, remote_loc) O(ilnp_ilcc_val, remote_locs)
@@ -204,6 +262,23 @@ int main(void) {
             ("sizeof.ilnp_cfg", size_of::<CfgVal>()),
             ("sizeof.ilnp_ilcc_val", size_of::<IlccVal>()),
             ("sizeof.ilnp_local_val", size_of::<LocalVal>()),
+            ("sizeof.ilnp_balance_val", size_of::<BalanceVal>()),
+            ("sizeof.ilnp_bal_pair", size_of::<BalPair>()),
+            ("ilnp_balance_val.seq", offset_of!(BalanceVal, seq)),
+            ("ilnp_balance_val.flow_seed", offset_of!(BalanceVal, flow_seed)),
+            ("ilnp_balance_val.policy", offset_of!(BalanceVal, policy)),
+            ("ilnp_balance_val.n_slots", offset_of!(BalanceVal, n_slots)),
+            ("ilnp_balance_val.n_pairs", offset_of!(BalanceVal, n_pairs)),
+            ("ilnp_balance_val._pad", offset_of!(BalanceVal, _pad)),
+            ("ilnp_balance_val.pairs", offset_of!(BalanceVal, pairs)),
+            ("ilnp_balance_val.slots", offset_of!(BalanceVal, slots)),
+            ("ilnp_bal_pair.local_loc", offset_of!(BalPair, local_loc)),
+            ("ilnp_bal_pair.remote_loc", offset_of!(BalPair, remote_loc)),
+            ("const.ILNP_BAL_MAX_PAIRS", BAL_MAX_PAIRS),
+            ("const.ILNP_BAL_SLOTS", BAL_SLOTS),
+            ("const.ILNP_POLICY_FAILOVER", ilnp_core::Policy::Failover.code() as usize),
+            ("const.ILNP_POLICY_PER_FLOW", ilnp_core::Policy::PerFlow.code() as usize),
+            ("const.ILNP_POLICY_PER_PACKET", ilnp_core::Policy::PerPacket.code() as usize),
             ("ilnp_cfg.id_prefix", offset_of!(CfgVal, id_prefix)),
             ("ilnp_cfg.local_nid", offset_of!(CfgVal, local_nid)),
             ("ilnp_cfg.ilnp0_ifindex", offset_of!(CfgVal, ilnp0_ifindex)),

@@ -6,6 +6,7 @@
 //! Datapath::load(cfg)            load + verify both programs, fill ilnp_cfg, attach egress on ilnp0
 //! attach_uplink / detach_uplink  tc ingress on an uplink
 //! upsert_peer / remove_peer      ilnp_ilcc (counters survive an update)
+//! set_balance                    ilnp_balance: a correspondent's locator-pair table (position kept)
 //! set_local_locators             ilnp_locals (replaced as a whole; receive stamps kept)
 //! local_last_rx                  per local locator: last packet delivered (ns, CLOCK_MONOTONIC)
 //! stats / peer_counters          reason counters (summed over CPUs), per-peer fast-path counters
@@ -26,14 +27,14 @@ use anyhow::{anyhow, Context, Result};
 use aya::maps::{Array, HashMap, MapData, MapError, PerCpuArray};
 use aya::programs::{SchedClassifier, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
-use ilnp_core::{IlccSnapshot, LocalLocator};
+use ilnp_core::{BalanceChange, IlccSnapshot, LocalLocator};
 use ilnp_wire::{Locator, Nid};
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
 use std::path::PathBuf;
 
 pub use maps::REASONS;
-use maps::{CfgVal, IlccVal, LocalVal};
+use maps::{BalanceVal, CfgVal, IlccVal, LocalVal};
 use pin::Pins;
 use tc::{AttachKind, Attachment};
 
@@ -45,7 +46,8 @@ const MAP_CFG: &str = "ilnp_cfg";
 const MAP_ILCC: &str = "ilnp_ilcc";
 const MAP_LOCALS: &str = "ilnp_locals";
 const MAP_STATS: &str = "ilnp_stats";
-const MAP_NAMES: &[&str] = &[MAP_CFG, MAP_ILCC, MAP_LOCALS, MAP_STATS];
+const MAP_BALANCE: &str = "ilnp_balance";
+const MAP_NAMES: &[&str] = &[MAP_CFG, MAP_ILCC, MAP_LOCALS, MAP_STATS, MAP_BALANCE];
 const PROG_EGRESS: &str = "ilnp_egress";
 const PROG_INGRESS: &str = "ilnp_ingress";
 
@@ -134,6 +136,7 @@ impl Datapath {
         }
         let mut loader = EbpfLoader::new();
         loader.set_max_entries(MAP_ILCC, cfg.ilcc_max_entries.max(1));
+        loader.set_max_entries(MAP_BALANCE, cfg.ilcc_max_entries.max(1));
         let object = match &pins {
             Some(p) => {
                 loader.map_pin_path(&p.maps);
@@ -225,6 +228,26 @@ impl Datapath {
     pub fn remove_peer(&mut self, nid: Nid) -> Result<()> {
         absent_ok(self.ilcc_mut()?.remove(&nid.to_bytes()))
             .with_context(|| format!("removing the ILCC entry of {nid} from the fast path"))
+    }
+
+    fn balance_mut(&mut self) -> Result<HashMap<&mut MapData, [u8; 8], BalanceVal>> {
+        Ok(HashMap::try_from(self.bpf.map_mut(MAP_BALANCE).ok_or_else(|| map_err(MAP_BALANCE))?)?)
+    }
+
+    /// Writes or removes a correspondent's balancing table (ilnp-core `balance`).
+    pub fn set_balance(&mut self, c: &BalanceChange) -> Result<()> {
+        let mut m = self.balance_mut()?;
+        match c {
+            BalanceChange::Upsert(t) => {
+                let key = t.nid.to_bytes();
+                let old = m.get(&key, 0).ok();
+                let v = BalanceVal::from_table(t, old.as_ref());
+                m.insert(key, v, 0)
+                    .with_context(|| format!("writing the balancing table of {} to the fast path", t.nid))
+            }
+            BalanceChange::Remove(nid) => absent_ok(m.remove(&nid.to_bytes()))
+                .with_context(|| format!("removing the balancing table of {nid} from the fast path")),
+        }
     }
 
     /// Replaces the set of local locators the fast path accepts and sends from.

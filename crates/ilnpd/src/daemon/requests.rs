@@ -5,9 +5,9 @@
 use super::Daemon;
 use crate::bpf::PeerCounters;
 use crate::config;
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use ilnp_control::{self as ctl, Data, Reply, Request};
-use ilnp_core::{Action, Event, HandoffMode, LocatorState, PeerLocator, PeerRecord, RouterPreference};
+use ilnp_core::{Action, Event, HandoffMode, LocatorState, PeerLocator, PeerRecord, Policy, RouterPreference};
 use ilnp_wire::{ilnp_addr, Nid, Nonce};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -79,7 +79,56 @@ impl Daemon {
             }
             // served by the connection (control.rs): it streams, the main loop does not
             Request::Monitor => Data::Monitoring(ctl::Monitoring),
+            Request::PolicyShow => Data::Balance(self.balance_info()),
+            Request::PolicySet { peer, policy } => {
+                let policy: Policy = policy.parse().map_err(|e: String| anyhow!(e))?;
+                let nid = match peer.as_deref() {
+                    None => None,
+                    Some(who) => Some(self.peer_nid(who)?),
+                };
+                let a = self.core.set_policy(nid, policy).map_err(|e| anyhow!("policy: {e}"))?;
+                self.run_actions(a);
+                Data::Balance(self.balance_info())
+            }
+            Request::LocatorSet { dev, weight } => {
+                let Some(u) = self.uplinks.iter().find(|u| u.name == dev) else {
+                    let names: Vec<&str> = self.uplinks.iter().map(|u| u.name.as_str()).collect();
+                    bail!("locator set: unknown interface {dev:?} (uplinks are {names:?})");
+                };
+                let a = self.core.set_uplink_weight(u.index, weight).map_err(|e| anyhow!("locator set {dev}: {e}"))?;
+                self.run_actions(a);
+                Data::Balance(self.balance_info())
+            }
         })
+    }
+
+    /// A peer named by name or NID: a static peer or an ILCC entry.
+    fn peer_nid(&self, who: &str) -> Result<Nid> {
+        if let Some(p) = self.core.peers().find(|p| p.record.name == who) {
+            return Ok(p.record.nid);
+        }
+        match who.parse::<Nid>() {
+            Ok(n) => Ok(n), // the core says whether it knows it
+            Err(_) => bail!("unknown peer {who:?} (neither a peer name nor a NID)"),
+        }
+    }
+
+    fn balance_info(&self) -> ctl::BalanceInfo {
+        let v = self.core.balance_view();
+        let name_of = |ifx: u32| {
+            self.uplinks.iter().find(|u| u.index == ifx).map_or_else(|| format!("ifindex {ifx}"), |u| u.name.clone())
+        };
+        ctl::BalanceInfo {
+            default_policy: v.default_policy.to_string(),
+            peer_policy: v.peer_policy.into_iter().map(|(n, p)| (n, p.to_string())).collect(),
+            weights: v.weights.into_iter().map(|(i, w)| (name_of(i), w)).collect(),
+            flow_seed: v.flow_seed,
+            peers: v
+                .peers
+                .into_iter()
+                .map(|p| ctl::BalancePeer { nid: p.nid, policy: p.policy.to_string(), pairs: p.pairs, seq: p.seq })
+                .collect(),
+        }
     }
 
     fn status(&mut self) -> ctl::Status {
@@ -103,6 +152,7 @@ impl Daemon {
             peers: self.core.peers().count() as u64,
             uptime_s: self.started.elapsed().as_secs(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            balance: Box::new(self.balance_info()),
         }
     }
 

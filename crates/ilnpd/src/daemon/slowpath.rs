@@ -116,6 +116,13 @@ impl Daemon {
                         }
                     }
                 }
+                Action::Balance(c) => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.set_balance(&c) {
+                            tracing::warn!("{e:#}");
+                        }
+                    }
+                }
                 Action::Event(ev) => self.emit(ev),
             }
         }
