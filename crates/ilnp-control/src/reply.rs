@@ -301,7 +301,7 @@ pub struct Flushed {
     pub flushed: u64,
 }
 
-/// One static peer (`peer_show`).
+/// One peer record (`peer_show`): static, or learned from DNS.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PeerInfo {
@@ -310,6 +310,11 @@ pub struct PeerInfo {
     pub locators: Vec<PeerLocator>,
     /// the peer answered our nonce with a Parameter Problem (RFC 6744 §6)
     pub non_ilnp: bool,
+    /// "static" (peer file, `peer add`) or "dns" (the resolver proxy)
+    pub source: String,
+    /// DNS records: the answer's TTL in seconds
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -44,6 +44,47 @@ pub struct FileConfig {
     pub soft_quiet_period_ms: Option<u64>,
     #[serde(default)]
     pub peer: Vec<TomlPeer>,
+    /// the resolver proxy (RFC 6742 names); absent = off
+    pub dns: Option<FileDns>,
+}
+
+/// `[dns]` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileDns {
+    /// addresses the proxy answers on (UDP + TCP), default ["127.0.0.1:53"]
+    pub listen: Option<Vec<String>>,
+    /// the DNS server the proxy asks ("addr" = port 53, "addr:port", "[v6]:port")
+    pub upstream: Option<String>,
+    pub timeout_ms: Option<u64>,
+}
+
+/// "192.0.2.1", "2001:db8::53", "192.0.2.1:5353" or "[2001:db8::53]:5353".
+fn parse_dns_addr(key: &str, s: &str) -> Result<std::net::SocketAddr> {
+    if let Ok(a) = s.parse::<std::net::SocketAddr>() {
+        return Ok(a);
+    }
+    match s.parse::<std::net::IpAddr>() {
+        Ok(ip) => Ok(std::net::SocketAddr::new(ip, 53)),
+        Err(_) => bail!("{key}: {s:?} is not an address or address:port"),
+    }
+}
+
+impl FileDns {
+    fn validate(&self) -> Result<crate::dns::DnsConfig> {
+        let up = self.upstream.as_deref().ok_or_else(|| anyhow!("upstream: [dns] needs the upstream server"))?;
+        let upstream = parse_dns_addr("upstream", up)?;
+        let listen = match &self.listen {
+            None => vec!["127.0.0.1:53".parse().expect("literal")],
+            Some(l) if l.is_empty() => bail!("listen: [dns] needs at least one address"),
+            Some(l) => l.iter().map(|a| parse_dns_addr("listen", a)).collect::<Result<_>>()?,
+        };
+        let ms = self.timeout_ms.unwrap_or(2000);
+        if !(10..=30_000).contains(&ms) {
+            bail!("timeout_ms: {ms} is not 10-30000");
+        }
+        Ok(crate::dns::DnsConfig { listen, upstream, timeout: Duration::from_millis(ms) })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +114,7 @@ pub struct Config {
     pub lu_initial_rto: Duration,
     pub lu_max_attempts: u32,
     pub soft_quiet_period: Duration,
+    pub dns: Option<crate::dns::DnsConfig>,
 }
 
 /// Longest soft-handoff quiet period accepted (one hour): longer, and a host that
@@ -236,6 +278,7 @@ impl Config {
             lu_initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
             lu_max_attempts: f.lu_max_attempts.unwrap_or(7),
             soft_quiet_period: Duration::from_millis(quiet_ms),
+            dns: f.dns.as_ref().map(FileDns::validate).transpose()?,
         })
     }
 }
@@ -266,6 +309,11 @@ mod tests {
             ("uplinks = [\"e\"]\nnonce_bits = \"x\"\n", "nonce_bits"),
             ("uplinks = [\"e\"]\nsoft_quiet_period_ms = 3600001\n", "soft_quiet_period_ms"),
             ("uplinks = [\"e\"]\nsoft_quiet_period_ms = -1\n", "soft_quiet_period_ms"),
+            ("uplinks = [\"e\"]\n[dns]\nlisten = [\"127.0.0.1:53\"]\n", "upstream"),
+            ("uplinks = [\"e\"]\n[dns]\nupstream = \"bind.example\"\n", "upstream"),
+            ("uplinks = [\"e\"]\n[dns]\nupstream = \"::1\"\nlisten = [\"x\"]\n", "listen"),
+            ("uplinks = [\"e\"]\n[dns]\nupstream = \"::1\"\ntimeout_ms = 0\n", "timeout_ms"),
+            ("uplinks = [\"e\"]\n[dns]\nupstream = \"::1\"\nbogus = 1\n", "bogus"),
         ] {
             let e = load(t).unwrap_err().to_string();
             assert!(e.contains(key), "{t:?}: {e}");
@@ -321,6 +369,20 @@ mod tests {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/ilnpd.toml");
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
         assert_eq!(c.uplinks, vec!["eth0".to_string()]);
+    }
+
+    #[test]
+    fn dns_proxy_section() {
+        let c = load("uplinks = [\"e\"]\n").unwrap();
+        assert!(c.dns.is_none(), "off unless configured");
+        let c = load("uplinks = [\"e\"]\n[dns]\nupstream = \"2001:db8::53\"\n").unwrap();
+        let d = c.dns.unwrap();
+        assert_eq!(d.upstream, "[2001:db8::53]:53".parse().unwrap());
+        assert_eq!(d.listen, vec!["127.0.0.1:53".parse().unwrap()]);
+        assert_eq!(d.timeout, Duration::from_secs(2));
+        let c = load("uplinks = [\"e\"]\n[dns]\nupstream = \"[::1]:5353\"\nlisten = [\"[::1]:53\", \"127.0.0.1:5300\"]\ntimeout_ms = 500\n").unwrap();
+        let d = c.dns.unwrap();
+        assert_eq!((d.upstream.port(), d.listen.len(), d.timeout), (5353, 2, Duration::from_millis(500)));
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct Daemon {
     /// uplink sysctls we changed, with the value to put back on exit
     saved_sysctls: Vec<(String, String)>,
     counters: BTreeMap<ShellCounter, u64>,
+    /// the resolver proxy, when `[dns]` is configured
+    dns: Option<std::sync::Arc<crate::dns::Proxy>>,
+    dns_learn: Option<mpsc::Receiver<crate::dns::Learn>>,
 }
 
 impl Daemon {
@@ -164,6 +167,8 @@ impl Daemon {
             drop_log: HashMap::new(),
             saved_sysctls: Vec::new(),
             counters: BTreeMap::new(),
+            dns: None,
+            dns_learn: None,
         };
         d.uplink_sysctls();
         if let Err(e) = d.attach_datapath() {
@@ -180,6 +185,18 @@ impl Daemon {
             Err(e) => {
                 d.cleanup().await;
                 return Err(e);
+            }
+        }
+        if let Some(dc) = d.cfg.dns.clone() {
+            match crate::dns::start(&dc, d.cfg.id_prefix) {
+                Ok((p, rx)) => {
+                    d.dns = Some(p);
+                    d.dns_learn = Some(rx);
+                }
+                Err(e) => {
+                    d.cleanup().await;
+                    return Err(e);
+                }
             }
         }
         tracing::info!(
@@ -265,6 +282,7 @@ impl Daemon {
         let mut buf = vec![0u8; 65536 + crate::tun::VNET_HDR_LEN];
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut activity: HashMap<Nid, u64> = HashMap::new();
+        let mut dns_learn = self.dns_learn.take();
         loop {
             let deadline = self.core.poll_timeout().map(tokio::time::Instant::from_std);
             let timer = async {
@@ -295,6 +313,13 @@ impl Daemon {
                     self.refresh_activity(&mut activity);
                     self.flush_drop_log(Instant::now());
                 }
+                Some(l) = dns_recv(&mut dns_learn) => {
+                    // the proxy answers its client only after this: the first packet
+                    // to the identifier address finds the record
+                    let (res, actions) = self.core.peer_from_dns(Instant::now(), l.peer);
+                    self.run_actions(actions);
+                    let _ = l.done.send(res);
+                }
                 Some(req) = requests.recv() => {
                     let reply = self.handle_request(req.req);
                     let _ = req.reply.send(reply);
@@ -305,6 +330,13 @@ impl Daemon {
         }
         self.cleanup().await;
         Ok(())
+    }
+}
+
+async fn dns_recv(rx: &mut Option<mpsc::Receiver<crate::dns::Learn>>) -> Option<crate::dns::Learn> {
+    match rx {
+        Some(r) => r.recv().await,
+        None => futures::future::pending().await,
     }
 }
 

@@ -44,6 +44,11 @@ impl Daemon {
                             .map(|l| ctl::PeerLocator { l64: l.loc.to_string(), pref: l.pref })
                             .collect(),
                         non_ilnp: p.non_ilnp,
+                        source: match p.source {
+                            ilnp_core::PeerSource::Static => "static".into(),
+                            ilnp_core::PeerSource::Dns => "dns".into(),
+                        },
+                        ttl_s: p.ttl_s,
                     })
                     .collect(),
             ),
@@ -223,6 +228,13 @@ pub(super) fn monitor_event(ev: &Event) -> ctl::Event {
             ctl::Event::LuAcked { nid: s(nid), rtt_us: *rtt_us, attempts: *attempts }
         }
         Event::LuFailed { nid, attempts } => ctl::Event::LuFailed { nid: s(nid), attempts: *attempts },
+        Event::DnsPeer { name, nid, locators, ttl_s, result } => ctl::Event::DnsPeer {
+            name: name.clone(),
+            nid: s(nid),
+            locators: locators.clone(),
+            ttl_s: *ttl_s,
+            result: s(result),
+        },
         Event::Drop { reason, detail } => ctl::Event::Drop { reason: s(reason), detail: detail.clone() },
     }
 }
@@ -248,6 +260,13 @@ mod tests {
             Event::LuSent { nid: n, attempt: 2, locators: vec![] },
             Event::LuAcked { nid: n, rtt_us: 812, attempts: 1 },
             Event::LuFailed { nid: n, attempts: 7 },
+            Event::DnsPeer {
+                name: "mn.lab".into(),
+                nid: n,
+                locators: vec!["a|10".into()],
+                ttl_s: 5,
+                result: "learned",
+            },
             Event::Drop { reason: "bad_nonce", detail: "x -> y".into() },
         ];
         for ev in evs {
