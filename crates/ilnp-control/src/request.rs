@@ -39,6 +39,8 @@ pub enum Request {
     Stats,
     /// `"monitoring"`, then one [`crate::Event`] per line until the client closes
     Monitor,
+    /// the resolver proxy and the dynamic update of our L64 records → [`crate::DnsStatus`]
+    DnsStatus,
 }
 
 /// One locator of `peer_add`.
@@ -61,8 +63,18 @@ fn pref<'de, D: Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
 
 impl Request {
     /// Every `cmd`, in declaration order.
-    pub const COMMANDS: [&'static str; 9] =
-        ["status", "ilcc_show", "ilcc_flush", "locator_show", "peer_add", "peer_del", "peer_show", "stats", "monitor"];
+    pub const COMMANDS: [&'static str; 10] = [
+        "status",
+        "ilcc_show",
+        "ilcc_flush",
+        "locator_show",
+        "peer_add",
+        "peer_del",
+        "peer_show",
+        "stats",
+        "monitor",
+        "dns_status",
+    ];
 
     /// This request's `cmd`.
     pub fn cmd(&self) -> &'static str {
@@ -76,6 +88,7 @@ impl Request {
             Request::PeerShow => "peer_show",
             Request::Stats => "stats",
             Request::Monitor => "monitor",
+            Request::DnsStatus => "dns_status",
         }
     }
 

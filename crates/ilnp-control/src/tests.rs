@@ -36,6 +36,7 @@ fn every_request() -> Vec<Request> {
         Request::PeerShow,
         Request::Stats,
         Request::Monitor,
+        Request::DnsStatus,
     ]
 }
 

@@ -57,6 +57,38 @@ pub struct FileDns {
     /// the DNS server the proxy asks ("addr" = port 53, "addr:port", "[v6]:port")
     pub upstream: Option<String>,
     pub timeout_ms: Option<u64>,
+    /// `[dns.update]`: replace our L64 records when our locators change
+    pub update: Option<FileDnsUpdate>,
+}
+
+/// `[dns.update]` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileDnsUpdate {
+    pub zone: Option<String>,
+    /// our name (absolute), e.g. "mn.lab.example"
+    pub name: Option<String>,
+    /// the primary server ("addr", "addr:port", "[v6]:port")
+    pub server: Option<String>,
+    /// BIND key file (tsig-keygen output)
+    pub key_file: Option<PathBuf>,
+    /// TTL of our L64 records, default 5 s (RFC 6741 §8.3: a few seconds for mobile nodes)
+    pub ttl_s: Option<u32>,
+}
+
+impl FileDnsUpdate {
+    fn validate(&self) -> Result<crate::dns::update::UpdateConfig> {
+        let need = |v: &Option<String>, k: &str| v.clone().ok_or_else(|| anyhow!("{k}: [dns.update] needs `{k}`"));
+        let zone = need(&self.zone, "zone")?.trim_end_matches('.').to_string();
+        let name = need(&self.name, "name")?.trim_end_matches('.').to_string();
+        let server = parse_dns_addr("server", &need(&self.server, "server")?)?;
+        let key_file = self.key_file.clone().ok_or_else(|| anyhow!("key_file: [dns.update] needs `key_file`"))?;
+        let ttl_s = self.ttl_s.unwrap_or(5);
+        if ttl_s > 86400 {
+            bail!("ttl_s: {ttl_s} is more than a day");
+        }
+        Ok(crate::dns::update::UpdateConfig { zone, name, server, key_file, ttl_s })
+    }
 }
 
 /// "192.0.2.1", "2001:db8::53", "192.0.2.1:5353" or "[2001:db8::53]:5353".
@@ -71,8 +103,15 @@ fn parse_dns_addr(key: &str, s: &str) -> Result<std::net::SocketAddr> {
 }
 
 impl FileDns {
-    fn validate(&self) -> Result<crate::dns::DnsConfig> {
-        let up = self.upstream.as_deref().ok_or_else(|| anyhow!("upstream: [dns] needs the upstream server"))?;
+    /// (the proxy, if `upstream` is set; the update, if `[dns.update]` is there)
+    fn validate(&self) -> Result<(Option<crate::dns::DnsConfig>, Option<crate::dns::update::UpdateConfig>)> {
+        let update = self.update.as_ref().map(FileDnsUpdate::validate).transpose()?;
+        let Some(up) = self.upstream.as_deref() else {
+            if update.is_some() && self.listen.is_none() {
+                return Ok((None, update));
+            }
+            bail!("upstream: [dns] needs the upstream server");
+        };
         let upstream = parse_dns_addr("upstream", up)?;
         let listen = match &self.listen {
             None => vec!["127.0.0.1:53".parse().expect("literal")],
@@ -83,7 +122,7 @@ impl FileDns {
         if !(10..=30_000).contains(&ms) {
             bail!("timeout_ms: {ms} is not 10-30000");
         }
-        Ok(crate::dns::DnsConfig { listen, upstream, timeout: Duration::from_millis(ms) })
+        Ok((Some(crate::dns::DnsConfig { listen, upstream, timeout: Duration::from_millis(ms) }), update))
     }
 }
 
@@ -115,6 +154,7 @@ pub struct Config {
     pub lu_max_attempts: u32,
     pub soft_quiet_period: Duration,
     pub dns: Option<crate::dns::DnsConfig>,
+    pub dns_update: Option<crate::dns::update::UpdateConfig>,
 }
 
 /// Longest soft-handoff quiet period accepted (one hour): longer, and a host that
@@ -252,6 +292,7 @@ impl Config {
                 "soft_quiet_period_ms: {quiet_ms} is more than {MAX_SOFT_QUIET_PERIOD_MS} (one hour); 0 turns it off"
             );
         }
+        let dns = f.dns.as_ref().map(FileDns::validate).transpose()?.unwrap_or((None, None));
         let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(65536);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
@@ -278,7 +319,8 @@ impl Config {
             lu_initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
             lu_max_attempts: f.lu_max_attempts.unwrap_or(7),
             soft_quiet_period: Duration::from_millis(quiet_ms),
-            dns: f.dns.as_ref().map(FileDns::validate).transpose()?,
+            dns: dns.0,
+            dns_update: dns.1,
         })
     }
 }
@@ -383,6 +425,15 @@ mod tests {
         let c = load("uplinks = [\"e\"]\n[dns]\nupstream = \"[::1]:5353\"\nlisten = [\"[::1]:53\", \"127.0.0.1:5300\"]\ntimeout_ms = 500\n").unwrap();
         let d = c.dns.unwrap();
         assert_eq!((d.upstream.port(), d.listen.len(), d.timeout), (5353, 2, Duration::from_millis(500)));
+        let c = load("uplinks = [\"e\"]\n[dns.update]\nzone = \"lab.example.\"\nname = \"mn.lab.example\"\nserver = \"2001:db8:53::53\"\nkey_file = \"/k\"\n").unwrap();
+        let u = c.dns_update.unwrap();
+        assert!(c.dns.is_none(), "an update without a proxy");
+        assert_eq!(
+            (u.zone.as_str(), u.name.as_str(), u.ttl_s, u.server.port()),
+            ("lab.example", "mn.lab.example", 5, 53)
+        );
+        let e = load("uplinks = [\"e\"]\n[dns.update]\nzone = \"lab.example\"\n").unwrap_err().to_string();
+        assert!(e.contains("name"), "{e}");
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub struct Daemon {
     /// the resolver proxy, when `[dns]` is configured
     dns: Option<std::sync::Arc<crate::dns::Proxy>>,
     dns_learn: Option<mpsc::Receiver<crate::dns::Learn>>,
+    /// the dynamic update of our L64 records, when `[dns.update]` is configured
+    dns_update:
+        Option<(std::sync::Arc<crate::dns::update::Updater>, tokio::sync::watch::Sender<crate::dns::update::Wanted>)>,
 }
 
 impl Daemon {
@@ -169,6 +172,7 @@ impl Daemon {
             counters: BTreeMap::new(),
             dns: None,
             dns_learn: None,
+            dns_update: None,
         };
         d.uplink_sysctls();
         if let Err(e) = d.attach_datapath() {
@@ -192,6 +196,19 @@ impl Daemon {
                 Ok((p, rx)) => {
                     d.dns = Some(p);
                     d.dns_learn = Some(rx);
+                }
+                Err(e) => {
+                    d.cleanup().await;
+                    return Err(e);
+                }
+            }
+        }
+        if let Some(uc) = d.cfg.dns_update.clone() {
+            match crate::dns::update::start(uc) {
+                Ok(u) => {
+                    d.dns_update = Some(u);
+                    let now = d.core.local_locators().to_vec();
+                    d.dns_locators_changed(&now);
                 }
                 Err(e) => {
                     d.cleanup().await;
@@ -225,6 +242,23 @@ impl Daemon {
         }
         self.dp = Some(dp);
         Ok(())
+    }
+
+    /// Our advertised locator set for the L64 update (sent only when it differs).
+    fn dns_locators_changed(&mut self, locs: &[ilnp_core::LocalLocator]) {
+        let Some((_, tx)) = &self.dns_update else { return };
+        let set: Vec<ilnp_core::PeerLocator> = locs
+            .iter()
+            .filter(|l| matches!(l.state, ilnp_core::LocatorState::Active | ilnp_core::LocatorState::Valid))
+            .map(|l| ilnp_core::PeerLocator { loc: l.loc, pref: l.pref })
+            .collect();
+        if set.is_empty() {
+            return; // no locator: nothing to publish (the old records stay until we have one)
+        }
+        let same = tx.borrow().as_ref().is_some_and(|(old, _)| *old == set);
+        if !same {
+            let _ = tx.send(Some((set, Instant::now())));
+        }
     }
 
     /// Keeps entries the fast path is using from ageing out.

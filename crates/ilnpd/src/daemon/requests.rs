@@ -31,6 +31,7 @@ impl Daemon {
                 Data::Flushed(ctl::Flushed { flushed: n as u64 })
             }
             Request::LocatorShow => Data::Locators(self.locator_view()),
+            Request::DnsStatus => Data::Dns(Box::new(self.dns_status())),
             Request::PeerShow => Data::Peers(
                 self.core
                     .peers()
@@ -151,6 +152,33 @@ impl Daemon {
                 }),
             })
             .collect()
+    }
+
+    fn dns_status(&self) -> ctl::DnsStatus {
+        let mut st = ctl::DnsStatus::default();
+        if let Some(p) = &self.dns {
+            st.proxy = true;
+            st.listen = p.listen.iter().map(|a| a.to_string()).collect();
+            st.upstream = p.up.server.to_string();
+            st.counters = p.counters.snapshot().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        }
+        if let Some((u, _)) = &self.dns_update {
+            let s = u.status();
+            st.update = Some(ctl::DnsUpdateStatus {
+                zone: u.cfg.zone.clone(),
+                name: u.cfg.name.clone(),
+                server: u.cfg.server.to_string(),
+                ttl_s: u.cfg.ttl_s,
+                state: s.state.to_string(),
+                locators: s.locators.iter().map(|l| format!("{}|{}", l.loc, l.pref)).collect(),
+                updates_ok: s.updates_ok,
+                updates_failed: s.updates_failed,
+                last_error: s.last_error,
+                last_ok_age_s: s.last_ok.map(|t| t.elapsed().as_secs_f64()),
+                last_latency_ms: s.last_latency.map(|d| d.as_secs_f64() * 1e3),
+            });
+        }
+        st
     }
 
     fn locator_view(&mut self) -> Vec<ctl::LocatorInfo> {

@@ -111,6 +111,7 @@ impl Daemon {
                             tracing::warn!("{e:#}");
                         }
                     }
+                    self.dns_locators_changed(&l);
                 }
                 Action::Event(ev) => self.emit(ev),
             }

@@ -10,6 +10,7 @@
 //! own AAAA answer. Why a proxy and not an NSS module: docs/architecture.md.
 
 pub mod lookup;
+pub mod update;
 pub mod upstream;
 
 use anyhow::{Context, Result};
@@ -58,6 +59,7 @@ pub struct DnsCounters {
 
 impl DnsCounters {
     pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        // one line per counter: the order is the status table's
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         vec![
             ("queries", g(&self.queries)),
@@ -75,9 +77,10 @@ fn bump(c: &AtomicU64) {
 }
 
 pub struct Proxy {
-    up: Upstream,
+    pub up: Upstream,
     id_prefix: Locator,
     learn: mpsc::Sender<Learn>,
+    pub listen: Vec<SocketAddr>,
     pub counters: DnsCounters,
     slots: Semaphore,
 }
@@ -91,6 +94,7 @@ pub fn start(cfg: &DnsConfig, id_prefix: Locator) -> Result<(Arc<Proxy>, mpsc::R
         up: Upstream { server: cfg.upstream, timeout: cfg.timeout },
         id_prefix,
         learn: tx,
+        listen: cfg.listen.clone(),
         counters: DnsCounters::default(),
         slots: Semaphore::new(MAX_IN_FLIGHT),
     });

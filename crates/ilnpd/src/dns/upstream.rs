@@ -162,10 +162,21 @@ impl Upstream {
 pub fn describe(q: &[u8]) -> String {
     match Message::from_vec(q) {
         Ok(m) => match m.queries().first() {
-            Some(q) => format!("{} {}", q.name(), q.query_type()),
+            Some(q) => format!("{} {}", q.name(), type_name(q.query_type())),
             None => "a query without a question".into(),
         },
         Err(_) => format!("an unparsable {}-byte query", q.len()),
+    }
+}
+
+/// A record type's mnemonic, the RFC 6742 ones included (hickory does not know them).
+pub fn type_name(t: RecordType) -> String {
+    match u16::from(t) {
+        104 => "NID".into(),
+        105 => "L32".into(),
+        106 => "L64".into(),
+        107 => "LP".into(),
+        _ => t.to_string(),
     }
 }
 
@@ -197,6 +208,8 @@ mod tests {
         assert!(e.contains("question"), "{e}");
         assert_eq!(answers(&q, &response_of(&query(0x1234, "MN.lab.EXAMPLE."))), Ok(()), "case-insensitive");
         assert!(answers(&q, &q[..5]).unwrap_err().contains("shorter"));
+        assert_eq!(type_name(RecordType::Unknown(106)), "L64");
+        assert_eq!(type_name(RecordType::AAAA), "AAAA");
     }
 
     #[tokio::test(flavor = "current_thread")]
