@@ -222,3 +222,63 @@ def test_update_refused_is_logged_and_retried(bed):
     log = dmn.log.read_text()
     assert "dns update: mn.lab.example L64 [2001:0db8:000b:0000|10]" in log and "failed (attempt 2)" in log
     assert bind.dig(mn, f"mn.{ZONE}", "L64", opts=("+short",)).split() == ["10", "2001:db8:b:0"], "zone unchanged"
+
+
+ECHO_CLIENT = r"""
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], 7001), timeout=30)
+s.settimeout(0.2)
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    try:
+        s.sendall(b"x")
+        if s.recv(64):
+            print(f"{time.monotonic():.3f}", flush=True)
+    except socket.timeout:
+        pass
+    time.sleep(0.05)
+"""
+
+
+def test_both_ends_move_session_recovers_by_re_resolution(bed):
+    """Simultaneous hard handoff: each end's LU goes to the other's old locator and is lost;
+    when CN's LU gives up, CN re-resolves mn.lab.example (MN's update published its new L64)
+    and the session carries on."""
+    cn, r1, mn = three_node(bed)
+    ns = dns_server(bed, r1)
+    bind = Bind(ns, DNS_ADDR, zone_hosts()).start()
+    fast_lu = {"handoff": "hard", "lu_initial_rto_ms": 100, "lu_max_attempts": 3}
+    upstream = {"upstream": f"[{DNS_ADDR}]:53"}
+    update = {"zone": ZONE, "name": f"mn.{ZONE}", "server": DNS_ADDR, "key_file": str(bind.key_file), "ttl_s": 3}
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, extra={**fast_lu, "dns": upstream}).start()
+    dmn = Ilnpd(mn, ["eth0"], nid=MN_NID, extra={**fast_lu, "dns": upstream, "dns.update": update}).start()
+    resolv_conf(cn, "127.0.0.1")
+    mn.spawn("socat", f"TCP6-LISTEN:7001,bind=[{MN_ID}],reuseaddr,fork", "EXEC:cat")
+    time.sleep(0.3)
+    client = cn.spawn(sys.executable, "-c", ECHO_CLIENT, f"mn.{ZONE}", "14", stdout=subprocess.PIPE)
+    time.sleep(2)
+    r1.ip("addr", "add", "2001:db8:a2::1/64", "dev", "eth-cn", "nodad")
+    r1.ip("addr", "add", "2001:db8:c::1/64", "dev", "eth-mn", "nodad")
+    # simultaneous: R1 forwards nothing while both ends change their prefix, so neither
+    # end's first LU can reach the other before the other's old locator is gone
+    r1.sysctl("net.ipv6.conf.all.forwarding=0")
+    t_move = time.monotonic()
+    for node, new, gw, old in [(cn, "2001:db8:a2::c/64", "2001:db8:a2::1", "2001:db8:a::c/64"),
+                               (mn, "2001:db8:c::d/64", "2001:db8:c::1", "2001:db8:b::d/64")]:
+        node.ip("addr", "add", new, "dev", "eth0", "nodad")
+        node.ip("-6", "route", "replace", "default", "via", gw, "dev", "eth0")
+        node.ip("addr", "del", old, "dev", "eth0")
+    time.sleep(0.3)
+    r1.sysctl("net.ipv6.conf.all.forwarding=1")
+    out, _ = client.communicate(timeout=30)
+    echoes = [float(x) for x in out.decode().split()]
+    before = [t for t in echoes if t < t_move]
+    after = [t for t in echoes if t > t_move]
+    assert before and after, f"{len(before)} echoes before the move, {len(after)} after"
+    recovered_s = after[0] - t_move
+    print(f"both ends moved: first echo {recovered_s * 1e3:.0f} ms after the move")
+    assert after[-1] > t_move + 6, "the session keeps working"
+    assert dcn.stats()["core"].get("dns_peer_recovered", 0) >= 1
+    assert "re-targeted to its re-resolved locators" in dcn.log.read_text()
+    ilcc = [e for e in dmn.ctl("ilcc", "show") if e["nid"] == CN_NID][0]
+    assert "2001:0db8:00a2:0000" in json.dumps(ilcc), "MN learned CN's new locator from CN's LU"

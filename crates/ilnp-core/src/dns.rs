@@ -11,7 +11,8 @@
 //! * A peer-file record is the operator's word: DNS does not replace it.
 
 use crate::event::{Event, Outcome};
-use crate::{Action, Core, PeerInfo, PeerLocator, PeerRecord};
+use crate::ilcc::PendingLu;
+use crate::{Action, Core, LocatorState, PeerInfo, PeerLocator, PeerRecord, RemoteLocator};
 use ilnp_wire::Nid;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -97,6 +98,7 @@ impl Core {
             return DnsPeerResult::StaticKept;
         }
         let non_ilnp = old.is_some_and(|p| p.non_ilnp);
+        let lu_failed = old.is_some_and(|p| p.lu_failed);
         let mut locators = peer.locators.clone();
         locators.sort_by_key(|l| l.pref);
         locators.dedup_by_key(|l| l.loc);
@@ -104,13 +106,67 @@ impl Core {
         let record = PeerRecord { name: peer.name.clone(), nid: peer.nid, locators };
         self.peers.insert(
             peer.nid,
-            PeerInfo { record, non_ilnp, source: PeerSource::Dns, expires: Some(now + hold), ttl_s: Some(peer.ttl_s) },
+            PeerInfo {
+                record,
+                non_ilnp,
+                source: PeerSource::Dns,
+                expires: Some(now + hold),
+                ttl_s: Some(peer.ttl_s),
+                lu_failed,
+            },
         );
         if self.ilcc.get(&peer.nid).is_some() {
             DnsPeerResult::SessionKept
         } else {
             DnsPeerResult::Learned
         }
+    }
+
+    /// Recovery when both ends moved (thesis §7.2.2): the shell re-resolved the name
+    /// of a peer whose Locator Update went unacknowledged at every known locator.
+    /// Only then — our last LU failed, none is in flight and no nonce-verified LU came
+    /// from the peer since (so never over an LU's locators) — the session's remote set
+    /// is replaced by the DNS one and an LU is sent there at once (it carries our
+    /// nonce: the peer checks it as usual).
+    /// Returns Some(true): re-targeted; Some(false): DNS still lists the locators the
+    /// session already has (the peer's own update may not be in yet: ask again
+    /// later); None: nothing to recover.
+    pub fn recover_from_dns(&mut self, now: Instant, peer: DnsPeer) -> (Option<bool>, Vec<Action>) {
+        let (_, mut out) = self.peer_from_dns(now, peer.clone());
+        if !self.peers.get(&peer.nid).is_some_and(|p| p.lu_failed) {
+            return (None, out);
+        }
+        let Some(e) = self.ilcc.get_mut(&peer.nid) else { return (None, out) };
+        if e.pending_lu.is_some() || peer.locators.is_empty() {
+            return (None, out);
+        }
+        let known: Vec<_> = e.remote_locators.iter().map(|r| r.loc).collect();
+        if peer.locators.iter().all(|l| known.contains(&l.loc)) {
+            return (Some(false), out);
+        }
+        let mut remote: Vec<RemoteLocator> =
+            peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
+        remote.sort_by_key(|r| r.pref);
+        e.remote_locators = remote;
+        if let Some(best) = e.best_remote().map(|r| r.loc) {
+            e.activate_remote(best);
+        }
+        e.pending_lu = Some(PendingLu { entries: Vec::new(), first_sent: now, attempts: 0, next_at: now });
+        if let Some(s) = e.snapshot() {
+            out.push(Action::IlccUpsert(s));
+        }
+        if let Some(p) = self.peers.get_mut(&peer.nid) {
+            p.lu_failed = false;
+        }
+        self.stats.bump(Outcome::DnsPeerRecovered);
+        out.extend(self.send_due_lus(now, &[peer.nid]));
+        self.ilcc.tidy();
+        (Some(true), out)
+    }
+
+    /// The name of a peer learned from DNS (what the shell re-resolves).
+    pub fn dns_name(&self, nid: Nid) -> Option<&str> {
+        self.peers.get(&nid).filter(|p| p.source == PeerSource::Dns).map(|p| p.record.name.as_str())
     }
 
     /// The record a new session to `nid` may use: an expired DNS record is removed
@@ -205,6 +261,40 @@ mod tests {
         assert_eq!(a.peers().count(), 1);
         assert_eq!(a.stats().get("dns_peer_ignored"), 3);
         assert_eq!(a.stats().get("dns_peer_learned"), 0);
+    }
+
+    #[test]
+    fn re_resolution_retargets_a_session_only_after_a_failed_lu() {
+        let mut a = core(NA, LA, 1, None);
+        let t0 = Instant::now();
+        a.peer_from_dns(t0, dns(NB, LB, 30));
+        a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete);
+        assert_eq!(a.dns_name(NB), Some("mn.lab.example"));
+        // no failed LU: DNS leaves the session alone
+        assert_eq!(a.recover_from_dns(t0, dns(NB, LB2, 30)).0, None);
+        // we move; the peer never acks (it moved too)
+        let mut lb3 = crate::tests::local(Locator(0x2001_0db8_00a2_0000));
+        lb3.ifindex = 3;
+        a.set_local_locators(t0, vec![lb3]);
+        let mut t = t0;
+        for _ in 0..20 {
+            t += Duration::from_secs(5);
+            a.handle_timeout(t);
+        }
+        assert_eq!(a.stats().get("lu_failed"), 1);
+        // DNS still lists the old locator: ask again later
+        assert_eq!(a.recover_from_dns(t, dns(NB, LB, 30)).0, Some(false));
+        let (done, out) = a.recover_from_dns(t, dns(NB, LB2, 30));
+        assert_eq!(done, Some(true));
+        // an LU leaves at once towards the new locator
+        let lus: Vec<_> = wire(&out).into_iter().filter(|p| dst_locator(p) == LB2).collect();
+        assert_eq!(lus.len(), 1, "LU to the re-resolved locator");
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_loc == LB2)));
+        assert_eq!(a.stats().get("dns_peer_recovered"), 1);
+        // while that LU is in flight, DNS does not touch the session again
+        assert_eq!(a.recover_from_dns(t, dns(NB, LB, 30)).0, None);
+        let out = a.handle_outbound(t, &udp(NA, NB, b"y"), Csum::Complete);
+        assert_eq!(dst_locator(&wire(&out)[0]), LB2);
     }
 
     #[test]

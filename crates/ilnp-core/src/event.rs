@@ -112,6 +112,8 @@ counter_enum! {
         DnsPeerIgnored = "dns_peer_ignored",
         /// a DNS peer record past its TTL when a session wanted it
         DnsPeerExpired = "dns_peer_expired",
+        /// both ends moved: a session re-targeted to re-resolved locators after its LU failed
+        DnsPeerRecovered = "dns_peer_recovered",
     }
 }
 

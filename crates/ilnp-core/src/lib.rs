@@ -127,6 +127,10 @@ pub struct PeerInfo {
     /// DNS records: the TTL of the answer
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_s: Option<u32>,
+    /// our last Locator Update to this peer was never acknowledged and nothing
+    /// nonce-verified came back since: DNS may re-target the session (`dns.rs`)
+    #[serde(skip)]
+    pub lu_failed: bool,
 }
 
 pub struct Core {
@@ -172,7 +176,14 @@ impl Core {
     // ---------------------------------------------------------------- peers
 
     pub fn add_peer(&mut self, peer: PeerRecord) {
-        let info = PeerInfo { record: peer, non_ilnp: false, source: PeerSource::Static, expires: None, ttl_s: None };
+        let info = PeerInfo {
+            record: peer,
+            non_ilnp: false,
+            source: PeerSource::Static,
+            expires: None,
+            ttl_s: None,
+            lu_failed: false,
+        };
         self.peers.insert(info.record.nid, info);
     }
 

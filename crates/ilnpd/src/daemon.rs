@@ -244,6 +244,13 @@ impl Daemon {
         Ok(())
     }
 
+    /// An LU to `nid` went unacknowledged at every known locator: if the peer has a
+    /// name, resolve it again (both ends may have moved, thesis §7.2.2).
+    pub(super) fn dns_recover(&mut self, nid: Nid) {
+        let (Some(p), Some(name)) = (&self.dns, self.core.dns_name(nid)) else { return };
+        p.re_resolve(name.to_string());
+    }
+
     /// Our advertised locator set for the L64 update (sent only when it differs).
     fn dns_locators_changed(&mut self, locs: &[ilnp_core::LocalLocator]) {
         let Some((_, tx)) = &self.dns_update else { return };
@@ -350,9 +357,23 @@ impl Daemon {
                 Some(l) = dns_recv(&mut dns_learn) => {
                     // the proxy answers its client only after this: the first packet
                     // to the identifier address finds the record
-                    let (res, actions) = self.core.peer_from_dns(Instant::now(), l.peer);
-                    self.run_actions(actions);
-                    let _ = l.done.send(res);
+                    let now = Instant::now();
+                    match l.done {
+                        crate::dns::Done::Answer(done) => {
+                            let (res, actions) = self.core.peer_from_dns(now, l.peer);
+                            self.run_actions(actions);
+                            let _ = done.send(res);
+                        }
+                        crate::dns::Done::Recover(done) => {
+                            let (nid, name) = (l.peer.nid, l.peer.name.clone());
+                            let (res, actions) = self.core.recover_from_dns(now, l.peer);
+                            if res == Some(true) {
+                                tracing::info!("dns: session with {nid} ({name}) re-targeted to its re-resolved locators");
+                            }
+                            self.run_actions(actions);
+                            let _ = done.send(res);
+                        }
+                    }
                 }
                 Some(req) = requests.recv() => {
                     let reply = self.handle_request(req.req);

@@ -113,7 +113,12 @@ impl Daemon {
                     }
                     self.dns_locators_changed(&l);
                 }
-                Action::Event(ev) => self.emit(ev),
+                Action::Event(ev) => {
+                    if let Event::LuFailed { nid, .. } = &ev {
+                        self.dns_recover(*nid);
+                    }
+                    self.emit(ev)
+                }
             }
         }
     }

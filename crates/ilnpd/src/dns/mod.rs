@@ -43,7 +43,15 @@ pub struct DnsConfig {
 /// A peer for the core, and where to say it is known.
 pub struct Learn {
     pub peer: DnsPeer,
-    pub done: oneshot::Sender<DnsPeerResult>,
+    pub done: Done,
+}
+
+/// Who waits for the core, and for what.
+pub enum Done {
+    /// an application's query (`Core::peer_from_dns`)
+    Answer(oneshot::Sender<DnsPeerResult>),
+    /// a re-resolution after a failed Locator Update (`Core::recover_from_dns`)
+    Recover(oneshot::Sender<Option<bool>>),
 }
 
 /// What the proxy did, for `ilnpctl dns status`.
@@ -252,7 +260,7 @@ impl Proxy {
     async fn teach_core(&self, peer: DnsPeer) -> bool {
         let name = peer.name.clone();
         let (done, wait) = oneshot::channel();
-        if self.learn.send(Learn { peer, done }).await.is_err() {
+        if self.learn.send(Learn { peer, done: Done::Answer(done) }).await.is_err() {
             return false;
         }
         match tokio::time::timeout(Duration::from_secs(1), wait).await {
@@ -262,6 +270,47 @@ impl Proxy {
                 false
             }
         }
+    }
+
+    /// Both ends moved: resolves `name` again (a peer whose LU went unanswered at
+    /// every known locator) and hands the result to the core's recovery; while DNS
+    /// still lists the locators the session already has (the peer's own update may
+    /// not be in yet), asks again after 0.5, 1, 2, 4 s.
+    pub fn re_resolve(self: &Arc<Self>, name: String) {
+        let p = self.clone();
+        tokio::spawn(async move {
+            let Ok(n) = hickory_proto::rr::Name::from_ascii(format!("{name}.")) else { return };
+            let mut delay = Duration::from_millis(500);
+            for attempt in 1..=5 {
+                match lookup::lookup(&p.up, &n).await {
+                    Ok(Some(f)) => {
+                        let peer = DnsPeer { name: name.clone(), nid: f.nid, locators: f.locators, ttl_s: f.ttl };
+                        let (done, wait) = oneshot::channel();
+                        if p.learn.send(Learn { peer, done: Done::Recover(done) }).await.is_err() {
+                            return;
+                        }
+                        match wait.await {
+                            Ok(Some(true)) => {
+                                tracing::info!("dns: re-resolved {name} after a failed Locator Update (attempt {attempt}): new locators");
+                                return;
+                            }
+                            Ok(Some(false)) => {
+                                tracing::info!("dns: re-resolved {name} (attempt {attempt}): no new locator yet")
+                            }
+                            _ => return, // nothing to recover any more
+                        }
+                    }
+                    Ok(None) => {
+                        tracing::warn!("dns: re-resolving {name}: no NID any more");
+                        return;
+                    }
+                    Err(bad) => tracing::warn!("dns: re-resolving {name} (attempt {attempt}): {bad}"),
+                }
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            tracing::warn!("dns: re-resolving {name}: no new locator after 5 attempts; the session stays as it is");
+        });
     }
 
     /// AAAA answer: the CNAME chain, then the identifier address of the NID.
