@@ -5,6 +5,7 @@ answers). Behaviour by the query name's first label:
   servfail SERVFAIL to everything
   spoof    first an answer with the wrong ID (NID ...:0666), then the right one (NID ...:0777)
   silent   no answer at all
+  trunc    over UDP an empty answer with TC set; over TCP NID ...:0888 and a good L64
   other    NXDOMAIN
 
 usage: python3 fake_dns.py ADDR PORT
@@ -12,6 +13,7 @@ usage: python3 fake_dns.py ADDR PORT
 import socket
 import struct
 import sys
+import threading
 
 NID, L64 = 104, 106
 
@@ -49,18 +51,45 @@ def rr_l64() -> tuple[int, bytes]:
     return L64, struct.pack("!H", 10) + bytes.fromhex("20010db8000b0000")
 
 
+def qinfo(q: bytes) -> tuple[str, int]:
+    name = labels(q)
+    return (name[0] if name else ""), struct.unpack("!H", q[question_end(q) - 4:question_end(q) - 2])[0]
+
+
+def serve_tcp(addr: str, port: int) -> None:
+    t = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    t.bind((addr, port))
+    t.listen(16)
+    while True:
+        c, _ = t.accept()
+        with c:
+            n = struct.unpack("!H", c.recv(2))[0]
+            q = b""
+            while len(q) < n:
+                q += c.recv(n - len(q))
+            first, qtype = qinfo(q)
+            rrs = {NID: [rr_nid(0x0888)], L64: [rr_l64()]}.get(qtype, []) if first == "trunc" else []
+            a = answer(q, rrs=rrs)
+            c.sendall(struct.pack("!H", len(a)) + a)
+
+
 def main() -> None:
     s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     s.bind((sys.argv[1], int(sys.argv[2])))
+    threading.Thread(target=serve_tcp, args=(sys.argv[1], int(sys.argv[2])), daemon=True).start()
     print("ready", flush=True)
     while True:
         q, peer = s.recvfrom(4096)
         try:
-            name = labels(q)
-            qtype = struct.unpack("!H", q[question_end(q) - 4:question_end(q) - 2])[0]
+            first, qtype = qinfo(q)
         except (IndexError, struct.error):
             continue
-        first = name[0] if name else ""
+        if first == "trunc":
+            a = bytearray(answer(q))
+            a[2] |= 0x02  # TC
+            s.sendto(bytes(a), peer)
+            continue
         if first == "silent":
             continue
         if first == "servfail":

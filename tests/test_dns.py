@@ -143,6 +143,8 @@ def test_bad_upstream_answers(bed):
     assert addrs == [] and took < 5
     # a spoofed answer (wrong ID) is ignored; the real one is used
     assert getent(cn, f"spoof.{ZONE}")[0] == [identifier_address("0200:00ff:fe00:0777")]
+    # a truncated answer: the proxy asks again over TCP and uses the whole answer
+    assert getent(cn, f"trunc.{ZONE}")[0] == [identifier_address("0200:00ff:fe00:0888")]
     # an upstream that never answers: SERVFAIL from the proxy after its timeout
     t = time.monotonic()
     r = cn.run("dig", "@127.0.0.1", f"silent.{ZONE}", "AAAA", "+time=5", "+tries=1", check=False)
@@ -153,7 +155,7 @@ def test_bad_upstream_answers(bed):
     assert "servfail.lab.example. NID record: the server answered" in log
     assert "silent.lab.example. AAAA: no answer from the upstream server (timeout); answering SERVFAIL" in log
     nids = {p["nid"] for p in dcn.ctl("peer", "show")}
-    assert nids == {"0200:00ff:fe00:0777"}, nids
+    assert nids == {"0200:00ff:fe00:0777", "0200:00ff:fe00:0888"}, nids
 
 
 def test_mobile_server_updates_its_l64(bed, tmp_path):
