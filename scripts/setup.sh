@@ -8,7 +8,7 @@ if [ "$(id -u)" != 0 ]; then echo "setup.sh: run as root (namespaces, BPF, apt-g
 
 export DEBIAN_FRONTEND=noninteractive
 need_apt=0
-for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl ping mptcpize unshare; do
+for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl ping mptcpize unshare named dig tsig-keygen; do
   command -v "$b" >/dev/null 2>&1 || need_apt=1
 done
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_apt=1
@@ -19,7 +19,7 @@ if [ "$need_apt" = 1 ]; then
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get install -y -q clang llvm libbpf-dev bpftool linux-libc-dev gcc-multilib \
     tshark tcpdump radvd iperf3 socat netcat-openbsd ethtool nftables curl python3-venv iputils-ping \
-    mptcpize util-linux
+    mptcpize util-linux bind9 bind9-utils bind9-dnsutils
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -3,6 +3,7 @@ describe theirs in TOML: `topology.py`). Each builds into a `Testbed` and return
 
     three_node:         CN — R1 — MN, static addressing (CN_L64, MN_L64)
     mobility_topology:  seed 000 Fig. 8, CN — R1 — {R2, R3} — MN, from experiments/seed000-tcp.toml
+    dns_server:         a name server node behind a router (DNS_ADDR), for bind.Bind
 """
 
 from __future__ import annotations
@@ -62,3 +63,17 @@ def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0, 
         nic_segmentation(cn, "eth1")
         cn.set_link("eth1", False)
     return nodes
+
+
+# dns_server's network: R1 routes 2001:db8:53::/64 to the name server node
+DNS_ADDR = "2001:db8:53::53"
+
+
+def dns_server(bed: Testbed, router: Node) -> Node:
+    """A name server node `ns` behind `router` (its eth-ns), at DNS_ADDR; plain IPv6."""
+    ns = bed.add_node("ns")
+    bed.link(router, "eth-ns", ns, "eth0")
+    router.add_addr("eth-ns", "2001:db8:53::1/64")
+    ns.add_addr("eth0", f"{DNS_ADDR}/64")
+    ns.add_route("default", "2001:db8:53::1")
+    return ns

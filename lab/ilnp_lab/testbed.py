@@ -15,6 +15,7 @@ import functools
 import ipaddress
 import os
 import secrets
+import shutil
 import shlex
 import signal
 import subprocess
@@ -191,6 +192,8 @@ class Testbed:
         for node in self.nodes.values():
             node.close()
             run(["ip", "netns", "del", node.ns], check=False)
+            # per-namespace /etc files (resolv.conf, bind.resolv_conf), if any were made
+            shutil.rmtree(Path("/etc/netns") / node.ns, ignore_errors=True)
         self.nodes.clear()
 
     # ---------- topology

@@ -68,6 +68,15 @@ pub enum Event {
         nid: String,
         outcome: String,
     },
+    /// the resolver proxy found a name's NID + locator records (`L64|PREF` each);
+    /// `result`: learned, session_kept, static_kept, own_nid, no_locator
+    DnsPeer {
+        name: String,
+        nid: String,
+        locators: Vec<String>,
+        ttl_s: u32,
+        result: String,
+    },
     /// a packet was dropped (`reason` as in `stats`)
     Drop {
         reason: String,

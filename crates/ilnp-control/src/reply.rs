@@ -33,6 +33,8 @@ pub enum Data {
     Stats(Stats),
     Monitoring(Monitoring),
     Balance(BalanceInfo),
+    // boxed: the largest reply, kept off the other variants' size
+    Dns(Box<DnsStatus>),
 }
 
 impl Data {
@@ -50,6 +52,7 @@ impl Data {
             Request::Stats => Data::Stats(f(v)?),
             Request::Monitor => Data::Monitoring(f(v)?),
             Request::PolicyShow | Request::PolicySet { .. } | Request::LocatorSet { .. } => Data::Balance(f(v)?),
+            Request::DnsStatus => Data::Dns(Box::new(f(v)?)),
         })
     }
 }
@@ -344,7 +347,43 @@ pub struct Flushed {
     pub flushed: u64,
 }
 
-/// One static peer (`peer_show`).
+/// `dns_status`: the resolver proxy (if configured) and the dynamic update of this
+/// host's L64 records (if configured).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DnsStatus {
+    /// the proxy runs (`[dns]` configured)
+    pub proxy: bool,
+    pub listen: Vec<String>,
+    pub upstream: String,
+    /// queries, ilnp_answers, passed_through, bad_ilnp_records, upstream_failures, dropped_overload
+    pub counters: BTreeMap<String, u64>,
+    pub update: Option<DnsUpdateStatus>,
+}
+
+/// The RFC 2136 update of our L64 records (`[dns.update]`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DnsUpdateStatus {
+    pub zone: String,
+    /// the name whose L64 records are replaced
+    pub name: String,
+    pub server: String,
+    pub ttl_s: u32,
+    /// "idle" (nothing sent yet), "pending" (sending or retrying), "ok", "failed" (retrying later)
+    pub state: String,
+    /// `L64|PREF` each: the set last sent (or being sent)
+    pub locators: Vec<String>,
+    pub updates_ok: u64,
+    pub updates_failed: u64,
+    pub last_error: Option<String>,
+    /// seconds since the last successful update
+    pub last_ok_age_s: Option<f64>,
+    /// the last successful update's time from the locator change to the server's answer
+    pub last_latency_ms: Option<f64>,
+}
+
+/// One peer record (`peer_show`): static, or learned from DNS.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PeerInfo {
@@ -353,6 +392,13 @@ pub struct PeerInfo {
     pub locators: Vec<PeerLocator>,
     /// the peer answered our nonce with a Parameter Problem (RFC 6744 §6)
     pub non_ilnp: bool,
+    /// "static" (peer file, `peer add`) or "dns" (the resolver proxy); absent from
+    /// daemons older than the proxy
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub source: String,
+    /// DNS records: the answer's TTL in seconds
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

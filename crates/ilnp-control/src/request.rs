@@ -50,6 +50,8 @@ pub enum Request {
     },
     /// set an uplink's balancing weight (0 = backup only) → [`crate::BalanceInfo`]
     LocatorSet { dev: String, weight: u32 },
+    /// the resolver proxy and the dynamic update of our L64 records → [`crate::DnsStatus`]
+    DnsStatus,
 }
 
 /// One locator of `peer_add`.
@@ -72,7 +74,7 @@ fn pref<'de, D: Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
 
 impl Request {
     /// Every `cmd`, in declaration order.
-    pub const COMMANDS: [&'static str; 12] = [
+    pub const COMMANDS: [&'static str; 13] = [
         "status",
         "ilcc_show",
         "ilcc_flush",
@@ -85,6 +87,7 @@ impl Request {
         "policy_show",
         "policy_set",
         "locator_set",
+        "dns_status",
     ];
 
     /// This request's `cmd`.
@@ -102,6 +105,7 @@ impl Request {
             Request::PolicyShow => "policy_show",
             Request::PolicySet { .. } => "policy_set",
             Request::LocatorSet { .. } => "locator_set",
+            Request::DnsStatus => "dns_status",
         }
     }
 

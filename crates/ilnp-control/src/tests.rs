@@ -39,6 +39,7 @@ fn every_request() -> Vec<Request> {
         Request::PolicyShow,
         Request::PolicySet { peer: Some("cn".into()), policy: "per-flow".into() },
         Request::LocatorSet { dev: "eth1".into(), weight: 80 },
+        Request::DnsStatus,
     ]
 }
 

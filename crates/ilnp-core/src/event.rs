@@ -114,6 +114,14 @@ counter_enum! {
         PeerRestartReplaced = "peer_restart_replaced",
         /// no challenge sent (per-NID hold-off, global rate or open bound); the packet is dropped
         PeerChallengeRateLimited = "peer_challenge_rate_limited",
+        /// a DNS answer stored as a peer record (`dns.rs`)
+        DnsPeerLearned = "dns_peer_learned",
+        /// a DNS answer not stored (static peer, own NID, no locator)
+        DnsPeerIgnored = "dns_peer_ignored",
+        /// a DNS peer record past its TTL when a session wanted it
+        DnsPeerExpired = "dns_peer_expired",
+        /// both ends moved: a session re-targeted to re-resolved locators after its LU failed
+        DnsPeerRecovered = "dns_peer_recovered",
     }
 }
 
@@ -259,6 +267,16 @@ pub enum Event {
         nid: Nid,
         outcome: &'static str,
     },
+    /// a name's NID + locator records, from the resolver proxy (`result`: a
+    /// `DnsPeerResult` name)
+    DnsPeer {
+        name: String,
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        locators: Vec<String>,
+        ttl_s: u32,
+        result: &'static str,
+    },
     /// `reason` is a [`DropReason`]'s name
     Drop {
         reason: &'static str,
@@ -304,6 +322,9 @@ impl fmt::Display for Event {
                 write!(f, "LU to {nid} acked in {:.2} ms after {attempts} attempt(s)", *rtt_us as f64 / 1e3)
             }
             Event::LuFailed { nid, attempts } => write!(f, "LU to {nid} not acked after {attempts} attempts"),
+            Event::DnsPeer { name, nid, locators, ttl_s, result } => {
+                write!(f, "DNS: {name} is NID {nid} at [{}] TTL {ttl_s} s: {result}", locators.join(", "))
+            }
             Event::Drop { reason, detail } => write!(f, "drop ({reason}): {detail}"),
         }
     }

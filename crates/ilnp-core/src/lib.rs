@@ -4,6 +4,7 @@
 mod challenge;
 pub mod balance;
 pub mod config;
+pub mod dns;
 pub mod event;
 mod icmp;
 pub mod ilcc;
@@ -17,6 +18,7 @@ pub mod timers;
 
 pub use balance::{BalanceChange, BalanceError, BalanceTable, Policy};
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
+pub use dns::{DnsPeer, DnsPeerResult, PeerSource};
 pub use event::{DropReason, Event, Outcome, Stats};
 pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
 pub use ilnp_wire::{Locator, Nid, Nonce};
@@ -125,6 +127,17 @@ pub struct PeerInfo {
     pub record: PeerRecord,
     /// the peer answered our nonce with a Parameter Problem (RFC 6744 §6)
     pub non_ilnp: bool,
+    pub source: PeerSource,
+    /// DNS records: when the record stops feeding new sessions (`dns.rs`)
+    #[serde(skip)]
+    pub expires: Option<Instant>,
+    /// DNS records: the TTL of the answer
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<u32>,
+    /// our last Locator Update to this peer was never acknowledged and nothing
+    /// nonce-verified came back since: DNS may re-target the session (`dns.rs`)
+    #[serde(skip)]
+    pub lu_failed: bool,
 }
 
 pub struct Core {
@@ -182,7 +195,15 @@ impl Core {
     // ---------------------------------------------------------------- peers
 
     pub fn add_peer(&mut self, peer: PeerRecord) {
-        self.peers.insert(peer.nid, PeerInfo { record: peer, non_ilnp: false });
+        let info = PeerInfo {
+            record: peer,
+            non_ilnp: false,
+            source: PeerSource::Static,
+            expires: None,
+            ttl_s: None,
+            lu_failed: false,
+        };
+        self.peers.insert(info.record.nid, info);
     }
 
     pub fn del_peer(&mut self, nid: Nid) -> bool {

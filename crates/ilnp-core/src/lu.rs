@@ -64,6 +64,9 @@ impl Core {
             out.push(Action::Event(Event::LuSent { nid: e.nid, attempt: p.attempts, locators: loc_list(&p.entries) }));
         }
         for (nid, attempts) in failed {
+            if let Some(p) = self.peers.get_mut(&nid) {
+                p.lu_failed = true; // a named peer may be found again through DNS (dns.rs)
+            }
             self.stats.bump(Outcome::LuFailed);
             out.push(Action::Event(Event::LuFailed { nid, attempts }));
         }
@@ -89,6 +92,9 @@ impl Core {
             return;
         }
         self.local.note_rx(dst_loc, now);
+        if let Some(p) = self.peers.get_mut(&nid) {
+            p.lu_failed = false; // the peer reached us with its nonce: LU state is live again
+        }
         match lu.operation {
             LuOperation::Advertisement => {
                 // replace the whole set (RFC 6743 §4); the preferred one becomes active.

@@ -79,7 +79,7 @@ impl Core {
     }
 
     fn create_initiator_entry(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) -> Result<(), DropReason> {
-        let peer = match self.peers.get(&nid) {
+        let peer = match self.live_peer(now, nid) {
             None => return Err(DropReason::UnknownPeer),
             Some(p) if p.non_ilnp => return Err(DropReason::NonIlnpPeerBlocked),
             Some(p) => p.record.clone(),

@@ -61,6 +61,17 @@ pub enum Object {
     Stats,
     /// stream events (sessions, Locator Updates, drops) until interrupted
     Monitor,
+    /// the resolver proxy and the dynamic update of this host's L64 records
+    Dns {
+        #[command(subcommand)]
+        verb: Option<DnsVerb>,
+    },
+}
+
+#[derive(Subcommand, Debug, PartialEq, Eq)]
+pub enum DnsVerb {
+    /// proxy counters and the last update of our L64 records
+    Status,
 }
 
 #[derive(Subcommand, Debug, PartialEq, Eq)]
@@ -196,6 +207,7 @@ pub fn request(obj: &Object) -> Result<Request, String> {
         Object::Peer { verb: Some(PeerVerb::Del { nid }) } => Request::PeerDel { nid: Spelled::parse(nid)? },
         Object::Stats => Request::Stats,
         Object::Monitor => Request::Monitor,
+        Object::Dns { .. } => Request::DnsStatus,
     })
 }
 

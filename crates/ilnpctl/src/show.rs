@@ -3,7 +3,7 @@
 //! stay readable across versions.
 
 use crate::{Object, PeerVerb};
-use ilnp_control::{BalanceInfo, Data, IlccEntry, LocatorInfo, PeerInfo, Stats, Status};
+use ilnp_control::{BalanceInfo, Data, DnsStatus, IlccEntry, LocatorInfo, PeerInfo, Stats, Status};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -87,6 +87,7 @@ pub fn render(obj: &Object, data: &Data) -> String {
         Data::Stats(d) => stats(d),
         Data::Monitoring(_) => String::new(),
         Data::Balance(b) => balance(b),
+        Data::Dns(d) => dns(d),
     }
 }
 
@@ -199,6 +200,45 @@ fn locators(l: &[LocatorInfo]) -> String {
     table(&["L64", "ADDRESS", "INTERFACE", "PREF", "ROUTER", "LIFETIME", "STATE"], &rows)
 }
 
+fn dns(d: &DnsStatus) -> String {
+    let mut out = if d.proxy {
+        format!(
+            "resolver proxy on {} -> upstream {}\n{}",
+            d.listen.join(", "),
+            d.upstream,
+            counters("PROXY", &d.counters)
+        )
+    } else {
+        "resolver proxy: off (no [dns] in the config)".to_string()
+    };
+    match &d.update {
+        None => out.push_str("\nupdate: off (no [dns.update])"),
+        Some(u) => {
+            out.push_str(&format!(
+                "\nupdate: {} L64 in zone {} at {} (TTL {} s): {} [{}]; {} ok, {} failed",
+                u.name,
+                u.zone,
+                u.server,
+                u.ttl_s,
+                u.state,
+                u.locators.join(", "),
+                u.updates_ok,
+                u.updates_failed
+            ));
+            if let Some(a) = u.last_ok_age_s {
+                out.push_str(&format!("; last ok {a:.1} s ago"));
+            }
+            if let Some(ms) = u.last_latency_ms {
+                out.push_str(&format!(" ({ms:.1} ms after the change)"));
+            }
+            if let Some(e) = &u.last_error {
+                out.push_str(&format!("\nlast error: {e}"));
+            }
+        }
+    }
+    out
+}
+
 fn peers(p: &[PeerInfo]) -> String {
     if p.is_empty() {
         return "no peers".into();
@@ -208,10 +248,14 @@ fn peers(p: &[PeerInfo]) -> String {
         .map(|x| {
             let locs: Vec<String> = x.locators.iter().map(|l| format!("{}|{}", l.l64, l.pref)).collect();
             let ilnp = if x.non_ilnp { "no (fallback)" } else { "yes" };
-            vec![x.name.clone(), x.nid.clone(), locs.join(","), ilnp.into()]
+            let src = match x.ttl_s {
+                Some(t) => format!("{} (TTL {t} s)", x.source),
+                None => x.source.clone(),
+            };
+            vec![x.name.clone(), x.nid.clone(), locs.join(","), ilnp.into(), src]
         })
         .collect();
-    table(&["NAME", "NID", "LOCATORS (L64|PREF)", "ILNP"], &rows)
+    table(&["NAME", "NID", "LOCATORS (L64|PREF)", "ILNP", "SOURCE"], &rows)
 }
 
 fn counters(title: &str, m: &BTreeMap<String, u64>) -> String {

@@ -58,6 +58,86 @@ pub struct FileConfig {
     pub flow_hash_seed: Option<u64>,
     #[serde(default)]
     pub peer: Vec<TomlPeer>,
+    /// the resolver proxy (RFC 6742 names); absent = off
+    pub dns: Option<FileDns>,
+}
+
+/// `[dns]` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileDns {
+    /// addresses the proxy answers on (UDP + TCP), default ["127.0.0.1:53"]
+    pub listen: Option<Vec<String>>,
+    /// the DNS server the proxy asks ("addr" = port 53, "addr:port", "[v6]:port")
+    pub upstream: Option<String>,
+    pub timeout_ms: Option<u64>,
+    /// `[dns.update]`: replace our L64 records when our locators change
+    pub update: Option<FileDnsUpdate>,
+}
+
+/// `[dns.update]` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileDnsUpdate {
+    pub zone: Option<String>,
+    /// our name (absolute), e.g. "mn.lab.example"
+    pub name: Option<String>,
+    /// the primary server ("addr", "addr:port", "[v6]:port")
+    pub server: Option<String>,
+    /// BIND key file (tsig-keygen output)
+    pub key_file: Option<PathBuf>,
+    /// TTL of our L64 records, default 5 s (RFC 6741 §8.3: a few seconds for mobile nodes)
+    pub ttl_s: Option<u32>,
+}
+
+impl FileDnsUpdate {
+    fn validate(&self) -> Result<crate::dns::update::UpdateConfig> {
+        let need = |v: &Option<String>, k: &str| v.clone().ok_or_else(|| anyhow!("{k}: [dns.update] needs `{k}`"));
+        let zone = need(&self.zone, "zone")?.trim_end_matches('.').to_string();
+        let name = need(&self.name, "name")?.trim_end_matches('.').to_string();
+        let server = parse_dns_addr("server", &need(&self.server, "server")?)?;
+        let key_file = self.key_file.clone().ok_or_else(|| anyhow!("key_file: [dns.update] needs `key_file`"))?;
+        let ttl_s = self.ttl_s.unwrap_or(5);
+        if ttl_s > 86400 {
+            bail!("ttl_s: {ttl_s} is more than a day");
+        }
+        Ok(crate::dns::update::UpdateConfig { zone, name, server, key_file, ttl_s })
+    }
+}
+
+/// "192.0.2.1", "2001:db8::53", "192.0.2.1:5353" or "[2001:db8::53]:5353".
+fn parse_dns_addr(key: &str, s: &str) -> Result<std::net::SocketAddr> {
+    if let Ok(a) = s.parse::<std::net::SocketAddr>() {
+        return Ok(a);
+    }
+    match s.parse::<std::net::IpAddr>() {
+        Ok(ip) => Ok(std::net::SocketAddr::new(ip, 53)),
+        Err(_) => bail!("{key}: {s:?} is not an address or address:port"),
+    }
+}
+
+impl FileDns {
+    /// (the proxy, if `upstream` is set; the update, if `[dns.update]` is there)
+    fn validate(&self) -> Result<(Option<crate::dns::DnsConfig>, Option<crate::dns::update::UpdateConfig>)> {
+        let update = self.update.as_ref().map(FileDnsUpdate::validate).transpose()?;
+        let Some(up) = self.upstream.as_deref() else {
+            if update.is_some() && self.listen.is_none() {
+                return Ok((None, update));
+            }
+            bail!("upstream: [dns] needs the upstream server");
+        };
+        let upstream = parse_dns_addr("upstream", up)?;
+        let listen = match &self.listen {
+            None => vec!["127.0.0.1:53".parse().expect("literal")],
+            Some(l) if l.is_empty() => bail!("listen: [dns] needs at least one address"),
+            Some(l) => l.iter().map(|a| parse_dns_addr("listen", a)).collect::<Result<_>>()?,
+        };
+        let ms = self.timeout_ms.unwrap_or(2000);
+        if !(10..=30_000).contains(&ms) {
+            bail!("timeout_ms: {ms} is not 10-30000");
+        }
+        Ok((Some(crate::dns::DnsConfig { listen, upstream, timeout: Duration::from_millis(ms) }), update))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +174,8 @@ pub struct Config {
     pub soft_quiet_period: Duration,
     pub pin_dir: Option<PathBuf>,
     pub state_file: Option<PathBuf>,
+    pub dns: Option<crate::dns::DnsConfig>,
+    pub dns_update: Option<crate::dns::update::UpdateConfig>,
 }
 
 /// The default pin directory: one per daemon instance, named after its control
@@ -273,6 +355,7 @@ impl Config {
         if !locator_weight.is_empty() && uplinks.iter().all(|u| locator_weight.get(u).copied().unwrap_or(1) == 0) {
             bail!("locator_weight: every uplink has weight 0: nothing to balance onto");
         }
+        let dns = f.dns.as_ref().map(FileDns::validate).transpose()?.unwrap_or((None, None));
         let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(65536);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
@@ -305,6 +388,8 @@ impl Config {
             soft_quiet_period: Duration::from_millis(quiet_ms),
             pin_dir,
             state_file,
+            dns: dns.0,
+            dns_update: dns.1,
         })
     }
 }
@@ -347,6 +432,11 @@ mod tests {
             ("uplinks = [\"e\"]\nnonce_bits = \"x\"\n", "nonce_bits"),
             ("uplinks = [\"e\"]\nsoft_quiet_period_ms = 3600001\n", "soft_quiet_period_ms"),
             ("uplinks = [\"e\"]\nsoft_quiet_period_ms = -1\n", "soft_quiet_period_ms"),
+            ("uplinks = [\"e\"]\n[dns]\nlisten = [\"127.0.0.1:53\"]\n", "upstream"),
+            ("uplinks = [\"e\"]\n[dns]\nupstream = \"bind.example\"\n", "upstream"),
+            ("uplinks = [\"e\"]\n[dns]\nupstream = \"::1\"\nlisten = [\"x\"]\n", "listen"),
+            ("uplinks = [\"e\"]\n[dns]\nupstream = \"::1\"\ntimeout_ms = 0\n", "timeout_ms"),
+            ("uplinks = [\"e\"]\n[dns]\nupstream = \"::1\"\nbogus = 1\n", "bogus"),
         ] {
             let e = load(t).unwrap_err().to_string();
             assert!(e.contains(key), "{t:?}: {e}");
@@ -402,6 +492,29 @@ mod tests {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/ilnpd.toml");
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
         assert_eq!(c.uplinks, vec!["eth0".to_string()]);
+    }
+
+    #[test]
+    fn dns_proxy_section() {
+        let c = load("uplinks = [\"e\"]\n").unwrap();
+        assert!(c.dns.is_none(), "off unless configured");
+        let c = load("uplinks = [\"e\"]\n[dns]\nupstream = \"2001:db8::53\"\n").unwrap();
+        let d = c.dns.unwrap();
+        assert_eq!(d.upstream, "[2001:db8::53]:53".parse().unwrap());
+        assert_eq!(d.listen, vec!["127.0.0.1:53".parse().unwrap()]);
+        assert_eq!(d.timeout, Duration::from_secs(2));
+        let c = load("uplinks = [\"e\"]\n[dns]\nupstream = \"[::1]:5353\"\nlisten = [\"[::1]:53\", \"127.0.0.1:5300\"]\ntimeout_ms = 500\n").unwrap();
+        let d = c.dns.unwrap();
+        assert_eq!((d.upstream.port(), d.listen.len(), d.timeout), (5353, 2, Duration::from_millis(500)));
+        let c = load("uplinks = [\"e\"]\n[dns.update]\nzone = \"lab.example.\"\nname = \"mn.lab.example\"\nserver = \"2001:db8:53::53\"\nkey_file = \"/k\"\n").unwrap();
+        let u = c.dns_update.unwrap();
+        assert!(c.dns.is_none(), "an update without a proxy");
+        assert_eq!(
+            (u.zone.as_str(), u.name.as_str(), u.ttl_s, u.server.port()),
+            ("lab.example", "mn.lab.example", 5, 53)
+        );
+        let e = load("uplinks = [\"e\"]\n[dns.update]\nzone = \"lab.example\"\n").unwrap_err().to_string();
+        assert!(e.contains("name"), "{e}");
     }
 
     #[test]

@@ -64,6 +64,12 @@ pub struct Daemon {
     /// the state file is out of date since (written debounced, `state_due`)
     state_dirty: Option<Instant>,
     state_written: Option<Instant>,
+    /// the resolver proxy, when `[dns]` is configured
+    dns: Option<std::sync::Arc<crate::dns::Proxy>>,
+    dns_learn: Option<mpsc::Receiver<crate::dns::Learn>>,
+    /// the dynamic update of our L64 records, when `[dns.update]` is configured
+    dns_update:
+        Option<(std::sync::Arc<crate::dns::update::Updater>, tokio::sync::watch::Sender<crate::dns::update::Wanted>)>,
 }
 
 /// A change is written this long after it happened (a burst of changes, one write)...
@@ -206,6 +212,9 @@ impl Daemon {
             counters: BTreeMap::new(),
             state_dirty: None,
             state_written: None,
+            dns: None,
+            dns_learn: None,
+            dns_update: None,
         };
         let restored = d.cfg.state_file.as_deref().and_then(crate::state::load);
         if let Some(s) = &restored {
@@ -230,6 +239,31 @@ impl Daemon {
             Err(e) => {
                 d.cleanup().await;
                 return Err(e);
+            }
+        }
+        if let Some(dc) = d.cfg.dns.clone() {
+            match crate::dns::start(&dc, d.cfg.id_prefix) {
+                Ok((p, rx)) => {
+                    d.dns = Some(p);
+                    d.dns_learn = Some(rx);
+                }
+                Err(e) => {
+                    d.cleanup().await;
+                    return Err(e);
+                }
+            }
+        }
+        if let Some(uc) = d.cfg.dns_update.clone() {
+            match crate::dns::update::start(uc) {
+                Ok(u) => {
+                    d.dns_update = Some(u);
+                    let now = d.core.local_locators().to_vec();
+                    d.dns_locators_changed(&now);
+                }
+                Err(e) => {
+                    d.cleanup().await;
+                    return Err(e);
+                }
             }
         }
         tracing::info!(
@@ -310,6 +344,30 @@ impl Daemon {
         self.state_written = Some(now);
     }
 
+    /// An LU to `nid` went unacknowledged at every known locator: if the peer has a
+    /// name, resolve it again (both ends may have moved, thesis §7.2.2).
+    pub(super) fn dns_recover(&mut self, nid: Nid) {
+        let (Some(p), Some(name)) = (&self.dns, self.core.dns_name(nid)) else { return };
+        p.re_resolve(name.to_string());
+    }
+
+    /// Our advertised locator set for the L64 update (sent only when it differs).
+    fn dns_locators_changed(&mut self, locs: &[ilnp_core::LocalLocator]) {
+        let Some((_, tx)) = &self.dns_update else { return };
+        let set: Vec<ilnp_core::PeerLocator> = locs
+            .iter()
+            .filter(|l| matches!(l.state, ilnp_core::LocatorState::Active | ilnp_core::LocatorState::Valid))
+            .map(|l| ilnp_core::PeerLocator { loc: l.loc, pref: l.pref })
+            .collect();
+        if set.is_empty() {
+            return; // no locator: nothing to publish (the old records stay until we have one)
+        }
+        let same = tx.borrow().as_ref().is_some_and(|(old, _)| *old == set);
+        if !same {
+            let _ = tx.send(Some((set, Instant::now())));
+        }
+    }
+
     /// Keeps entries the fast path is using from ageing out.
     fn refresh_activity(&mut self, last: &mut HashMap<Nid, u64>) {
         let Some(dp) = self.dp.as_ref() else { return };
@@ -372,6 +430,7 @@ impl Daemon {
         let mut buf = vec![0u8; 65536 + crate::tun::VNET_HDR_LEN];
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut activity: HashMap<Nid, u64> = HashMap::new();
+        let mut dns_learn = self.dns_learn.take();
         loop {
             let deadline = self.core.poll_timeout().map(tokio::time::Instant::from_std);
             let timer = async {
@@ -410,6 +469,27 @@ impl Daemon {
                     self.refresh_activity(&mut activity);
                     self.flush_drop_log(Instant::now());
                 }
+                Some(l) = dns_recv(&mut dns_learn) => {
+                    // the proxy answers its client only after this: the first packet
+                    // to the identifier address finds the record
+                    let now = Instant::now();
+                    match l.done {
+                        crate::dns::Done::Answer(done) => {
+                            let (res, actions) = self.core.peer_from_dns(now, l.peer);
+                            self.run_actions(actions);
+                            let _ = done.send(res);
+                        }
+                        crate::dns::Done::Recover(done) => {
+                            let (nid, name) = (l.peer.nid, l.peer.name.clone());
+                            let (res, actions) = self.core.recover_from_dns(now, l.peer);
+                            if res == Some(true) {
+                                tracing::info!("dns: session with {nid} ({name}) re-targeted to its re-resolved locators");
+                            }
+                            self.run_actions(actions);
+                            let _ = done.send(res);
+                        }
+                    }
+                }
                 Some(req) = requests.recv() => {
                     let reply = self.handle_request(req.req);
                     let _ = req.reply.send(reply);
@@ -420,6 +500,13 @@ impl Daemon {
         }
         self.cleanup().await;
         Ok(())
+    }
+}
+
+async fn dns_recv(rx: &mut Option<mpsc::Receiver<crate::dns::Learn>>) -> Option<crate::dns::Learn> {
+    match rx {
+        Some(r) => r.recv().await,
+        None => futures::future::pending().await,
     }
 }
 

@@ -5,6 +5,7 @@ use ilnpd::bpf;
 mod config;
 mod control;
 mod daemon;
+mod dns;
 mod gso;
 mod netlink;
 mod state;

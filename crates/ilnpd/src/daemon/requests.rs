@@ -31,6 +31,7 @@ impl Daemon {
                 Data::Flushed(ctl::Flushed { flushed: n as u64 })
             }
             Request::LocatorShow => Data::Locators(self.locator_view()),
+            Request::DnsStatus => Data::Dns(Box::new(self.dns_status())),
             Request::PeerShow => Data::Peers(
                 self.core
                     .peers()
@@ -44,6 +45,11 @@ impl Daemon {
                             .map(|l| ctl::PeerLocator { l64: l.loc.to_string(), pref: l.pref })
                             .collect(),
                         non_ilnp: p.non_ilnp,
+                        source: match p.source {
+                            ilnp_core::PeerSource::Static => "static".into(),
+                            ilnp_core::PeerSource::Dns => "dns".into(),
+                        },
+                        ttl_s: p.ttl_s,
                     })
                     .collect(),
             ),
@@ -198,6 +204,33 @@ impl Daemon {
             .collect()
     }
 
+    fn dns_status(&self) -> ctl::DnsStatus {
+        let mut st = ctl::DnsStatus::default();
+        if let Some(p) = &self.dns {
+            st.proxy = true;
+            st.listen = p.listen.iter().map(|a| a.to_string()).collect();
+            st.upstream = p.up.server.to_string();
+            st.counters = p.counters.snapshot().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        }
+        if let Some((u, _)) = &self.dns_update {
+            let s = u.status();
+            st.update = Some(ctl::DnsUpdateStatus {
+                zone: u.cfg.zone.clone(),
+                name: u.cfg.name.clone(),
+                server: u.cfg.server.to_string(),
+                ttl_s: u.cfg.ttl_s,
+                state: s.state.to_string(),
+                locators: s.locators.iter().map(|l| format!("{}|{}", l.loc, l.pref)).collect(),
+                updates_ok: s.updates_ok,
+                updates_failed: s.updates_failed,
+                last_error: s.last_error,
+                last_ok_age_s: s.last_ok.map(|t| t.elapsed().as_secs_f64()),
+                last_latency_ms: s.last_latency.map(|d| d.as_secs_f64() * 1e3),
+            });
+        }
+        st
+    }
+
     fn locator_view(&mut self) -> Vec<ctl::LocatorInfo> {
         self.feed_local_activity();
         let now = Instant::now();
@@ -274,6 +307,13 @@ pub(super) fn monitor_event(ev: &Event) -> ctl::Event {
         }
         Event::LuFailed { nid, attempts } => ctl::Event::LuFailed { nid: s(nid), attempts: *attempts },
         Event::PeerChallenge { nid, outcome } => ctl::Event::PeerChallenge { nid: s(nid), outcome: s(outcome) },
+        Event::DnsPeer { name, nid, locators, ttl_s, result } => ctl::Event::DnsPeer {
+            name: name.clone(),
+            nid: s(nid),
+            locators: locators.clone(),
+            ttl_s: *ttl_s,
+            result: s(result),
+        },
         Event::Drop { reason, detail } => ctl::Event::Drop { reason: s(reason), detail: detail.clone() },
     }
 }
@@ -300,6 +340,13 @@ mod tests {
             Event::LuAcked { nid: n, rtt_us: 812, attempts: 1 },
             Event::LuFailed { nid: n, attempts: 7 },
             Event::PeerChallenge { nid: n, outcome: "sent" },
+            Event::DnsPeer {
+                name: "mn.lab".into(),
+                nid: n,
+                locators: vec!["a|10".into()],
+                ttl_s: 5,
+                result: "learned",
+            },
             Event::Drop { reason: "bad_nonce", detail: "x -> y".into() },
         ];
         for ev in evs {

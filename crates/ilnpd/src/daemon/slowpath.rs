@@ -115,6 +115,13 @@ impl Daemon {
                             tracing::warn!("{e:#}");
                         }
                     }
+                    self.dns_locators_changed(&l);
+                }
+                Action::Event(ev) => {
+                    if let Event::LuFailed { nid, .. } = &ev {
+                        self.dns_recover(*nid);
+                    }
+                    self.emit(ev)
                 }
                 Action::Balance(c) => {
                     if let Some(dp) = self.dp.as_mut() {
@@ -123,7 +130,6 @@ impl Daemon {
                         }
                     }
                 }
-                Action::Event(ev) => self.emit(ev),
             }
         }
     }

@@ -1,0 +1,313 @@
+//! Peers learned from DNS (RFC 6742 NID + L64 records, LP already followed by the
+//! shell's resolver proxy): the cache rules.
+//!
+//! * A DNS peer record lives for its records' TTL (the smallest of the NID and
+//!   locator TTLs, at least [`DNS_MIN_HOLD`] so the application that was just handed
+//!   the identifier address can still open its session); an expired record creates
+//!   no session (the application re-resolves and the proxy teaches us again).
+//! * DNS only feeds *new* sessions: an existing ILCC entry keeps the locators it
+//!   learned from Locator Updates and packets (RFC 6740 §5: an LU is fresher than
+//!   DNS, and nothing learned from DNS may override a nonce-verified LU).
+//! * A peer-file record is the operator's word: DNS does not replace it.
+
+use crate::event::{Event, Outcome};
+use crate::ilcc::PendingLu;
+use crate::{Action, Core, LocatorState, PeerInfo, PeerLocator, PeerRecord, RemoteLocator};
+use ilnp_wire::Nid;
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// A record with a TTL shorter than this (down to 0, RFC 6742 §3.1 for mobile
+/// nodes) is still held this long: the answer is already in the application's hands.
+pub const DNS_MIN_HOLD: Duration = Duration::from_secs(2);
+
+/// Where a peer record came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeerSource {
+    /// peer file or `ilnpctl peer add`
+    Static,
+    /// a DNS answer (NID + L64/LP records)
+    Dns,
+}
+
+/// What one name resolved to, after LP records were followed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DnsPeer {
+    pub name: String,
+    pub nid: Nid,
+    /// non-empty; lower preference preferred
+    pub locators: Vec<PeerLocator>,
+    /// the smallest TTL among the records used (seconds)
+    pub ttl_s: u32,
+}
+
+/// What `Core::peer_from_dns` did with an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DnsPeerResult {
+    /// stored (new, or replacing an earlier DNS record)
+    Learned,
+    /// stored for later sessions; the active session keeps its LU-learned locators
+    SessionKept,
+    /// a peer-file record exists for this NID: left as configured
+    StaticKept,
+    /// our own NID: nothing to learn
+    OwnNid,
+    /// no locator: nothing stored
+    NoLocator,
+}
+
+impl DnsPeerResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DnsPeerResult::Learned => "learned",
+            DnsPeerResult::SessionKept => "session_kept",
+            DnsPeerResult::StaticKept => "static_kept",
+            DnsPeerResult::OwnNid => "own_nid",
+            DnsPeerResult::NoLocator => "no_locator",
+        }
+    }
+}
+
+impl Core {
+    /// A name resolved to `peer` (the proxy calls this before it answers the
+    /// application, so the first packet finds the record).
+    pub fn peer_from_dns(&mut self, now: Instant, peer: DnsPeer) -> (DnsPeerResult, Vec<Action>) {
+        let result = self.learn_dns(now, &peer);
+        if result == DnsPeerResult::Learned || result == DnsPeerResult::SessionKept {
+            self.stats.bump(Outcome::DnsPeerLearned);
+        } else {
+            self.stats.bump(Outcome::DnsPeerIgnored);
+        }
+        let locators = peer.locators.iter().map(|l| format!("{}|{}", l.loc, l.pref)).collect();
+        let ev =
+            Event::DnsPeer { name: peer.name, nid: peer.nid, locators, ttl_s: peer.ttl_s, result: result.as_str() };
+        (result, vec![Action::Event(ev)])
+    }
+
+    fn learn_dns(&mut self, now: Instant, peer: &DnsPeer) -> DnsPeerResult {
+        if peer.nid == self.cfg.local_nid {
+            return DnsPeerResult::OwnNid;
+        }
+        if peer.locators.is_empty() {
+            return DnsPeerResult::NoLocator;
+        }
+        let old = self.peers.get(&peer.nid);
+        if old.is_some_and(|p| p.source == PeerSource::Static) {
+            return DnsPeerResult::StaticKept;
+        }
+        let non_ilnp = old.is_some_and(|p| p.non_ilnp);
+        let lu_failed = old.is_some_and(|p| p.lu_failed);
+        let mut locators = peer.locators.clone();
+        locators.sort_by_key(|l| l.pref);
+        locators.dedup_by_key(|l| l.loc);
+        let hold = Duration::from_secs(peer.ttl_s.into()).max(DNS_MIN_HOLD);
+        let record = PeerRecord { name: peer.name.clone(), nid: peer.nid, locators };
+        self.peers.insert(
+            peer.nid,
+            PeerInfo {
+                record,
+                non_ilnp,
+                source: PeerSource::Dns,
+                expires: Some(now + hold),
+                ttl_s: Some(peer.ttl_s),
+                lu_failed,
+            },
+        );
+        if self.ilcc.get(&peer.nid).is_some() {
+            DnsPeerResult::SessionKept
+        } else {
+            DnsPeerResult::Learned
+        }
+    }
+
+    /// Recovery when both ends moved (thesis §7.2.2): the shell re-resolved the name
+    /// of a peer whose Locator Update went unacknowledged at every known locator.
+    /// Only then — our last LU failed, none is in flight and no nonce-verified LU came
+    /// from the peer since (so never over an LU's locators) — the session's remote set
+    /// is replaced by the DNS one and an LU is sent there at once (it carries our
+    /// nonce: the peer checks it as usual).
+    /// Returns Some(true): re-targeted; Some(false): DNS still lists the locators the
+    /// session already has (the peer's own update may not be in yet: ask again
+    /// later); None: nothing to recover.
+    pub fn recover_from_dns(&mut self, now: Instant, peer: DnsPeer) -> (Option<bool>, Vec<Action>) {
+        let (_, mut out) = self.peer_from_dns(now, peer.clone());
+        if !self.peers.get(&peer.nid).is_some_and(|p| p.lu_failed) {
+            return (None, out);
+        }
+        let Some(e) = self.ilcc.get_mut(&peer.nid) else { return (None, out) };
+        if e.pending_lu.is_some() || peer.locators.is_empty() {
+            return (None, out);
+        }
+        let known: Vec<_> = e.remote_locators.iter().map(|r| r.loc).collect();
+        if peer.locators.iter().all(|l| known.contains(&l.loc)) {
+            return (Some(false), out);
+        }
+        let mut remote: Vec<RemoteLocator> =
+            peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
+        remote.sort_by_key(|r| r.pref);
+        e.remote_locators = remote;
+        if let Some(best) = e.best_remote().map(|r| r.loc) {
+            e.activate_remote(best);
+        }
+        e.pending_lu = Some(PendingLu { entries: Vec::new(), first_sent: now, attempts: 0, next_at: now });
+        if let Some(s) = e.snapshot() {
+            out.push(Action::IlccUpsert(s));
+        }
+        if let Some(p) = self.peers.get_mut(&peer.nid) {
+            p.lu_failed = false;
+        }
+        self.stats.bump(Outcome::DnsPeerRecovered);
+        out.extend(self.send_due_lus(now, &[peer.nid]));
+        self.ilcc.tidy();
+        (Some(true), out)
+    }
+
+    /// The name of a peer learned from DNS (what the shell re-resolves).
+    pub fn dns_name(&self, nid: Nid) -> Option<&str> {
+        self.peers.get(&nid).filter(|p| p.source == PeerSource::Dns).map(|p| p.record.name.as_str())
+    }
+
+    /// The record a new session to `nid` may use: an expired DNS record is removed
+    /// (counted `dns_peer_expired`) and does not count.
+    pub(crate) fn live_peer(&mut self, now: Instant, nid: Nid) -> Option<&PeerInfo> {
+        if self.peers.get(&nid).is_some_and(|p| p.expires.is_some_and(|t| t <= now)) {
+            self.peers.remove(&nid);
+            self.stats.bump(Outcome::DnsPeerExpired);
+            return None;
+        }
+        self.peers.get(&nid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::DropReason;
+    use crate::tests::{core, delivered, udp, wire, LA, LB, LB2, NA, NB};
+    use ilnp_wire::translate::Csum;
+    use ilnp_wire::{ipv6, split_addr, Locator};
+
+    fn dns(nid: Nid, loc: Locator, ttl_s: u32) -> DnsPeer {
+        DnsPeer { name: "mn.lab.example".into(), nid, locators: vec![PeerLocator { loc, pref: 10 }], ttl_s }
+    }
+
+    fn dst_locator(pkt: &[u8]) -> Locator {
+        split_addr(ipv6::Packet::new_checked(pkt).unwrap().dst()).0
+    }
+
+    #[test]
+    fn a_dns_peer_starts_a_session_until_its_ttl_runs_out() {
+        let mut a = core(NA, LA, 1, None);
+        let t0 = Instant::now();
+        let (r, out) = a.peer_from_dns(t0, dns(NB, LB, 30));
+        assert_eq!(r, DnsPeerResult::Learned);
+        assert!(matches!(&out[0], Action::Event(Event::DnsPeer { result: "learned", ttl_s: 30, .. })));
+        let p = a.peers().next().unwrap();
+        assert_eq!((p.source, p.ttl_s), (PeerSource::Dns, Some(30)));
+        let out = a.handle_outbound(t0 + Duration::from_secs(29), &udp(NA, NB, b"x"), Csum::Complete);
+        assert_eq!(dst_locator(&wire(&out)[0]), LB);
+        // past the TTL: no new session from the stale record
+        a.flush_ilcc();
+        let out = a.handle_outbound(t0 + Duration::from_secs(31), &udp(NA, NB, b"x"), Csum::Complete);
+        assert!(wire(&out).is_empty());
+        assert_eq!(delivered(&out).len(), 1, "the application hears at once");
+        assert_eq!(a.stats().dropped(DropReason::UnknownPeer), 1);
+        assert_eq!(a.stats().get("dns_peer_expired"), 1);
+        assert_eq!(a.peers().count(), 0);
+    }
+
+    #[test]
+    fn a_zero_ttl_is_held_for_the_first_use() {
+        let mut a = core(NA, LA, 1, None);
+        let t0 = Instant::now();
+        a.peer_from_dns(t0, dns(NB, LB, 0));
+        let out = a.handle_outbound(t0 + Duration::from_millis(500), &udp(NA, NB, b"x"), Csum::Complete);
+        assert_eq!(wire(&out).len(), 1);
+    }
+
+    #[test]
+    fn dns_does_not_touch_an_active_session() {
+        let mut a = core(NA, LA, 1, None);
+        let t0 = Instant::now();
+        a.peer_from_dns(t0, dns(NB, LB, 30));
+        a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete);
+        // the name now points elsewhere (e.g. a stale secondary): the session keeps LB
+        let (r, _) = a.peer_from_dns(t0, dns(NB, LB2, 30));
+        assert_eq!(r, DnsPeerResult::SessionKept);
+        let out = a.handle_outbound(t0, &udp(NA, NB, b"y"), Csum::Complete);
+        assert_eq!(dst_locator(&wire(&out)[0]), LB);
+        let e = a.ilcc_entries().next().unwrap();
+        assert!(e.has_remote(LB) && !e.has_remote(LB2));
+        // a later session uses the new record
+        a.flush_ilcc();
+        let out = a.handle_outbound(t0, &udp(NA, NB, b"z"), Csum::Complete);
+        assert_eq!(dst_locator(&wire(&out)[0]), LB2);
+    }
+
+    #[test]
+    fn a_static_peer_and_our_own_nid_are_not_replaced() {
+        let mut a = core(NA, LA, 1, Some((NB, LB)));
+        let (r, _) = a.peer_from_dns(Instant::now(), dns(NB, LB2, 30));
+        assert_eq!(r, DnsPeerResult::StaticKept);
+        assert_eq!(a.peers().next().unwrap().record.locators[0].loc, LB);
+        assert_eq!(a.peers().next().unwrap().source, PeerSource::Static);
+        let (r, _) = a.peer_from_dns(Instant::now(), dns(NA, LB2, 30));
+        assert_eq!(r, DnsPeerResult::OwnNid);
+        let (r, _) =
+            a.peer_from_dns(Instant::now(), DnsPeer { name: "x".into(), nid: NB, locators: vec![], ttl_s: 30 });
+        assert_eq!(r, DnsPeerResult::NoLocator);
+        assert_eq!(a.peers().count(), 1);
+        assert_eq!(a.stats().get("dns_peer_ignored"), 3);
+        assert_eq!(a.stats().get("dns_peer_learned"), 0);
+    }
+
+    #[test]
+    fn re_resolution_retargets_a_session_only_after_a_failed_lu() {
+        let mut a = core(NA, LA, 1, None);
+        let t0 = Instant::now();
+        a.peer_from_dns(t0, dns(NB, LB, 30));
+        a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete);
+        assert_eq!(a.dns_name(NB), Some("mn.lab.example"));
+        // no failed LU: DNS leaves the session alone
+        assert_eq!(a.recover_from_dns(t0, dns(NB, LB2, 30)).0, None);
+        // we move; the peer never acks (it moved too)
+        let mut lb3 = crate::tests::local(Locator(0x2001_0db8_00a2_0000));
+        lb3.ifindex = 3;
+        a.set_local_locators(t0, vec![lb3]);
+        let mut t = t0;
+        for _ in 0..20 {
+            t += Duration::from_secs(5);
+            a.handle_timeout(t);
+        }
+        assert_eq!(a.stats().get("lu_failed"), 1);
+        // DNS still lists the old locator: ask again later
+        assert_eq!(a.recover_from_dns(t, dns(NB, LB, 30)).0, Some(false));
+        let (done, out) = a.recover_from_dns(t, dns(NB, LB2, 30));
+        assert_eq!(done, Some(true));
+        // an LU leaves at once towards the new locator
+        let lus: Vec<_> = wire(&out).into_iter().filter(|p| dst_locator(p) == LB2).collect();
+        assert_eq!(lus.len(), 1, "LU to the re-resolved locator");
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_loc == LB2)));
+        assert_eq!(a.stats().get("dns_peer_recovered"), 1);
+        // while that LU is in flight, DNS does not touch the session again
+        assert_eq!(a.recover_from_dns(t, dns(NB, LB, 30)).0, None);
+        let out = a.handle_outbound(t, &udp(NA, NB, b"y"), Csum::Complete);
+        assert_eq!(dst_locator(&wire(&out)[0]), LB2);
+    }
+
+    #[test]
+    fn locators_are_ordered_by_preference() {
+        let mut a = core(NA, LA, 1, None);
+        let p = DnsPeer {
+            name: "mn".into(),
+            nid: NB,
+            locators: vec![PeerLocator { loc: LB2, pref: 20 }, PeerLocator { loc: LB, pref: 5 }],
+            ttl_s: 60,
+        };
+        a.peer_from_dns(Instant::now(), p);
+        let out = a.handle_outbound(Instant::now(), &udp(NA, NB, b"x"), Csum::Complete);
+        assert_eq!(dst_locator(&wire(&out)[0]), LB);
+    }
+}
