@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod event;
+pub mod fallback;
 mod icmp;
 pub mod ilcc;
 mod inbound;
@@ -14,6 +15,7 @@ pub mod timers;
 
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use event::{DropReason, Event, Outcome, Stats};
+pub use fallback::{FallbackReason, FallbackView, PeerState};
 pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
 pub use ilnp_wire::{Locator, Nid, Nonce};
 pub use local::{derive_local_locators, locator_preference, KernelAddress, LocalLocators, UplinkFacts};
@@ -106,6 +108,14 @@ pub enum Action {
     /// write/refresh the fast-path entry of this peer
     IlccUpsert(IlccSnapshot),
     IlccRemove(Nid),
+    /// the fast path must punt this peer's plain packets (no nonce) from
+    /// `remote_loc:nid` to the slow path: it is reached as plain IPv6 (fallback)
+    /// or being probed
+    PlainPeerUpsert {
+        nid: Nid,
+        remote_loc: Locator,
+    },
+    PlainPeerRemove(Nid),
     /// sync the fast path's local locator table
     LocalLocators(Vec<LocalLocator>),
     Event(Event),
@@ -127,13 +137,23 @@ pub struct Core {
     peers: BTreeMap<Nid, PeerInfo>,
     local: LocalLocators,
     stats: Stats,
+    fallback: fallback::Fallback,
 }
 
 impl Core {
     pub fn new(cfg: CoreConfig, rng: Box<dyn rand_core::RngCore + Send>) -> Core {
         let (max, idle) = (cfg.ilcc_max_entries, cfg.idle_timeout);
         let local = LocalLocators::new(cfg.handoff, cfg.soft_quiet_period);
-        Core { cfg, rng, ilcc: ilcc::Ilcc::new(max, idle), peers: BTreeMap::new(), local, stats: Stats::default() }
+        let fallback = fallback::Fallback::default();
+        Core {
+            cfg,
+            rng,
+            ilcc: ilcc::Ilcc::new(max, idle),
+            peers: BTreeMap::new(),
+            local,
+            stats: Stats::default(),
+            fallback,
+        }
     }
 
     pub fn config(&self) -> &CoreConfig {
@@ -167,6 +187,7 @@ impl Core {
     }
 
     pub fn del_peer(&mut self, nid: Nid) -> bool {
+        self.forget_fallback(nid);
         self.peers.remove(&nid).is_some()
     }
 

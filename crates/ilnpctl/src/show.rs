@@ -178,11 +178,19 @@ fn peers(p: &[PeerInfo]) -> String {
         .iter()
         .map(|x| {
             let locs: Vec<String> = x.locators.iter().map(|l| format!("{}|{}", l.l64, l.pref)).collect();
-            let ilnp = if x.non_ilnp { "no (fallback)" } else { "yes" };
-            vec![x.name.clone(), x.nid.clone(), locs.join(","), ilnp.into()]
+            let state = match (&x.fallback, x.state.as_str()) {
+                (Some(f), _) => format!(
+                    "fallback: plain IPv6 to {} ({}, {} out, {} in)",
+                    f.address, f.reason, f.pkts_out, f.pkts_in
+                ),
+                (None, "") if x.non_ilnp => "non-ilnp".into(),
+                (None, "") => "ilnp".into(),
+                (None, s) => s.into(),
+            };
+            vec![x.name.clone(), x.nid.clone(), locs.join(","), state]
         })
         .collect();
-    table(&["NAME", "NID", "LOCATORS (L64|PREF)", "ILNP"], &rows)
+    table(&["NAME", "NID", "LOCATORS (L64|PREF)", "STATE"], &rows)
 }
 
 fn counters(title: &str, m: &BTreeMap<String, u64>) -> String {

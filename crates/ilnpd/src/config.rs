@@ -42,6 +42,12 @@ pub struct FileConfig {
     /// soft handoff: a non-preferred locator whose RA stopped is retired after this
     /// long without a packet; 0 = never (kept until its address goes away)
     pub soft_quiet_period_ms: Option<u64>,
+    /// a correspondent that does not speak ILNPv6 is reached as plain IPv6 through
+    /// its identifier address (default true); false: the application fails at once
+    pub fallback: Option<bool>,
+    /// no ILNP answer this long after a session began: probe the peer's L64:NID
+    /// with a plain Echo Request (default 2000; 0 = only a Parameter Problem)
+    pub fallback_probe_ms: Option<u64>,
     #[serde(default)]
     pub peer: Vec<TomlPeer>,
 }
@@ -73,6 +79,8 @@ pub struct Config {
     pub lu_initial_rto: Duration,
     pub lu_max_attempts: u32,
     pub soft_quiet_period: Duration,
+    pub fallback: bool,
+    pub fallback_probe_after: Duration,
 }
 
 /// Longest soft-handoff quiet period accepted (one hour): longer, and a host that
@@ -236,6 +244,8 @@ impl Config {
             lu_initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
             lu_max_attempts: f.lu_max_attempts.unwrap_or(7),
             soft_quiet_period: Duration::from_millis(quiet_ms),
+            fallback: f.fallback.unwrap_or(true),
+            fallback_probe_after: Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000)),
         })
     }
 }

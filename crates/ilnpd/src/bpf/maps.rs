@@ -7,6 +7,9 @@ use ilnp_core::{IlccSnapshot, LocalLocator, LocatorState};
 
 pub const MAX_REMOTE_LOCS: usize = 8;
 pub const NONCE_MAX: usize = 12;
+/// `ILNP_PLAIN_PEERS_MAX`: fallback peers the fast path punts (checked against the header)
+#[cfg(test)]
+pub const PLAIN_PEERS_MAX: usize = 4096;
 
 /// `enum ilnp_mode`
 pub const MODE_EBPF: u32 = 0;
@@ -57,6 +60,13 @@ pub struct LocalVal {
     pub last_rx_ns: u64,
 }
 
+/// `struct ilnp_plain_peer_val` (value of ilnp_plain_peers, key = remote NID).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlainPeerVal {
+    pub remote_loc: [u8; 8],
+}
+
 /// `ILNP_LOCAL_RX_GRAIN_NS` (checked against the header; ilnpd only reads the stamps)
 #[cfg(test)]
 pub const LOCAL_RX_GRAIN_NS: u64 = 10_000_000;
@@ -66,6 +76,7 @@ pub const LOCAL_RX_GRAIN_NS: u64 = 10_000_000;
 unsafe impl Pod for CfgVal {}
 unsafe impl Pod for IlccVal {}
 unsafe impl Pod for LocalVal {}
+unsafe impl Pod for PlainPeerVal {}
 
 /// `ILNP_REASONS` in bpf/ilnp_maps.h, in enum order (index = `enum ilnp_reason`).
 pub const REASONS: &[&str] = &[
@@ -95,6 +106,7 @@ pub const REASONS: &[&str] = &[
     "ingress_drop_multi_nonce",
     "ingress_drop_malformed",
     "ingress_drop_error",
+    "ingress_punt_plain_peer",
 ];
 
 /// `enum ilnp_loc_state`
@@ -161,7 +173,8 @@ mod tests {
 #define O(t, f) printf(#t "." #f " %zu\n", offsetof(struct t, f));
 #define R(id, name) printf("reason." name " %d\n", ILNP_R_##id);
 int main(void) {
-  S(ilnp_cfg) S(ilnp_ilcc_val) S(ilnp_local_val)
+  S(ilnp_cfg) S(ilnp_ilcc_val) S(ilnp_local_val) S(ilnp_plain_peer_val) O(ilnp_plain_peer_val, remote_loc)
+  printf("const.ILNP_PLAIN_PEERS_MAX %d\n", ILNP_PLAIN_PEERS_MAX);
   O(ilnp_cfg, id_prefix) O(ilnp_cfg, local_nid) O(ilnp_cfg, ilnp0_ifindex) O(ilnp_cfg, mode)
   O(ilnp_cfg, flags) O(ilnp_cfg, _pad)
   O(ilnp_ilcc_val, local_loc) O(ilnp_ilcc_val, remote_loc) O(ilnp_ilcc_val, remote_locs)
@@ -204,6 +217,9 @@ int main(void) {
             ("sizeof.ilnp_cfg", size_of::<CfgVal>()),
             ("sizeof.ilnp_ilcc_val", size_of::<IlccVal>()),
             ("sizeof.ilnp_local_val", size_of::<LocalVal>()),
+            ("sizeof.ilnp_plain_peer_val", size_of::<PlainPeerVal>()),
+            ("ilnp_plain_peer_val.remote_loc", offset_of!(PlainPeerVal, remote_loc)),
+            ("const.ILNP_PLAIN_PEERS_MAX", PLAIN_PEERS_MAX),
             ("ilnp_cfg.id_prefix", offset_of!(CfgVal, id_prefix)),
             ("ilnp_cfg.local_nid", offset_of!(CfgVal, local_nid)),
             ("ilnp_cfg.ilnp0_ifindex", offset_of!(CfgVal, ilnp0_ifindex)),

@@ -105,6 +105,20 @@ impl Daemon {
                         }
                     }
                 }
+                Action::PlainPeerUpsert { nid, remote_loc } => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.upsert_plain_peer(nid, remote_loc) {
+                            tracing::warn!("{e:#}");
+                        }
+                    }
+                }
+                Action::PlainPeerRemove(nid) => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.remove_plain_peer(nid) {
+                            tracing::warn!("{e:#}");
+                        }
+                    }
+                }
                 Action::LocalLocators(l) => {
                     if let Some(dp) = self.dp.as_mut() {
                         if let Err(e) = dp.set_local_locators(&l) {
