@@ -283,6 +283,17 @@ mod tests {
     }
 
     #[test]
+    fn fallback_defaults_on_and_can_be_turned_off() {
+        let c = load("uplinks = [\"e\"]\n").unwrap();
+        assert!(c.fallback);
+        assert_eq!(c.fallback_probe_after, Duration::from_millis(2000));
+        let c = load("uplinks = [\"e\"]\nfallback = false\nfallback_probe_ms = 0\n").unwrap();
+        assert!(!c.fallback);
+        assert!(c.fallback_probe_after.is_zero());
+        assert!(load("uplinks = [\"e\"]\nfallback = \"yes\"\n").unwrap_err().to_string().contains("fallback"));
+    }
+
+    #[test]
     fn bad_value_names_key_and_line() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
