@@ -68,6 +68,14 @@ struct {
 } ilnp_balance SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ILNP_PLAIN_PEERS_MAX);
+	__type(key, __u64);
+	__type(value, struct ilnp_plain_peer_val);
+	ILNP_PINNING
+} ilnp_plain_peers SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, ILNP_R_MAX);
 	__type(key, __u32);

@@ -9,7 +9,8 @@
  * Anything ILNP that the fast path does not fully vouch for is punted: redirected
  * to the egress of ilnp0, whose program lets it through to the TUN (its
  * destination is not in P), where ilnpd reads it and decides.
- * Plain IPv6 (no nonce option) is never touched.
+ * Plain IPv6 (no nonce option) is never touched, except a fallback peer's to our
+ * NID (ilnp_plain_peers): ilnpd carries that session as plain IPv6.
  */
 #include "ilnp_common.h"
 
@@ -59,6 +60,26 @@ static __always_inline int in_quotes_ilnp(struct __sk_buff *skb, __u32 icmp_off)
 	if (bpf_skb_load_bytes(skb, icmp_off + 8 + IPV6_HLEN + 2, &q_opt, 1) < 0)
 		return 0;
 	return q_opt == ILNP_OPT_NONCE;
+}
+
+/* A plain packet (no nonce) to our NID: a fallback peer's is punted to ilnpd,
+ * which turns it into identifier form; any other stays the kernel's. Only its
+ * data (TCP, UDP, Echo): Neighbour Discovery, MLD and errors are the kernel's. */
+static __always_inline int in_plain(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c)
+{
+	struct ilnp_plain_peer_val *p;
+	__u64 nid_s = lo64(&c->ip6.saddr);
+	__u8 type;
+
+	if (c->ip6.nexthdr == NEXTHDR_ICMPV6) {
+		if (bpf_skb_load_bytes(skb, ETH_HLEN + IPV6_HLEN, &type, 1) < 0 ||
+		    (type != ICMPV6_ECHO_REQUEST && type != ICMPV6_ECHO_REPLY))
+			return TC_ACT_OK;
+	}
+	p = bpf_map_lookup_elem(&ilnp_plain_peers, &nid_s);
+	if (!p || p->remote_loc != hi64(&c->ip6.saddr))
+		return TC_ACT_OK;
+	return in_punt(cfg, ILNP_R_INGRESS_PUNT_PLAIN_PEER);
 }
 
 /* Type and length of the option at offset i of the header; 0 = read. */
@@ -231,14 +252,14 @@ int ilnp_ingress(struct __sk_buff *skb)
 		return TC_ACT_OK; /* not for our NID: whatever the kernel does */
 	if (c.ip6.nexthdr == NEXTHDR_ICMPV6)
 		return in_quotes_ilnp(skb, ETH_HLEN + IPV6_HLEN) ? in_punt(cfg, ILNP_R_INGRESS_PUNT_ICMP_ERROR)
-								  : TC_ACT_OK;
+								  : in_plain(skb, cfg, &c);
 	if (c.ip6.nexthdr != NEXTHDR_DEST)
-		return TC_ACT_OK;
+		return in_plain(skb, cfg, &c);
 
 	c.dopt_off = ETH_HLEN + IPV6_HLEN;
 	switch (in_parse_opts(skb, &c)) {
 	case OPTS_NOT_ILNP:
-		return TC_ACT_OK;
+		return in_plain(skb, cfg, &c);
 	case OPTS_MULTI:
 		return in_drop(ILNP_R_INGRESS_DROP_MULTI_NONCE); /* RFC 6744 §2 */
 	case OPTS_MALFORMED:

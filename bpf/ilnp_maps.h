@@ -126,6 +126,19 @@ struct ilnp_balance_val {
 #define ILNP_LOCAL_RX_GRAIN_NS 10000000ULL
 
 /*
+ * ilnp_plain_peers: HASH, key = remote NID (__u64, wire order). A correspondent
+ * that does not speak ILNPv6 (ilnp-core's fallback) or is being probed: its
+ * plain packets (no nonce) from remote_loc:NID to our NID are punted to ilnpd,
+ * which translates them to identifier form. No ILCC entry exists for it, so our
+ * packets to it miss the egress program and reach ilnpd too (slow path only).
+ */
+#define ILNP_PLAIN_PEERS_MAX 4096
+
+struct ilnp_plain_peer_val {
+	__u64 remote_loc; /* the peer's locator (wire order) */
+};
+
+/*
  * ilnp_stats: PERCPU_ARRAY of __u64 indexed by reason. One X-macro list gives
  * the enum and the names ilnpd reports (the layout test checks both).
  * Punts go to ilnpd through the ilnp0 TUN; drops are TC_ACT_SHOT.
@@ -159,7 +172,8 @@ struct ilnp_balance_val {
 	X(INGRESS_PUNT_DST_LOC, "ingress_punt_dst_loc")     /* destination locator not ours or aged */  \
 	X(INGRESS_DROP_MULTI_NONCE, "ingress_drop_multi_nonce") /* RFC 6744 §2: two nonce options */   \
 	X(INGRESS_DROP_MALFORMED, "ingress_drop_malformed") /* truncated option, bad nonce length */    \
-	X(INGRESS_DROP_ERROR, "ingress_drop_error")         /* a helper failed mid-rewrite */
+	X(INGRESS_DROP_ERROR, "ingress_drop_error")         /* a helper failed mid-rewrite */        \
+	X(INGRESS_PUNT_PLAIN_PEER, "ingress_punt_plain_peer") /* plain, from a fallback peer */
 
 #define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {
@@ -176,6 +190,7 @@ _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, tx_pkts) == 112, "ilnp_i
 _Static_assert(sizeof(struct ilnp_balance_val) == 536, "ilnp_balance_val layout");
 _Static_assert(__builtin_offsetof(struct ilnp_balance_val, pairs) == 24, "ilnp_balance_val.pairs");
 _Static_assert(sizeof(struct ilnp_local_val) == 32, "ilnp_local_val layout");
+_Static_assert(sizeof(struct ilnp_plain_peer_val) == 8, "ilnp_plain_peer_val layout");
 _Static_assert(__builtin_offsetof(struct ilnp_local_val, last_rx_ns) == 24, "ilnp_local_val.last_rx_ns");
 
 #endif

@@ -38,9 +38,10 @@ def test_stop_leaves_host_as_it_was(bed, mode):
 
 
 def test_fallback_to_non_ilnp_peer_is_prompt(bed):
-    """ilnpd on CN only: MN's kernel rejects the nonce with a Parameter Problem;
-    the app's connect fails at once and ilnpctl reports a non-ILNP peer."""
-    cn, r1, mn, dcn, _ = ilnp_pair(bed, on_mn=False)
+    """ilnpd on CN only, `fallback = false`: MN's kernel rejects the nonce with a
+    Parameter Problem; the app's connect fails at once and ilnpctl reports a
+    non-ILNP peer. (With fallback, the default: tests/test_fallback.py.)"""
+    cn, r1, mn, dcn, _ = ilnp_pair(bed, on_mn=False, extra={"fallback": False})
     # MN has MN_WIRE as a plain address and a listener, but no ilnpd
     mn.ip("addr", "add", f"{MN_WIRE}/64", "dev", "eth0", "nodad")
     mn.spawn("socat", "TCP6-LISTEN:7000,reuseaddr,fork", "EXEC:cat")

@@ -23,6 +23,13 @@ pub enum Event {
     NonIlnpPeer {
         nid: String,
     },
+    /// the peer does not speak ILNPv6: from now on plain IPv6 to `address` for its
+    /// identifier address (`reason`: `parameter_problem` or `no_answer`)
+    PeerFallback {
+        nid: String,
+        reason: String,
+        address: String,
+    },
     /// a packet with the correct nonce came from a new locator of the peer
     RemoteLocatorLearned {
         nid: String,

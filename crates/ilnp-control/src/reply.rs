@@ -390,7 +390,8 @@ pub struct PeerInfo {
     pub name: String,
     pub nid: String,
     pub locators: Vec<PeerLocator>,
-    /// the peer answered our nonce with a Parameter Problem (RFC 6744 §6)
+    /// the peer answered our nonce with a Parameter Problem (RFC 6744 §6), or
+    /// answered only plain IPv6
     pub non_ilnp: bool,
     /// "static" (peer file, `peer add`) or "dns" (the resolver proxy); absent from
     /// daemons older than the proxy
@@ -399,6 +400,27 @@ pub struct PeerInfo {
     /// DNS records: the answer's TTL in seconds
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_s: Option<u32>,
+    /// how it is reached: `ilnp`, `probing` (no ILNP answer yet, a plain Echo
+    /// Request is out), `fallback` (plain IPv6), `non-ilnp` (fallback off: fails)
+    /// (absent from daemons before the fallback)
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub state: String,
+    /// present in state `fallback`
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<PeerFallback>,
+}
+
+/// A peer reached as plain IPv6 (the transparent fallback).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PeerFallback {
+    /// `parameter_problem` or `no_answer`
+    pub reason: String,
+    /// its L64:NID, where the packets for its identifier address go
+    pub address: String,
+    pub since_s: u64,
+    pub pkts_out: u64,
+    pub pkts_in: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

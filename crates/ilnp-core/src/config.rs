@@ -62,6 +62,14 @@ pub struct CoreConfig {
     /// stopped (`LocalLocator::ra_stopped`). Zero: never retired, a locator stays
     /// until its address goes away.
     pub soft_quiet_period: Duration,
+    /// A correspondent found not to speak ILNPv6 is reached as plain IPv6 through
+    /// its identifier address (`fallback.rs`); off: the application fails at once
+    /// (EHOSTUNREACH), for users who want ILNP or nothing.
+    pub fallback: bool,
+    /// No ILNP answer this long after a session began (and the application sends
+    /// again): probe the peer's `L64:NID` with a plain Echo Request. Zero: only a
+    /// Parameter Problem triggers the fallback.
+    pub fallback_probe_after: Duration,
 }
 
 impl CoreConfig {
@@ -77,6 +85,10 @@ impl CoreConfig {
             lu: LuTimers::default(),
             max_remote_locators: 8,
             soft_quiet_period: Duration::from_secs(3),
+            fallback: true,
+            // off in the core (the initiator's entry then reaches the fast path
+            // at once, as before the probe); ilnpd turns it on (2 s)
+            fallback_probe_after: Duration::ZERO,
         }
     }
 }

@@ -77,6 +77,9 @@ counter_enum! {
         LuUnknownPeer = "lu_unknown_peer",
         LuBadNonce = "lu_bad_nonce",
         LuUnexpectedAck = "lu_unexpected_ack",
+        /// a plain packet punted for a fallback (or probed) peer that is not its
+        /// session's: another locator or destination, or not the probe's reply
+        FallbackUnexpected = "fallback_unexpected",
     }
 }
 
@@ -122,6 +125,14 @@ counter_enum! {
         DnsPeerExpired = "dns_peer_expired",
         /// both ends moved: a session re-targeted to re-resolved locators after its LU failed
         DnsPeerRecovered = "dns_peer_recovered",
+        /// a correspondent is reached as plain IPv6 from now on (`fallback.rs`)
+        FallbackStarted = "fallback_started",
+        /// ... and showed a nonce later: ILNP again
+        FallbackEnded = "fallback_ended",
+        FallbackPktsOut = "fallback_pkts_out",
+        FallbackPktsIn = "fallback_pkts_in",
+        /// plain Echo Requests to a silent correspondent's L64:NID
+        FallbackProbeSent = "fallback_probe_sent",
     }
 }
 
@@ -217,6 +228,14 @@ pub enum Event {
         #[serde(serialize_with = "ser_display")]
         nid: Nid,
     },
+    /// the peer is reached as plain IPv6 at `address` (`reason`: a `FallbackReason`)
+    PeerFallback {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        reason: &'static str,
+        #[serde(serialize_with = "ser_display")]
+        address: std::net::Ipv6Addr,
+    },
     RemoteLocatorLearned {
         #[serde(serialize_with = "ser_display")]
         nid: Nid,
@@ -302,6 +321,12 @@ impl fmt::Display for Event {
             Event::PeerChallenge { nid, outcome } => write!(f, "peer restart challenge to {nid}: {outcome}"),
             Event::NonIlnpPeer { nid } => {
                 write!(f, "peer {nid} is not ILNPv6-capable (Parameter Problem on the nonce option)")
+            }
+            Event::PeerFallback { nid, reason, address } => {
+                write!(
+                    f,
+                    "peer {nid} does not speak ILNPv6 ({reason}): plain IPv6 to {address} for its identifier address"
+                )
             }
             Event::RemoteLocatorLearned { nid, locator } => {
                 write!(f, "learned locator {locator} of {nid} (correct nonce)")

@@ -2,16 +2,19 @@
 //! for the stack, and the Parameter Problem that marks a peer not ILNPv6-capable.
 
 use crate::event::{DropReason, Event, Outcome};
+use crate::fallback::FallbackReason;
 use crate::{Action, Core};
 use ilnp_wire::classify::{IcmpError, Kind};
 use ilnp_wire::icmpv6;
 use ilnp_wire::translate;
+use ilnp_wire::translate::Csum;
 use ilnp_wire::{ilnp_addr, ipv6, split_addr, ClassifyError, Packet};
+use std::time::Instant;
 
 impl Core {
     /// An ICMPv6 error punted to us: `err.nonce` is the nonce on the error itself
     /// (an ILNPv6 correspondent puts its own on every ICMP it sends, RFC 6744 §7).
-    pub(crate) fn handle_icmp_error(&mut self, err: &IcmpError, out: &mut Vec<Action>) {
+    pub(crate) fn handle_icmp_error(&mut self, now: Instant, err: &IcmpError, out: &mut Vec<Action>) {
         let summary = || format!("{} -> {}", err.ip.src, err.ip.dst);
         let meta = match err.meta() {
             Ok(m) => m,
@@ -53,10 +56,21 @@ impl Core {
             return;
         }
         // Parameter Problem code 2 at our nonce option: the peer is not ILNPv6-capable
-        // (RFC 6744 §6, RFC 6740 §8). Stop using ILNP towards it and fail the
-        // application at once with Destination Unreachable / address unreachable
-        // (Linux: EHOSTUNREACH) quoting its own identifier-form packet.
+        // (RFC 6744 §6, RFC 6740 §8). Stop using ILNP towards it: with fallback, go
+        // on as plain IPv6 (the rejected packet itself re-sent so, if it was quoted
+        // whole); without, fail the application at once with Destination
+        // Unreachable / address unreachable (Linux: EHOSTUNREACH) quoting its own
+        // identifier-form packet.
         let nid = meta.peer_nid;
+        if self.cfg.fallback {
+            self.stats.bump(Outcome::NonIlnpPeer);
+            out.push(Action::Event(Event::NonIlnpPeer { nid }));
+            self.start_fallback(now, nid, meta.peer_loc, FallbackReason::ParameterProblem, out);
+            if let Some(q) = quoted_whole(&translated) {
+                self.fallback_outbound(nid, &q, Csum::Complete, out);
+            }
+            return;
+        }
         self.ilcc.remove(&nid);
         if let Some(p) = self.peers.get_mut(&nid) {
             p.non_ilnp = true;
@@ -79,6 +93,14 @@ impl Core {
             None => self.drop(out, DropReason::IcmpUntranslatable, summary()),
         }
     }
+}
+
+/// The invoking packet an (identifier-form) ICMPv6 error quotes, if it quotes it whole.
+fn quoted_whole(err: &[u8]) -> Option<Vec<u8>> {
+    let p = ipv6::Packet::new_checked(err).ok()?;
+    let q = icmpv6::Message::new_checked(p.payload()).ok()?.invoking_packet().to_vec();
+    let qp = ipv6::Packet::new_checked(&q[..]).ok()?;
+    (ipv6::HEADER_LEN + qp.payload_len() as usize == q.len()).then_some(q)
 }
 
 /// Fails the application's packet at once: Destination Unreachable, code 3

@@ -19,14 +19,16 @@ impl Core {
             // an ICMPv6 error quoting one of ours (the nonce on the error itself, if
             // any, is checked against the sender's)
             Ok(Packet::IcmpError(e)) => {
-                self.handle_icmp_error(&e, &mut out);
+                self.handle_icmp_error(now, &e, &mut out);
                 return out;
             }
             Ok(Packet::Lu(lu)) if lu.nonce.is_some() => {
                 self.handle_lu(now, &lu, &mut out);
                 return out;
             }
-            // no nonce: not one of ours (an LU without a nonce cannot be verified)
+            // no nonce: a fallback peer's plain packet (the fast path punts only
+            // those), else not one of ours (an LU without a nonce cannot be verified)
+            Ok(Packet::Plain(p)) if self.fallback_inbound(now, &p, csum, &mut out) => return out,
             Ok(p @ (Packet::Plain(_) | Packet::Lu(_))) => {
                 self.drop(&mut out, DropReason::IcmpUnrelated, p.summary());
                 return out;
@@ -83,6 +85,8 @@ impl Core {
             if let Some(p) = self.peers.get_mut(&nid) {
                 p.non_ilnp = false;
             }
+            // it speaks ILNPv6 after all (or again)
+            self.end_fallback(nid, &mut out);
             self.stats.bump(Outcome::PeerCreated);
             out.push(Action::Event(Event::PeerCreated {
                 nid,
@@ -135,6 +139,8 @@ impl Core {
         if answered {
             self.challenge_answered(now, nid, &mut out);
         }
+        // the peer speaks ILNPv6: a fallback probe for it is moot
+        self.cancel_probe(nid, &mut out);
         // a verified packet arrived on this locator: it is not quiet
         self.local.note_rx(meta.dst_loc, now);
         if self.local.is_retired(meta.dst_loc) {

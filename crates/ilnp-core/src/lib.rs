@@ -6,6 +6,7 @@ pub mod balance;
 pub mod config;
 pub mod dns;
 pub mod event;
+pub mod fallback;
 mod icmp;
 pub mod ilcc;
 mod inbound;
@@ -20,6 +21,7 @@ pub use balance::{BalanceChange, BalanceError, BalanceTable, Policy};
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use dns::{DnsPeer, DnsPeerResult, PeerSource};
 pub use event::{DropReason, Event, Outcome, Stats};
+pub use fallback::{FallbackReason, FallbackView, PeerState};
 pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
 pub use ilnp_wire::{Locator, Nid, Nonce};
 pub use local::{derive_local_locators, locator_preference, KernelAddress, LocalLocators, UplinkFacts};
@@ -113,6 +115,14 @@ pub enum Action {
     /// write/refresh the fast-path entry of this peer
     IlccUpsert(IlccSnapshot),
     IlccRemove(Nid),
+    /// the fast path must punt this peer's plain packets (no nonce) from
+    /// `remote_loc:nid` to the slow path: it is reached as plain IPv6 (fallback)
+    /// or being probed
+    PlainPeerUpsert {
+        nid: Nid,
+        remote_loc: Locator,
+    },
+    PlainPeerRemove(Nid),
     /// sync the fast path's local locator table
     LocalLocators(Vec<LocalLocator>),
     /// write/remove the fast path's balancing table of a correspondent (`ilnp_balance`)
@@ -149,6 +159,7 @@ pub struct Core {
     stats: Stats,
     challenges: challenge::Challenges,
     balance: balance::Balancer,
+    fallback: fallback::Fallback,
 }
 
 impl Core {
@@ -156,6 +167,7 @@ impl Core {
         let (max, idle) = (cfg.ilcc_max_entries, cfg.idle_timeout);
         let local = LocalLocators::new(cfg.handoff, cfg.soft_quiet_period);
         let balance = balance::Balancer::new(cfg.local_nid);
+        let fallback = fallback::Fallback::default();
         Core {
             cfg,
             rng,
@@ -165,6 +177,7 @@ impl Core {
             stats: Stats::default(),
             challenges: challenge::Challenges::default(),
             balance,
+            fallback,
         }
     }
 
@@ -207,6 +220,7 @@ impl Core {
     }
 
     pub fn del_peer(&mut self, nid: Nid) -> bool {
+        self.forget_fallback(nid);
         self.peers.remove(&nid).is_some()
     }
 

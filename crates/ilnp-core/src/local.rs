@@ -62,7 +62,8 @@ pub struct KernelAddress {
 /// prefix is not the identifier prefix. An L64:NID address the shell added is not
 /// evidence of a locator; one the kernel made itself (SLAAC with NID = EUI-64 of the
 /// MAC) is. The preference comes from `locator_preference`; the first address of a
-/// prefix wins, the result is ordered by locator.
+/// prefix wins, except that the prefix counts as deprecated only if all its
+/// addresses are; the result is ordered by locator.
 pub fn derive_local_locators(
     id_prefix: Locator,
     local_nid: Nid,
@@ -76,7 +77,7 @@ pub fn derive_local_locators(
             if (n == local_nid && a.added_by_us) || !u.up || l == id_prefix {
                 continue;
             }
-            locs.entry(l).or_insert(LocalLocator {
+            let e = locs.entry(l).or_insert(LocalLocator {
                 loc: l,
                 ifindex: u.ifindex,
                 pref: locator_preference(u.configured_pref, u.router),
@@ -85,6 +86,11 @@ pub fn derive_local_locators(
                 has_router: u.router.is_some(),
                 deprecated: a.deprecated,
             });
+            // the prefix is deprecated only when every address in it is: the
+            // shell's own L64:NID is always added deprecated (kept out of plain
+            // IPv6 source selection), and one left by an earlier run is no
+            // longer known to be ours
+            e.deprecated &= a.deprecated;
         }
     }
     locs.into_values().collect()
@@ -510,5 +516,26 @@ mod tests {
                 (Locator(0x2001_0db8_000e_0000), 5, 1, true),
             ]
         );
+    }
+
+    #[test]
+    fn a_prefix_is_deprecated_only_when_all_its_addresses_are() {
+        let uplinks = [UplinkFacts { ifindex: 2, up: true, router: None, configured_pref: None }];
+        let addr = |s: &str, deprecated| KernelAddress {
+            ifindex: 2,
+            addr: s.parse().unwrap(),
+            prefix_len: 64,
+            global: true,
+            valid_lft: 100,
+            deprecated,
+            added_by_us: false,
+        };
+        // a deprecated L64:NID left by an earlier run, listed before the host's own address
+        let leftover = addr("2001:db8:a::200:ff:fe00:d", true);
+        let l = derive_local_locators(P, N, &uplinks, &[leftover.clone(), addr("2001:db8:a::1", false)]);
+        assert_eq!(l.len(), 1);
+        assert!(!l[0].deprecated, "the host's own address is preferred: not deprecated");
+        let l = derive_local_locators(P, N, &uplinks, &[leftover, addr("2001:db8:a::1", true)]);
+        assert!(l[0].deprecated, "the RA deprecated the host's address too");
     }
 }

@@ -30,6 +30,10 @@ impl Core {
         // refuses is still carried: to_wire below has the last word)
         let class = classify(pkt);
         let icmp_error = is_icmp_error(&class);
+        // a correspondent that does not speak ILNPv6: plain IPv6 (fallback.rs)
+        if self.fallback_outbound(dn, pkt, csum, &mut out) {
+            return out;
+        }
         if self.ilcc.get(&dn).is_none() {
             if let Err(reason) = self.create_initiator_entry(now, dn, &mut out) {
                 self.stats.drop(reason);
@@ -75,6 +79,8 @@ impl Core {
             Ok(pkt) => out.push(Action::SendWire { pkt, uplink }),
             Err(err) => self.drop(&mut out, DropReason::OutMalformed, format!("{err}: {}", packet_summary(pkt))),
         }
+        // still no word from the correspondent: is it there without ILNP?
+        self.maybe_probe(now, dn, &mut out);
         out
     }
 
@@ -104,7 +110,10 @@ impl Core {
             local_locator: local,
             remote_locator: best,
         }));
-        if let Some(s) = snap {
+        // with the no-answer probe on, the fast path gets the entry only once the
+        // peer has answered (inbound.rs upserts it with the learned nonce): until
+        // then its packets come here, where a silent peer is noticed (fallback.rs)
+        if let Some(s) = snap.filter(|_| !self.fallback_probing_on()) {
             out.push(Action::IlccUpsert(s));
         }
         Ok(())

@@ -46,7 +46,20 @@ pub(crate) fn local(loc: Locator) -> LocalLocator {
 }
 
 pub(crate) fn core(nid: Nid, loc: Locator, seed: u64, peer: Option<(Nid, Locator)>) -> Core {
-    let mut c = Core::new(CoreConfig::new(P, nid), Box::new(TestRng::new(seed)));
+    core_with(nid, loc, seed, peer, |_| {})
+}
+
+/// `core` with a configuration change.
+pub(crate) fn core_with(
+    nid: Nid,
+    loc: Locator,
+    seed: u64,
+    peer: Option<(Nid, Locator)>,
+    cfg: impl FnOnce(&mut CoreConfig),
+) -> Core {
+    let mut config = CoreConfig::new(P, nid);
+    cfg(&mut config);
+    let mut c = Core::new(config, Box::new(TestRng::new(seed)));
     c.set_local_locators(Instant::now(), vec![local(loc)]);
     if let Some((n, l)) = peer {
         c.add_peer(PeerRecord { name: "peer".into(), nid: n, locators: vec![PeerLocator { loc: l, pref: 10 }] });
@@ -219,8 +232,9 @@ fn forged_lu_is_rejected() {
 
 #[test]
 fn parameter_problem_on_nonce_means_non_ilnp_peer() {
+    // fallback off: fail fast (fallback on: fallback::tests)
     let now = Instant::now();
-    let mut a = core(NA, LA, 1, Some((NB, LB)));
+    let mut a = core_with(NA, LA, 1, Some((NB, LB)), |c| c.fallback = false);
     let syn = udp(NA, NB, b"syn");
     let w = wire(&a.handle_outbound(now, &syn, Csum::Complete)).pop().unwrap();
     let (s, d) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));

@@ -247,15 +247,23 @@ fn peers(p: &[PeerInfo]) -> String {
         .iter()
         .map(|x| {
             let locs: Vec<String> = x.locators.iter().map(|l| format!("{}|{}", l.l64, l.pref)).collect();
-            let ilnp = if x.non_ilnp { "no (fallback)" } else { "yes" };
             let src = match x.ttl_s {
                 Some(t) => format!("{} (TTL {t} s)", x.source),
                 None => x.source.clone(),
             };
-            vec![x.name.clone(), x.nid.clone(), locs.join(","), ilnp.into(), src]
+            let state = match (&x.fallback, x.state.as_str()) {
+                (Some(f), _) => format!(
+                    "fallback: plain IPv6 to {} ({}, {} out, {} in)",
+                    f.address, f.reason, f.pkts_out, f.pkts_in
+                ),
+                (None, "") if x.non_ilnp => "non-ilnp".into(),
+                (None, "") => "ilnp".into(),
+                (None, s) => s.into(),
+            };
+            vec![x.name.clone(), x.nid.clone(), locs.join(","), state, src]
         })
         .collect();
-    table(&["NAME", "NID", "LOCATORS (L64|PREF)", "ILNP", "SOURCE"], &rows)
+    table(&["NAME", "NID", "LOCATORS (L64|PREF)", "STATE", "SOURCE"], &rows)
 }
 
 fn counters(title: &str, m: &BTreeMap<String, u64>) -> String {

@@ -56,6 +56,12 @@ pub struct FileConfig {
     pub locator_weight: Option<BTreeMap<String, u32>>,
     /// per-flow hash seed; default derived from the NID (stable across restarts)
     pub flow_hash_seed: Option<u64>,
+    /// a correspondent that does not speak ILNPv6 is reached as plain IPv6 through
+    /// its identifier address (default true); false: the application fails at once
+    pub fallback: Option<bool>,
+    /// no ILNP answer this long after a session began: probe the peer's L64:NID
+    /// with a plain Echo Request (default 2000; 0 = only a Parameter Problem)
+    pub fallback_probe_ms: Option<u64>,
     #[serde(default)]
     pub peer: Vec<TomlPeer>,
     /// the resolver proxy (RFC 6742 names); absent = off
@@ -176,6 +182,8 @@ pub struct Config {
     pub state_file: Option<PathBuf>,
     pub dns: Option<crate::dns::DnsConfig>,
     pub dns_update: Option<crate::dns::update::UpdateConfig>,
+    pub fallback: bool,
+    pub fallback_probe_after: Duration,
 }
 
 /// The default pin directory: one per daemon instance, named after its control
@@ -390,6 +398,8 @@ impl Config {
             state_file,
             dns: dns.0,
             dns_update: dns.1,
+            fallback: f.fallback.unwrap_or(true),
+            fallback_probe_after: Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000)),
         })
     }
 }
@@ -441,6 +451,17 @@ mod tests {
             let e = load(t).unwrap_err().to_string();
             assert!(e.contains(key), "{t:?}: {e}");
         }
+    }
+
+    #[test]
+    fn fallback_defaults_on_and_can_be_turned_off() {
+        let c = load("uplinks = [\"e\"]\n").unwrap();
+        assert!(c.fallback);
+        assert_eq!(c.fallback_probe_after, Duration::from_millis(2000));
+        let c = load("uplinks = [\"e\"]\nfallback = false\nfallback_probe_ms = 0\n").unwrap();
+        assert!(!c.fallback);
+        assert!(c.fallback_probe_after.is_zero());
+        assert!(load("uplinks = [\"e\"]\nfallback = \"yes\"\n").unwrap_err().to_string().contains("fallback"));
     }
 
     #[test]

@@ -169,6 +169,8 @@ impl Daemon {
         cc.idle_timeout = cfg.idle_timeout;
         cc.handoff = cfg.handoff;
         cc.soft_quiet_period = cfg.soft_quiet_period;
+        cc.fallback = cfg.fallback;
+        cc.fallback_probe_after = cfg.fallback_probe_after;
         cc.lu = LuTimers { initial_rto: cfg.lu_initial_rto, max_attempts: cfg.lu_max_attempts, ..LuTimers::default() };
         let rng: Box<dyn rand_core_compat::RngCore + Send> = match cfg.rng_seed {
             Some(s) => Box::new(rand::rngs::StdRng::seed_from_u64(s)),

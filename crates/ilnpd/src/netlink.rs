@@ -4,7 +4,7 @@
 use anyhow::{anyhow, Context, Result};
 use futures::stream::TryStreamExt;
 use futures::StreamExt;
-use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, AddressScope};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage, AddressScope, CacheInfo};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RoutePreference, RouteType,
@@ -127,14 +127,50 @@ impl Netlink {
         Ok(out)
     }
 
-    /// Adds `addr/len` without DAD (the identifier address, and `L64:NID` on
-    /// uplinks: the NID is ours on every locator; waiting 1–2 s for DAD is what
-    /// the seeds measured as lost handoff time).
-    /// Returns false if the address was already there (not ours to remove on exit:
-    /// e.g. the kernel's own SLAAC address when the NID is the EUI-64 of the MAC).
+    /// Adds `addr/len` without DAD (the identifier address on ilnp0: the NID is
+    /// ours; waiting 1–2 s for DAD is what the seeds measured as lost handoff time).
+    /// Returns false if the address was already there (not ours to remove on exit).
     pub async fn add_address(&self, index: u32, addr: Ipv6Addr, len: u8) -> Result<bool> {
+        self.add_address_with(index, addr, len, AddressFlags::Nodad, None).await
+    }
+
+    /// Adds `L64:NID/64` on an uplink so Neighbour Discovery answers for it, without
+    /// touching what plain IPv6 on the host does:
+    /// * deprecated (preferred lifetime 0, valid forever): RFC 6724 rule 3 ("avoid
+    ///   deprecated addresses") puts it behind the host's own address of the same
+    ///   prefix, so sockets that let the kernel choose (an unbound UDP server's
+    ///   reply, a client's connect) never pick it. Without it Linux breaks the tie
+    ///   of equal prefix matches by list order, newest first: ours won.
+    ///   A deprecated address is still a full local address for receiving, and
+    ///   Neighbour Discovery answers for it; ilnpd's own packets name their source.
+    /// * no prefix route (IFA_F_NOPREFIXROUTE): the /64 is already on-link through
+    ///   the address or RA that made it a locator; adding a permanent prefix route
+    ///   for ours would merge into that route and strip an RA route's expiry.
+    /// * no DAD: the NID is ours on every locator (see `add_address`).
+    ///
+    /// Returns false if the address was already there: e.g. the kernel's own SLAAC
+    /// address when the NID is the EUI-64 of the MAC, left exactly as it is.
+    pub async fn add_uplink_address(&self, index: u32, addr: Ipv6Addr) -> Result<bool> {
+        let flags = AddressFlags::Nodad | AddressFlags::Noprefixroute;
+        let mut lft = CacheInfo::default(); // non_exhaustive: no struct literal
+        lft.ifa_preferred = 0;
+        lft.ifa_valid = u32::MAX;
+        self.add_address_with(index, addr, 64, flags, Some(lft)).await
+    }
+
+    async fn add_address_with(
+        &self,
+        index: u32,
+        addr: Ipv6Addr,
+        len: u8,
+        flags: AddressFlags,
+        lifetimes: Option<CacheInfo>,
+    ) -> Result<bool> {
         let mut req = self.handle.address().add(index, IpAddr::V6(addr), len);
-        req.message_mut().attributes.push(AddressAttribute::Flags(AddressFlags::Nodad));
+        req.message_mut().attributes.push(AddressAttribute::Flags(flags));
+        if let Some(l) = lifetimes {
+            req.message_mut().attributes.push(AddressAttribute::CacheInfo(l));
+        }
         match req.execute().await {
             Ok(()) => Ok(true),
             Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::EEXIST => Ok(false),

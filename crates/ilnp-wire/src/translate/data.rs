@@ -23,7 +23,7 @@ pub struct WireMeta {
 /// and are now those in its header) according to the ILNP rules.
 /// `old_wire` / `new_wire`: whether the old / new form is the wire form
 /// (transport pseudo-header with locators zeroed).
-fn fix_upper_checksum(
+pub(super) fn fix_upper_checksum(
     pkt: &mut [u8],
     old_src: Ipv6Addr,
     old_dst: Ipv6Addr,

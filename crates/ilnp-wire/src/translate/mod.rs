@@ -5,6 +5,8 @@
 //!
 //! * [`data`]: data packets, identifier form ⇄ wire form (`to_wire`, `to_identifier`).
 //! * [`icmp_error`]: ICMPv6 errors about wire-form packets, both directions.
+//! * [`plain`]: data packets, identifier form ⇄ plain IPv6 (the fallback for a
+//!   correspondent that does not speak ILNPv6: no nonce, full-address checksums).
 //! * [`build`]: packets the node originates (LU, nonce-only, errors for the
 //!   application) and the LU packet parser.
 //!
@@ -19,12 +21,14 @@
 pub mod build;
 pub mod data;
 pub mod icmp_error;
+pub mod plain;
 #[cfg(test)]
 mod tests;
 
 pub use build::{lu_packet, nonce_only_packet, unreachable_to_app};
 pub use data::{to_wire, WireMeta};
 pub use icmp_error::{quoted_nonce, QuotedMeta};
+pub use plain::{from_plain, to_plain, PlainMeta};
 
 use crate::checksum;
 use crate::ipv6::{PROTO_ICMPV6, PROTO_UDP};

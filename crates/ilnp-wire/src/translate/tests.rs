@@ -390,3 +390,40 @@ fn garbage_never_panics() {
         let _ = icmp_error_to_identifier(&m, P);
     }
 }
+
+#[test]
+fn plain_fallback_roundtrip_keeps_full_address_checksums() {
+    let n = Nonce::N32([1, 2, 3, 4]);
+    for id in [
+        udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"plain udp"),
+        tcp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"plain tcp"),
+        ts::echo_request(ilnp_addr(P, NA), ilnp_addr(P, NB), 7, 1, b"ping"),
+    ] {
+        let w = to_plain(&id, P, LA, LB, Csum::Complete).unwrap();
+        assert_eq!(w.len(), id.len(), "no header added");
+        let wp = ipv6::Packet::new_checked(&w[..]).unwrap();
+        assert_eq!((wp.src(), wp.dst()), (ilnp_addr(LA, NA), ilnp_addr(LB, NB)));
+        assert_ne!(wp.next_header(), PROTO_DSTOPTS);
+        let proto = wp.next_header();
+        // an ordinary IPv6 checksum: full addresses, as a non-ILNP peer verifies it
+        assert!(checksum::verify(&wp.src(), &wp.dst(), proto, &w[40..]), "proto {proto}");
+        let with_nonce = to_wire(&id, P, LA, LB, &n, Csum::Complete).unwrap();
+        assert_ne!(&with_nonce[40..], &w[40..]);
+        let (back, meta) = from_plain(&w, P, Csum::Complete).unwrap();
+        assert_eq!(back, id);
+        assert_eq!(meta, PlainMeta { src_loc: LA, src_nid: NA, dst_loc: LB, dst_nid: NB });
+    }
+    // only identifier-form packets leave as plain IPv6
+    let wire = udp_packet(ilnp_addr(LA, NA), ilnp_addr(LB, NB), b"x");
+    assert_eq!(to_plain(&wire, P, LA, LB, Csum::Complete), Err(Error::NotIdentifierForm));
+}
+
+#[test]
+fn plain_fallback_completes_a_partial_checksum() {
+    let id = tcp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"payload bytes");
+    let mut partial = id.clone();
+    let ph = checksum::fold(checksum::pseudo_header(&ilnp_addr(P, NA), &ilnp_addr(P, NB), 6, 33));
+    partial[56..58].copy_from_slice(&ph.to_be_bytes());
+    let w = to_plain(&partial, P, LA, LB, Csum::Partial).unwrap();
+    assert_eq!(w, to_plain(&id, P, LA, LB, Csum::Complete).unwrap());
+}

@@ -7,6 +7,9 @@ use ilnp_core::{BalanceTable, IlccSnapshot, LocalLocator, LocatorState};
 
 pub const MAX_REMOTE_LOCS: usize = 8;
 pub const NONCE_MAX: usize = 12;
+/// `ILNP_PLAIN_PEERS_MAX`: fallback peers the fast path punts (checked against the header)
+#[cfg(test)]
+pub const PLAIN_PEERS_MAX: usize = 4096;
 
 /// `enum ilnp_mode`
 pub const MODE_EBPF: u32 = 0;
@@ -108,6 +111,13 @@ impl BalanceVal {
     }
 }
 
+/// `struct ilnp_plain_peer_val` (value of ilnp_plain_peers, key = remote NID).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlainPeerVal {
+    pub remote_loc: [u8; 8],
+}
+
 /// `ILNP_LOCAL_RX_GRAIN_NS` (checked against the header; ilnpd only reads the stamps)
 #[cfg(test)]
 pub const LOCAL_RX_GRAIN_NS: u64 = 10_000_000;
@@ -118,6 +128,7 @@ unsafe impl Pod for CfgVal {}
 unsafe impl Pod for IlccVal {}
 unsafe impl Pod for LocalVal {}
 unsafe impl Pod for BalanceVal {}
+unsafe impl Pod for PlainPeerVal {}
 
 /// `ILNP_REASONS` in bpf/ilnp_maps.h, in enum order (index = `enum ilnp_reason`).
 pub const REASONS: &[&str] = &[
@@ -148,6 +159,7 @@ pub const REASONS: &[&str] = &[
     "ingress_drop_multi_nonce",
     "ingress_drop_malformed",
     "ingress_drop_error",
+    "ingress_punt_plain_peer",
 ];
 
 /// `enum ilnp_loc_state`
@@ -220,6 +232,8 @@ int main(void) {
   O(ilnp_bal_pair, local_loc) O(ilnp_bal_pair, remote_loc)
   printf("const.ILNP_BAL_MAX_PAIRS %d\nconst.ILNP_BAL_SLOTS %d\n", ILNP_BAL_MAX_PAIRS, ILNP_BAL_SLOTS);
   printf("const.ILNP_POLICY_FAILOVER %d\nconst.ILNP_POLICY_PER_FLOW %d\nconst.ILNP_POLICY_PER_PACKET %d\n", ILNP_POLICY_FAILOVER, ILNP_POLICY_PER_FLOW, ILNP_POLICY_PER_PACKET);
+  S(ilnp_plain_peer_val) O(ilnp_plain_peer_val, remote_loc)
+  printf("const.ILNP_PLAIN_PEERS_MAX %d\n", ILNP_PLAIN_PEERS_MAX);
   O(ilnp_cfg, id_prefix) O(ilnp_cfg, local_nid) O(ilnp_cfg, ilnp0_ifindex) O(ilnp_cfg, mode)
   O(ilnp_cfg, flags) O(ilnp_cfg, _pad)
   O(ilnp_ilcc_val, local_loc) O(ilnp_ilcc_val, remote_loc) O(ilnp_ilcc_val, remote_locs)
@@ -279,6 +293,9 @@ int main(void) {
             ("const.ILNP_POLICY_FAILOVER", ilnp_core::Policy::Failover.code() as usize),
             ("const.ILNP_POLICY_PER_FLOW", ilnp_core::Policy::PerFlow.code() as usize),
             ("const.ILNP_POLICY_PER_PACKET", ilnp_core::Policy::PerPacket.code() as usize),
+            ("sizeof.ilnp_plain_peer_val", size_of::<PlainPeerVal>()),
+            ("ilnp_plain_peer_val.remote_loc", offset_of!(PlainPeerVal, remote_loc)),
+            ("const.ILNP_PLAIN_PEERS_MAX", PLAIN_PEERS_MAX),
             ("ilnp_cfg.id_prefix", offset_of!(CfgVal, id_prefix)),
             ("ilnp_cfg.local_nid", offset_of!(CfgVal, local_nid)),
             ("ilnp_cfg.ilnp0_ifindex", offset_of!(CfgVal, ilnp0_ifindex)),

@@ -34,7 +34,7 @@ use std::net::Ipv6Addr;
 use std::path::PathBuf;
 
 pub use maps::REASONS;
-use maps::{BalanceVal, CfgVal, IlccVal, LocalVal};
+use maps::{BalanceVal, CfgVal, IlccVal, LocalVal, PlainPeerVal};
 use pin::Pins;
 use tc::{AttachKind, Attachment};
 
@@ -47,7 +47,8 @@ const MAP_ILCC: &str = "ilnp_ilcc";
 const MAP_LOCALS: &str = "ilnp_locals";
 const MAP_STATS: &str = "ilnp_stats";
 const MAP_BALANCE: &str = "ilnp_balance";
-const MAP_NAMES: &[&str] = &[MAP_CFG, MAP_ILCC, MAP_LOCALS, MAP_STATS, MAP_BALANCE];
+const MAP_PLAIN_PEERS: &str = "ilnp_plain_peers";
+const MAP_NAMES: &[&str] = &[MAP_CFG, MAP_ILCC, MAP_LOCALS, MAP_STATS, MAP_BALANCE, MAP_PLAIN_PEERS];
 const PROG_EGRESS: &str = "ilnp_egress";
 const PROG_INGRESS: &str = "ilnp_ingress";
 
@@ -248,6 +249,22 @@ impl Datapath {
             BalanceChange::Remove(nid) => absent_ok(m.remove(&nid.to_bytes()))
                 .with_context(|| format!("removing the balancing table of {nid} from the fast path")),
         }
+    }
+
+    /// A correspondent reached as plain IPv6 (fallback): the ingress program punts
+    /// its plain packets from `remote_loc` to ilnpd.
+    pub fn upsert_plain_peer(&mut self, nid: Nid, remote_loc: Locator) -> Result<()> {
+        let mut m: HashMap<_, [u8; 8], PlainPeerVal> =
+            HashMap::try_from(self.bpf.map_mut(MAP_PLAIN_PEERS).ok_or_else(|| map_err(MAP_PLAIN_PEERS))?)?;
+        m.insert(nid.to_bytes(), PlainPeerVal { remote_loc: remote_loc.to_bytes() }, 0)
+            .with_context(|| format!("writing the plain peer {nid} to the fast path"))
+    }
+
+    pub fn remove_plain_peer(&mut self, nid: Nid) -> Result<()> {
+        let mut m: HashMap<_, [u8; 8], PlainPeerVal> =
+            HashMap::try_from(self.bpf.map_mut(MAP_PLAIN_PEERS).ok_or_else(|| map_err(MAP_PLAIN_PEERS))?)?;
+        absent_ok(m.remove(&nid.to_bytes()))
+            .with_context(|| format!("removing the plain peer {nid} from the fast path"))
     }
 
     /// Replaces the set of local locators the fast path accepts and sends from.

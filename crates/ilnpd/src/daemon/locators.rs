@@ -124,7 +124,7 @@ impl Daemon {
         // L64:NID on each uplink so Neighbour Discovery answers for it
         for l in &locs {
             let a = ilnp_addr(l.loc, self.local_nid);
-            if !ours_present.contains(&(l.ifindex, a)) && self.nl.add_address(l.ifindex, a, 64).await? {
+            if !ours_present.contains(&(l.ifindex, a)) && self.nl.add_uplink_address(l.ifindex, a).await? {
                 self.added.insert((l.ifindex, a));
             }
         }

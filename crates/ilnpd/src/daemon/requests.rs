@@ -50,6 +50,17 @@ impl Daemon {
                             ilnp_core::PeerSource::Dns => "dns".into(),
                         },
                         ttl_s: p.ttl_s,
+                        state: serde_json::to_value(self.core.peer_state(p.record.nid))
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default(),
+                        fallback: self.core.fallback_view(p.record.nid, Instant::now()).map(|f| ctl::PeerFallback {
+                            reason: f.reason.as_str().to_string(),
+                            address: f.address.to_string(),
+                            since_s: f.since_s,
+                            pkts_out: f.pkts_out,
+                            pkts_in: f.pkts_in,
+                        }),
                     })
                     .collect(),
             ),
@@ -62,6 +73,12 @@ impl Daemon {
             }
             Request::PeerDel { nid } => {
                 let nid = nid.value;
+                if let Some(dp) = self.dp.as_mut() {
+                    // a fallback peer's punt goes with its record
+                    if let Err(e) = dp.remove_plain_peer(nid) {
+                        tracing::warn!("{e:#}");
+                    }
+                }
                 if !self.core.del_peer(nid) {
                     bail!("peer del: no peer with NID {nid}");
                 }
@@ -290,6 +307,9 @@ pub(super) fn monitor_event(ev: &Event) -> ctl::Event {
         },
         Event::PeerRemoved { nid, reason } => ctl::Event::PeerRemoved { nid: s(nid), reason: s(reason) },
         Event::NonIlnpPeer { nid } => ctl::Event::NonIlnpPeer { nid: s(nid) },
+        Event::PeerFallback { nid, reason, address } => {
+            ctl::Event::PeerFallback { nid: s(nid), reason: s(reason), address: s(address) }
+        }
         Event::RemoteLocatorLearned { nid, locator } => {
             ctl::Event::RemoteLocatorLearned { nid: s(nid), locator: s(locator) }
         }
@@ -331,6 +351,7 @@ mod tests {
             Event::PeerCreated { nid: n, initiator: true, local_locator: l, remote_locator: Locator(7) },
             Event::PeerRemoved { nid: n, reason: "idle" },
             Event::NonIlnpPeer { nid: n },
+            Event::PeerFallback { nid: n, reason: "no_answer", address: "2001:db8::1".parse().unwrap() },
             Event::RemoteLocatorLearned { nid: n, locator: l },
             Event::RemoteLocatorAged { nid: n, locator: l },
             Event::LocalLocatorsChanged { locators: vec!["a".into()] },

@@ -107,6 +107,20 @@ impl Daemon {
                         }
                     }
                 }
+                Action::PlainPeerUpsert { nid, remote_loc } => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.upsert_plain_peer(nid, remote_loc) {
+                            tracing::warn!("{e:#}");
+                        }
+                    }
+                }
+                Action::PlainPeerRemove(nid) => {
+                    if let Some(dp) = self.dp.as_mut() {
+                        if let Err(e) = dp.remove_plain_peer(nid) {
+                            tracing::warn!("{e:#}");
+                        }
+                    }
+                }
                 Action::LocalLocators(l) => {
                     // the addresses ilnpd added change with them (kept in the state file)
                     self.state_dirty.get_or_insert_with(Instant::now);

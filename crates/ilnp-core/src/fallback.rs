@@ -1,0 +1,433 @@
+//! Transparent fallback (issue #10 item 4): a correspondent found not to speak
+//! ILNPv6 is still reached through its identifier address, as plain IPv6 to its
+//! `L64:NID` without the nonce (`translate::{to_plain, from_plain}`).
+//!
+//! Two signals (`CoreConfig::fallback`; off = fail fast with EHOSTUNREACH):
+//! * **Parameter Problem** code 2 pointing at our nonce option, quoting our nonce
+//!   (`icmp.rs`): a node without ILNP processing discards the packet and says so.
+//! * **No answer**: an initiator entry whose correspondent has not shown a nonce
+//!   `fallback_probe_after` after the session began, when the application sends
+//!   again (its own retransmission: no timer of ours), gets one plain ICMPv6 Echo
+//!   Request to the peer's `L64:NID` (a middlebox may drop packets with Destination
+//!   Options silently). An Echo Reply with our identifier → fallback. Any ILNP
+//!   packet from the peer (its nonce) cancels the probe or ends the fallback.
+//!
+//! With the probe on, an initiator's entry reaches the fast path only once the
+//! peer has answered, so the application's retransmissions to a silent peer come
+//! to the core (`outbound.rs`).
+//!
+//! The fast path punts the peer's plain packets to the slow path
+//! (`Action::PlainPeerUpsert` → BPF `ilnp_plain_peers`); it has no ILCC entry, so
+//! our packets to it miss the egress program and come here too.
+
+use crate::event::{DropReason, Event, Outcome};
+use crate::{Action, Core};
+use ilnp_wire::classify::Plain;
+use ilnp_wire::icmpv6;
+use ilnp_wire::ipv6::{self, PROTO_ICMPV6};
+use ilnp_wire::translate::{self, Csum};
+use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// What the probe's Echo Request carries (and its reply echoes).
+const PROBE_BODY: &[u8] = b"ilnp fallback probe";
+
+/// Why a correspondent is reached as plain IPv6.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackReason {
+    /// Parameter Problem code 2 at our nonce option
+    ParameterProblem,
+    /// no ILNP answer, but its `L64:NID` answered a plain Echo Request
+    NoAnswer,
+}
+
+impl FallbackReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackReason::ParameterProblem => "parameter_problem",
+            FallbackReason::NoAnswer => "no_answer",
+        }
+    }
+}
+
+/// How a peer with a record is reached (`ilnpctl peer show`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum PeerState {
+    /// ILNPv6 (or not tried yet)
+    #[serde(rename = "ilnp")]
+    Ilnp,
+    /// not ILNPv6-capable and fallback is off: the application fails at once
+    #[serde(rename = "non-ilnp")]
+    NonIlnp,
+    /// no ILNP answer yet; a plain Echo Request to its `L64:NID` is out
+    #[serde(rename = "probing")]
+    Probing,
+    /// not ILNPv6-capable: plain IPv6 for its identifier address
+    #[serde(rename = "fallback")]
+    Fallback,
+}
+
+/// A correspondent reached as plain IPv6, for display.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FallbackView {
+    pub reason: FallbackReason,
+    /// its `L64:NID`, where our packets go
+    pub address: std::net::Ipv6Addr,
+    pub since_s: u64,
+    pub pkts_out: u64,
+    pub pkts_in: u64,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum State {
+    Probing { ident: u16, remote: Locator, sent: Instant },
+    Plain { remote: Locator, reason: FallbackReason, since: Instant, pkts_out: u64, pkts_in: u64 },
+}
+
+/// Per-peer fallback state; bounded by the peer records (only an initiator, which
+/// needs a record, falls back).
+#[derive(Debug, Default)]
+pub(crate) struct Fallback {
+    peers: BTreeMap<Nid, State>,
+}
+
+impl Core {
+    /// How `nid` is reached.
+    pub fn peer_state(&self, nid: Nid) -> PeerState {
+        match self.fallback.peers.get(&nid) {
+            Some(State::Plain { .. }) => PeerState::Fallback,
+            Some(State::Probing { .. }) => PeerState::Probing,
+            None if self.peers.get(&nid).is_some_and(|p| p.non_ilnp) => PeerState::NonIlnp,
+            None => PeerState::Ilnp,
+        }
+    }
+
+    /// The fallback of `nid`, if it is reached as plain IPv6.
+    pub fn fallback_view(&self, nid: Nid, now: Instant) -> Option<FallbackView> {
+        match self.fallback.peers.get(&nid)? {
+            State::Plain { remote, reason, since, pkts_out, pkts_in } => Some(FallbackView {
+                reason: *reason,
+                address: ilnp_addr(*remote, nid),
+                since_s: now.saturating_duration_since(*since).as_secs(),
+                pkts_out: *pkts_out,
+                pkts_in: *pkts_in,
+            }),
+            State::Probing { .. } => None,
+        }
+    }
+
+    /// From now on `nid` is plain IPv6 at `remote:nid`.
+    pub(crate) fn start_fallback(
+        &mut self,
+        now: Instant,
+        nid: Nid,
+        remote: Locator,
+        reason: FallbackReason,
+        out: &mut Vec<Action>,
+    ) {
+        if self.ilcc.remove(&nid).is_some() {
+            out.push(Action::IlccRemove(nid));
+        }
+        if let Some(p) = self.peers.get_mut(&nid) {
+            p.non_ilnp = true;
+        }
+        self.fallback.peers.insert(nid, State::Plain { remote, reason, since: now, pkts_out: 0, pkts_in: 0 });
+        self.stats.bump(Outcome::FallbackStarted);
+        out.push(Action::PlainPeerUpsert { nid, remote_loc: remote });
+        out.push(Action::Event(Event::PeerFallback { nid, reason: reason.as_str(), address: ilnp_addr(remote, nid) }));
+    }
+
+    /// The peer showed a nonce: it speaks ILNPv6 (after all, or again).
+    pub(crate) fn end_fallback(&mut self, nid: Nid, out: &mut Vec<Action>) {
+        if let Some(s) = self.fallback.peers.remove(&nid) {
+            if matches!(s, State::Plain { .. }) {
+                self.stats.bump(Outcome::FallbackEnded);
+            }
+            out.push(Action::PlainPeerRemove(nid));
+        }
+    }
+
+    /// Forgets `nid`'s fallback with its record (`del_peer`).
+    pub(crate) fn forget_fallback(&mut self, nid: Nid) -> bool {
+        self.fallback.peers.remove(&nid).is_some()
+    }
+
+    /// An identifier-form packet to `nid`: carried as plain IPv6 if `nid` is in
+    /// fallback. False: not ours, ILNP as usual.
+    pub(crate) fn fallback_outbound(&mut self, nid: Nid, pkt: &[u8], csum: Csum, out: &mut Vec<Action>) -> bool {
+        let Some(State::Plain { remote, pkts_out, .. }) = self.fallback.peers.get_mut(&nid) else { return false };
+        let remote = *remote;
+        *pkts_out += 1;
+        let Some(local) = self.local.best() else {
+            self.drop(out, DropReason::NoLocalLocator, format!("plain packet to {nid}"));
+            return true;
+        };
+        match translate::to_plain(pkt, self.cfg.id_prefix, local, remote, csum) {
+            Ok(p) => {
+                self.stats.bump(Outcome::FallbackPktsOut);
+                out.push(Action::SendWire { pkt: p, uplink: self.local.uplink_of(local) });
+            }
+            Err(e) => self.drop(out, DropReason::OutMalformed, format!("{e}: plain packet to {nid}")),
+        }
+        true
+    }
+
+    /// A plain packet the fast path punted: from a fallback peer → identifier form;
+    /// the Echo Reply to a probe → fallback. False: not a fallback peer's.
+    pub(crate) fn fallback_inbound(&mut self, now: Instant, p: &Plain<'_>, csum: Csum, out: &mut Vec<Action>) -> bool {
+        let (src_loc, nid) = split_addr(p.ip.src);
+        let (dst_loc, dst_nid) = split_addr(p.ip.dst);
+        let Some(state) = self.fallback.peers.get(&nid).cloned() else { return false };
+        let summary = || format!("{} -> {}", p.ip.src, p.ip.dst);
+        let remote = match state {
+            State::Plain { remote, .. } | State::Probing { remote, .. } => remote,
+        };
+        if dst_nid != self.cfg.local_nid || src_loc != remote || self.local.accepts(dst_loc).is_err() {
+            self.drop(out, DropReason::FallbackUnexpected, summary());
+            return true;
+        }
+        match state {
+            State::Probing { ident, .. } => {
+                if is_probe_reply(p.bytes(), ident) {
+                    self.start_fallback(now, nid, remote, FallbackReason::NoAnswer, out);
+                } else {
+                    self.drop(out, DropReason::FallbackUnexpected, summary());
+                }
+            }
+            State::Plain { .. } => match translate::from_plain(p.bytes(), self.cfg.id_prefix, csum) {
+                Ok((ident, _)) => {
+                    if let Some(State::Plain { pkts_in, .. }) = self.fallback.peers.get_mut(&nid) {
+                        *pkts_in += 1;
+                    }
+                    self.stats.bump(Outcome::FallbackPktsIn);
+                    out.push(Action::DeliverLocal(ident));
+                }
+                Err(e) => self.drop(out, DropReason::Malformed, format!("{e}: {}", summary())),
+            },
+        }
+        true
+    }
+
+    /// After an ILNP packet to `nid` left: if the session is old enough and the peer
+    /// never showed its nonce, ask its `L64:NID` over plain IPv6 whether it is there.
+    pub(crate) fn maybe_probe(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) {
+        let after = self.cfg.fallback_probe_after;
+        if !self.fallback_probing_on() {
+            return;
+        }
+        let Some(e) = self.ilcc.get(&nid) else { return };
+        if !e.initiator || e.nonce_rx.is_some() || now.saturating_duration_since(e.created) < after {
+            return;
+        }
+        if let Some(State::Probing { sent, .. }) = self.fallback.peers.get(&nid) {
+            if now.saturating_duration_since(*sent) < after {
+                return; // one probe per interval
+            }
+        }
+        let (local, Some(remote)) = (e.local_locator, e.best_remote().map(|r| r.loc)) else { return };
+        let ident = self.rng.next_u32() as u16;
+        let probe = icmpv6::Repr {
+            msg_type: icmpv6::TYPE_ECHO_REQUEST,
+            code: 0,
+            data_word: u32::from(ident) << 16 | 1,
+            body: PROBE_BODY,
+        }
+        .packet(ilnp_addr(local, self.cfg.local_nid), ilnp_addr(remote, nid), 64, None);
+        self.fallback.peers.insert(nid, State::Probing { ident, remote, sent: now });
+        self.stats.bump(Outcome::FallbackProbeSent);
+        out.push(Action::PlainPeerUpsert { nid, remote_loc: remote });
+        out.push(Action::SendWire { pkt: probe, uplink: self.local.uplink_of(local) });
+    }
+
+    /// A silent correspondent is probed (`fallback_probe_after`).
+    pub(crate) fn fallback_probing_on(&self) -> bool {
+        self.cfg.fallback && !self.cfg.fallback_probe_after.is_zero()
+    }
+
+    /// The peer's nonce arrived: a probe for it is moot.
+    pub(crate) fn cancel_probe(&mut self, nid: Nid, out: &mut Vec<Action>) {
+        if matches!(self.fallback.peers.get(&nid), Some(State::Probing { .. })) {
+            self.fallback.peers.remove(&nid);
+            out.push(Action::PlainPeerRemove(nid));
+        }
+    }
+}
+
+/// An Echo Reply carrying our probe's identifier and body.
+fn is_probe_reply(pkt: &[u8], ident: u16) -> bool {
+    let Ok((PROTO_ICMPV6, off)) = ipv6::upper_layer(pkt) else { return false };
+    let Some(m) = pkt.get(off..).and_then(|b| icmpv6::Message::new_checked(b).ok()) else { return false };
+    m.msg_type() == icmpv6::TYPE_ECHO_REPLY
+        && (m.data_word() >> 16) as u16 == ident
+        && m.invoking_packet() == PROBE_BODY
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{core, core_with, delivered, udp, wire, LA, LB, NA, NB, P};
+
+    /// A core with the no-answer probe on, as ilnpd runs it.
+    fn probing(nid: Nid, loc: Locator, seed: u64, peer: (Nid, Locator)) -> Core {
+        core_with(nid, loc, seed, Some(peer), |c| c.fallback_probe_after = Duration::from_millis(900))
+    }
+    use ilnp_wire::test_support as ts;
+    use ilnp_wire::{classify, Packet};
+    use std::time::Duration;
+
+    fn plain_ups(out: &[Action]) -> Vec<(Nid, Locator)> {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::PlainPeerUpsert { nid, remote_loc } => Some((*nid, *remote_loc)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// B's kernel (no ILNP) answers A's first packet with Parameter Problem code 2
+    /// at the nonce option; returns A's actions and the packet A sent.
+    fn rejected(a: &mut Core, now: Instant, first: &[u8]) -> Vec<Action> {
+        let w = wire(&a.handle_outbound(now, first, Csum::Complete)).pop().unwrap();
+        let pp = ts::icmp_error(ilnp_addr(LB, NB), ilnp_addr(LA, NA), icmpv6::TYPE_PARAM_PROBLEM, 2, 42, &w);
+        a.handle_inbound(now, &pp, Csum::Complete)
+    }
+
+    #[test]
+    fn parameter_problem_turns_the_session_into_plain_ipv6() {
+        let now = Instant::now();
+        let mut a = core(NA, LA, 1, Some((NB, LB)));
+        let syn = udp(NA, NB, b"syn");
+        let out = rejected(&mut a, now, &syn);
+        assert!(out.contains(&Action::IlccRemove(NB)));
+        assert_eq!(plain_ups(&out), [(NB, LB)], "the fast path punts B's plain packets");
+        assert!(delivered(&out).is_empty(), "the application is not failed");
+        // the rejected packet itself goes again, plain
+        let resent = wire(&out);
+        assert_eq!(resent, [translate::to_plain(&syn, P, LA, LB, Csum::Complete).unwrap()]);
+        assert!(matches!(classify(&resent[0]), Ok(Packet::Plain(_))), "no nonce");
+        assert_eq!(a.peer_state(NB), PeerState::Fallback);
+        assert_eq!((a.stats().get("fallback_started"), a.stats().get("non_ilnp_peer")), (1, 1));
+        assert!(out.iter().any(|x| matches!(x, Action::Event(Event::PeerFallback { nid: NB, .. }))));
+
+        // later packets: plain both ways, no ILCC entry
+        let out = a.handle_outbound(now, &udp(NA, NB, b"more"), Csum::Complete);
+        let w = wire(&out).pop().unwrap();
+        let p = ipv6::Packet::new_checked(&w[..]).unwrap();
+        assert_eq!((p.src(), p.dst()), (ilnp_addr(LA, NA), ilnp_addr(LB, NB)));
+        assert!(a.ilcc_entries().next().is_none());
+        let reply = ts::udp(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 0x1770, 0x9c41, b"reply");
+        let out = a.handle_inbound(now, &reply, Csum::Complete);
+        assert_eq!(delivered(&out), [ts::udp(ilnp_addr(P, NB), ilnp_addr(P, NA), 0x1770, 0x9c41, b"reply")]);
+        let v = a.fallback_view(NB, now + Duration::from_secs(2)).unwrap();
+        assert_eq!(
+            (v.reason, v.address, v.since_s, v.pkts_out, v.pkts_in),
+            (FallbackReason::ParameterProblem, ilnp_addr(LB, NB), 2, 2, 1)
+        );
+        // from another locator of B: not the session's
+        let other = ts::udp(ilnp_addr(Locator(0x2001_0db8_0077_0000), NB), ilnp_addr(LA, NA), 1, 2, b"x");
+        assert!(delivered(&a.handle_inbound(now, &other, Csum::Complete)).is_empty());
+        assert_eq!(a.stats().get("fallback_unexpected"), 1);
+    }
+
+    #[test]
+    fn an_ilnp_packet_from_the_peer_ends_the_fallback() {
+        let now = Instant::now();
+        let mut a = core(NA, LA, 1, Some((NB, LB)));
+        rejected(&mut a, now, &udp(NA, NB, b"syn"));
+        // B installs ilnpd and opens a session to A
+        let mut b = core(NB, LB, 2, Some((NA, LA)));
+        let w = wire(&b.handle_outbound(now, &udp(NB, NA, b"hello"), Csum::Complete)).pop().unwrap();
+        let out = a.handle_inbound(now, &w, Csum::Complete);
+        assert!(out.contains(&Action::PlainPeerRemove(NB)));
+        assert_eq!(delivered(&out).len(), 1);
+        assert_eq!(a.peer_state(NB), PeerState::Ilnp);
+        assert_eq!(a.stats().get("fallback_ended"), 1);
+        let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+        assert!(classify(&w).unwrap().nonce().is_some(), "ILNP again");
+    }
+
+    #[test]
+    fn silence_then_an_echo_reply_means_fallback() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut a = probing(NA, LA, 1, (NB, LB));
+        // the fast path gets the entry only once B has answered
+        let out = a.handle_outbound(t0, &udp(NA, NB, b"first"), Csum::Complete);
+        assert!(!out.iter().any(|x| matches!(x, Action::IlccUpsert(_))));
+        let syn = udp(NA, NB, b"syn");
+        a.handle_outbound(t0, &syn, Csum::Complete);
+        // the application retransmits before the probe interval: no probe yet
+        let out = a.handle_outbound(t0 + ms(500), &syn, Csum::Complete);
+        assert_eq!(wire(&out).len(), 1);
+        assert_eq!(a.peer_state(NB), PeerState::Ilnp);
+        // ... and after it: the ILNP packet, then one plain Echo Request to B's L64:NID
+        let out = a.handle_outbound(t0 + ms(1000), &syn, Csum::Complete);
+        let sent = wire(&out);
+        assert_eq!(sent.len(), 2);
+        let probe = &sent[1];
+        assert!(matches!(classify(probe), Ok(Packet::Plain(_))));
+        assert_eq!(probe[40], icmpv6::TYPE_ECHO_REQUEST);
+        assert_eq!(&probe[24..40], &ilnp_addr(LB, NB).octets());
+        assert_eq!(plain_ups(&out), [(NB, LB)]);
+        assert_eq!(a.peer_state(NB), PeerState::Probing);
+        // a second retransmission within the interval sends no second probe
+        assert_eq!(wire(&a.handle_outbound(t0 + ms(1200), &syn, Csum::Complete)).len(), 1);
+        assert_eq!(a.stats().get("fallback_probe_sent"), 1);
+        // a stray plain packet from B while probing is not the reply
+        let stray = ts::udp(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 1, 2, b"x");
+        assert!(delivered(&a.handle_inbound(t0 + ms(1210), &stray, Csum::Complete)).is_empty());
+        assert_eq!(a.peer_state(NB), PeerState::Probing);
+        // B's kernel answers the echo
+        let word = u32::from_be_bytes([probe[44], probe[45], probe[46], probe[47]]);
+        let reply = icmpv6::Repr { msg_type: icmpv6::TYPE_ECHO_REPLY, code: 0, data_word: word, body: PROBE_BODY }
+            .packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 64, None);
+        let out = a.handle_inbound(t0 + ms(1220), &reply, Csum::Complete);
+        assert!(out.contains(&Action::IlccRemove(NB)));
+        assert_eq!(a.peer_state(NB), PeerState::Fallback);
+        assert_eq!(a.fallback_view(NB, t0 + ms(1220)).unwrap().reason, FallbackReason::NoAnswer);
+        let w = wire(&a.handle_outbound(t0 + ms(1300), &syn, Csum::Complete)).pop().unwrap();
+        assert!(matches!(classify(&w), Ok(Packet::Plain(_))), "the next retransmission is plain");
+    }
+
+    #[test]
+    fn an_ilnp_answer_cancels_the_probe() {
+        let t0 = Instant::now();
+        let mut a = probing(NA, LA, 1, (NB, LB));
+        let mut b = core(NB, LB, 2, Some((NA, LA)));
+        let syn = udp(NA, NB, b"syn");
+        a.handle_outbound(t0, &syn, Csum::Complete); // lost
+        let out = a.handle_outbound(t0 + Duration::from_secs(1), &syn, Csum::Complete);
+        assert_eq!(a.peer_state(NB), PeerState::Probing);
+        // the retransmission reaches B: its nonce-only packet answers
+        let to_b = wire(&out)[0].clone();
+        let answer = wire(&b.handle_inbound(t0 + Duration::from_secs(1), &to_b, Csum::Complete));
+        let mut cancelled = false;
+        for w in answer {
+            cancelled |= a
+                .handle_inbound(t0 + Duration::from_secs(1), &w, Csum::Complete)
+                .contains(&Action::PlainPeerRemove(NB));
+        }
+        assert!(cancelled);
+        assert_eq!(a.peer_state(NB), PeerState::Ilnp);
+        assert_eq!(a.stats().get("fallback_started"), 0);
+    }
+
+    #[test]
+    fn without_fallback_there_is_no_probe() {
+        let t0 = Instant::now();
+        let mut a = core_with(NA, LA, 1, Some((NB, LB)), |c| {
+            c.fallback = false;
+            c.fallback_probe_after = Duration::from_millis(900);
+        });
+        let syn = udp(NA, NB, b"syn");
+        for s in 0..3 {
+            let out = a.handle_outbound(t0 + Duration::from_secs(s), &syn, Csum::Complete);
+            assert_eq!(wire(&out).len(), 1);
+            assert!(plain_ups(&out).is_empty());
+        }
+        assert_eq!(a.stats().get("fallback_probe_sent"), 0);
+    }
+}
