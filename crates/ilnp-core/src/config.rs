@@ -1,5 +1,6 @@
 //! The core's configuration: handoff policy, Locator Update timers, bounds.
 
+use crate::admission::Admission;
 use crate::{Locator, Nid};
 use serde::Serialize;
 use std::time::Duration;
@@ -62,6 +63,13 @@ pub struct CoreConfig {
     /// stopped (`LocalLocator::ra_stopped`). Zero: never retired, a locator stays
     /// until its address goes away.
     pub soft_quiet_period: Duration,
+    /// who gets ILCC state (admission.rs)
+    pub admission: Admission,
+    /// bound of the embryonic tier (unconfirmed responder entries, oldest evicted)
+    pub ilcc_embryonic_max: usize,
+    /// the nonce-only hellos to unconfirmed sources: tokens per second and burst
+    pub hello_rate_pps: f64,
+    pub hello_burst: u32,
 }
 
 impl CoreConfig {
@@ -77,6 +85,12 @@ impl CoreConfig {
             lu: LuTimers::default(),
             max_remote_locators: 8,
             soft_quiet_period: Duration::from_secs(3),
+            // the pre-policy behaviour for the core's own tests of other machines;
+            // ilnpd's configuration defaults to `socket`
+            admission: Admission::Open,
+            ilcc_embryonic_max: 1024,
+            hello_rate_pps: 100.0,
+            hello_burst: 100,
         }
     }
 }

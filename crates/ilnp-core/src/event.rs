@@ -77,6 +77,12 @@ counter_enum! {
         LuUnknownPeer = "lu_unknown_peer",
         LuBadNonce = "lu_bad_nonce",
         LuUnexpectedAck = "lu_unexpected_ack",
+        /// an LU from an embryonic (unconfirmed) entry: only established peers move
+        LuEmbryonic = "lu_embryonic",
+        /// admission = socket: a TCP RST or ICMPv6 error our stack raised towards a
+        /// NID with no ILCC entry (the answer to a packet no socket took, which the
+        /// fast path passed up statelessly): not sent to an unverified source
+        AnswerUnadmitted = "answer_unadmitted",
     }
 }
 
@@ -106,6 +112,22 @@ counter_enum! {
         LuMalformedBadChecksum = "lu_malformed_bad_checksum",
         LuMalformedUnknownOperation = "lu_malformed_unknown_operation",
         LuMalformedOther = "lu_malformed_other",
+        /// admission (admission.rs): a new NID got an embryonic entry
+        AdmittedEmbryonic = "admit_embryonic",
+        /// admission = open: a new NID got an established entry at once
+        AdmittedOpen = "admit_open",
+        /// an embryonic entry proved its peer is there and became established
+        Promoted = "admit_promoted",
+        /// ... but the established tier was full (it stays embryonic)
+        PromoteRefusedFull = "admit_promote_refused_full",
+        /// the oldest embryonic entry made room for a new one
+        EmbryonicEvicted = "admit_embryonic_evicted",
+        /// nonce-only hellos sent (one per admitted entry at most)
+        HelloSent = "hello_sent",
+        /// hellos not sent: the global budget had no token
+        HelloRateLimited = "hello_rate_limited",
+        /// packets sent towards an embryonic (unconfirmed) entry, hellos included
+        TxToEmbryonic = "tx_to_embryonic",
     }
 }
 

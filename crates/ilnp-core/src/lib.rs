@@ -1,6 +1,7 @@
 //! Sans-IO ILNPv6 protocol core: ILCC, peers, slow-path decisions, Locator Updates.
 //! No sockets, no threads, no clock reads: time (`now`) and randomness are injected.
 
+pub mod admission;
 pub mod config;
 pub mod event;
 mod icmp;
@@ -12,6 +13,7 @@ mod outbound;
 pub mod peers;
 pub mod timers;
 
+pub use admission::{Admission, Tier, TierCounts, TokenBucket};
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use event::{DropReason, Event, Outcome, Stats};
 pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
@@ -127,13 +129,16 @@ pub struct Core {
     peers: BTreeMap<Nid, PeerInfo>,
     local: LocalLocators,
     stats: Stats,
+    admission: admission::AdmissionState,
 }
 
 impl Core {
     pub fn new(cfg: CoreConfig, rng: Box<dyn rand_core::RngCore + Send>) -> Core {
         let (max, idle) = (cfg.ilcc_max_entries, cfg.idle_timeout);
         let local = LocalLocators::new(cfg.handoff, cfg.soft_quiet_period);
-        Core { cfg, rng, ilcc: ilcc::Ilcc::new(max, idle), peers: BTreeMap::new(), local, stats: Stats::default() }
+        let ilcc = ilcc::Ilcc::new(max, cfg.ilcc_embryonic_max, idle);
+        let admission = admission::AdmissionState::new(cfg.hello_rate_pps, cfg.hello_burst);
+        Core { cfg, rng, ilcc, peers: BTreeMap::new(), local, stats: Stats::default(), admission }
     }
 
     pub fn config(&self) -> &CoreConfig {
