@@ -14,8 +14,9 @@ mod request;
 
 pub use event::Event;
 pub use reply::{
-    Data, DatapathMode, FastCounters, Flushed, Handoff, IlccEntry, LocatorInfo, LocatorState, Monitoring, PeerAdded,
-    PeerDeleted, PeerInfo, PeerLocator, RemoteLocator, Reply, ReplyError, RouterPreference, Stats, Status, Uplink,
+    AdmissionStatus, Data, DatapathMode, FastCounters, Flushed, Handoff, IlccEntry, LocatorInfo, LocatorState,
+    Monitoring, PeerAdded, PeerDeleted, PeerInfo, PeerLocator, RemoteLocator, Reply, ReplyError, RouterPreference,
+    Stats, Status, Uplink,
 };
 pub use request::{Field, PeerLocatorArg, Request, RequestError, Spelled, DEFAULT_PREF};
 

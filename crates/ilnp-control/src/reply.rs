@@ -133,10 +133,35 @@ pub struct Status {
     pub uplinks: Vec<Uplink>,
     pub locators: Vec<LocatorInfo>,
     pub ilcc_entries: u64,
+    /// the ILCC admission policy, entries per tier, counters per outcome (absent
+    /// from daemons before the policy: then not serialised again)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Box<AdmissionStatus>>,
     pub peers: u64,
     pub uptime_s: u64,
     /// ilnpd's version
     pub version: String,
+}
+
+/// `status.admission` (docs/architecture.md § ILCC admission).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AdmissionStatus {
+    /// "socket" or "open"
+    pub policy: String,
+    pub established: u64,
+    pub embryonic: u64,
+    /// `ilcc_max_entries`
+    pub max_established: u64,
+    /// `ilcc_embryonic_max`
+    pub max_embryonic: u64,
+    /// the hello budget towards unconfirmed sources
+    pub hello_rate_pps: u32,
+    pub hello_burst: u32,
+    /// every admission outcome, zeros included: the core's (`admit_*`,
+    /// `hello_*`, `tx_to_embryonic`, `lu_embryonic`, `answer_unadmitted`,
+    /// `ilcc_full`) and the fast path's (`ingress_admit_socket`, `ingress_no_socket`)
+    pub counters: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -105,6 +105,19 @@ fn status(d: &Status) -> String {
         d.locators.iter().map(|l| format!("{} on {} (pref {}, {})", l.l64, l.interface, l.pref, l.state)).collect();
     rows.push(("locators".into(), if locs.is_empty() { "none".into() } else { locs.join("\n") }));
     rows.push(("ILCC entries".into(), d.ilcc_entries.to_string()));
+    if let Some(a) = &d.admission {
+        rows.push(("admission".into(), a.policy.clone()));
+        rows.push((
+            "ILCC tiers".into(),
+            format!(
+                "established {}/{}, embryonic {}/{}",
+                a.established, a.max_established, a.embryonic, a.max_embryonic
+            ),
+        ));
+        rows.push(("hello budget".into(), format!("{}/s, burst {}", a.hello_rate_pps, a.hello_burst)));
+        let c: Vec<String> = a.counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        rows.push(("admission counters".into(), c.join("\n")));
+    }
     rows.push(("peers".into(), d.peers.to_string()));
     rows.push(("uptime".into(), duration(d.uptime_s)));
     if !d.version.is_empty() {

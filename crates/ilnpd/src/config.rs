@@ -2,7 +2,7 @@
 //! Unknown keys and bad values are errors that name the key and the line.
 
 use anyhow::{anyhow, bail, Context, Result};
-use ilnp_core::{HandoffMode, PeerRecord};
+use ilnp_core::{Admission, HandoffMode, PeerRecord};
 use ilnp_wire::{split_addr, Locator, Nid};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -15,6 +15,10 @@ pub mod peers;
 use peers::TomlPeer;
 
 pub const DEFAULT_ID_PREFIX: &str = "fd69:6c6e:7000::/64";
+
+/// Default bound of the established ILCC tier (and of the BPF `ilnp_ilcc` hash,
+/// preallocated at load). See docs/benchmarks.md for the memory per entry.
+pub const DEFAULT_ILCC_MAX_ENTRIES: u32 = 65536;
 
 /// The file, as written.
 #[derive(Debug, Deserialize, Default)]
@@ -42,6 +46,14 @@ pub struct FileConfig {
     /// soft handoff: a non-preferred locator whose RA stopped is retired after this
     /// long without a packet; 0 = never (kept until its address goes away)
     pub soft_quiet_period_ms: Option<u64>,
+    /// "socket" (default): ILCC state only for packets a local socket takes, two
+    /// tiers; "open": every new NID (the pre-policy baseline)
+    pub admission: Option<String>,
+    /// bound of the embryonic (unconfirmed) tier, oldest evicted first
+    pub ilcc_embryonic_max: Option<u32>,
+    /// nonce-only hellos towards unconfirmed sources: per second, and burst
+    pub hello_rate_pps: Option<u32>,
+    pub hello_burst: Option<u32>,
     #[serde(default)]
     pub peer: Vec<TomlPeer>,
 }
@@ -73,6 +85,10 @@ pub struct Config {
     pub lu_initial_rto: Duration,
     pub lu_max_attempts: u32,
     pub soft_quiet_period: Duration,
+    pub admission: Admission,
+    pub ilcc_embryonic_max: u32,
+    pub hello_rate_pps: u32,
+    pub hello_burst: u32,
 }
 
 /// Longest soft-handoff quiet period accepted (one hour): longer, and a host that
@@ -210,9 +226,18 @@ impl Config {
                 "soft_quiet_period_ms: {quiet_ms} is more than {MAX_SOFT_QUIET_PERIOD_MS} (one hour); 0 turns it off"
             );
         }
-        let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(65536);
+        let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(DEFAULT_ILCC_MAX_ENTRIES);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
+        }
+        let admission = match f.admission.as_deref() {
+            None | Some("socket") => Admission::Socket,
+            Some("open") => Admission::Open,
+            Some(o) => bail!("admission: {o:?} is not \"socket\" or \"open\""),
+        };
+        let ilcc_embryonic_max = f.ilcc_embryonic_max.unwrap_or(1024);
+        if ilcc_embryonic_max == 0 {
+            bail!("ilcc_embryonic_max: must be at least 1");
         }
         Ok(Config {
             uplinks,
@@ -236,6 +261,10 @@ impl Config {
             lu_initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
             lu_max_attempts: f.lu_max_attempts.unwrap_or(7),
             soft_quiet_period: Duration::from_millis(quiet_ms),
+            admission,
+            ilcc_embryonic_max,
+            hello_rate_pps: f.hello_rate_pps.unwrap_or(100),
+            hello_burst: f.hello_burst.unwrap_or(100),
         })
     }
 }
@@ -262,6 +291,8 @@ mod tests {
             ("uplinks = [\"e\"]\nidentifier_prefix = \"fd00::/48\"\n", "identifier_prefix"),
             ("uplinks = [\"e\"]\nnid = \"0300:0000:0000:0001\"\n", "nid"),
             ("uplinks = [\"e\"]\nhandoff = \"sometimes\"\n", "handoff"),
+            ("uplinks = [\"e\"]\nadmission = \"closed\"\n", "admission"),
+            ("uplinks = [\"e\"]\nilcc_embryonic_max = 0\n", "ilcc_embryonic_max"),
             ("nid = \"auto\"\n", "uplinks"),
             ("uplinks = [\"e\"]\nnonce_bits = \"x\"\n", "nonce_bits"),
             ("uplinks = [\"e\"]\nsoft_quiet_period_ms = 3600001\n", "soft_quiet_period_ms"),

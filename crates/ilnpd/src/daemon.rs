@@ -8,7 +8,7 @@ use crate::netlink::{self, Netlink};
 use crate::tun::Tun;
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
-use ilnp_core::{Core, CoreConfig, LuTimers};
+use ilnp_core::{Admission, Core, CoreConfig, LuTimers};
 use ilnp_wire::{ilnp_addr, Nid};
 use rand::SeedableRng;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -136,6 +136,10 @@ impl Daemon {
         cc.idle_timeout = cfg.idle_timeout;
         cc.handoff = cfg.handoff;
         cc.soft_quiet_period = cfg.soft_quiet_period;
+        cc.admission = cfg.admission;
+        cc.ilcc_embryonic_max = cfg.ilcc_embryonic_max as usize;
+        cc.hello_rate_pps = f64::from(cfg.hello_rate_pps);
+        cc.hello_burst = cfg.hello_burst;
         cc.lu = LuTimers { initial_rto: cfg.lu_initial_rto, max_attempts: cfg.lu_max_attempts, ..LuTimers::default() };
         let rng: Box<dyn rand_core_compat::RngCore + Send> = match cfg.rng_seed {
             Some(s) => Box::new(rand::rngs::StdRng::seed_from_u64(s)),
@@ -201,6 +205,7 @@ impl Daemon {
             id_prefix: self.cfg.id_prefix,
             local_nid: self.local_nid,
             ilcc_max_entries: self.cfg.ilcc_max_entries,
+            admit_socket: self.cfg.admission == Admission::Socket,
             pin_dir: None,
         })?;
         for u in &self.uplinks {

@@ -63,6 +63,8 @@ pub struct DatapathConfig {
     pub local_nid: Nid,
     /// bound of ilnp_ilcc (BPF hash maps preallocate: memory is fixed at load)
     pub ilcc_max_entries: u32,
+    /// admission = socket: unknown NIDs are punted only if a socket takes the packet
+    pub admit_socket: bool,
     /// pin the maps here (on bpffs; /sys/fs/bpf is mounted if it is not) and
     /// reuse maps already pinned there, so a restart keeps the ILCC
     pub pin_dir: Option<PathBuf>,
@@ -143,6 +145,7 @@ impl Datapath {
             local_nid: cfg.local_nid.to_bytes(),
             ilnp0_ifindex: cfg.ilnp0_ifindex,
             mode: if cfg.mode == Mode::Ebpf { maps::MODE_EBPF } else { maps::MODE_USERSPACE },
+            flags: if cfg.admit_socket { maps::CFG_F_ADMIT_SOCKET } else { 0 },
             ..Default::default()
         };
         let mut m: Array<_, CfgVal> = Array::try_from(self.bpf.map_mut(MAP_CFG).ok_or_else(|| map_err(MAP_CFG))?)?;

@@ -280,6 +280,7 @@ fn attach_detach_and_maps_round_trip() {
                 id_prefix: P,
                 local_nid: NID_A,
                 ilcc_max_entries: 1024,
+                admit_socket: false,
                 pin_dir: (kind == AttachKind::Tcx).then(|| pin_dir.clone()),
             };
             let mut dp = Datapath::load_with(&cfg, kind).expect("load + verifier");
@@ -331,6 +332,7 @@ fn attach_detach_and_maps_round_trip() {
             id_prefix: P,
             local_nid: NID_A,
             ilcc_max_entries: 16,
+            admit_socket: false,
             pin_dir: Some(pin_dir.clone()),
         };
         let mut dp = Datapath::load(&cfg).unwrap();
@@ -375,6 +377,7 @@ fn host_mode(ns: Netns, nid: Nid, dev: &str, vnet: bool, mode: Mode) -> Host {
         id_prefix: P,
         local_nid: nid,
         ilcc_max_entries: 64,
+        admit_socket: false,
         pin_dir: None,
     };
     let mut dp = Datapath::load(&cfg).unwrap();
@@ -718,6 +721,7 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
             id_prefix: P,
             local_nid: NID_A,
             ilcc_max_entries: 64,
+            admit_socket: false,
             pin_dir: None,
         };
         let mut dp = Datapath::load(&cfg).unwrap();
