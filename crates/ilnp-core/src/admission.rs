@@ -19,16 +19,21 @@
 //! the global token bucket (`hello_rate_pps`, `hello_burst`) has a token; every
 //! packet sent towards an embryonic entry is counted (`tx_to_embryonic`).
 //!
-//! Eviction order is oldest-first (FIFO), not random: a legitimate handshake then
-//! survives a fixed number of later admissions (`ilcc_embryonic_max`), whatever
-//! the attacker's luck; with random eviction each later admission could take it.
+//! Eviction: the oldest entry of the source locator that holds the most embryonic
+//! entries. Oldest, not random: a legitimate handshake survives a fixed number of
+//! later admissions from its own network, whatever the attacker's luck. Per
+//! locator: a flood from one network (with ingress filtering, BCP 38, a spoofer
+//! can only pick NIDs inside its own /64) evicts its own entries, never a new peer
+//! elsewhere; a flood that also randomises locators makes every locator hold one
+//! entry, and the rule falls back to the oldest overall (FIFO).
 
 use crate::event::{Event, Outcome};
 use crate::{Action, Core, IlccEntry, LocatorState, RemoteLocator};
 use ilnp_wire::translate::{self, WireMeta};
-use ilnp_wire::{ilnp_addr, Nid};
+use ilnp_wire::{ilnp_addr, Locator, Nid};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 
 /// The admission policy (config `admission`).
@@ -93,21 +98,65 @@ impl TokenBucket {
     }
 }
 
-/// Admission order of the embryonic tier: sequence number → NID, oldest first.
-/// Items of entries removed by other paths (idle expiry, flush, promotion) are
-/// skipped when met and swept once they outnumber live ones, so the order stays
-/// O(bound) and every operation O(log n).
+/// Eviction order of the embryonic tier: per source locator, its entries by
+/// admission (sequence number); the locators ranked by how many entries they hold,
+/// then by their oldest. The victim is the oldest entry of the locator holding the
+/// most. Items of entries removed by other paths (idle expiry, flush, promotion)
+/// are skipped when met and swept once they outnumber live ones, so the order
+/// stays O(bound) and every operation O(log n).
 #[derive(Debug, Default)]
 pub struct EmbryonicOrder {
-    by_seq: BTreeMap<u64, Nid>,
+    by_loc: HashMap<Locator, BTreeMap<u64, Nid>>,
+    /// (items, oldest item's sequence reversed, locator): the last is the victim's
+    rank: BTreeSet<(usize, Reverse<u64>, Locator)>,
+    items: usize,
     next: u64,
 }
 
 impl EmbryonicOrder {
-    fn push(&mut self, nid: Nid) -> u64 {
+    fn rank_key(&self, loc: Locator) -> Option<(usize, Reverse<u64>, Locator)> {
+        let m = self.by_loc.get(&loc)?;
+        m.first_key_value().map(|(s, _)| (m.len(), Reverse(*s), loc))
+    }
+
+    fn push(&mut self, loc: Locator, nid: Nid) -> u64 {
         self.next += 1;
-        self.by_seq.insert(self.next, nid);
+        if let Some(k) = self.rank_key(loc) {
+            self.rank.remove(&k);
+        }
+        self.by_loc.entry(loc).or_default().insert(self.next, nid);
+        self.rank.extend(self.rank_key(loc));
+        self.items += 1;
         self.next
+    }
+
+    /// Takes the oldest item of the locator holding the most items.
+    fn pop_victim(&mut self) -> Option<(u64, Nid)> {
+        let k = *self.rank.last()?;
+        self.rank.remove(&k);
+        let m = self.by_loc.get_mut(&k.2)?;
+        let (seq, nid) = m.pop_first()?;
+        if m.is_empty() {
+            self.by_loc.remove(&k.2);
+        }
+        self.rank.extend(self.rank_key(k.2));
+        self.items -= 1;
+        Some((seq, nid))
+    }
+
+    fn len(&self) -> usize {
+        self.items
+    }
+
+    /// Keeps the items `live` accepts (and rebuilds the ranking).
+    fn retain(&mut self, mut live: impl FnMut(u64, Nid) -> bool) {
+        for m in self.by_loc.values_mut() {
+            m.retain(|s, n| live(*s, *n));
+        }
+        self.by_loc.retain(|_, m| !m.is_empty());
+        self.items = self.by_loc.values().map(BTreeMap::len).sum();
+        let keys: Vec<Locator> = self.by_loc.keys().copied().collect();
+        self.rank = keys.into_iter().filter_map(|l| self.rank_key(l)).collect();
     }
 }
 
@@ -164,7 +213,7 @@ impl Core {
         );
         e.tier = tier;
         if tier == Tier::Embryonic {
-            e.emb_seq = self.admission.order.push(nid);
+            e.emb_seq = self.admission.order.push(meta.src_loc, nid);
             self.sweep_order();
         }
         let snap = e.snapshot();
@@ -225,9 +274,10 @@ impl Core {
         out.extend(e.snapshot().map(Action::IlccUpsert));
     }
 
-    /// Removes the oldest embryonic entry. False if there is none.
+    /// Removes the oldest embryonic entry of the source locator holding the most.
+    /// False if there is none.
     fn evict_oldest_embryonic(&mut self, out: &mut Vec<Action>) -> bool {
-        while let Some((seq, nid)) = self.admission.order.by_seq.pop_first() {
+        while let Some((seq, nid)) = self.admission.order.pop_victim() {
             let live = self.ilcc.get(&nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq);
             if live {
                 self.ilcc.remove(&nid);
@@ -243,14 +293,13 @@ impl Core {
     /// are more than the live ones: amortised O(1) per admission.
     fn sweep_order(&mut self) {
         let live = self.ilcc.count(Tier::Embryonic) + 1;
-        if self.admission.order.by_seq.len() <= 2 * live + 16 {
+        if self.admission.order.len() <= 2 * live + 16 {
             return;
         }
         let ilcc = &self.ilcc;
         self.admission
             .order
-            .by_seq
-            .retain(|seq, nid| ilcc.get(nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == *seq));
+            .retain(|seq, nid| ilcc.get(&nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq));
     }
 
     /// Entries per tier and the bounds.
@@ -389,7 +438,7 @@ mod tests {
             let (_c, p) = from(n(i), 20 + i, now);
             b.handle_inbound(now, &p, Csum::Complete);
         }
-        assert!(b.admission.order.by_seq.len() <= 2 * 3 + 16, "{}", b.admission.order.by_seq.len());
+        assert!(b.admission.order.len() <= 2 * 3 + 16, "{}", b.admission.order.len());
         assert_eq!(b.tier_counts().embryonic, 2);
     }
 
@@ -452,5 +501,27 @@ mod tests {
         b.cfg.admission = Admission::Open;
         b.handle_outbound(now, &rst, Csum::Complete);
         assert_eq!(b.stats().dropped(DropReason::UnknownPeer), 1);
+    }
+
+    #[test]
+    fn a_flood_from_one_locator_evicts_its_own_entries_not_a_peer_elsewhere() {
+        let now = Instant::now();
+        let mut b = responder(4, 100);
+        let lc = Locator(0x2001_0db8_000c_0000);
+        let c_nid = Nid(0x0200_00ff_fe00_000e);
+        // C (another network) arrives first, then 50 flood NIDs from LA
+        let mut c = core(c_nid, lc, 7, Some((NB, LB)));
+        let pc = wire(&c.handle_outbound(now, &udp(c_nid, NB, b"c"), Csum::Complete)).pop().unwrap();
+        b.handle_inbound(now, &pc, Csum::Complete);
+        for i in 0..50u64 {
+            let (_x, p) = from(Nid(0x0200_00ff_fe02_0000 + i), 200 + i, now);
+            b.handle_inbound(now, &p, Csum::Complete);
+        }
+        assert_eq!(b.stats().outcome(Outcome::EmbryonicEvicted), 47);
+        assert_eq!(b.ilcc.get(&c_nid).map(|e| e.tier), Some(Tier::Embryonic), "C kept");
+        // and C's next packet (after our hello) still promotes it
+        let pc2 = wire(&c.handle_outbound(now, &udp(c_nid, NB, b"c2"), Csum::Complete)).pop().unwrap();
+        b.handle_inbound(now, &pc2, Csum::Complete);
+        assert_eq!(b.ilcc.get(&c_nid).map(|e| e.tier), Some(Tier::Established));
     }
 }
