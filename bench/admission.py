@@ -57,23 +57,27 @@ def rss_mib(pid):
     return None
 
 
-def find_progs(node) -> dict[str, int]:
-    """T's own program ids (bpftool sees every namespace's programs; these are attached here)."""
-    ids: dict[str, int] = {}
-    for dev in ("eth0", "ilnp0"):
-        out = node.run("bpftool", "-j", "net", "show", "dev", dev, check=False).stdout
-        text = json.dumps(json.loads(out)) if out.strip() else "[]"
+def fd_ids(pid: int, key: str) -> set[int]:
+    """BPF object ids (`prog_id` or `map_id`) held open by process `pid` (its fdinfo): T's
+    own programs and maps, though bpftool lists every namespace's."""
+    ids = set()
+    for f in Path(f"/proc/{pid}/fdinfo").iterdir():
+        try:
+            for line in f.read_text().splitlines():
+                if line.startswith(key + ":"):
+                    ids.add(int(line.split()[1]))
+        except OSError:
+            pass
+    return ids
 
-        def walk(x):
-            if isinstance(x, dict):
-                if x.get("name") in ("ilnp_ingress", "ilnp_egress") and ("prog_id" in x or "id" in x):
-                    ids[x["name"]] = x.get("prog_id", x.get("id"))
-                for v in x.values():
-                    walk(v)
-            elif isinstance(x, list):
-                for v in x:
-                    walk(v)
-        walk(json.loads(text))
+
+def find_progs(pid: int) -> dict[str, int]:
+    ids = {}
+    for i in fd_ids(pid, "prog_id"):
+        p = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(i)], capture_output=True,
+                                      text=True, check=True).stdout)
+        if p.get("name") in ("ilnp_ingress", "ilnp_egress"):
+            ids[p["name"]] = i
     return ids
 
 
@@ -83,10 +87,8 @@ def prog_stats(pid: int) -> tuple[int, int]:
     return p.get("run_time_ns", 0), p.get("run_cnt", 0)
 
 
-def ilcc_map_memlock(prog_id: int) -> int | None:
-    p = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(prog_id)], capture_output=True,
-                                  text=True, check=True).stdout)
-    for m in p.get("map_ids", []):
+def ilcc_map_memlock(pid: int) -> int | None:
+    for m in fd_ids(pid, "map_id"):
         mm = json.loads(subprocess.run(["bpftool", "-j", "map", "show", "id", str(m)], capture_output=True,
                                        text=True, check=True).stdout)
         if mm.get("name") == "ilnp_ilcc":
@@ -118,7 +120,8 @@ def fast_path_scale(args):
                                                      "log_level": "warn", "hello_rate_pps": 1, "hello_burst": 1}).start()
         db = Ilnpd(b, ["eth0"], nid=MN_NID, peers=[Peer("t", CN_NID, [(CN_L64, 10)])]).start()
         iperf(b, t, CN_ID, 1)  # B's session: its entry is the first
-        progs = find_progs(t)
+        progs = find_progs(dt.proc.pid)
+        assert set(progs) == {"ilnp_ingress", "ilnp_egress"}, progs
         old = Path("/proc/sys/kernel/bpf_stats_enabled").read_text().strip()
         try:
             for n in sizes:
@@ -132,7 +135,7 @@ def fast_path_scale(args):
                 rows.append({"entries": have, "gbps": gbps, "ns_per_run": per,
                              "runs": {k: s1[k][1] - s0[k][1] for k in progs},
                              "rss_mib": rss_mib(dt.proc.pid),
-                             "ilcc_map_memlock_mib": (ilcc_map_memlock(progs["ilnp_ingress"]) or 0) / 2**20})
+                             "ilcc_map_memlock_mib": (ilcc_map_memlock(dt.proc.pid) or 0) / 2**20})
                 print(json.dumps(rows[-1]), flush=True)
         finally:
             Path("/proc/sys/kernel/bpf_stats_enabled").write_text(old)

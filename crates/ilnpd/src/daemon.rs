@@ -63,6 +63,9 @@ pub struct Daemon {
     counters: BTreeMap<ShellCounter, u64>,
 }
 
+/// Fast-path entries whose counters are read per 1 s tick (`refresh_activity`).
+const ACTIVITY_SWEEP_PER_TICK: usize = 20_000;
+
 impl Daemon {
     /// Everything that can fail on bad configuration is checked before anything
     /// is created, so a failed start leaves the host untouched.
@@ -216,9 +219,13 @@ impl Daemon {
     }
 
     /// Keeps entries the fast path is using from ageing out.
-    fn refresh_activity(&mut self, last: &mut HashMap<Nid, u64>) {
+    /// Reads at most `ACTIVITY_SWEEP_PER_TICK` entries per call, going on from
+    /// `cursor`: the cost per tick stays flat up to 10^6 entries (a full sweep then
+    /// takes about a minute, against an idle timeout of minutes).
+    fn refresh_activity(&mut self, last: &mut HashMap<Nid, u64>, cursor: &mut Option<Nid>) {
         let Some(dp) = self.dp.as_ref() else { return };
-        let Ok(c) = dp.peer_counters() else { return };
+        let Ok((c, next)) = dp.peer_counters_from(*cursor, ACTIVITY_SWEEP_PER_TICK) else { return };
+        *cursor = next;
         let now = Instant::now();
         for (nid, pc) in c {
             let total = pc.tx_pkts + pc.rx_pkts;
@@ -268,6 +275,7 @@ impl Daemon {
             }
         };
         let mut buf = vec![0u8; 65536 + crate::tun::VNET_HDR_LEN];
+        let mut sweep: Option<Nid> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut activity: HashMap<Nid, u64> = HashMap::new();
         loop {
@@ -297,7 +305,7 @@ impl Daemon {
                 }
                 _ = timer => self.on_timer(),
                 _ = tick.tick() => {
-                    self.refresh_activity(&mut activity);
+                    self.refresh_activity(&mut activity, &mut sweep);
                     self.flush_drop_log(Instant::now());
                 }
                 Some(req) = requests.recv() => {
