@@ -9,7 +9,9 @@
 //!   where promotion is seen), never sent Locator Updates. It is **promoted** to
 //!   established when the peer shows it is there: a packet with its nonce after we
 //!   answered (our hello or the application's reply reached the claimed locator).
-//!   Entries our side creates (initiator) are established at once. Established
+//!   Entries our side creates (initiator) are established at once, and so are
+//!   those of a peer in our database arriving from a locator the database lists
+//!   for it (we could have initiated to it; `admit_known_peer`). Established
 //!   entries are never evicted to make room (embryonic ones never touch them).
 //! * `Admission::Open`: the behaviour before the policy (one tier, every new NID
 //!   established up to `ilcc_max_entries`, a hello per entry): the seed's
@@ -189,8 +191,13 @@ impl Core {
     /// allows. Returns false (counted) if no entry could be made.
     pub(crate) fn admit_responder(&mut self, now: Instant, meta: &WireMeta, out: &mut Vec<Action>) -> bool {
         let nid = meta.src_nid;
+        // a peer our database lists, arriving from a locator the database gives it,
+        // is one our side could have initiated to: established at once (unless that
+        // tier is full), so a one-way flow from it gets our Locator Updates
+        let known = self.peers.get(&nid).is_some_and(|p| p.record.locators.iter().any(|l| l.loc == meta.src_loc));
         let tier = match self.cfg.admission {
             Admission::Open => Tier::Established,
+            Admission::Socket if known && !self.ilcc.is_full() => Tier::Established,
             Admission::Socket => Tier::Embryonic,
         };
         if self.ilcc.tier_is_full(tier) && (tier == Tier::Established || !self.evict_oldest_embryonic(out)) {
@@ -224,9 +231,10 @@ impl Core {
             p.non_ilnp = false;
         }
         self.stats.bump(Outcome::PeerCreated);
-        self.stats.bump(match tier {
-            Tier::Embryonic => Outcome::AdmittedEmbryonic,
-            Tier::Established => Outcome::AdmittedOpen,
+        self.stats.bump(match (tier, self.cfg.admission) {
+            (Tier::Embryonic, _) => Outcome::AdmittedEmbryonic,
+            (Tier::Established, Admission::Open) => Outcome::AdmittedOpen,
+            (Tier::Established, Admission::Socket) => Outcome::AdmittedKnownPeer,
         });
         out.push(Action::Event(Event::PeerCreated {
             nid,
@@ -523,5 +531,30 @@ mod tests {
         let pc2 = wire(&c.handle_outbound(now, &udp(c_nid, NB, b"c2"), Csum::Complete)).pop().unwrap();
         b.handle_inbound(now, &pc2, Csum::Complete);
         assert_eq!(b.ilcc.get(&c_nid).map(|e| e.tier), Some(Tier::Established));
+    }
+
+    #[test]
+    fn a_configured_peer_from_its_configured_locator_is_established_at_once() {
+        let now = Instant::now();
+        let mut b = responder(4, 10);
+        b.add_peer(crate::PeerRecord {
+            name: "a".into(),
+            nid: NA,
+            locators: vec![crate::PeerLocator { loc: LA, pref: 10 }],
+        });
+        let (_a, p) = from(NA, 1, now);
+        let out = b.handle_inbound(now, &p, Csum::Complete);
+        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Established);
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(_))));
+        assert_eq!(b.stats().outcome(Outcome::AdmittedKnownPeer), 1);
+        // the same NID from a locator the record does not list would be embryonic
+        let mut c = responder(4, 10);
+        c.add_peer(crate::PeerRecord {
+            name: "a".into(),
+            nid: NA,
+            locators: vec![crate::PeerLocator { loc: LB2, pref: 10 }],
+        });
+        c.handle_inbound(now, &p, Csum::Complete);
+        assert_eq!(c.ilcc.get(&NA).unwrap().tier, Tier::Embryonic);
     }
 }

@@ -114,6 +114,9 @@ counter_enum! {
         LuMalformedOther = "lu_malformed_other",
         /// admission (admission.rs): a new NID got an embryonic entry
         AdmittedEmbryonic = "admit_embryonic",
+        /// admission = socket: a peer from the peer database, arriving from a locator
+        /// the database lists, got an established entry at once
+        AdmittedKnownPeer = "admit_known_peer",
         /// admission = open: a new NID got an established entry at once
         AdmittedOpen = "admit_open",
         /// an embryonic entry proved its peer is there and became established

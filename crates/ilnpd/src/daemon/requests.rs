@@ -17,6 +17,7 @@ use std::time::Instant;
 const ADMISSION_CORE_COUNTERS: &[&str] = &[
     "admit_embryonic",
     "admit_open",
+    "admit_known_peer",
     "admit_promoted",
     "admit_promote_refused_full",
     "admit_embryonic_evicted",
