@@ -241,6 +241,24 @@ mod tests {
     }
 
     #[test]
+    fn status_shows_the_admission_policy_tiers_and_counters() {
+        let d = data(
+            Request::Status,
+            json!({"nid": "0200:00ff:fe00:000c", "admission": {"policy": "socket", "established": 2,
+                   "embryonic": 64, "max_established": 8, "max_embryonic": 64, "hello_rate_pps": 20,
+                   "hello_burst": 20, "counters": {"admit_embryonic": 5, "ingress_no_socket": 150000}}}),
+        );
+        let Data::Status(st) = &d else { panic!() };
+        let out = status(st);
+        assert!(out.contains("admission           socket"), "{out}");
+        assert!(out.contains("established 2/8, embryonic 64/64"), "{out}");
+        assert!(out.contains("ingress_no_socket 150000") && out.contains("admit_embryonic 5"), "{out}");
+        // a daemon from before the policy: no admission rows
+        let Data::Status(old) = data(Request::Status, json!({"nid": "0200:00ff:fe00:000c"})) else { panic!() };
+        assert!(!status(&old).contains("admission"));
+    }
+
+    #[test]
     fn tables_align() {
         let t = table(&["A", "LONGER"], &[vec!["xxxx".into(), "1".into()], vec!["y".into(), "22".into()]]);
         assert_eq!(t, "A     LONGER\nxxxx  1\ny     22");
