@@ -252,3 +252,28 @@ def test_syn_flood_to_an_open_port_stays_within_the_embryonic_bound(bed, tmp_pat
 def syncookies(node) -> int:
     rows = [l.split() for l in node.run("cat", "/proc/net/netstat").stdout.splitlines() if l.startswith("TcpExt:")]
     return int(dict(zip(rows[0][1:], rows[1][1:]))["SyncookiesSent"])
+
+
+def test_floods_without_nonce_and_with_a_known_nid_and_wrong_nonce_are_counted_not_admitted(bed, tmp_path):
+    """Bad input: random NIDs without a nonce (plain IPv6: never ours, no state) and B's own NID
+    with wrong nonces (each dropped as bad_nonce, B's entry and session untouched)."""
+    t, r1, b, c, dt, db, dc = topology(bed)
+    sess, sess_out = start_session(b, tmp_path, 6)
+    wait_for(lambda: adm(dt)["established"] == 1, timeout=10, what="B established at T")
+    before, core0 = adm(dt), dt.stats()["core"]
+    plain = flood(r1, 30_000, 30_000, "--no-nonce", "--dport", str(UDP_PORT))
+    forged = flood(r1, 30_000, 30_000, "--nid", MN_NID, "--dport", str(UDP_PORT))
+    fp, ff = json.loads(plain.communicate(timeout=60)[0]), json.loads(forged.communicate(timeout=60)[0])
+    sess.wait(timeout=30)
+    s = json.loads(sess_out.read_text())
+    end, core = adm(dt), dt.stats()["core"]
+    print("no-nonce", fp, "wrong nonce", ff, "B", s, "T", end)
+    assert fp["sent"] == ff["sent"] == 30_000, (fp, ff)
+    # plain IPv6 is the kernel's: no ILNP counter moves, no state
+    assert end["counters"]["ingress_no_socket"] == before["counters"]["ingress_no_socket"], end
+    # every forged packet reached the core and was refused; none made state
+    bad = core.get("bad_nonce", 0) - core0.get("bad_nonce", 0)
+    assert bad >= 0.5 * ff["sent"], (bad, ff)
+    assert end["established"] == 1 and end["embryonic"] == 0, end
+    assert end["counters"]["admit_embryonic"] == before["counters"]["admit_embryonic"], end
+    assert s["echoed"] == s["sent"] and s["sent"] > 100, s
