@@ -368,6 +368,11 @@ pub struct Stats {
     pub core: BTreeMap<String, u64>,
     /// the eBPF fast path's (all of `ILNP_REASONS`; empty without the fast path)
     pub datapath: BTreeMap<String, u64>,
+    /// slow-path time per packet (TUN read → core → actions carried out), a log2
+    /// histogram: `lt_<N>ns` → packets that took less than N ns (and at least the
+    /// bucket below), `ge_<N>ns` the last. Absent from daemons before issue #11.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub slow_path_ns: BTreeMap<String, u64>,
 }
 
 /// `monitor`'s first reply: the string `"monitoring"`.

@@ -207,7 +207,11 @@ fn counters(title: &str, m: &BTreeMap<String, u64>) -> String {
 }
 
 fn stats(d: &Stats) -> String {
-    [counters("CORE", &d.core), counters("DATAPATH", &d.datapath)].join("\n\n")
+    let mut parts = vec![counters("CORE", &d.core), counters("DATAPATH", &d.datapath)];
+    if !d.slow_path_ns.is_empty() {
+        parts.push(counters("SLOW PATH TIME PER PACKET", &d.slow_path_ns));
+    }
+    parts.join("\n\n")
 }
 
 /// One monitor line: `event key=value ...`. Rendered from the JSON object as sent,

@@ -61,6 +61,8 @@ pub struct Daemon {
     /// uplink sysctls we changed, with the value to put back on exit
     saved_sysctls: Vec<(String, String)>,
     counters: BTreeMap<ShellCounter, u64>,
+    /// slow-path time per packet (`stats` → `slow_path_ns`)
+    slow_hist: slowpath::SlowPathHist,
 }
 
 /// Fast-path entries whose counters are read per 1 s tick (`refresh_activity`).
@@ -171,6 +173,7 @@ impl Daemon {
             drop_log: HashMap::new(),
             saved_sysctls: Vec::new(),
             counters: BTreeMap::new(),
+            slow_hist: Default::default(),
         };
         d.uplink_sysctls();
         if let Err(e) = d.attach_datapath() {
@@ -290,8 +293,10 @@ impl Daemon {
                 r = self.tun.recv(&mut buf) => {
                     match r {
                         Ok((off, n, meta)) => {
+                            let t = std::time::Instant::now();
                             let pkt = buf[off..off + n].to_vec();
                             self.on_tun_packet(&pkt, meta);
+                            self.slow_hist.record(t.elapsed().as_nanos() as u64);
                         }
                         Err(e) => { tracing::error!("reading {}: {e:#}", self.tun.name); break; }
                     }

@@ -95,7 +95,7 @@ impl Daemon {
                     .into_iter()
                     .map(|(k, v)| (k.to_string(), v))
                     .collect();
-                Data::Stats(ctl::Stats { core, datapath })
+                Data::Stats(ctl::Stats { core, datapath, slow_path_ns: self.slow_hist.labelled() })
             }
             // served by the connection (control.rs): it streams, the main loop does not
             Request::Monitor => Data::Monitoring(ctl::Monitoring),
