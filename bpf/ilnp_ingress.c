@@ -210,6 +210,36 @@ static __always_inline void in_note_local_rx(struct ilnp_local_val *lv)
 		lv->last_rx_ns = now;
 }
 
+/*
+ * Admission (ILNP_CFG_F_ADMIT_SOCKET): would a local socket take this TCP/UDP
+ * packet once translated? Looked up on the identifier-form tuple, which is what
+ * the stack will see: one socket hash lookup in the kernel, no trip to ilnpd.
+ */
+static __always_inline int in_socket_exists(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c)
+{
+	struct bpf_sock_tuple t = {};
+	struct bpf_sock *sk;
+	__u16 ports[2];
+	__u64 nid_s = lo64(&c->ip6.saddr);
+
+	if (bpf_skb_load_bytes(skb, c->dopt_off + c->hlen, ports, sizeof(ports)) < 0)
+		return 1; /* no ports to look up: ilnpd decides */
+	__builtin_memcpy(&t.ipv6.saddr[0], &cfg->id_prefix, 8);
+	__builtin_memcpy(&t.ipv6.saddr[2], &nid_s, 8);
+	__builtin_memcpy(&t.ipv6.daddr[0], &cfg->id_prefix, 8);
+	__builtin_memcpy(&t.ipv6.daddr[2], &cfg->local_nid, 8);
+	t.ipv6.sport = ports[0];
+	t.ipv6.dport = ports[1];
+	if (c->next == IPPROTO_TCP)
+		sk = bpf_sk_lookup_tcp(skb, &t, sizeof(t.ipv6), BPF_F_CURRENT_NETNS, 0);
+	else
+		sk = bpf_sk_lookup_udp(skb, &t, sizeof(t.ipv6), BPF_F_CURRENT_NETNS, 0);
+	if (!sk)
+		return 0;
+	bpf_sk_release(sk);
+	return 1;
+}
+
 /* Wire form -> identifier form, in place. 0 = done. */
 static __always_inline int in_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c)
 {
@@ -267,13 +297,25 @@ int ilnp_ingress(struct __sk_buff *skb)
 	case OPTS_OTHER:
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_OPTIONS);
 	}
+	nid_s = lo64(&c.ip6.saddr);
+	/* admission: no state for a new NID unless a socket takes the packet; without
+	 * one the stack gets it statelessly and answers as for plain IPv6 (in both
+	 * modes, so they behave alike) */
+	if ((cfg->flags & ILNP_CFG_F_ADMIT_SOCKET) && (c.next == IPPROTO_TCP || c.next == IPPROTO_UDP) &&
+	    !bpf_map_lookup_elem(&ilnp_ilcc, &nid_s)) {
+		if (in_socket_exists(skb, cfg, &c))
+			return in_punt(cfg, ILNP_R_INGRESS_ADMIT_SOCKET);
+		if (in_rewrite(skb, cfg, &c))
+			return in_drop(ILNP_R_INGRESS_DROP_ERROR);
+		count(ILNP_R_INGRESS_NO_SOCKET);
+		return TC_ACT_OK;
+	}
 	if (cfg->mode != ILNP_MODE_EBPF)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_USERSPACE);
 	r = in_check_proto(skb, &c);
 	if (r)
 		return in_punt(cfg, r);
 
-	nid_s = lo64(&c.ip6.saddr);
 	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
 	if (!e)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_MISS);

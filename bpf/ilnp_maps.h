@@ -37,9 +37,15 @@ struct ilnp_cfg {
 	__u64 local_nid;     /* this node's NID (wire order) */
 	__u32 ilnp0_ifindex; /* the TUN; ingress punts are redirected to its egress */
 	__u32 mode;          /* enum ilnp_mode */
-	__u32 flags;         /* reserved, 0 */
+	__u32 flags;         /* ILNP_CFG_F_* */
 	__u32 _pad;
 };
+
+/* ilnp_cfg.flags: admission = "socket" (crates/ilnp-core/src/admission.rs). A
+ * TCP/UDP packet with a nonce from a NID without an ilnp_ilcc entry is punted
+ * only if a local socket would take it (bpf_sk_lookup_*); otherwise it is passed
+ * up in identifier form without state, so the stack answers as plain IPv6 would. */
+#define ILNP_CFG_F_ADMIT_SOCKET 1
 
 /* ilnp_ilcc: HASH, key = remote NID (__u64, wire order). */
 #define ILNP_ILCC_F_NONE 0 /* flags: reserved, 0 */
@@ -172,8 +178,11 @@ struct ilnp_plain_peer_val {
 	X(INGRESS_PUNT_DST_LOC, "ingress_punt_dst_loc")     /* destination locator not ours or aged */  \
 	X(INGRESS_DROP_MULTI_NONCE, "ingress_drop_multi_nonce") /* RFC 6744 §2: two nonce options */   \
 	X(INGRESS_DROP_MALFORMED, "ingress_drop_malformed") /* truncated option, bad nonce length */    \
-	X(INGRESS_DROP_ERROR, "ingress_drop_error")         /* a helper failed mid-rewrite */        \
-	X(INGRESS_PUNT_PLAIN_PEER, "ingress_punt_plain_peer") /* plain, from a fallback peer */
+	X(INGRESS_DROP_ERROR, "ingress_drop_error")         /* a helper failed mid-rewrite */          \
+	X(INGRESS_PUNT_PLAIN_PEER, "ingress_punt_plain_peer") /* plain, from a fallback peer */ \
+	X(INGRESS_ADMIT_SOCKET, "ingress_admit_socket")     /* unknown NID, a socket takes it: punt */  \
+	X(INGRESS_NO_SOCKET, "ingress_no_socket")           /* unknown NID, no socket: passed up */     \
+	                                                    /* statelessly, no ILCC state */
 
 #define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {

@@ -14,9 +14,9 @@ mod request;
 
 pub use event::Event;
 pub use reply::{
-    BalanceInfo, BalancePeer, Data, DatapathMode, DnsStatus, DnsUpdateStatus, FastCounters, Flushed, Handoff,
-    IlccEntry, LocatorInfo, LocatorState, Monitoring, PeerAdded, PeerDeleted, PeerFallback, PeerInfo, PeerLocator,
-    RemoteLocator, Reply, ReplyError, RouterPreference, Stats, Status, Uplink,
+    AdmissionStatus, BalanceInfo, BalancePeer, Data, DatapathMode, DnsStatus, DnsUpdateStatus, FastCounters, Flushed,
+    Handoff, IlccEntry, LocatorInfo, LocatorState, Monitoring, PeerAdded, PeerDeleted, PeerFallback, PeerInfo,
+    PeerLocator, RemoteLocator, Reply, ReplyError, RouterPreference, Stats, Status, Uplink,
 };
 pub use request::{Field, PeerLocatorArg, Request, RequestError, Spelled, DEFAULT_PREF};
 

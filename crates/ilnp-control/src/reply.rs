@@ -138,6 +138,10 @@ pub struct Status {
     pub uplinks: Vec<Uplink>,
     pub locators: Vec<LocatorInfo>,
     pub ilcc_entries: u64,
+    /// the ILCC admission policy, entries per tier, counters per outcome (absent
+    /// from daemons before the policy: then not serialised again)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Box<AdmissionStatus>>,
     pub peers: u64,
     pub uptime_s: u64,
     /// ilnpd's version
@@ -183,6 +187,27 @@ pub struct BalancePeer {
     pub pairs: Vec<(String, u32)>,
     /// per-packet: the slow path's position in the schedule
     pub seq: u64,
+}
+
+/// `status.admission` (docs/architecture.md § ILCC admission).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AdmissionStatus {
+    /// "socket" or "open"
+    pub policy: String,
+    pub established: u64,
+    pub embryonic: u64,
+    /// `ilcc_max_entries`
+    pub max_established: u64,
+    /// `ilcc_embryonic_max`
+    pub max_embryonic: u64,
+    /// the hello budget towards unconfirmed sources
+    pub hello_rate_pps: u32,
+    pub hello_burst: u32,
+    /// every admission outcome, zeros included: the core's (`admit_*`,
+    /// `hello_*`, `tx_to_embryonic`, `lu_embryonic`, `answer_unadmitted`,
+    /// `ilcc_full`) and the fast path's (`ingress_admit_socket`, `ingress_no_socket`)
+    pub counters: BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -454,6 +479,11 @@ pub struct Stats {
     pub core: BTreeMap<String, u64>,
     /// the eBPF fast path's (all of `ILNP_REASONS`; empty without the fast path)
     pub datapath: BTreeMap<String, u64>,
+    /// slow-path time per packet (TUN read → core → actions carried out), a log2
+    /// histogram: `lt_<N>ns` → packets that took less than N ns (and at least the
+    /// bucket below), `ge_<N>ns` the last. Absent from daemons before issue #11.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub slow_path_ns: BTreeMap<String, u64>,
 }
 
 /// `monitor`'s first reply: the string `"monitoring"`.

@@ -1,5 +1,6 @@
 //! The core's configuration: handoff policy, Locator Update timers, bounds.
 
+use crate::admission::Admission;
 use crate::{Locator, Nid};
 use serde::Serialize;
 use std::time::Duration;
@@ -70,6 +71,13 @@ pub struct CoreConfig {
     /// again): probe the peer's `L64:NID` with a plain Echo Request. Zero: only a
     /// Parameter Problem triggers the fallback.
     pub fallback_probe_after: Duration,
+    /// who gets ILCC state (admission.rs)
+    pub admission: Admission,
+    /// bound of the embryonic tier (unconfirmed responder entries, oldest evicted)
+    pub ilcc_embryonic_max: usize,
+    /// the nonce-only hellos to unconfirmed sources: tokens per second and burst
+    pub hello_rate_pps: f64,
+    pub hello_burst: u32,
 }
 
 impl CoreConfig {
@@ -89,6 +97,12 @@ impl CoreConfig {
             // off in the core (the initiator's entry then reaches the fast path
             // at once, as before the probe); ilnpd turns it on (2 s)
             fallback_probe_after: Duration::ZERO,
+            // the pre-policy behaviour for the core's own tests of other machines;
+            // ilnpd's configuration defaults to `socket`
+            admission: Admission::Open,
+            ilcc_embryonic_max: 1024,
+            hello_rate_pps: 100.0,
+            hello_burst: 100,
         }
     }
 }

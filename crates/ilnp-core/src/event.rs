@@ -80,6 +80,12 @@ counter_enum! {
         /// a plain packet punted for a fallback (or probed) peer that is not its
         /// session's: another locator or destination, or not the probe's reply
         FallbackUnexpected = "fallback_unexpected",
+        /// an LU from an embryonic (unconfirmed) entry: only established peers move
+        LuEmbryonic = "lu_embryonic",
+        /// admission = socket: a TCP RST or ICMPv6 error our stack raised towards a
+        /// NID with no ILCC entry (the answer to a packet no socket took, which the
+        /// fast path passed up statelessly): not sent to an unverified source
+        AnswerUnadmitted = "answer_unadmitted",
     }
 }
 
@@ -133,6 +139,25 @@ counter_enum! {
         FallbackPktsIn = "fallback_pkts_in",
         /// plain Echo Requests to a silent correspondent's L64:NID
         FallbackProbeSent = "fallback_probe_sent",
+        /// admission (admission.rs): a new NID got an embryonic entry
+        AdmittedEmbryonic = "admit_embryonic",
+        /// admission = socket: a peer from the peer database, arriving from a locator
+        /// the database lists, got an established entry at once
+        AdmittedKnownPeer = "admit_known_peer",
+        /// admission = open: a new NID got an established entry at once
+        AdmittedOpen = "admit_open",
+        /// an embryonic entry proved its peer is there and became established
+        Promoted = "admit_promoted",
+        /// ... but the established tier was full (it stays embryonic)
+        PromoteRefusedFull = "admit_promote_refused_full",
+        /// the oldest embryonic entry made room for a new one
+        EmbryonicEvicted = "admit_embryonic_evicted",
+        /// nonce-only hellos sent (one per admitted entry at most)
+        HelloSent = "hello_sent",
+        /// hellos not sent: the global budget had no token
+        HelloRateLimited = "hello_rate_limited",
+        /// packets sent towards an embryonic (unconfirmed) entry, hellos included
+        TxToEmbryonic = "tx_to_embryonic",
     }
 }
 

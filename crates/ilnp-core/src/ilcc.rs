@@ -1,5 +1,6 @@
 //! ILNP Communication Cache (RFC 6741 §5): one entry per correspondent.
 
+use crate::admission::Tier;
 use crate::event::ser_display;
 use crate::timers::DeadlineIndex;
 use crate::{IlccSnapshot, LocatorState};
@@ -99,6 +100,15 @@ pub struct IlccEntry {
     /// body of the last acknowledged LU: a late duplicate ack for it is expected, not a drop
     #[serde(skip)]
     pub last_acked_lu: Option<Vec<LuEntry>>,
+    /// embryonic (unconfirmed responder state, bounded, evictable, slow path only)
+    /// or established (admission.rs)
+    pub tier: Tier,
+    /// we sent the peer something (our nonce-only hello or an answer) since the
+    /// entry was created: its next packet shows it is there (admission.rs)
+    pub answered: bool,
+    /// admission order of an embryonic entry (eviction takes the oldest)
+    #[serde(skip)]
+    pub emb_seq: u64,
 }
 
 impl IlccEntry {
@@ -128,6 +138,9 @@ impl IlccEntry {
             pending_lu: None,
             srtt_us: None,
             last_acked_lu: None,
+            tier: Tier::Established,
+            answered: false,
+            emb_seq: 0,
         }
     }
 
@@ -203,7 +216,12 @@ impl IlccEntry {
         }
     }
 
+    /// What the fast path holds; None for an embryonic entry (only established
+    /// peers are in the BPF map, so unconfirmed traffic stays where it is counted).
     pub fn snapshot(&self) -> Option<IlccSnapshot> {
+        if self.tier == Tier::Embryonic {
+            return None;
+        }
         let remote = self.best_remote()?;
         Some(IlccSnapshot {
             nid: self.nid,
@@ -254,12 +272,17 @@ impl std::ops::Deref for IlccView {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Full;
 
-/// The cache: bounded, keyed by remote NID (see docs/architecture.md on keying),
-/// with an index of the entries' timer deadlines.
+/// The cache: bounded per tier, keyed by remote NID (see docs/architecture.md on
+/// keying), with an index of the entries' timer deadlines. Both tiers share the map
+/// (one lookup per packet); `max_entries` bounds the established tier,
+/// `max_embryonic` the embryonic one (its eviction order is admission.rs's).
 #[derive(Debug, Default)]
 pub struct Ilcc {
     entries: HashMap<Nid, IlccEntry>,
     max_entries: usize,
+    max_embryonic: usize,
+    /// entries per tier: [established, embryonic]
+    counts: [usize; 2],
     idle: Duration,
     deadlines: DeadlineIndex,
     /// entries handed out for change since the last `tidy` (their deadline may have moved)
@@ -268,8 +291,16 @@ pub struct Ilcc {
 
 impl Ilcc {
     /// `idle`: how long an unused entry lives.
-    pub fn new(max_entries: usize, idle: Duration) -> Ilcc {
-        Ilcc { entries: HashMap::new(), max_entries, idle, deadlines: DeadlineIndex::default(), dirty: Vec::new() }
+    pub fn new(max_entries: usize, max_embryonic: usize, idle: Duration) -> Ilcc {
+        Ilcc {
+            entries: HashMap::new(),
+            max_entries,
+            max_embryonic,
+            counts: [0; 2],
+            idle,
+            deadlines: DeadlineIndex::default(),
+            dirty: Vec::new(),
+        }
     }
     pub fn get(&self, nid: &Nid) -> Option<&IlccEntry> {
         self.entries.get(nid)
@@ -280,23 +311,56 @@ impl Ilcc {
         self.dirty.push(*nid);
         Some(e)
     }
+    /// The established tier is at its bound.
     pub fn is_full(&self) -> bool {
-        self.entries.len() >= self.max_entries
+        self.tier_is_full(Tier::Established)
     }
-    /// Inserts unless full; never evicts an existing entry (a flood of new NIDs
-    /// must not push out established sessions).
+    pub fn tier_is_full(&self, tier: Tier) -> bool {
+        let max = match tier {
+            Tier::Established => self.max_entries,
+            Tier::Embryonic => self.max_embryonic,
+        };
+        self.counts[tier as usize] >= max
+    }
+    /// Entries in `tier`.
+    pub fn count(&self, tier: Tier) -> usize {
+        self.counts[tier as usize]
+    }
+    /// Inserts unless its tier is full; never evicts an existing entry (a flood of
+    /// new NIDs must not push out established sessions; the embryonic tier's
+    /// eviction is the caller's decision).
     pub fn insert(&mut self, e: IlccEntry) -> Result<&mut IlccEntry, Full> {
-        if self.is_full() && !self.entries.contains_key(&e.nid) {
+        if self.tier_is_full(e.tier) && !self.entries.contains_key(&e.nid) {
             return Err(Full);
         }
         let nid = e.nid;
-        self.entries.insert(nid, e);
+        self.counts[e.tier as usize] += 1;
+        if let Some(old) = self.entries.insert(nid, e) {
+            self.counts[old.tier as usize] -= 1;
+        }
         self.dirty.push(nid);
         Ok(self.entries.get_mut(&nid).expect("just inserted"))
     }
+    /// Moves an embryonic entry to the established tier, unless that is full.
+    pub fn promote(&mut self, nid: &Nid) -> Result<(), Full> {
+        let full = self.is_full();
+        let Some(e) = self.entries.get_mut(nid) else { return Ok(()) };
+        if e.tier == Tier::Established {
+            return Ok(());
+        }
+        if full {
+            return Err(Full);
+        }
+        e.tier = Tier::Established;
+        self.counts[Tier::Embryonic as usize] -= 1;
+        self.counts[Tier::Established as usize] += 1;
+        Ok(())
+    }
     pub fn remove(&mut self, nid: &Nid) -> Option<IlccEntry> {
         self.deadlines.forget(nid);
-        self.entries.remove(nid)
+        let e = self.entries.remove(nid)?;
+        self.counts[e.tier as usize] -= 1;
+        Some(e)
     }
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -310,6 +374,7 @@ impl Ilcc {
     pub fn clear(&mut self) -> Vec<Nid> {
         self.deadlines.clear();
         self.dirty.clear();
+        self.counts = [0; 2];
         self.entries.drain().map(|(k, _)| k).collect()
     }
 

@@ -4,10 +4,10 @@
 
 use crate::event::{DropReason, Event, Outcome};
 use crate::lu::lu_malformed_kind;
-use crate::{ilcc, packet_summary, Action, Core, IlccEntry, LocatorState, RemoteLocator};
+use crate::{ilcc, packet_summary, Action, Core, LocatorState, RemoteLocator};
 use ilnp_wire::classify::Kind;
-use ilnp_wire::translate::{self, Csum};
-use ilnp_wire::{classify, ilnp_addr, ipv6, ClassifyError, Error as WireError, Packet};
+use ilnp_wire::translate::Csum;
+use ilnp_wire::{classify, ipv6, ClassifyError, Error as WireError, Packet};
 use std::time::Instant;
 
 impl Core {
@@ -58,51 +58,10 @@ impl Core {
         let nid = meta.src_nid;
         let mut answered = false;
         if self.ilcc.get(&nid).is_none() {
-            if self.ilcc.is_full() {
+            if !self.admit_responder(now, &meta, &mut out) {
                 self.drop(&mut out, DropReason::IlccFull, summary());
                 return out;
             }
-            let nonce_tx = self.new_nonce();
-            let pref = self
-                .peers
-                .get(&nid)
-                .and_then(|p| p.record.locators.iter().find(|l| l.loc == meta.src_loc).map(|l| l.pref))
-                .unwrap_or(10);
-            let e = IlccEntry::new(
-                nid,
-                vec![RemoteLocator::new(meta.src_loc, pref, LocatorState::Active, Some(now))],
-                meta.dst_loc,
-                nonce_tx,
-                Some(meta.nonce),
-                false,
-                now,
-            );
-            let snap = e.snapshot();
-            if self.ilcc.insert(e).is_err() {
-                self.drop(&mut out, DropReason::IlccFull, summary());
-                return out;
-            }
-            if let Some(p) = self.peers.get_mut(&nid) {
-                p.non_ilnp = false;
-            }
-            // it speaks ILNPv6 after all (or again)
-            self.end_fallback(nid, &mut out);
-            self.stats.bump(Outcome::PeerCreated);
-            out.push(Action::Event(Event::PeerCreated {
-                nid,
-                initiator: false,
-                local_locator: meta.dst_loc,
-                remote_locator: meta.src_loc,
-            }));
-            out.extend(snap.map(Action::IlccUpsert));
-            // tell the initiator our nonce now, even if the application never
-            // answers (one-way UDP): our Locator Updates must verify (RFC 6741 §13.1)
-            let pkt = translate::nonce_only_packet(
-                ilnp_addr(meta.dst_loc, self.cfg.local_nid),
-                ilnp_addr(meta.src_loc, nid),
-                &nonce_tx,
-            );
-            out.push(Action::SendWire { pkt, uplink: self.local.uplink_of(meta.dst_loc) });
         } else {
             let e = self.ilcc.get_mut(&nid).expect("checked");
             match e.nonce_rx {
@@ -135,6 +94,8 @@ impl Core {
                 out.push(Action::Event(Event::RemoteLocatorLearned { nid, locator: meta.src_loc }));
                 out.extend(e.snapshot().map(Action::IlccUpsert));
             }
+            // the right nonce again after our answer: the peer is there
+            self.maybe_promote(nid, &mut out);
         }
         if answered {
             self.challenge_answered(now, nid, &mut out);

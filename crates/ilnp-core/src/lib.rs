@@ -1,8 +1,9 @@
 //! Sans-IO ILNPv6 protocol core: ILCC, peers, slow-path decisions, Locator Updates.
 //! No sockets, no threads, no clock reads: time (`now`) and randomness are injected.
 
-mod challenge;
+pub mod admission;
 pub mod balance;
+mod challenge;
 pub mod config;
 pub mod dns;
 pub mod event;
@@ -17,6 +18,7 @@ pub mod peers;
 pub mod snapshot;
 pub mod timers;
 
+pub use admission::{Admission, Tier, TierCounts, TokenBucket};
 pub use balance::{BalanceChange, BalanceError, BalanceTable, Policy};
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use dns::{DnsPeer, DnsPeerResult, PeerSource};
@@ -160,6 +162,7 @@ pub struct Core {
     challenges: challenge::Challenges,
     balance: balance::Balancer,
     fallback: fallback::Fallback,
+    admission: admission::AdmissionState,
 }
 
 impl Core {
@@ -168,16 +171,19 @@ impl Core {
         let local = LocalLocators::new(cfg.handoff, cfg.soft_quiet_period);
         let balance = balance::Balancer::new(cfg.local_nid);
         let fallback = fallback::Fallback::default();
+        let ilcc = ilcc::Ilcc::new(max, cfg.ilcc_embryonic_max, idle);
+        let admission = admission::AdmissionState::new(cfg.hello_rate_pps, cfg.hello_burst);
         Core {
             cfg,
             rng,
-            ilcc: ilcc::Ilcc::new(max, idle),
+            ilcc,
             peers: BTreeMap::new(),
             local,
             stats: Stats::default(),
             challenges: challenge::Challenges::default(),
             balance,
             fallback,
+            admission,
         }
     }
 

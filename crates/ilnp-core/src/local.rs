@@ -372,7 +372,8 @@ impl Core {
                     e.local_locator = b;
                 }
             }
-            if !any_usable {
+            // LUs go to established peers only (admission.rs)
+            if !any_usable || e.tier == crate::Tier::Embryonic {
                 continue;
             }
             e.pending_lu = Some(ilcc::PendingLu { entries: Vec::new(), first_sent: now, attempts: 0, next_at: now });
@@ -380,6 +381,8 @@ impl Core {
                 out.push(Action::IlccUpsert(s));
             }
         }
+        let nids: Vec<Nid> =
+            nids.into_iter().filter(|n| self.ilcc.get(n).is_some_and(|e| e.tier == crate::Tier::Established)).collect();
         out.extend(self.send_due_lus(now, &nids));
         out
     }

@@ -87,6 +87,10 @@ impl Core {
             self.drop(out, DropReason::LuUnknownPeer, summary());
             return;
         };
+        if e.tier == crate::Tier::Embryonic {
+            self.drop(out, DropReason::LuEmbryonic, summary());
+            return;
+        }
         if nonce.is_none() || nonce != e.nonce_rx {
             self.drop(out, DropReason::LuBadNonce, summary());
             return;

@@ -3,7 +3,7 @@
 
 use crate::event::{DropReason, Event, Outcome};
 use crate::icmp::{is_icmp_error, unreachable_to_app};
-use crate::{packet_summary, Action, Core, IlccEntry, LocatorState, RemoteLocator};
+use crate::{packet_summary, Action, Admission, Core, IlccEntry, LocatorState, RemoteLocator, Tier};
 use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{classify, ipv6, split_addr, Nid, Packet};
 use std::time::Instant;
@@ -35,6 +35,12 @@ impl Core {
             return out;
         }
         if self.ilcc.get(&dn).is_none() {
+            if self.cfg.admission == Admission::Socket && (icmp_error || p.is_tcp_rst()) {
+                // our stack's answer to a packet the fast path passed up without
+                // state (no socket took it): no locator we could trust to send it to
+                self.drop(&mut out, DropReason::AnswerUnadmitted, format!("packet to {}", p.dst()));
+                return out;
+            }
             if let Err(reason) = self.create_initiator_entry(now, dn, &mut out) {
                 self.stats.drop(reason);
                 out.push(Action::Event(Event::drop(reason, format!("packet to {}", p.dst()))));
@@ -75,6 +81,12 @@ impl Core {
             _ => translate::to_wire(pkt, id_prefix, local_loc, remote, &e.nonce_tx, csum),
         };
         let uplink = self.local.uplink_of(local_loc);
+        if res.is_ok() && e.tier == Tier::Embryonic {
+            // an answer reached the claimed locator, if it is real: the next packet
+            // with the peer's nonce promotes the entry (admission.rs)
+            e.answered = true;
+            self.stats.bump(Outcome::TxToEmbryonic);
+        }
         match res {
             Ok(pkt) => out.push(Action::SendWire { pkt, uplink }),
             Err(err) => self.drop(&mut out, DropReason::OutMalformed, format!("{err}: {}", packet_summary(pkt))),

@@ -188,7 +188,14 @@ impl Core {
     /// The state a restarted daemon needs, at `now`. Entries in NID order, so the
     /// same state gives the same bytes.
     pub fn snapshot(&self, now: Instant) -> CoreSnapshot {
-        let mut entries: Vec<EntryState> = self.ilcc.iter().map(|e| EntryState::of(e, now)).collect();
+        // established entries only: an embryonic one is an unconfirmed claim
+        // (admission.rs); a restart must not promote it, and its peer simply retries
+        let mut entries: Vec<EntryState> = self
+            .ilcc
+            .iter()
+            .filter(|e| e.tier == crate::admission::Tier::Established)
+            .map(|e| EntryState::of(e, now))
+            .collect();
         entries.sort_by_key(|e| e.nid);
         CoreSnapshot {
             version: SNAPSHOT_VERSION,

@@ -112,6 +112,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn packet_bytes(&self) -> &[u8] {
         &self.buf.as_ref()[..self.end()]
     }
+    /// A TCP segment with RST set directly after the fixed header (how a host's
+    /// stack sends its resets).
+    pub fn is_tcp_rst(&self) -> bool {
+        const TCP_FLAGS: usize = 13;
+        const RST: u8 = 0x04;
+        self.next_header() == PROTO_TCP && self.payload().get(TCP_FLAGS).is_some_and(|f| f & RST != 0)
+    }
 }
 
 impl<'a> Packet<&'a [u8]> {

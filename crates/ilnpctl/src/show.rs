@@ -108,6 +108,19 @@ fn status(d: &Status) -> String {
     rows.push(("locators".into(), if locs.is_empty() { "none".into() } else { locs.join("\n") }));
     rows.push(("balance".into(), balance_summary(&d.balance)));
     rows.push(("ILCC entries".into(), d.ilcc_entries.to_string()));
+    if let Some(a) = &d.admission {
+        rows.push(("admission".into(), a.policy.clone()));
+        rows.push((
+            "ILCC tiers".into(),
+            format!(
+                "established {}/{}, embryonic {}/{}",
+                a.established, a.max_established, a.embryonic, a.max_embryonic
+            ),
+        ));
+        rows.push(("hello budget".into(), format!("{}/s, burst {}", a.hello_rate_pps, a.hello_burst)));
+        let c: Vec<String> = a.counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        rows.push(("admission counters".into(), c.join("\n")));
+    }
     rows.push(("peers".into(), d.peers.to_string()));
     rows.push(("uptime".into(), duration(d.uptime_s)));
     if !d.version.is_empty() {
@@ -275,7 +288,11 @@ fn counters(title: &str, m: &BTreeMap<String, u64>) -> String {
 }
 
 fn stats(d: &Stats) -> String {
-    [counters("CORE", &d.core), counters("DATAPATH", &d.datapath)].join("\n\n")
+    let mut parts = vec![counters("CORE", &d.core), counters("DATAPATH", &d.datapath)];
+    if !d.slow_path_ns.is_empty() {
+        parts.push(counters("SLOW PATH TIME PER PACKET", &d.slow_path_ns));
+    }
+    parts.join("\n\n")
 }
 
 /// One monitor line: `event key=value ...`. Rendered from the JSON object as sent,
@@ -306,6 +323,24 @@ mod tests {
     /// The typed data of a reply to `req`, as ilnpctl decodes it.
     fn data(req: Request, v: Value) -> Data {
         Data::decode(&req, v).unwrap()
+    }
+
+    #[test]
+    fn status_shows_the_admission_policy_tiers_and_counters() {
+        let d = data(
+            Request::Status,
+            json!({"nid": "0200:00ff:fe00:000c", "admission": {"policy": "socket", "established": 2,
+                   "embryonic": 64, "max_established": 8, "max_embryonic": 64, "hello_rate_pps": 20,
+                   "hello_burst": 20, "counters": {"admit_embryonic": 5, "ingress_no_socket": 150000}}}),
+        );
+        let Data::Status(st) = &d else { panic!() };
+        let out = status(st);
+        assert!(out.contains("admission           socket"), "{out}");
+        assert!(out.contains("established 2/8, embryonic 64/64"), "{out}");
+        assert!(out.contains("ingress_no_socket 150000") && out.contains("admit_embryonic 5"), "{out}");
+        // a daemon from before the policy: no admission rows
+        let Data::Status(old) = data(Request::Status, json!({"nid": "0200:00ff:fe00:000c"})) else { panic!() };
+        assert!(!status(&old).contains("admission"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! Unknown keys and bad values are errors that name the key and the line.
 
 use anyhow::{anyhow, bail, Context, Result};
-use ilnp_core::{HandoffMode, PeerRecord, Policy};
+use ilnp_core::{Admission, HandoffMode, PeerRecord, Policy};
 use ilnp_wire::{split_addr, Locator, Nid};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -15,6 +15,10 @@ pub mod peers;
 use peers::TomlPeer;
 
 pub const DEFAULT_ID_PREFIX: &str = "fd69:6c6e:7000::/64";
+
+/// Default bound of the established ILCC tier (and of the BPF `ilnp_ilcc` hash,
+/// preallocated at load). See docs/benchmarks.md for the memory per entry.
+pub const DEFAULT_ILCC_MAX_ENTRIES: u32 = 65536;
 
 /// The file, as written.
 #[derive(Debug, Deserialize, Default)]
@@ -62,6 +66,14 @@ pub struct FileConfig {
     /// no ILNP answer this long after a session began: probe the peer's L64:NID
     /// with a plain Echo Request (default 2000; 0 = only a Parameter Problem)
     pub fallback_probe_ms: Option<u64>,
+    /// "socket" (default): ILCC state only for packets a local socket takes, two
+    /// tiers; "open": every new NID (the pre-policy baseline)
+    pub admission: Option<String>,
+    /// bound of the embryonic (unconfirmed) tier, oldest evicted first
+    pub ilcc_embryonic_max: Option<u32>,
+    /// nonce-only hellos towards unconfirmed sources: per second, and burst
+    pub hello_rate_pps: Option<u32>,
+    pub hello_burst: Option<u32>,
     #[serde(default)]
     pub peer: Vec<TomlPeer>,
     /// the resolver proxy (RFC 6742 names); absent = off
@@ -184,6 +196,10 @@ pub struct Config {
     pub dns_update: Option<crate::dns::update::UpdateConfig>,
     pub fallback: bool,
     pub fallback_probe_after: Duration,
+    pub admission: Admission,
+    pub ilcc_embryonic_max: u32,
+    pub hello_rate_pps: u32,
+    pub hello_burst: u32,
 }
 
 /// The default pin directory: one per daemon instance, named after its control
@@ -364,7 +380,7 @@ impl Config {
             bail!("locator_weight: every uplink has weight 0: nothing to balance onto");
         }
         let dns = f.dns.as_ref().map(FileDns::validate).transpose()?.unwrap_or((None, None));
-        let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(65536);
+        let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(DEFAULT_ILCC_MAX_ENTRIES);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
         }
@@ -372,6 +388,15 @@ impl Config {
             ov.control_socket.clone().or(f.control_socket).unwrap_or_else(|| "/run/ilnp/ilnpd.sock".into());
         let pin_dir = path_or_off(f.pin_dir, || default_pin_dir(&control_socket));
         let state_file = path_or_off(f.state_file, || control_socket.with_extension("state"));
+        let admission = match f.admission.as_deref() {
+            None | Some("socket") => Admission::Socket,
+            Some("open") => Admission::Open,
+            Some(o) => bail!("admission: {o:?} is not \"socket\" or \"open\""),
+        };
+        let ilcc_embryonic_max = f.ilcc_embryonic_max.unwrap_or(1024);
+        if ilcc_embryonic_max == 0 {
+            bail!("ilcc_embryonic_max: must be at least 1");
+        }
         Ok(Config {
             uplinks,
             id_prefix,
@@ -400,6 +425,10 @@ impl Config {
             dns_update: dns.1,
             fallback: f.fallback.unwrap_or(true),
             fallback_probe_after: Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000)),
+            admission,
+            ilcc_embryonic_max,
+            hello_rate_pps: f.hello_rate_pps.unwrap_or(100),
+            hello_burst: f.hello_burst.unwrap_or(100),
         })
     }
 }
@@ -438,6 +467,8 @@ mod tests {
             ("uplinks = [\"e\"]\nidentifier_prefix = \"fd00::/48\"\n", "identifier_prefix"),
             ("uplinks = [\"e\"]\nnid = \"0300:0000:0000:0001\"\n", "nid"),
             ("uplinks = [\"e\"]\nhandoff = \"sometimes\"\n", "handoff"),
+            ("uplinks = [\"e\"]\nadmission = \"closed\"\n", "admission"),
+            ("uplinks = [\"e\"]\nilcc_embryonic_max = 0\n", "ilcc_embryonic_max"),
             ("nid = \"auto\"\n", "uplinks"),
             ("uplinks = [\"e\"]\nnonce_bits = \"x\"\n", "nonce_bits"),
             ("uplinks = [\"e\"]\nsoft_quiet_period_ms = 3600001\n", "soft_quiet_period_ms"),

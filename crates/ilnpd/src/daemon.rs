@@ -8,7 +8,7 @@ use crate::netlink::{self, Netlink};
 use crate::tun::Tun;
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
-use ilnp_core::{Core, CoreConfig, LuTimers};
+use ilnp_core::{Admission, Core, CoreConfig, LuTimers};
 use ilnp_wire::{ilnp_addr, Nid};
 use rand::SeedableRng;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -70,12 +70,17 @@ pub struct Daemon {
     /// the dynamic update of our L64 records, when `[dns.update]` is configured
     dns_update:
         Option<(std::sync::Arc<crate::dns::update::Updater>, tokio::sync::watch::Sender<crate::dns::update::Wanted>)>,
+    /// slow-path time per packet (`stats` → `slow_path_ns`)
+    slow_hist: slowpath::SlowPathHist,
 }
 
 /// A change is written this long after it happened (a burst of changes, one write)...
 const STATE_DEBOUNCE: Duration = Duration::from_millis(50);
 /// ...and at most this often (a packet storm creating entries: a few writes a second).
 const STATE_MIN_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Fast-path entries whose counters are read per 1 s tick (`refresh_activity`).
+const ACTIVITY_SWEEP_PER_TICK: usize = 20_000;
 
 impl Daemon {
     /// Everything that can fail on bad configuration is checked before anything
@@ -171,6 +176,10 @@ impl Daemon {
         cc.soft_quiet_period = cfg.soft_quiet_period;
         cc.fallback = cfg.fallback;
         cc.fallback_probe_after = cfg.fallback_probe_after;
+        cc.admission = cfg.admission;
+        cc.ilcc_embryonic_max = cfg.ilcc_embryonic_max as usize;
+        cc.hello_rate_pps = f64::from(cfg.hello_rate_pps);
+        cc.hello_burst = cfg.hello_burst;
         cc.lu = LuTimers { initial_rto: cfg.lu_initial_rto, max_attempts: cfg.lu_max_attempts, ..LuTimers::default() };
         let rng: Box<dyn rand_core_compat::RngCore + Send> = match cfg.rng_seed {
             Some(s) => Box::new(rand::rngs::StdRng::seed_from_u64(s)),
@@ -217,6 +226,7 @@ impl Daemon {
             dns: None,
             dns_learn: None,
             dns_update: None,
+            slow_hist: Default::default(),
         };
         let restored = d.cfg.state_file.as_deref().and_then(crate::state::load);
         if let Some(s) = &restored {
@@ -287,6 +297,7 @@ impl Daemon {
             id_prefix: self.cfg.id_prefix,
             local_nid: self.local_nid,
             ilcc_max_entries: self.cfg.ilcc_max_entries,
+            admit_socket: self.cfg.admission == Admission::Socket,
             pin_dir: self.cfg.pin_dir.clone(),
         })?;
         for u in &self.uplinks {
@@ -371,9 +382,13 @@ impl Daemon {
     }
 
     /// Keeps entries the fast path is using from ageing out.
-    fn refresh_activity(&mut self, last: &mut HashMap<Nid, u64>) {
+    /// Reads at most `ACTIVITY_SWEEP_PER_TICK` entries per call, going on from
+    /// `cursor`: the cost per tick stays flat up to 10^6 entries (a full sweep then
+    /// takes about a minute, against an idle timeout of minutes).
+    fn refresh_activity(&mut self, last: &mut HashMap<Nid, u64>, cursor: &mut Option<Nid>) {
         let Some(dp) = self.dp.as_ref() else { return };
-        let Ok(c) = dp.peer_counters() else { return };
+        let Ok((c, next)) = dp.peer_counters_from(*cursor, ACTIVITY_SWEEP_PER_TICK) else { return };
+        *cursor = next;
         let now = Instant::now();
         for (nid, pc) in c {
             let total = pc.tx_pkts + pc.rx_pkts;
@@ -430,6 +445,7 @@ impl Daemon {
             }
         };
         let mut buf = vec![0u8; 65536 + crate::tun::VNET_HDR_LEN];
+        let mut sweep: Option<Nid> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut activity: HashMap<Nid, u64> = HashMap::new();
         let mut dns_learn = self.dns_learn.take();
@@ -452,8 +468,10 @@ impl Daemon {
                 r = self.tun.recv(&mut buf) => {
                     match r {
                         Ok((off, n, meta)) => {
+                            let t = std::time::Instant::now();
                             let pkt = buf[off..off + n].to_vec();
                             self.on_tun_packet(&pkt, meta);
+                            self.slow_hist.record(t.elapsed().as_nanos() as u64);
                         }
                         Err(e) => { tracing::error!("reading {}: {e:#}", self.tun.name); break; }
                     }
@@ -468,7 +486,7 @@ impl Daemon {
                 _ = timer => self.on_timer(),
                 _ = state_timer => self.write_state(),
                 _ = tick.tick() => {
-                    self.refresh_activity(&mut activity);
+                    self.refresh_activity(&mut activity, &mut sweep);
                     self.flush_drop_log(Instant::now());
                 }
                 Some(l) = dns_recv(&mut dns_learn) => {

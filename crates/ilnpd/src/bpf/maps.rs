@@ -160,7 +160,12 @@ pub const REASONS: &[&str] = &[
     "ingress_drop_malformed",
     "ingress_drop_error",
     "ingress_punt_plain_peer",
+    "ingress_admit_socket",
+    "ingress_no_socket",
 ];
+
+/// `ILNP_CFG_F_ADMIT_SOCKET` (ilnp_cfg.flags)
+pub const CFG_F_ADMIT_SOCKET: u32 = 1;
 
 /// `enum ilnp_loc_state`
 pub fn state_code(s: LocatorState) -> u32 {
@@ -245,6 +250,7 @@ int main(void) {
   ILNP_REASONS(R)
   printf("const.ILNP_R_MAX %d\nconst.ILNP_MAX_REMOTE_LOCS %d\nconst.ILNP_NONCE_MAX %d\n", ILNP_R_MAX, ILNP_MAX_REMOTE_LOCS, ILNP_NONCE_MAX);
   printf("const.ILNP_MODE_EBPF %d\nconst.ILNP_MODE_USERSPACE %d\n", ILNP_MODE_EBPF, ILNP_MODE_USERSPACE);
+  printf("const.ILNP_CFG_F_ADMIT_SOCKET %d\n", ILNP_CFG_F_ADMIT_SOCKET);
   printf("const.ILNP_LOC_VALID %d\nconst.ILNP_LOC_ACTIVE %d\nconst.ILNP_LOC_AGED %d\nconst.ILNP_LOC_EXPIRED %d\n", ILNP_LOC_VALID, ILNP_LOC_ACTIVE, ILNP_LOC_AGED, ILNP_LOC_EXPIRED);
   return 0;
 }
@@ -322,6 +328,7 @@ int main(void) {
             ("ilnp_local_val.last_rx_ns", offset_of!(LocalVal, last_rx_ns)),
             ("const.ILNP_LOCAL_RX_GRAIN_NS", LOCAL_RX_GRAIN_NS as usize),
             ("const.ILNP_R_MAX", REASONS.len()),
+            ("const.ILNP_CFG_F_ADMIT_SOCKET", CFG_F_ADMIT_SOCKET as usize),
             ("const.ILNP_MAX_REMOTE_LOCS", MAX_REMOTE_LOCS),
             ("const.ILNP_NONCE_MAX", NONCE_MAX),
             ("const.ILNP_MODE_EBPF", MODE_EBPF as usize),

@@ -86,10 +86,15 @@ pub struct DatapathConfig {
     pub local_nid: Nid,
     /// bound of ilnp_ilcc (BPF hash maps preallocate: memory is fixed at load)
     pub ilcc_max_entries: u32,
+    /// admission = socket: unknown NIDs are punted only if a socket takes the packet
+    pub admit_socket: bool,
     /// pin the maps here (on bpffs; /sys/fs/bpf is mounted if it is not) and
     /// reuse maps already pinned there, so a restart keeps the ILCC
     pub pin_dir: Option<PathBuf>,
 }
+
+/// Where a partial sweep of the ILCC map goes on (None: from the start).
+pub type Cursor = Option<Nid>;
 
 /// Fast-path counters of one correspondent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -170,6 +175,7 @@ impl Datapath {
             local_nid: cfg.local_nid.to_bytes(),
             ilnp0_ifindex: cfg.ilnp0_ifindex,
             mode: if cfg.mode == Mode::Ebpf { maps::MODE_EBPF } else { maps::MODE_USERSPACE },
+            flags: if cfg.admit_socket { maps::CFG_F_ADMIT_SOCKET } else { 0 },
             ..Default::default()
         };
         let mut m: Array<_, CfgVal> = Array::try_from(self.bpf.map_mut(MAP_CFG).ok_or_else(|| map_err(MAP_CFG))?)?;
@@ -337,6 +343,32 @@ impl Datapath {
         Ok(out)
     }
 
+    /// At most `max` correspondents' fast-path counters, in the map's order, starting
+    /// after `cursor` (None: from the beginning), and where to go on next time (None:
+    /// the sweep reached the end). Bounds the work per call whatever the ILCC's size
+    /// (issue #11 item 4); a cursor whose entry went away restarts the sweep (the
+    /// kernel's BPF_MAP_GET_NEXT_KEY returns the first key for a key it lacks).
+    pub fn peer_counters_from(&self, cursor: Option<Nid>, max: usize) -> Result<(Vec<(Nid, PeerCounters)>, Cursor)> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let fd = match self.bpf.map(MAP_ILCC) {
+            Some(aya::maps::Map::HashMap(d)) => d.fd().as_fd().as_raw_fd(),
+            _ => return Err(map_err(MAP_ILCC)),
+        };
+        let m = self.ilcc()?;
+        let mut key = cursor.map(Nid::to_bytes);
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(next) = next_key(fd, key.as_ref())? else { return Ok((out, None)) };
+            if let Ok(v) = m.get(&next, 0) {
+                let c =
+                    PeerCounters { tx_pkts: v.tx_pkts, tx_bytes: v.tx_bytes, rx_pkts: v.rx_pkts, rx_bytes: v.rx_bytes };
+                out.push((Nid::from_bytes(next), c));
+            }
+            key = Some(next);
+        }
+        Ok((out, key.map(Nid::from_bytes)))
+    }
+
     /// Detaches every program, deletes the clsact qdiscs it created, removes
     /// the pinned maps. Goes on after an error and reports the first one.
     pub fn shutdown(mut self) -> Result<()> {
@@ -361,4 +393,38 @@ impl Datapath {
         }
         first_err.map_or(Ok(()), Err)
     }
+}
+
+/// BPF_MAP_GET_NEXT_KEY on an 8-byte-key map: the key after `key` (None: the first),
+/// or None at the end. aya only iterates from the start.
+fn next_key(fd: std::os::fd::RawFd, key: Option<&[u8; 8]>) -> Result<Option<[u8; 8]>> {
+    #[repr(C)]
+    struct Attr {
+        map_fd: u32,
+        _pad: u32,
+        key: u64,
+        next_key: u64,
+        flags: u64,
+    }
+    const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
+    let mut next = [0u8; 8];
+    let attr = Attr {
+        map_fd: fd as u32,
+        _pad: 0,
+        key: key.map_or(0, |k| k.as_ptr() as u64),
+        next_key: next.as_mut_ptr() as u64,
+        flags: 0,
+    };
+    // SAFETY: attr points at live buffers of the map's key size for the call's duration.
+    let r = unsafe {
+        libc::syscall(libc::SYS_bpf, BPF_MAP_GET_NEXT_KEY, &attr as *const Attr, std::mem::size_of::<Attr>())
+    };
+    if r == 0 {
+        return Ok(Some(next));
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ENOENT) {
+        return Ok(None);
+    }
+    Err(anyhow!("BPF_MAP_GET_NEXT_KEY on ilnp_ilcc: {e}"))
 }

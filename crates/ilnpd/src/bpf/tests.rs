@@ -280,6 +280,7 @@ fn attach_detach_and_maps_round_trip() {
                 id_prefix: P,
                 local_nid: NID_A,
                 ilcc_max_entries: 1024,
+                admit_socket: false,
                 pin_dir: (kind == AttachKind::Tcx).then(|| pin_dir.clone()),
             };
             let mut dp = Datapath::load_with(&cfg, kind).expect("load + verifier");
@@ -304,6 +305,30 @@ fn attach_detach_and_maps_round_trip() {
             let v = read_ilcc(&dp, NID_B).expect("entry written");
             assert_eq!(v, IlccVal::from_snapshot(&s, None));
             assert_eq!(dp.peer_counters().unwrap(), vec![(NID_B, PeerCounters::default())]);
+            // the bounded sweep visits every entry once, 2 per call, then says it ended
+            let more: Vec<Nid> = (1..=4u64).map(|i| Nid(0x0200_0000_0000_7000 + i)).collect();
+            for n in &more {
+                dp.upsert_peer(&snapshot(*n, Nonce::N32(N_AB), None)).unwrap();
+            }
+            let (mut seen, mut cursor, mut calls) = (Vec::new(), None, 0);
+            loop {
+                let (got, next) = dp.peer_counters_from(cursor, 2).unwrap();
+                assert!(got.len() <= 2);
+                seen.extend(got.into_iter().map(|(n, _)| n));
+                calls += 1;
+                cursor = next;
+                if cursor.is_none() {
+                    break;
+                }
+            }
+            seen.sort();
+            let mut want = more.clone();
+            want.push(NID_B);
+            want.sort();
+            assert_eq!((seen, calls), (want, 3));
+            for n in &more {
+                dp.remove_peer(*n).unwrap();
+            }
             dp.remove_peer(NID_B).unwrap();
             dp.remove_peer(NID_B).unwrap(); // absent is fine
             assert!(read_ilcc(&dp, NID_B).is_none());
@@ -331,6 +356,7 @@ fn attach_detach_and_maps_round_trip() {
             id_prefix: P,
             local_nid: NID_A,
             ilcc_max_entries: 16,
+            admit_socket: false,
             pin_dir: Some(pin_dir.clone()),
         };
         let mut dp = Datapath::load_with(&cfg, AttachKind::Tcx).unwrap();
@@ -398,6 +424,7 @@ fn host_mode(ns: Netns, nid: Nid, dev: &str, vnet: bool, mode: Mode) -> Host {
         id_prefix: P,
         local_nid: nid,
         ilcc_max_entries: 64,
+        admit_socket: false,
         pin_dir: None,
     };
     let mut dp = Datapath::load(&cfg).unwrap();
@@ -741,6 +768,7 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
             id_prefix: P,
             local_nid: NID_A,
             ilcc_max_entries: 64,
+            admit_socket: false,
             pin_dir: None,
         };
         let mut dp = Datapath::load(&cfg).unwrap();

@@ -12,6 +12,26 @@ use ilnp_wire::{ilnp_addr, Nid, Nonce};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
+/// The core's counters `status.admission` shows (by name: `ilnp_core::Outcome` /
+/// `DropReason`).
+const ADMISSION_CORE_COUNTERS: &[&str] = &[
+    "admit_embryonic",
+    "admit_open",
+    "admit_known_peer",
+    "admit_promoted",
+    "admit_promote_refused_full",
+    "admit_embryonic_evicted",
+    "hello_sent",
+    "hello_rate_limited",
+    "tx_to_embryonic",
+    "lu_embryonic",
+    "answer_unadmitted",
+    "ilcc_full",
+];
+
+/// The fast path's admission counters (`ILNP_REASONS`).
+const ADMISSION_FAST_COUNTERS: &[&str] = &["ingress_admit_socket", "ingress_no_socket"];
+
 impl Daemon {
     pub(super) fn handle_request(&mut self, req: Request) -> Reply {
         match self.request(req) {
@@ -98,7 +118,7 @@ impl Daemon {
                     .into_iter()
                     .map(|(k, v)| (k.to_string(), v))
                     .collect();
-                Data::Stats(ctl::Stats { core, datapath })
+                Data::Stats(ctl::Stats { core, datapath, slow_path_ns: self.slow_hist.labelled() })
             }
             // served by the connection (control.rs): it streams, the main loop does not
             Request::Monitor => Data::Monitoring(ctl::Monitoring),
@@ -172,10 +192,32 @@ impl Daemon {
             uplinks: self.uplinks.iter().map(|u| ctl::Uplink { name: u.name.clone(), ifindex: u.index }).collect(),
             locators: self.locator_view(),
             ilcc_entries: self.core.ilcc_entries().count() as u64,
+            admission: Some(Box::new(self.admission_status())),
             peers: self.core.peers().count() as u64,
             uptime_s: self.started.elapsed().as_secs(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             balance: Box::new(self.balance_info()),
+        }
+    }
+
+    fn admission_status(&self) -> ctl::AdmissionStatus {
+        let t = self.core.tier_counts();
+        let st = self.core.stats();
+        let mut counters: BTreeMap<String, u64> =
+            ADMISSION_CORE_COUNTERS.iter().map(|o| (o.to_string(), st.get(o))).collect();
+        let fast = self.dp.as_ref().and_then(|d| d.stats().ok()).unwrap_or_default();
+        for (k, v) in fast.into_iter().filter(|(k, _)| ADMISSION_FAST_COUNTERS.contains(k)) {
+            counters.insert(k.to_string(), v);
+        }
+        ctl::AdmissionStatus {
+            policy: self.cfg.admission.as_str().to_string(),
+            established: t.established as u64,
+            embryonic: t.embryonic as u64,
+            max_established: t.max_established as u64,
+            max_embryonic: t.max_embryonic as u64,
+            hello_rate_pps: self.cfg.hello_rate_pps,
+            hello_burst: self.cfg.hello_burst,
+            counters,
         }
     }
 

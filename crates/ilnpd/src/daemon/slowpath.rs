@@ -7,6 +7,7 @@ use ilnp_core::{Action, Event};
 use ilnp_wire::split_addr;
 use ilnp_wire::translate::Csum;
 use socket2::{SockAddr, Socket};
+use std::collections::BTreeMap;
 use std::net::{Ipv6Addr, SocketAddrV6};
 use std::time::{Duration, Instant};
 
@@ -285,5 +286,58 @@ mod tests {
                 "slow_path_gso_bad"
             ]
         );
+    }
+}
+
+/// Slow-path time per packet, log2 buckets: bucket i counts times below
+/// 2^(FIRST + i) ns (bucket 0 also everything faster), the last everything slower.
+#[derive(Debug, Default)]
+pub(super) struct SlowPathHist([u64; SlowPathHist::BUCKETS]);
+
+impl SlowPathHist {
+    const FIRST: u32 = 8; // < 256 ns
+    const BUCKETS: usize = 20; // ... < 2^26 ns (67 ms), then >=
+
+    pub(super) fn record(&mut self, ns: u64) {
+        let bits = 64 - ns.leading_zeros(); // ns < 2^bits
+        let i = (bits.saturating_sub(Self::FIRST) as usize).min(Self::BUCKETS - 1);
+        self.0[i] += 1;
+    }
+
+    /// Non-empty buckets by label (`lt_256ns`, ..., `ge_67108864ns`).
+    pub(super) fn labelled(&self) -> BTreeMap<String, u64> {
+        let last = Self::BUCKETS - 1;
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| **n > 0)
+            .map(|(i, n)| {
+                let label = if i == last {
+                    format!("ge_{}ns", 1u64 << (Self::FIRST as usize + last - 1))
+                } else {
+                    format!("lt_{}ns", 1u64 << (Self::FIRST as usize + i))
+                };
+                (label, *n)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod hist_tests {
+    use super::SlowPathHist;
+
+    #[test]
+    fn buckets_are_powers_of_two() {
+        let mut h = SlowPathHist::default();
+        for ns in [0, 255, 256, 511, 3_000, u64::MAX] {
+            h.record(ns);
+        }
+        let l = h.labelled();
+        assert_eq!(l["lt_256ns"], 2);
+        assert_eq!(l["lt_512ns"], 2);
+        assert_eq!(l["lt_4096ns"], 1);
+        assert_eq!(l["ge_67108864ns"], 1);
+        assert_eq!(l.values().sum::<u64>(), 6);
     }
 }

@@ -1,0 +1,578 @@
+//! ILCC admission (issue #11, seed 004): who gets state, in which tier, and how
+//! much we send to sources nobody has confirmed.
+//!
+//! * `Admission::Socket` (default): the fast path only punts a packet from an
+//!   unknown NID when a local socket would take it (`bpf_sk_lookup_*` in
+//!   `bpf/ilnp_ingress.c`); what reaches the core from an unknown NID becomes an
+//!   **embryonic** entry: bounded (`CoreConfig::ilcc_embryonic_max`), the oldest
+//!   evicted first, kept out of the BPF map (its traffic stays in the slow path,
+//!   where promotion is seen), never sent Locator Updates. It is **promoted** to
+//!   established when the peer shows it is there: a packet with its nonce after we
+//!   answered (our hello or the application's reply reached the claimed locator).
+//!   Entries our side creates (initiator) are established at once, and so are
+//!   those of a peer in our database arriving from a locator the database lists
+//!   for it (we could have initiated to it; `admit_known_peer`). Established
+//!   entries are never evicted to make room (embryonic ones never touch them).
+//! * `Admission::Open`: the behaviour before the policy (one tier, every new NID
+//!   established up to `ilcc_max_entries`, a hello per entry): the seed's
+//!   "without policy" baseline for experiments.
+//!
+//! No reflection: the nonce-only hello goes once per admitted entry and only while
+//! the global token bucket (`hello_rate_pps`, `hello_burst`) has a token; every
+//! packet sent towards an embryonic entry is counted (`tx_to_embryonic`).
+//!
+//! Eviction: the oldest entry of the source locator that holds the most embryonic
+//! entries. Oldest, not random: a legitimate handshake survives a fixed number of
+//! later admissions from its own network, whatever the attacker's luck. Per
+//! locator: a flood from one network (with ingress filtering, BCP 38, a spoofer
+//! can only pick NIDs inside its own /64) evicts its own entries, never a new peer
+//! elsewhere; a flood that also randomises locators makes every locator hold one
+//! entry, and the rule falls back to the oldest overall (FIFO).
+
+use crate::event::{Event, Outcome};
+use crate::{Action, Core, IlccEntry, LocatorState, RemoteLocator};
+use ilnp_wire::translate::{self, WireMeta};
+use ilnp_wire::{ilnp_addr, Locator, Nid};
+use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+/// The admission policy (config `admission`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Admission {
+    /// state only for packets a local socket takes, two tiers (default)
+    #[default]
+    Socket,
+    /// state for every new NID, one tier (the pre-policy baseline)
+    Open,
+}
+
+impl Admission {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Admission::Socket => "socket",
+            Admission::Open => "open",
+        }
+    }
+}
+
+/// An ILCC entry's tier. Index order is `Ilcc`'s per-tier counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    #[default]
+    Established = 0,
+    Embryonic = 1,
+}
+
+/// A token bucket with an injected clock: `rate` tokens per second up to `burst`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenBucket {
+    pub rate_per_s: f64,
+    pub burst: f64,
+    tokens: f64,
+    #[serde(skip)]
+    last: Option<Instant>,
+}
+
+impl TokenBucket {
+    /// Starts full.
+    pub fn new(rate_per_s: f64, burst: u32) -> TokenBucket {
+        let burst = f64::from(burst.max(1));
+        TokenBucket { rate_per_s: rate_per_s.max(0.0), burst, tokens: burst, last: None }
+    }
+
+    /// Takes a token at `now` if there is one.
+    pub fn take(&mut self, now: Instant) -> bool {
+        if let Some(last) = self.last {
+            let dt = now.saturating_duration_since(last).as_secs_f64();
+            self.tokens = (self.tokens + dt * self.rate_per_s).min(self.burst);
+        }
+        self.last = Some(self.last.map_or(now, |l| l.max(now)));
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Eviction order of the embryonic tier: per source locator, its entries by
+/// admission (sequence number); the locators ranked by how many entries they hold,
+/// then by their oldest. The victim is the oldest entry of the locator holding the
+/// most. Items of entries removed by other paths (idle expiry, flush, promotion)
+/// are skipped when met and swept once they outnumber live ones, so the order
+/// stays O(bound) and every operation O(log n).
+#[derive(Debug, Default)]
+pub struct EmbryonicOrder {
+    by_loc: HashMap<Locator, BTreeMap<u64, Nid>>,
+    /// (items, oldest item's sequence reversed, locator): the last is the victim's
+    rank: BTreeSet<(usize, Reverse<u64>, Locator)>,
+    items: usize,
+    next: u64,
+}
+
+impl EmbryonicOrder {
+    fn rank_key(&self, loc: Locator) -> Option<(usize, Reverse<u64>, Locator)> {
+        let m = self.by_loc.get(&loc)?;
+        m.first_key_value().map(|(s, _)| (m.len(), Reverse(*s), loc))
+    }
+
+    fn push(&mut self, loc: Locator, nid: Nid) -> u64 {
+        self.next += 1;
+        if let Some(k) = self.rank_key(loc) {
+            self.rank.remove(&k);
+        }
+        self.by_loc.entry(loc).or_default().insert(self.next, nid);
+        self.rank.extend(self.rank_key(loc));
+        self.items += 1;
+        self.next
+    }
+
+    /// Takes the oldest item of the locator holding the most items.
+    fn pop_victim(&mut self) -> Option<(u64, Nid)> {
+        let k = *self.rank.last()?;
+        self.rank.remove(&k);
+        let m = self.by_loc.get_mut(&k.2)?;
+        let (seq, nid) = m.pop_first()?;
+        if m.is_empty() {
+            self.by_loc.remove(&k.2);
+        }
+        self.rank.extend(self.rank_key(k.2));
+        self.items -= 1;
+        Some((seq, nid))
+    }
+
+    fn len(&self) -> usize {
+        self.items
+    }
+
+    /// Keeps the items `live` accepts (and rebuilds the ranking).
+    fn retain(&mut self, mut live: impl FnMut(u64, Nid) -> bool) {
+        for m in self.by_loc.values_mut() {
+            m.retain(|s, n| live(*s, *n));
+        }
+        self.by_loc.retain(|_, m| !m.is_empty());
+        self.items = self.by_loc.values().map(BTreeMap::len).sum();
+        let keys: Vec<Locator> = self.by_loc.keys().copied().collect();
+        self.rank = keys.into_iter().filter_map(|l| self.rank_key(l)).collect();
+    }
+}
+
+/// The core's admission state.
+#[derive(Debug)]
+pub struct AdmissionState {
+    pub order: EmbryonicOrder,
+    pub hello: TokenBucket,
+}
+
+impl AdmissionState {
+    pub fn new(rate_per_s: f64, burst: u32) -> AdmissionState {
+        AdmissionState { order: EmbryonicOrder::default(), hello: TokenBucket::new(rate_per_s, burst) }
+    }
+}
+
+/// Counts the status shows: entries per tier and the policy's bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct TierCounts {
+    pub established: usize,
+    pub embryonic: usize,
+    pub max_established: usize,
+    pub max_embryonic: usize,
+}
+
+impl Core {
+    /// A verified-format packet from `meta.src_nid`, which has no entry. Creates
+    /// the responder's entry in the tier the policy says (evicting the oldest
+    /// embryonic one if that tier is full) and sends the hello if the budget
+    /// allows. Returns false (counted) if no entry could be made.
+    pub(crate) fn admit_responder(&mut self, now: Instant, meta: &WireMeta, out: &mut Vec<Action>) -> bool {
+        let nid = meta.src_nid;
+        // a peer our database lists, arriving from a locator the database gives it,
+        // is one our side could have initiated to: established at once (unless that
+        // tier is full), so a one-way flow from it gets our Locator Updates
+        let known = self.peers.get(&nid).is_some_and(|p| p.record.locators.iter().any(|l| l.loc == meta.src_loc));
+        let tier = match self.cfg.admission {
+            Admission::Open => Tier::Established,
+            Admission::Socket if known && !self.ilcc.is_full() => Tier::Established,
+            Admission::Socket => Tier::Embryonic,
+        };
+        if self.ilcc.tier_is_full(tier) && (tier == Tier::Established || !self.evict_oldest_embryonic(out)) {
+            return false;
+        }
+        let nonce_tx = self.new_nonce();
+        let pref = self
+            .peers
+            .get(&nid)
+            .and_then(|p| p.record.locators.iter().find(|l| l.loc == meta.src_loc).map(|l| l.pref))
+            .unwrap_or(10);
+        let mut e = IlccEntry::new(
+            nid,
+            vec![RemoteLocator::new(meta.src_loc, pref, LocatorState::Active, Some(now))],
+            meta.dst_loc,
+            nonce_tx,
+            Some(meta.nonce),
+            false,
+            now,
+        );
+        e.tier = tier;
+        if tier == Tier::Embryonic {
+            e.emb_seq = self.admission.order.push(meta.src_loc, nid);
+            self.sweep_order();
+        }
+        let snap = e.snapshot();
+        if self.ilcc.insert(e).is_err() {
+            return false;
+        }
+        if let Some(p) = self.peers.get_mut(&nid) {
+            p.non_ilnp = false;
+        }
+        // it speaks ILNPv6 after all (or again)
+        self.end_fallback(nid, out);
+        self.stats.bump(Outcome::PeerCreated);
+        self.stats.bump(match (tier, self.cfg.admission) {
+            (Tier::Embryonic, _) => Outcome::AdmittedEmbryonic,
+            (Tier::Established, Admission::Open) => Outcome::AdmittedOpen,
+            (Tier::Established, Admission::Socket) => Outcome::AdmittedKnownPeer,
+        });
+        out.push(Action::Event(Event::PeerCreated {
+            nid,
+            initiator: false,
+            local_locator: meta.dst_loc,
+            remote_locator: meta.src_loc,
+        }));
+        out.extend(snap.map(Action::IlccUpsert));
+        // tell the initiator our nonce now, even if the application never answers
+        // (one-way UDP): our Locator Updates must verify (RFC 6741 §13.1). Towards
+        // an unconfirmed source only under the global budget.
+        if tier == Tier::Embryonic && !self.admission.hello.take(now) {
+            self.stats.bump(Outcome::HelloRateLimited);
+            return true;
+        }
+        let pkt = translate::nonce_only_packet(
+            ilnp_addr(meta.dst_loc, self.cfg.local_nid),
+            ilnp_addr(meta.src_loc, nid),
+            &nonce_tx,
+        );
+        self.stats.bump(Outcome::HelloSent);
+        if let Some(e) = self.ilcc.get_mut(&nid) {
+            e.answered = true;
+            if e.tier == Tier::Embryonic {
+                self.stats.bump(Outcome::TxToEmbryonic);
+            }
+        }
+        out.push(Action::SendWire { pkt, uplink: self.local.uplink_of(meta.dst_loc) });
+        true
+    }
+
+    /// A packet with the right nonce from `nid`'s embryonic entry: promoted if we
+    /// answered it before (the peer received what we sent to its locator).
+    pub(crate) fn maybe_promote(&mut self, nid: Nid, out: &mut Vec<Action>) {
+        let Some(e) = self.ilcc.get(&nid) else { return };
+        if e.tier != Tier::Embryonic || !e.answered {
+            return;
+        }
+        if self.ilcc.promote(&nid).is_err() {
+            self.stats.bump(Outcome::PromoteRefusedFull);
+            return;
+        }
+        self.stats.bump(Outcome::Promoted);
+        let e = self.ilcc.get_mut(&nid).expect("present");
+        out.extend(e.snapshot().map(Action::IlccUpsert));
+    }
+
+    /// Removes the oldest embryonic entry of the source locator holding the most.
+    /// False if there is none.
+    fn evict_oldest_embryonic(&mut self, out: &mut Vec<Action>) -> bool {
+        while let Some((seq, nid)) = self.admission.order.pop_victim() {
+            let live = self.ilcc.get(&nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq);
+            if live {
+                self.ilcc.remove(&nid);
+                self.stats.bump(Outcome::EmbryonicEvicted);
+                out.push(Action::Event(Event::PeerRemoved { nid, reason: "embryonic_evicted" }));
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Drops order items whose entry went (promoted, expired, flushed) once they
+    /// are more than the live ones: amortised O(1) per admission.
+    fn sweep_order(&mut self) {
+        let live = self.ilcc.count(Tier::Embryonic) + 1;
+        if self.admission.order.len() <= 2 * live + 16 {
+            return;
+        }
+        let ilcc = &self.ilcc;
+        self.admission
+            .order
+            .retain(|seq, nid| ilcc.get(&nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq));
+    }
+
+    /// Entries per tier and the bounds.
+    pub fn tier_counts(&self) -> TierCounts {
+        TierCounts {
+            established: self.ilcc.count(Tier::Established),
+            embryonic: self.ilcc.count(Tier::Embryonic),
+            max_established: self.cfg.ilcc_max_entries,
+            max_embryonic: self.cfg.ilcc_embryonic_max,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::DropReason;
+    use crate::tests::{core, local, udp, wire, LA, LB, LB2, NA, NB};
+    use ilnp_wire::translate::Csum;
+    use std::time::Duration;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn bucket_refills_at_its_rate_up_to_the_burst() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(10.0, 3);
+        assert!((0..3).all(|_| b.take(t0)), "starts full");
+        assert!(!b.take(t0), "burst spent");
+        assert!(!b.take(t0 + ms(50)), "half a token");
+        assert!(b.take(t0 + ms(100)), "one token after 100 ms at 10/s");
+        // a long pause refills to the burst only
+        let t1 = t0 + Duration::from_secs(60);
+        assert_eq!((0..10).filter(|_| b.take(t1)).count(), 3);
+    }
+
+    /// A wire packet from `nid` (an ILNP host with its own core) to B.
+    fn from(nid: Nid, seed: u64, now: Instant) -> (Core, Vec<u8>) {
+        let mut c = core(nid, LA, seed, Some((NB, LB)));
+        let pkt = wire(&c.handle_outbound(now, &udp(nid, NB, b"x"), Csum::Complete)).pop().unwrap();
+        (c, pkt)
+    }
+
+    fn responder(max_emb: usize, hello_burst: u32) -> Core {
+        let mut b = core(NB, LB, 2, None);
+        b.cfg.ilcc_embryonic_max = max_emb;
+        b.ilcc = crate::ilcc::Ilcc::new(b.cfg.ilcc_max_entries, max_emb, b.cfg.idle_timeout);
+        b.admission = AdmissionState::new(1.0, hello_burst);
+        b.cfg.admission = Admission::Socket;
+        b
+    }
+
+    #[test]
+    fn first_packet_is_embryonic_and_the_second_after_our_hello_promotes() {
+        let now = Instant::now();
+        let mut b = responder(4, 10);
+        let (mut a, p1) = from(NA, 1, now);
+        let out = b.handle_inbound(now, &p1, Csum::Complete);
+        let e = b.ilcc.get(&NA).unwrap();
+        assert_eq!((e.tier, e.answered), (Tier::Embryonic, true));
+        assert!(!out.iter().any(|x| matches!(x, Action::IlccUpsert(_))), "embryonic stays out of the fast path");
+        assert_eq!(wire(&out).len(), 1, "one hello");
+        let p2 = wire(&a.handle_outbound(now, &udp(NA, NB, b"y"), Csum::Complete)).pop().unwrap();
+        let out = b.handle_inbound(now + ms(1), &p2, Csum::Complete);
+        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Established);
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.nid == NA)), "now in the fast path");
+        assert_eq!(b.stats().outcome(Outcome::Promoted), 1);
+        assert_eq!(b.tier_counts().established, 1);
+        assert_eq!(b.tier_counts().embryonic, 0);
+    }
+
+    #[test]
+    fn a_restart_snapshot_keeps_established_entries_and_drops_embryonic_ones() {
+        let now = Instant::now();
+        let mut b = responder(4, 10);
+        let (mut a, p1) = from(NA, 1, now);
+        b.handle_inbound(now, &p1, Csum::Complete);
+        let (_c, q) = from(Nid(0x0200_00ff_fe00_0c0c), 3, now);
+        b.handle_inbound(now, &q, Csum::Complete);
+        let p2 = wire(&a.handle_outbound(now, &udp(NA, NB, b"y"), Csum::Complete)).pop().unwrap();
+        b.handle_inbound(now + ms(1), &p2, Csum::Complete);
+        assert_eq!((b.tier_counts().established, b.tier_counts().embryonic), (1, 1));
+        let snap = b.snapshot(now + ms(2));
+        let nids: Vec<u64> = snap.entries.iter().map(|e| e.nid).collect();
+        assert_eq!(nids, vec![NA.0], "an unconfirmed claim does not survive a restart");
+    }
+
+    #[test]
+    fn without_our_answer_a_repeat_does_not_promote_and_a_wrong_nonce_never_does() {
+        let now = Instant::now();
+        let mut b = responder(4, 0); // burst 0 is taken as 1: one hello, then none
+        let (_a, p) = from(NA, 1, now);
+        b.handle_inbound(now, &p, Csum::Complete); // takes the only token
+        let (_c, q) = from(Nid(0x0200_00ff_fe00_0c0c), 3, now);
+        b.handle_inbound(now, &q, Csum::Complete);
+        assert_eq!(b.stats().outcome(Outcome::HelloRateLimited), 1);
+        b.handle_inbound(now, &q, Csum::Complete);
+        assert_eq!(b.ilcc.get(&Nid(0x0200_00ff_fe00_0c0c)).unwrap().tier, Tier::Embryonic, "never answered");
+        // a different core with NA's NID has another nonce: dropped, not promoted
+        let (_x, forged) = from(NA, 99, now);
+        b.handle_inbound(now, &forged, Csum::Complete);
+        assert_eq!(b.stats().dropped(DropReason::BadNonce), 1);
+        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Embryonic);
+    }
+
+    #[test]
+    fn a_full_embryonic_tier_evicts_the_oldest_and_never_an_established_entry() {
+        let now = Instant::now();
+        let mut b = responder(3, 100);
+        // NA becomes established
+        let (mut a, p1) = from(NA, 1, now);
+        b.handle_inbound(now, &p1, Csum::Complete);
+        let p2 = wire(&a.handle_outbound(now, &udp(NA, NB, b"y"), Csum::Complete)).pop().unwrap();
+        b.handle_inbound(now, &p2, Csum::Complete);
+        let nids: Vec<Nid> = (0..5u64).map(|i| Nid(0x0200_00ff_fe00_1000 + i)).collect();
+        for (i, n) in nids.iter().enumerate() {
+            let (_c, p) = from(*n, 10 + i as u64, now);
+            b.handle_inbound(now + ms(i as u64), &p, Csum::Complete);
+        }
+        // 5 admitted into 3 slots: the two oldest went, in order
+        assert_eq!(b.stats().outcome(Outcome::EmbryonicEvicted), 2);
+        assert!(b.ilcc.get(&nids[0]).is_none() && b.ilcc.get(&nids[1]).is_none());
+        assert!(nids[2..].iter().all(|n| b.ilcc.get(n).is_some()));
+        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Established, "established untouched");
+        assert_eq!(
+            b.tier_counts(),
+            TierCounts { established: 1, embryonic: 3, max_established: 65536, max_embryonic: 3 }
+        );
+    }
+
+    #[test]
+    fn the_order_skips_entries_that_left_by_other_paths() {
+        let now = Instant::now();
+        let mut b = responder(2, 100);
+        let n = |i: u64| Nid(0x0200_00ff_fe00_2000 + i);
+        for i in 0..2 {
+            let (_c, p) = from(n(i), 20 + i, now);
+            b.handle_inbound(now, &p, Csum::Complete);
+        }
+        b.ilcc.remove(&n(0)); // e.g. idle expiry
+        for i in 2..4 {
+            let (_c, p) = from(n(i), 20 + i, now);
+            b.handle_inbound(now, &p, Csum::Complete);
+        }
+        // n(2) took n(0)'s free slot; n(3) evicted n(1), the oldest live one
+        assert_eq!(b.stats().outcome(Outcome::EmbryonicEvicted), 1);
+        assert!(b.ilcc.get(&n(1)).is_none() && b.ilcc.get(&n(2)).is_some() && b.ilcc.get(&n(3)).is_some());
+        // many admissions keep the order bounded
+        for i in 4..200 {
+            let (_c, p) = from(n(i), 20 + i, now);
+            b.handle_inbound(now, &p, Csum::Complete);
+        }
+        assert!(b.admission.order.len() <= 2 * 3 + 16, "{}", b.admission.order.len());
+        assert_eq!(b.tier_counts().embryonic, 2);
+    }
+
+    #[test]
+    fn hellos_towards_unconfirmed_sources_stay_within_the_budget() {
+        let t0 = Instant::now();
+        let mut b = responder(1000, 5); // 1 token/s, burst 5
+        let mut sent = 0;
+        for i in 0..200u64 {
+            let (_c, p) = from(Nid(0x0200_00ff_fe01_0000 + i), 100 + i, t0);
+            // 200 new sources over 2 s
+            sent += wire(&b.handle_inbound(t0 + ms(i * 10), &p, Csum::Complete)).len();
+        }
+        assert!(sent <= 5 + 2, "{sent} hellos: burst 5 + 1/s for 2 s");
+        assert_eq!(b.stats().outcome(Outcome::HelloSent) as usize, sent);
+        assert_eq!(b.stats().outcome(Outcome::HelloRateLimited) as usize, 200 - sent);
+        assert_eq!(b.stats().outcome(Outcome::TxToEmbryonic) as usize, sent);
+    }
+
+    #[test]
+    fn open_admission_is_one_established_tier_as_before() {
+        let now = Instant::now();
+        let mut b = responder(1, 0);
+        b.cfg.admission = Admission::Open;
+        let (_a, p) = from(NA, 1, now);
+        let out = b.handle_inbound(now, &p, Csum::Complete);
+        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Established);
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(_))));
+        assert_eq!(b.stats().outcome(Outcome::AdmittedOpen), 1);
+    }
+
+    #[test]
+    fn lus_go_to_established_entries_only() {
+        let now = Instant::now();
+        let mut b = responder(4, 10);
+        let (_a, p) = from(NA, 1, now);
+        b.handle_inbound(now, &p, Csum::Complete);
+        let out = b.set_local_locators(now, vec![local(LB2)]);
+        assert!(wire(&out).is_empty(), "no LU to an embryonic entry");
+    }
+
+    #[test]
+    fn our_stacks_answer_to_an_unadmitted_packet_is_not_sent() {
+        let now = Instant::now();
+        let mut b = responder(4, 10);
+        // the kernel's RST towards a random NID whose SYN found no socket
+        let mut rst = ilnp_wire::test_support::tcp(
+            ilnp_wire::ilnp_addr(ilnp_wire::test_support::P, NB),
+            ilnp_wire::ilnp_addr(ilnp_wire::test_support::P, NA),
+            80,
+            4000,
+            b"",
+        );
+        rst[40 + 13] = 0x14; // RST|ACK
+        let out = b.handle_outbound(now, &rst, Csum::Complete);
+        assert!(wire(&out).is_empty());
+        assert_eq!(b.stats().dropped(DropReason::AnswerUnadmitted), 1);
+        assert!(b.ilcc.get(&NA).is_none(), "no state");
+        // open admission: as before (unknown peer, the application hears)
+        b.cfg.admission = Admission::Open;
+        b.handle_outbound(now, &rst, Csum::Complete);
+        assert_eq!(b.stats().dropped(DropReason::UnknownPeer), 1);
+    }
+
+    #[test]
+    fn a_flood_from_one_locator_evicts_its_own_entries_not_a_peer_elsewhere() {
+        let now = Instant::now();
+        let mut b = responder(4, 100);
+        let lc = Locator(0x2001_0db8_000c_0000);
+        let c_nid = Nid(0x0200_00ff_fe00_000e);
+        // C (another network) arrives first, then 50 flood NIDs from LA
+        let mut c = core(c_nid, lc, 7, Some((NB, LB)));
+        let pc = wire(&c.handle_outbound(now, &udp(c_nid, NB, b"c"), Csum::Complete)).pop().unwrap();
+        b.handle_inbound(now, &pc, Csum::Complete);
+        for i in 0..50u64 {
+            let (_x, p) = from(Nid(0x0200_00ff_fe02_0000 + i), 200 + i, now);
+            b.handle_inbound(now, &p, Csum::Complete);
+        }
+        assert_eq!(b.stats().outcome(Outcome::EmbryonicEvicted), 47);
+        assert_eq!(b.ilcc.get(&c_nid).map(|e| e.tier), Some(Tier::Embryonic), "C kept");
+        // and C's next packet (after our hello) still promotes it
+        let pc2 = wire(&c.handle_outbound(now, &udp(c_nid, NB, b"c2"), Csum::Complete)).pop().unwrap();
+        b.handle_inbound(now, &pc2, Csum::Complete);
+        assert_eq!(b.ilcc.get(&c_nid).map(|e| e.tier), Some(Tier::Established));
+    }
+
+    #[test]
+    fn a_configured_peer_from_its_configured_locator_is_established_at_once() {
+        let now = Instant::now();
+        let mut b = responder(4, 10);
+        b.add_peer(crate::PeerRecord {
+            name: "a".into(),
+            nid: NA,
+            locators: vec![crate::PeerLocator { loc: LA, pref: 10 }],
+        });
+        let (_a, p) = from(NA, 1, now);
+        let out = b.handle_inbound(now, &p, Csum::Complete);
+        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Established);
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(_))));
+        assert_eq!(b.stats().outcome(Outcome::AdmittedKnownPeer), 1);
+        // the same NID from a locator the record does not list would be embryonic
+        let mut c = responder(4, 10);
+        c.add_peer(crate::PeerRecord {
+            name: "a".into(),
+            nid: NA,
+            locators: vec![crate::PeerLocator { loc: LB2, pref: 10 }],
+        });
+        c.handle_inbound(now, &p, Csum::Complete);
+        assert_eq!(c.ilcc.get(&NA).unwrap().tier, Tier::Embryonic);
+    }
+}
