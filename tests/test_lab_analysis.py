@@ -667,6 +667,11 @@ def test_report_columns_follow_the_new_metrics(tmp_path):
     assert rows["ilnp-hard"]["stale_drops_probe"] == "3" and rows["ilnp-hard"]["iperf_received"] == str(10 * SEG)
     assert rows["plain"]["flow_lost"] == "" and rows["plain"]["undelivered_after_break"] == "0"
     assert rows["plain"]["broken_at_s"] == "2.41" and rows["plain"]["interruption_leave_ms"] == ""
+    # a folder re-analysed by a later checkout says so, beside the run's own provenance
+    assert "re-analysed" not in text
+    meta["reanalysed"] = {"at": "2026-11-23T21:00:00+00:00", "commit": "f00d", "clean": False}
+    text = report.write(tmp_path / "out", [hard, plain], meta).read_text()
+    assert "re-analysed from the run's captures at 2026-11-23T21:00:00+00:00 with the analysis of commit f00d (work tree not clean)" in text
 
 
 # --------------------------------------------------------------------------- the RTT-based event window

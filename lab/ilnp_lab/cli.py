@@ -75,6 +75,11 @@ def main(argv=None) -> int:
                 ex.dad, ex.dad_transmits = meta.get("dad", ex.dad), meta.get("dad_transmits", ex.dad_transmits)
                 results = runner.reanalyse(args.dir, results, ex)
                 (args.dir / "results.json").write_text(json.dumps(results, indent=1))
+                # the data is the run's; the analysis is this checkout's: say which
+                prov = runner.provenance()
+                meta["reanalysed"] = {"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                                      "commit": prov["commit"], "clean": prov["clean"]}
+                (args.dir / "meta.json").write_text(json.dumps(meta, indent=1))
             print(report.write(args.dir, results, meta))
             return 0
         return run(args)

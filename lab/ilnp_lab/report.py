@@ -118,6 +118,11 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
                          f"(sha256 {str(prov.get('ilnpd_sha256'))[:12]}), {meta.get('jobs', 1)} testbed(s) on "
                          f"{meta.get('cores')} cores." if not why else
                          f"**Not a reference run**: {'; '.join(why)}.")]
+    if "reanalysed" in meta:
+        r = meta["reanalysed"]
+        lines[-3:-3] = [f"Results re-analysed from the run's captures at {r['at']} with the analysis of commit "
+                        f"{r['commit']}{'' if r['clean'] else ' (work tree not clean)'} (`ilnp-lab report DIR --reanalyse`); "
+                        f"the data and the run's provenance above are unchanged."]
     if "dad" in meta:
         lines[-3:-3] = [f"DAD on the hosts' SLAAC interfaces: {meta['dad']} ({meta['dad_transmits']} probe(s)); "
                         f"association delay before the MN's link to a joined network comes up: "
