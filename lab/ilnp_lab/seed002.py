@@ -47,7 +47,7 @@ FULL = {"echoes": 1000, "interval_s": 0.1, "trials": 5, "sizes": [128, 1514],
 QUICK = {"echoes": 100, "interval_s": 0.01, "trials": 1, "sizes": None,
          "points": [(128, 10), (1514, 100)], "beyond": False, "flow_s": 3, "reorder_s": 4,
          "sweep_weights": [(50, 50)]}
-REORDER_DELAY_MS = 10  # one-way, on vm1's d00d link only
+REORDER_DELAY_MS = 10  # one-way, on vm2's d00d link only
 ETH_IP6_UDP = 14 + 40 + 8
 NONCE_OPT = 8  # Destination Options header with the 32-bit nonce option
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -64,15 +64,16 @@ def ci95(xs: list[float]) -> tuple[float, float | None]:
 # ---------------------------------------------------------------- topology
 def build(bed: Testbed, d00d_delay_ms: float = 0) -> dict[str, Node]:
     """Fig. 7: vm1, vm2 and ra on two bridged segments. `d00d_delay_ms`: one-way delay on
-    vm1's link into the d00d segment (the reordering run), through the lab's delay line
-    (netem where the kernel has it)."""
+    vm2's link into the d00d segment (the reordering run), through the lab's delay line
+    (netem where the kernel has it): every packet to vm2's d00d locator is slower, whichever
+    interface the sender put it on (a cross pair can reach it on-link or through `ra`)."""
     vm1, vm2, ra = bed.add_node("vm1"), bed.add_node("vm2"), bed.add_node("ra", router=True)
     for seg, (dev, prefix, _) in NETS.items():
         sw = bed.add_node(f"sw{seg}")
         sw.ip("link", "add", "br0", "type", "bridge")
         ports = [(vm1, dev, "p1"), (vm2, dev, "p2"), (ra, f"eth-{seg}", "p3")]
         for host, hdev, port in ports:
-            if host is vm1 and seg == "d00d" and d00d_delay_ms:
+            if host is vm2 and seg == "d00d" and d00d_delay_ms:
                 bed.delay_link(host, hdev, sw, port, d00d_delay_ms)
             else:
                 bed.link(host, hdev, sw, port)
@@ -249,12 +250,12 @@ def nstat(node: Node) -> dict[str, int]:
     return {k: int(v) for k, v in (j.get("kernel") or j).items()}
 
 
-def tx_packets(node: Node) -> dict[str, int]:
-    """Packets sent on each segment's uplink (which path the flow's packets took)."""
+def rx_packets(node: Node) -> dict[str, int]:
+    """Packets received on each segment's interface (which path the flow's packets took)."""
     res = {}
     for seg, (dev, _, _) in NETS.items():
         j = json.loads(node.ip("-s", "-j", "link", "show", dev).stdout)
-        res[seg] = j[0]["stats64"]["tx"]["packets"]
+        res[seg] = j[0]["stats64"]["rx"]["packets"]
     return res
 
 
@@ -275,13 +276,13 @@ def reorder_run(policy: str, secs: float, workdir: Path, tag: str) -> dict:
         srv = vm2.spawn("iperf3", "-s", "-1", "-B", dst)
         time.sleep(0.3)
         before = {n.name: nstat(n) for n in (vm1, vm2)}
-        tx0 = tx_packets(vm1)
+        rx0 = rx_packets(vm2)
         cli = vm1.spawn("iperf3", "-c", dst, "-t", str(secs), "-J", stdout=subprocess.PIPE)
         time.sleep(secs / 2)
         ss = vm1.run("ss", "-tin", "state", "established", f"dst = [{dst}]:5201", check=False).stdout
         out, _ = cli.communicate(timeout=secs + 30)
         after = {n.name: nstat(n) for n in (vm1, vm2)}
-        tx1 = tx_packets(vm1)
+        rx1 = rx_packets(vm2)
         stop_process(srv)
         pairs = ds[0].ctl("policy")
         for d in ds:
@@ -295,9 +296,9 @@ def reorder_run(policy: str, secs: float, workdir: Path, tag: str) -> dict:
         res["error"] = f"iperf3: {e}"
     res["nstat"] = {h: {k: after[h].get(k, 0) - before[h].get(k, 0) for k in REORDER_KEYS} for h in after}
     res["pairs"] = pairs.get("peers", [])
-    sent = {seg: tx1[seg] - tx0[seg] for seg in NETS}
-    res["vm1_tx_packets"] = sent
-    res["slow_path_pct"] = 100 * sent["d00d"] / max(1, sum(sent.values()))
+    got = {seg: rx1[seg] - rx0[seg] for seg in NETS}
+    res["vm2_rx_packets"] = got
+    res["slow_path_pct"] = 100 * got["d00d"] / max(1, sum(got.values()))
     for w in ss.split():
         if w.startswith(("reordering:", "reord_seen:", "retrans:")):
             res.setdefault("ss", {})[w.split(":")[0]] = w.split(":", 1)[1]
@@ -457,7 +458,7 @@ def report(out: Path, res: dict, meta: dict) -> Path:
     L += ["", "Seed 002 (FreeBSD VMs): RTT constantly higher for ILNPv6; 1514-byte goodput unaffected; 128-byte "
           "goodput ≈ 50 % of IPv6 above 10 Mbit/s; 48 % loss at 128 B / 100 Mbit/s (VMware switch saturated).", "",
           "## Reordering: one TCP flow over two paths of different delay (issue #12 item 4)", "",
-          f"vm1's link into segment d00d has {REORDER_DELAY_MS} ms one-way delay (ilnp-delayline), weights 50/50. "
+          f"vm2's link into segment d00d has {REORDER_DELAY_MS} ms one-way delay (ilnp-delayline), weights 50/50. "
           "Counters are nstat deltas over the run (sender vm1 / receiver vm2).", "",
           "| policy | packets on the slow path % | goodput Mbit/s | retransmits | TCPSACKReorder | TCPTSReorder | "
           "TCPDSACKRecv | OFOQueue (rcv) | ss reordering |", "|---|---|---|---|---|---|---|---|---|"]
