@@ -62,6 +62,10 @@ def main(argv=None) -> int:
         if args.runs is not None and args.runs < 1:
             print(f"ilnp-lab run: --runs {args.runs}: must be at least 1", file=sys.stderr)
             return 2
+        if args.scenario or args.scheme or args.cc or args.jobs != 1:
+            print("ilnp-lab run seed002-lb: --scenario, --scheme, --cc and --jobs do not apply (no moves, no schemes, "
+                  "one testbed at a time)", file=sys.stderr)
+            return 2
         return seed002.main(args.out, args.quick, trials=args.runs, as_json=args.json)
     try:
         if args.cmd == "list":

@@ -33,7 +33,7 @@ from . import pcap
 from .addr import identifier_address, lab_nid
 from .daemon import Ilnpd, Peer
 from .services import nic_segmentation, radvd
-from .testbed import Node, Testbed, run, stop_process, wait_for
+from .testbed import Node, Testbed, stop_process, wait_for
 
 NAME = "seed002-lb"
 TITLE = "Multihoming volume balancing and overhead vs IPv6 (seed 002 Figs. 7-10, Table II)"
