@@ -4,6 +4,8 @@
     ilnp-lab list                         the shipped experiments
     ilnp-lab check FILE|NAME              validate an experiment file, create nothing
     ilnp-lab run NAME|FILE [--quick] [--runs N] [--scenario MOVE] [--scheme S] [--out DIR]
+    ilnp-lab run seed002-lb [--quick] [--runs N] [--out DIR]
+                                          seed 002 balancing + overhead + reordering (seed002.py)
     ilnp-lab report DIR                   rebuild report.md, CSV and plots from DIR/results.json
 """
 
@@ -54,11 +56,24 @@ def main(argv=None) -> int:
         return demo(rest)
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
+    if args.cmd == "run" and args.experiment == "seed002-lb":
+        # no move, no schemes: its own runner (seed002.py says why)
+        from . import seed002
+        if args.runs is not None and args.runs < 1:
+            print(f"ilnp-lab run: --runs {args.runs}: must be at least 1", file=sys.stderr)
+            return 2
+        if args.scenario or args.scheme or args.cc or args.jobs != 1:
+            print("ilnp-lab run seed002-lb: --scenario, --scheme, --cc and --jobs do not apply (no moves, no schemes, "
+                  "one testbed at a time)", file=sys.stderr)
+            return 2
+        return seed002.main(args.out, args.quick, trials=args.runs, as_json=args.json)
     try:
         if args.cmd == "list":
             for p in sorted(EXPERIMENTS.glob("*.toml")):
                 ex = load(p)
                 print(f"{ex.name:16} {ex.title}  (moves: {', '.join(ex.moves)}; schemes: {', '.join(ex.schemes)})")
+            from .seed002 import NAME, TITLE
+            print(f"{NAME:16} {TITLE}  (lab/ilnp_lab/seed002.py)")
             return 0
         if args.cmd == "check":
             ex = load(args.experiment)
