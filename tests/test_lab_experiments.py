@@ -103,7 +103,7 @@ def png_ok(path: Path) -> bool:
             and int.from_bytes(b[16:20], "big") > 0 and int.from_bytes(b[20:24], "big") > 0)
 
 
-def check_outputs(out: Path, kind: str) -> list[dict]:
+def check_outputs(out: Path, kind: str, schemes: set[str] = frozenset({"ilnp-hard", "ilnp-soft", "plain"})) -> list[dict]:
     results = json.loads((out / "results.json").read_text())
     failed = [r for r in results if not r["ok"]]
     assert not failed, failed
@@ -118,7 +118,9 @@ def check_outputs(out: Path, kind: str) -> list[dict]:
         by.setdefault(r["scheme"], []).append(r)
         print(f"{r['cell']}: survived={r['session_survived']} lost={r['flow'].get('lost')} "
               f"handoff={r['handoff_delay_ms']} ms rtt={r['rtt_ms']} probe={r['probe']}")
-    for r in by["ilnp-soft"] + by["ilnp-hard"]:
+    assert schemes <= set(by), (schemes, set(by))
+    ilnp = by.get("ilnp-soft", []) + by.get("ilnp-hard", []) + by.get("ilnp-soft-dns", [])
+    for r in ilnp:
         assert r["session_survived"], r["cell"]
         # the handoff (the LU on joining R3, to the new network) is acked within the RTT of
         # that path + 1 ms (docs/experiments.md), plus 8 ms of margin for a shared 2-core
@@ -128,11 +130,11 @@ def check_outputs(out: Path, kind: str) -> list[dict]:
         assert r["lu"] and r["lu"][0]["delay_ms"] is not None, r["lu"]
         assert r["handoff_delay_ms"] <= r["rtt_ms"]["r3"] + 1 + 8, (r["cell"], r["lu"], r["rtt_ms"])
         assert all(l["t_ack_s"] is not None for l in r["lu"]), r["lu"]
-    for r in by["ilnp-soft"]:
+    for r in by.get("ilnp-soft", []) + by.get("ilnp-soft-dns", []):
         # soft handoff: no packet lost in the flow or the probe
         assert r["flow"]["lost"] == 0, (r["cell"], r["flow"]["lost"])
         assert r["probe"]["cn_to_mn_lost"] == 0 and r["probe"]["mn_to_cn_lost"] == 0, (r["cell"], r["probe"])
-    for r in by["plain"]:
+    for r in by.get("plain", []):
         # without ilnpd the session breaks when the MN leaves its first network: measured
         assert not r["session_survived"], r["cell"]
         # a broken session has no loss count: where it broke and what was not delivered after
@@ -147,7 +149,7 @@ def test_seed000_tcp_quick(tmp_path):
     r = lab("run", "seed000-tcp", "--quick", "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     results = check_outputs(out, "tcp")
-    assert {x["scheme"] for x in results} == {"ilnp-hard", "ilnp-soft", "plain", "mptcp", "mptcp-client"}
+    assert {x["scheme"] for x in results} == {"ilnp-hard", "ilnp-soft", "ilnp-soft-dns", "plain", "mptcp", "mptcp-client"}
     assert {x["move"] for x in results} == {"lan-lan", "lan-wan", "wan-lan", "wan-wan"}
     for x in results:
         if x["scheme"] in ("mptcp", "mptcp-client"):
@@ -155,6 +157,48 @@ def test_seed000_tcp_quick(tmp_path):
             assert x["session_survived"], x["cell"]
         if x["scheme"] == "mptcp-client":
             delivered_across_the_move(x)
+
+
+def test_seed000_tcp_by_name(tmp_path):
+    """`ilnp-soft-dns` (issue #13): the applications use names. A BIND node behind R1 serves the
+    CN's and MN's NID/L64 records, both ilnpds run the resolver proxy with no peer entry, iperf3 on
+    the CN connects to mn.lab.example, and the MN's ilnpd updates its L64s in BIND when it moves."""
+    from ilnp_lab import pcap
+    from ilnp_lab.addr import CN_NID, MN_NID, identifier_address, nid_value
+
+    out = tmp_path / "byname"
+    r = lab("run", "seed000-tcp", "--quick", "--scenario", "lan-lan", "--scheme", "ilnp-soft-dns", "--out", str(out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    [res] = check_outputs(out, "tcp", {"ilnp-soft-dns"})
+    assert res["scheme"] == "ilnp-soft-dns" and res["session_survived"], res["flow"]
+    assert not namespaces(r.pid)
+    rdir = next((out / "runs").glob("*/run01"))
+    # iperf3 was given the name; the address it connected to is the MN's identifier address
+    client = json.loads((rdir / "iperf-client.json").read_text())
+    assert client["start"]["connecting_to"]["host"] == "mn.lab.example", client["start"]
+    mn_id = identifier_address(MN_NID)
+    assert [c["remote_host"] for c in client["start"]["connected"]] == [mn_id], client["start"]["connected"]
+    # ... and it was resolved by name through the proxy: no peer entry, the peers came from DNS
+    x = res["extra"]
+    assert x["peer_entries"] == {"cn": False, "mn": False}, x["peer_entries"]
+    assert [(p["name"], p["nid"], p["source"]) for p in x["peers"]["cn"]] == [("mn.lab.example", MN_NID, "dns")]
+    assert [(p["name"], p["nid"], p["source"]) for p in x["peers"]["mn"]] == [("cn.lab.example", CN_NID, "dns")]
+    assert x["name_server"] == {"node": "ns", "behind": "r1", "addr": "2001:db8:53::53"}
+    # the flow on the wire is ILNPv6: every TCP packet to the iperf3 port carries the nonce
+    # option and is addressed to the MN's NID at a locator
+    flow = [p for p in pcap.read(str(rdir / "cn.pcap")) if p.ports and p.ports[1] == 5201 and p.proto == pcap.TCP]
+    assert len(flow) > 1000 and all(p.nonces for p in flow), len(flow)
+    assert {p.dst_nid for p in flow} == {nid_value(MN_NID)}
+    assert {p.dst_loc >> 16 for p in flow} <= {0x20010db80002, 0x20010db80003}, "wire addresses: locators of R2/R3"
+    # BIND serves the MN's new L64 after the join (dig against BIND), and only it after the leave
+    r2, r3 = "2001:0db8:0002:0000", "2001:0db8:0003:0000"
+    moves = {m["action"]: m for m in x["bind_after_moves"]}
+    assert moves["up"]["served_after_ms"] is not None and r3 in moves["up"]["l64s"], moves
+    assert moves["down"]["served_after_ms"] is not None and moves["down"]["l64s"] == [r3], moves
+    assert x["bind_l64s_end"] == [r3]
+    assert x["update"]["state"] == "ok" and x["update"]["updates_ok"] >= 3, x["update"]
+    print(f"BIND serves the new L64 {moves['up']['served_after_ms']} ms after the join, "
+          f"drops the old {moves['down']['served_after_ms']} ms after the leave; {r2} was the first")
 
 
 def delivered_across_the_move(res: dict) -> None:

@@ -1,7 +1,7 @@
 """Sequence-numbered UDP probe: sends `rate` datagrams/s to the peer for `secs` seconds
 and records every sequence number it receives from the peer (run one at each end).
 
-    python3 -m ilnp_lab.probe ME PEER PORT SECS RATE OUT.json
+    python3 -m ilnp_lab.probe ME PEER PORT SECS RATE OUT.json    (PEER: an address or a name)
 
 Standard library only: it runs with the namespace's system python3. OUT.json:
 {"sent": N, "send_errors": N, "got": [seq, ...], "arrivals": [[seq, t], ...]} where t is
@@ -22,6 +22,8 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     me, peer, port, secs, rate, out = argv[0], argv[1], int(argv[2]), float(argv[3]), int(argv[4]), argv[5]
+    # PEER may be a name: resolved once, by the system resolver, as an application would
+    peer = socket.getaddrinfo(peer, port, socket.AF_INET6, socket.SOCK_DGRAM)[0][4][0]
     s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     s.bind((me, port))
     s.setblocking(False)

@@ -3,7 +3,8 @@ times, each run on a freshly built testbed that is removed afterwards, even when
 the run fails or the user presses Ctrl-C.
 
 One run: build the network, start radvd and wait for SLAAC, set up the scheme
-(schemes.py: ilnpd on CN and MN with hard or soft handoff; nothing for plain IPv6; MPTCP
+(schemes.py: ilnpd on CN and MN with hard or soft handoff, or soft by name with a BIND node;
+nothing for plain IPv6; MPTCP
 limits and endpoints for every address, which follow the MN's addresses on the timeline), start tcpdump on the CN
 and the MN, the iperf3 server on the MN (with `mptcp-client`: on the CN) and the UDP probe
 at both ends, start the iperf3 client on the CN (the MN, with -R) at t = 0 (the data flows
@@ -143,19 +144,22 @@ class Run:
         scheme.start()
         # the data flows CN -> MN either way; `reverse`: the MN is the client (iperf3 -R, a download)
         srv_node, cli_node, srv_addr, cli_addr = (cn, mn, src, dst) if scheme.reverse else (mn, cn, dst, src)
+        # what the applications are given to reach each end: its address, or its name (ilnp-soft-dns)
+        src_to, dst_to = scheme.targets(src, dst)
+        srv_to = src_to if scheme.reverse else dst_to
         srv = srv_node.spawn(*scheme.wrap, "iperf3", "-s", "-1", *scheme.server_bind(srv_addr), "-p", str(IPERF_PORT),
                              "-J", stdout=open(d / "iperf-server.json", "w"), stderr=open(d / "iperf-server.err", "w"))
         env = dict(os.environ, PYTHONPATH=str(LAB_DIR))
         probes = {}
         if ex.probe_pps:
-            for node, me, peer in ((cn, src, dst), (mn, dst, src)):
+            for node, me, peer in ((cn, src, dst_to), (mn, dst, src_to)):
                 probes[node.name] = node.spawn("python3", "-m", "ilnp_lab.probe", me, peer, str(PROBE_PORT),
                                                str(self.duration), str(ex.probe_pps), str(d / f"probe-{node.name}.json"),
                                                env=env)
         wait_for(lambda: port_listening(srv_node, IPERF_PORT), timeout=10, what="iperf3 server listening")
 
         self.step = "traffic and timeline"
-        args = [*scheme.wrap, "iperf3", "-c", srv_addr, "-p", str(IPERF_PORT), "-t", str(self.duration), "-J",
+        args = [*scheme.wrap, "iperf3", "-c", srv_to, "-p", str(IPERF_PORT), "-t", str(self.duration), "-J",
                 "-B", cli_addr] + (["-R"] if scheme.reverse else [])
         if ex.kind == "tcp":
             args += ["-C", cell.cc] + (["-w", ex.window] if ex.window else [])
@@ -186,12 +190,13 @@ class Run:
                 stop_process(p)
         stop_process(srv)
         stats = scheme.counters()
+        extra = scheme.extra()
         scheme.stop()
         time.sleep(0.5)  # the last segments and FINs reach the capture files
         for p in caps.values():
             stop_process(p)
         raw = {"t0": t0, "timeline": timeline, "stats": stats, "notes": self.notes, "rtt_ms": rtt,
-               "mn_nid": scheme.mn_nid}
+               "mn_nid": scheme.mn_nid, "extra": extra}
         (d / "run.json").write_text(json.dumps(raw, indent=1))
         self.step = "analyse"
         return self.analyse(raw)
@@ -239,6 +244,7 @@ class Run:
         except ValueError:
             res["iperf_error"] = "no JSON from iperf3 client"
         res["stats"] = stats
+        res["extra"] = raw.get("extra")  # what the scheme recorded besides its counters (ilnp-soft-dns: names, BIND)
         res["notes"] = self.notes
         (d / "result.json").write_text(json.dumps(res, indent=1))
         return res

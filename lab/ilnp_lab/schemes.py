@@ -19,8 +19,12 @@ from __future__ import annotations
 import ipaddress
 import subprocess
 import threading
+import time
 
+from .addr import l64
+from .bind import ZONE, Bind, Host, resolv_conf
 from .daemon import Ilnpd, Peer
+from .fixtures import DNS_ADDR, dns_server
 from .testbed import Node, binary, stop_process, wait_for
 from .topology import SCHEMES
 
@@ -52,8 +56,16 @@ class Scheme:
     def on_event(self, e) -> None:
         pass
 
+    def targets(self, src: str, dst: str) -> tuple[str, str]:
+        """What the applications are given to reach the CN and the MN: the addresses, by default."""
+        return src, dst
+
     def counters(self) -> dict:
         return {}
+
+    def extra(self) -> dict | None:
+        """After the flow: what else the scheme recorded (run.json and result.json `extra`)."""
+        return None
 
     def stop(self) -> None:
         pass
@@ -197,11 +209,17 @@ class Ilnp(Scheme):
         ex = self.ex
         self.run.step = "start ilnpd on CN and MN"
         for host, other in ((ex.cn, ex.mn), (ex.mn, ex.cn)):
-            peers = [Peer(other, ex.nid(other), [(l, 10) for l in ex.initial_l64s(other)])]
+            peers, extra = self.daemon_config(host, other)
             self.daemons[host] = Ilnpd(self.nodes[host], [i for i, _ in ex.host_ifaces(host)], nid=ex.nid(host),
                                        peers=peers, extra={"handoff": self.handoff, "rng_seed": self.run.seed,
-                                                           "log_level": "info"}).start()
+                                                           "log_level": "info", **extra}).start()
         return self.daemons[ex.cn].identifier_address(), self.daemons[ex.mn].identifier_address()
+
+    def daemon_config(self, host: str, other: str) -> tuple[list[Peer], dict]:
+        """`host`'s static peers and extra config keys: the other end as a peer entry (its NID
+        and the locators it has at t = 0)."""
+        ex = self.ex
+        return [Peer(other, ex.nid(other), [(l, 10) for l in ex.initial_l64s(other)])], {}
 
     def server_bind(self, dst: str) -> list[str]:
         """The server binds the identifier address (other schemes any address, so that MPTCP
@@ -228,5 +246,114 @@ class IlnpSoft(Ilnp):
     name, handoff = "ilnp-soft", "soft"
 
 
-BY_NAME: dict[str, type[Scheme]] = {c.name: c for c in (IlnpHard, IlnpSoft, Plain, Mptcp, MptcpClient)}
+class IlnpSoftDns(IlnpSoft):
+    """ILNP soft handoff where the applications use names (issue #13, RFC 6742): a BIND 9 node
+    `ns` on its own link behind the CN's first-hop router (R1 in seed 000; 2001:db8:53::53)
+    serves the zone `lab.example` with the CN's and MN's NID and L64 records at t = 0 (from the
+    topology); both ilnpds run the resolver proxy (the namespace's resolv.conf points at it) and
+    have no peer entry; the iperf3 client on the CN connects to `mn.lab.example` and the probes
+    resolve `mn.lab.example` / `cn.lab.example` by name; the MN's ilnpd sends TSIG-signed dynamic
+    updates of its L64 records when its locators change. The scheme records (result.json
+    `extra`) when BIND serves the MN's new locator set after each of the MN's moves (dig against
+    BIND, from its own node, every 20 ms)."""
+    name = "ilnp-soft-dns"
+    ZONE = ZONE
+    note = ("`ilnp-soft-dns`: ILNP soft handoff by name: BIND 9 on a node `ns` behind R1 on its own link "
+            f"({DNS_ADDR}) serves `{ZONE}` (NID and L64 records of CN and MN at t = 0, TTL 5 s); both ilnpds run "
+            "the resolver proxy and have no `[[peer]]`; iperf3 and the probes on the CN use `mn.lab.example`, the "
+            "MN's probe `cn.lab.example`; the MN's ilnpd sends TSIG-signed dynamic updates (RFC 2136) of its L64s "
+            "when it moves")
+
+    def __init__(self, run, nodes: dict[str, Node]):
+        super().__init__(run, nodes)
+        self.bind: Bind | None = None
+        self.ns: Node | None = None
+        self.l64_log: list[dict] = []
+        self.waiters: list[threading.Thread] = []
+
+    def first_hop(self) -> str:
+        """The router on the CN's link: the name server's link attaches to it."""
+        for _, link in self.ex.host_ifaces(self.ex.cn):
+            far = link.b if link.a == self.ex.cn else link.a
+            if self.ex.nodes[far]:
+                return far
+        raise ValueError(f"{self.ex.name}: {self.ex.cn} has no router next to it for the name server")
+
+    def setup(self) -> tuple[str, str]:
+        ex = self.ex
+        if "ns" in self.nodes:
+            raise ValueError(f"{ex.name}: scheme {self.name} adds a node 'ns'; the topology has one already")
+        self.run.step = f"start BIND on a name server node behind {self.first_hop()}"
+        router = self.nodes[self.first_hop()]
+        self.ns = dns_server(router.bed, router)
+        hosts = [Host(h, nid=ex.nid(h), l64s=[(l, 10) for l in ex.initial_l64s(h)]) for h in (ex.cn, ex.mn)]
+        self.bind = Bind(self.ns, DNS_ADDR, hosts, zone=self.ZONE, ttl=5).start()
+        for h in (ex.cn, ex.mn):
+            resolv_conf(self.nodes[h], "127.0.0.1")
+        return super().setup()
+
+    def daemon_config(self, host: str, other: str) -> tuple[list[Peer], dict]:
+        """No peer entry; the resolver proxy on both; dynamic updates from the MN."""
+        extra: dict = {"dns": {"upstream": f"[{DNS_ADDR}]:53"}}
+        if host == self.ex.mn:
+            extra["dns.update"] = {"zone": self.ZONE, "name": self.fqdn(host), "server": DNS_ADDR,
+                                   "key_file": str(self.bind.key_file)}
+        return [], extra
+
+    def fqdn(self, host: str) -> str:
+        return f"{host}.{self.ZONE}"
+
+    def targets(self, src: str, dst: str) -> tuple[str, str]:
+        """The applications use names: the CN's and the MN's."""
+        return self.fqdn(self.ex.cn), self.fqdn(self.ex.mn)
+
+    def bind_l64s(self) -> list[str]:
+        """The MN's L64 records BIND serves now, as "2001:0db8:0003:0000" (dig prints them short)."""
+        out = self.bind.dig(self.ns, self.fqdn(self.ex.mn), "L64", opts=("+short",))
+        return sorted(":".join(g.zfill(4) for g in line.split()[1].split(":")) for line in out.splitlines()
+                      if len(line.split()) == 2)
+
+    def on_event(self, e) -> None:
+        """After each of the MN's moves: when does BIND serve its new locator set?"""
+        if e.node != self.ex.mn:
+            return
+        t = threading.Thread(target=self._watch_bind, args=(e, time.monotonic()), daemon=True)
+        t.start()
+        self.waiters.append(t)
+
+    def _watch_bind(self, e, t_event: float) -> None:
+        ex = self.ex
+        ra = ex.radvd_facing(ex.mn, e.iface)
+        want = l64(ra.prefix) if ra else None
+        # joining: the new network's L64 appears; leaving: it disappears
+        ok = (lambda ls: want in ls) if e.action == "up" else (lambda ls: want not in ls and bool(ls))
+        rec = {"label": e.label, "action": e.action, "l64": want, "served_after_ms": None, "l64s": None}
+        try:
+            ls = wait_for(lambda: (lambda x: x if ok(x) else None)(self.bind_l64s()), timeout=10, interval=0.02,
+                          what=f"BIND serves {ex.mn}'s locators after '{e.label}'")
+            rec.update(served_after_ms=round((time.monotonic() - t_event) * 1000, 1), l64s=ls)
+        except TimeoutError as err:
+            rec["l64s"] = self.bind_l64s()
+            self.run.notes.append(f"{self.name}: {err}")
+        self.l64_log.append(rec)
+
+    def extra(self) -> dict:
+        for t in self.waiters:
+            t.join(timeout=12)
+        ex = self.ex
+        return {"zone": self.ZONE, "name_server": {"node": "ns", "behind": self.first_hop(), "addr": DNS_ADDR},
+                "targets": dict(zip(("cn", "mn"), self.targets("", ""))),
+                "peer_entries": {h: "[[peer]]" in (dm.dir / "ilnpd.toml").read_text() for h, dm in self.daemons.items()},
+                "peers": {h: dm.ctl("peer", "show") for h, dm in self.daemons.items()},
+                "update": self.daemons[ex.mn].ctl("dns", "status")["update"],
+                "bind_after_moves": sorted(self.l64_log, key=lambda r: r["label"]),
+                "bind_l64s_end": self.bind_l64s()}
+
+    def stop(self) -> None:
+        super().stop()
+        if self.bind is not None and self.bind.proc is not None:
+            stop_process(self.bind.proc)
+
+
+BY_NAME: dict[str, type[Scheme]] = {c.name: c for c in (IlnpHard, IlnpSoft, IlnpSoftDns, Plain, Mptcp, MptcpClient)}
 assert set(BY_NAME) == set(SCHEMES), "a scheme named in experiment files has no class (or the reverse)"

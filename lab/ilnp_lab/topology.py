@@ -10,7 +10,7 @@ in the file) its line. `build(bed, topo, move)` then creates the network in a
 Format (see experiments/seed000-tcp.toml for a complete file):
 
     base = "other.toml"          # optional: start from another file, replace its top-level tables
-    [experiment] name, title, duration_s, runs, cn, mn, schemes = ["ilnp-hard", "ilnp-soft", "plain", "mptcp", "mptcp-client"]
+    [experiment] name, title, duration_s, runs, cn, mn, schemes = ["ilnp-hard", "ilnp-soft", "ilnp-soft-dns", "plain", "mptcp", "mptcp-client"]
     [quick] duration_s, runs     # what --quick runs (the timeline is scaled to the shorter flow)
     [traffic] kind = "tcp"|"udp", window, cc = [...], probe_pps, loads = [{name, rate, size}]
     [[node]] name, router
@@ -34,7 +34,7 @@ from .services import nic_segmentation, radvd, warm_neighbours
 from .testbed import Node, Testbed
 
 EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
-SCHEMES = ("ilnp-hard", "ilnp-soft", "plain", "mptcp", "mptcp-client")
+SCHEMES = ("ilnp-hard", "ilnp-soft", "ilnp-soft-dns", "plain", "mptcp", "mptcp-client")
 IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 NODENAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 
