@@ -291,6 +291,7 @@ def one_test(spec: Spec, bed, nodes, scenario: str, policy: str, test: int | str
         BPF_STATS.write_text(old_stats)
         series = sampler.stop()
         a1 = dt.status()["admission"]
+        series.append([round(time.monotonic() - sampler.t0, 2), a1["established"], a1["embryonic"]])
         s1 = {"adm": a1["counters"], "hist": dt.stats().get("slow_path_ns", {}), "ilnpd": cpu_s(dt.proc.pid),
               "echo": cpu_s(echo_pid), "rx": link_counter(t, "eth0", "rx_packets"), "rcvbuf": udp_rcvbuf_errors(t)}
         cl = json.loads(cl_out.read_text()) if client_pps else {"sent": 0, "received": 0, "per_s": []}
