@@ -35,6 +35,7 @@ import time
 import tomllib
 from pathlib import Path
 
+from . import plots
 from .addr import CN_NID, MN_NID, identifier_address
 from .daemon import Ilnpd, Peer, binary
 from .fixtures import CN_L64, CN_WIRE, three_node
@@ -236,10 +237,19 @@ class Sampler(threading.Thread):
 
 # ---- one test ----------------------------------------------------------------------------
 
-def flood_rate(r1) -> float:
-    """The random-NID load rate this machine reaches (ilnp-flood --pps 0, 0.5-1 s)."""
-    r = r1.run(binary("ilnp-flood"), "--dst", CN_WIRE, "--src-l64", SPOOF, "--count", "100000", "--pps", "0",
-               "--dport", "9", "--seed", "99", timeout=120)
+def flood_rate(spec: Spec, t, r1) -> float:
+    """The random-NID load rate this machine reaches (ilnp-flood --pps 0, 100 000 packets to a
+    closed port), with T's ilnpd (socket policy) up for the measurement only: without it T does
+    not answer Neighbour Discovery for its wire address and the sends stall."""
+    dt = Ilnpd(t, ["eth0"], nid=CN_NID, extra={"admission": "socket", **spec.target})
+    dt.remove_leftovers()
+    dt.start()
+    try:
+        r = r1.run(binary("ilnp-flood"), "--dst", CN_WIRE, "--src-l64", SPOOF, "--count", "100000", "--pps", "0",
+                   "--dport", str(spec.closed_port), "--seed", "99", timeout=300)
+    finally:
+        dt.stop()
+        dt.remove_leftovers()
     return json.loads(r.stdout)["pps"]
 
 
@@ -355,7 +365,7 @@ def run_experiment(spec: Spec, quick: bool, out: Path, seed: int = 1, scenarios=
                 try:
                     rows = [(k, spec.load_pps * k) for k in tests]
                     if scale:
-                        rows.append(("max", min(spec.scale_pps_cap, flood_rate(r1))))
+                        rows.append(("max", min(spec.scale_pps_cap, flood_rate(spec, t, r1))))
                     for i, (k, pps) in enumerate(rows):
                         r = one_test(spec, bed, nodes, scenario, policy, k, pps, secs, out, seed + i,
                                      echo.pid if echo else None)
@@ -384,8 +394,6 @@ def _num(x, fmt=".2f"):
 
 
 def write_report(out: Path, results: list[dict], meta: dict) -> Path:
-    from . import plots
-
     figs = plots.seed004_plots(results, out / "plots")
     L = [f"# {meta['title']}", "", f"Command: `{meta['command']}`  ", f"Started {meta['started']}, "
          f"{'quick form (not a reference run)' if meta['quick'] else 'full form'}: {meta['duration_s']:g} s per test, "
@@ -440,7 +448,7 @@ def main(path: Path, quick: bool, out: Path | None, seed: int, scenarios=None, p
             "duration_s": spec.quick_duration_s if quick else spec.duration_s,
             "tests": spec.quick_tests if quick else spec.tests, "cores": os.cpu_count(), "seed": seed}
     results = run_experiment(spec, quick, out, seed, scenarios, policies, scale,
-                             log=(lambda s: print(s, file=sys.stderr)) if as_json else print)
+                             log=(lambda s: print(s, file=sys.stderr, flush=True)) if as_json else (lambda s: print(s, flush=True)))
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     rep = write_report(out, results, meta)
