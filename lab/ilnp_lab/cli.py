@@ -6,6 +6,7 @@
     ilnp-lab run NAME|FILE [--quick] [--runs N] [--scenario MOVE] [--scheme S] [--out DIR]
     ilnp-lab run seed002-lb [--quick] [--runs N] [--out DIR]
                                           seed 002 balancing + overhead + reordering (seed002.py)
+    ilnp-lab run seed004-ilcc [--quick] [--scenario transport|network] [--scheme socket|open] [--no-scale]
     ilnp-lab report DIR                   rebuild report.md, CSV and plots from DIR/results.json
 """
 
@@ -19,6 +20,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from . import seed004
 from .topology import DAD_MODES, EXPERIMENTS, SCHEMES, SpecError, load
 
 
@@ -47,6 +49,7 @@ def main(argv=None) -> int:
     r.add_argument("--assoc-delay", type=float, default=0.0, metavar="S",
                    help="seconds between the MN's 'join' event and its link coming up (Wi-Fi association; default 0)")
     r.add_argument("--json", action="store_true", help="print the per-run results as JSON on stdout")
+    r.add_argument("--no-scale", action="store_true", help="seed004-ilcc: without the extra row at this machine's rate")
     rp = sub.add_parser("report", help="rebuild report.md, results.csv and plots from a run folder")
     rp.add_argument("dir", type=Path)
     rp.add_argument("--reanalyse", action="store_true", help="recompute every run's results from its captures first")
@@ -70,11 +73,26 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "list":
             for p in sorted(EXPERIMENTS.glob("*.toml")):
+                if seed004.is_seed004(p):
+                    s4 = seed004.Spec(p)
+                    print(f"{s4.name:16} {s4.title}  (scenarios: {', '.join(s4.scenarios)}; "
+                          f"policies: {', '.join(s4.policies)})")
+                    continue
                 ex = load(p)
                 print(f"{ex.name:16} {ex.title}  (moves: {', '.join(ex.moves)}; schemes: {', '.join(ex.schemes)})")
             from .seed002 import NAME, TITLE
             print(f"{NAME:16} {TITLE}  (lab/ilnp_lab/seed002.py)")
             return 0
+        s4 = _seed004_file(args.experiment) if args.cmd in ("check", "run") else None
+        if s4 and args.cmd == "check":
+            s4 = seed004.Spec(s4)
+            print(f"{s4.path}: ok: seed004 runner, scenarios {', '.join(s4.scenarios)}, "
+                  f"policies {', '.join(s4.policies)}, tests {s4.tests}")
+            return 0
+        if s4:
+            # not a mobility experiment: its own runner (lab/ilnp_lab/seed004.py)
+            return seed004.main(s4, args.quick, args.out, args.seed, args.scenario, args.scheme,
+                                False if args.no_scale else None, args.json)
         if args.cmd == "check":
             ex = load(args.experiment)
             print(f"{ex.path}: ok: {len(ex.nodes)} nodes, {len(ex.links)} links, {len(ex.events)} events, "
@@ -104,6 +122,12 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"ilnp-lab: {e}", file=sys.stderr)
         return 2
+
+
+def _seed004_file(name: str) -> Path | None:
+    """The experiment file if it names seed004's runner (`runner = "seed004"`), else None."""
+    p = Path(name) if name.endswith(".toml") else EXPERIMENTS / f"{name}.toml"
+    return p if p.is_file() and seed004.is_seed004(p) else None
 
 
 def run(args) -> int:

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["timeline_plot", "box_plot"]
+__all__ = ["timeline_plot", "box_plot", "seed004_plots"]
 
 
 def _out(path: str | Path) -> Path:
@@ -102,3 +102,88 @@ def box_plot(data: Mapping[str, Sequence[float | None]], path: str | Path, title
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
     return _save(fig, p)
+
+
+def _vs_test(rows, key, path, title, ylabel, logy=False) -> Path:
+    """One line per (scenario, policy): `key(row)` against the test (Test0..10, then `max`)."""
+    p = _out(path)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    tests = []
+    for r in rows:
+        if str(r["test"]) not in tests:
+            tests.append(str(r["test"]))
+    drawn = 0
+    for label in dict.fromkeys(f"{r['scenario']}, {r['policy']}" for r in rows):
+        pts = [(tests.index(str(r["test"])), key(r)) for r in rows if f"{r['scenario']}, {r['policy']}" == label]
+        pts = [(x, y) for x, y in pts if y is not None]
+        if pts:
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=label,
+                    linestyle="-" if "socket" in label else "--")
+            drawn += 1
+    ax.set_xticks(range(len(tests)))
+    ax.set_xticklabels([f"Test{t}" for t in tests], rotation=30, fontsize=8)
+    if logy and drawn:
+        ax.set_yscale("symlog", linthresh=1)
+    if not drawn:
+        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", fontsize=14, color="0.4")
+    else:
+        ax.legend(loc="best", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    return _save(fig, p)
+
+
+def seed004_plots(results: Sequence[Mapping], outdir: str | Path) -> list[Path]:
+    """Seed 004's figures from `seed004.run_experiment` rows: ILCC size vs test and over time
+    (Figs. 4-5), per-packet time vs test (Figs. 6-7), serving (Fig. 8) and drop rate (Figs.
+    9, 11), serving over time (Figs. 10, 12), CPU split (Figs. 13-16)."""
+    d = Path(outdir)
+    rows = [r for r in results if "ilcc_series" in r]
+    out = [
+        _vs_test(rows, lambda r: r["ilcc_max"], d / "ilcc-size.png", "ILCC size (both tiers, max over the test)",
+                 "entries", logy=True),
+        _vs_test(rows, lambda r: r["established_max"], d / "ilcc-established.png", "ILCC established entries (max)",
+                 "entries", logy=True),
+        _vs_test(rows, lambda r: r["fast_ns_per_pkt"] and r["fast_ns_per_pkt"] / 1000, d / "per-packet-fast.png",
+                 "per-packet time: T's ingress BPF program (run_time_ns / run_cnt)", "µs per packet"),
+        _vs_test(rows, lambda r: r["slow_ns_mean"] and r["slow_ns_mean"] / 1000, d / "per-packet-slow.png",
+                 "per-packet time: ilnpd slow path (slow_path_ns histogram mean)", "µs per packet"),
+        _vs_test([r for r in rows if r["scenario"] == "transport"], lambda r: r["serving"] and 100 * r["serving"],
+                 d / "serving.png", "serving rate of the echo clients", "% of requests answered"),
+        _vs_test(rows, lambda r: r["drop"] is not None and 100 * r["drop"] or 0.0, d / "drop.png",
+                 "drop rate at T", "% of packets sent to T"),
+        _vs_test(rows, lambda r: r["cpu_pct"]["ilnpd"], d / "cpu-ilnpd.png", "CPU: T's ilnpd (utime+stime)",
+                 "% of one core"),
+        _vs_test(rows, lambda r: r["cpu_pct"]["bpf"], d / "cpu-bpf.png", "CPU: T's BPF programs (run_time_ns)",
+                 "% of one core"),
+    ]
+    # ILCC size over time per test (Figs. 4-5), one figure per scenario and policy
+    for label in dict.fromkeys((r["scenario"], r["policy"]) for r in rows):
+        p = _out(d / f"ilcc-time-{label[0]}-{label[1]}.png")
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        for r in rows:
+            if (r["scenario"], r["policy"]) == label:
+                pts = [(t, e + m) for t, e, m in r["ilcc_series"] if e is not None]
+                ax.plot([t for t, _ in pts], [y for _, y in pts], label=f"Test{r['test']}")
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("ILCC entries (both tiers)")
+        ax.set_title(f"ILCC size over time: {label[0]} scenario, admission = {label[1]}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        out.append(_save(fig, p))
+    # echo serving per second (Figs. 10, 12)
+    for pol in dict.fromkeys(r["policy"] for r in rows if r["scenario"] == "transport"):
+        p = _out(d / f"serving-time-{pol}.png")
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        for r in rows:
+            if r["scenario"] == "transport" and r["policy"] == pol and r["clients"]["per_s"]:
+                ps = r["clients"]["per_s"]
+                ax.plot(range(len(ps)), [100 * rc / s if s else None for s, rc in ps], label=f"Test{r['test']}")
+        ax.set_xlabel("time (s)")
+        ax.set_ylabel("% of requests answered")
+        ax.set_title(f"echo serving over time, admission = {pol}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best", fontsize=8)
+        out.append(_save(fig, p))
+    return out
