@@ -40,6 +40,16 @@ for i in range(n):
 """
 
 
+# a UDP sink (the discard service): binds ADDR PORT and reads until killed
+SINK = """
+import socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], int(sys.argv[2])))
+while True:
+    s.recv(65535)
+"""
+
+
 def setup(bed, mn_extra=None, cn_extra=None, datapath="ebpf"):
     """Both MN uplinks up with equal locator preference; ilnpd on CN and MN, the MN
     opens the session; waits until the CN knows both MN locators."""
@@ -62,7 +72,10 @@ def setup(bed, mn_extra=None, cn_extra=None, datapath="ebpf"):
     wait_for(lambda: {L2, L3} <= {l["l64"] for l in dmn.ctl("locator", "show")}, what="both MN locators")
     # the MN opens the session; the CN (responder) learns the MN's other locator from
     # the first packet that comes from it (right nonce, RFC 6744 §4): 40 flows, so
-    # per-flow balancing puts some on each locator too
+    # per-flow balancing puts some on each locator too. A socket on the CN takes them:
+    # with admission = socket (ilnpd's default) a packet no socket takes creates no state
+    cn.spawn("python3", "-c", SINK, CN_ID, "9")
+    wait_for(lambda: ":9 " in cn.run("ss", "-Hlun").stdout, what="the CN's UDP sink on port 9")
     mn.run("python3", "-c", SENDER, CN_ID, "9", "40", "40", "1", MN_ID)
 
     def cn_knows_both():
