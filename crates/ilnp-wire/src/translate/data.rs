@@ -1,6 +1,6 @@
 //! Data packets: identifier form ⇄ wire form.
 
-use super::{adjust_checksum, pseudo_addrs, Csum};
+use super::{adjust_checksum, identifier_nids, pseudo_addrs, Csum};
 use crate::checksum;
 use crate::destopts::{self, NonceHeader};
 use crate::ipv6::{self, PROTO_DSTOPTS, PROTO_ICMPV6};
@@ -73,11 +73,7 @@ pub fn to_wire(
     csum: Csum,
 ) -> Result<Vec<u8>, Error> {
     let p = ipv6::Packet::new_checked(pkt)?;
-    let (sl, sn) = split_addr(p.src());
-    let (dl, dn) = split_addr(p.dst());
-    if sl != id_prefix || dl != id_prefix {
-        return Err(Error::NotIdentifierForm);
-    }
+    let (sn, dn) = identifier_nids(p.src(), p.dst(), id_prefix)?;
     let hlen = destopts::header_len(nonce.len());
     let payload = p.payload();
     let new_plen = payload.len() + hlen;

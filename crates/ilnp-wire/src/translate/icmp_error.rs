@@ -2,7 +2,7 @@
 //! quoted packet and translated for the local stack, and the local stack's own
 //! errors made fit for the wire.
 
-use super::{adjust_checksum, pseudo_addrs};
+use super::{adjust_checksum, identifier_nids, pseudo_addrs};
 use crate::destopts::{self, NonceHeader};
 use crate::icmpv6::{self, Message};
 use crate::ipv6::{self, PROTO_DSTOPTS};
@@ -129,10 +129,7 @@ pub(crate) fn error_to_wire(
     let (_, peer_nid) = split_addr(p.dst());
     let quoted = ipv6::Packet::new_quoted(m.invoking_packet())?;
     let (qs, qd) = (quoted.src(), quoted.dst());
-    let ((qsl, q_src_nid), (qdl, q_dst_nid)) = (split_addr(qs), split_addr(qd));
-    if qsl != id_prefix || qdl != id_prefix {
-        return Err(Error::NotIdentifierForm);
-    }
+    let (q_src_nid, q_dst_nid) = identifier_nids(qs, qd, id_prefix)?;
     // the quoted packet in wire form: fixed header | DestOpts(quoted_nonce) | rest
     let proto = quoted.next_header();
     let qhlen = destopts::header_len(quoted_nonce.len());

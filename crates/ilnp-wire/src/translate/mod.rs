@@ -44,6 +44,20 @@ pub enum Csum {
     Partial,
 }
 
+/// The NIDs of a packet whose two addresses are both in identifier form
+/// (`id_prefix::NID`); anything else is `NotIdentifierForm`.
+fn identifier_nids(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    id_prefix: crate::Locator,
+) -> Result<(crate::Nid, crate::Nid), crate::Error> {
+    let ((sl, sn), (dl, dn)) = (crate::split_addr(src), crate::split_addr(dst));
+    if sl != id_prefix || dl != id_prefix {
+        return Err(crate::Error::NotIdentifierForm);
+    }
+    Ok((sn, dn))
+}
+
 /// The addresses `proto`'s checksum covers in one form: the wire form's transport
 /// rule zeroes the locators (RFC 6744 §3); ICMPv6, and everything in the
 /// identifier form, covers the full addresses.

@@ -5,7 +5,7 @@
 //! only the address change is adjusted.
 
 use super::data::fix_upper_checksum;
-use super::Csum;
+use super::{identifier_nids, Csum};
 use crate::ipv6;
 use crate::{ilnp_addr, split_addr, Error, Locator, Nid};
 
@@ -27,11 +27,7 @@ pub fn to_plain(
     csum: Csum,
 ) -> Result<Vec<u8>, Error> {
     let p = ipv6::Packet::new_checked(pkt)?;
-    let (sl, sn) = split_addr(p.src());
-    let (dl, dn) = split_addr(p.dst());
-    if sl != id_prefix || dl != id_prefix {
-        return Err(Error::NotIdentifierForm);
-    }
+    let (sn, dn) = identifier_nids(p.src(), p.dst(), id_prefix)?;
     rewrite(p.packet_bytes(), src_loc, sn, dst_loc, dn, csum)
 }
 
