@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 
 from ilnp_lab.addr import CN_NID, MN_NID, identifier_address  # noqa: E402
+from ilnp_lab.bpfstats import daemon_progs, map_memlock, prog_stats, stats_enabled  # noqa: E402
 from ilnp_lab.daemon import Ilnpd, Peer, binary  # noqa: E402
 from ilnp_lab.fixtures import CN_L64, CN_WIRE, three_node  # noqa: E402
 from ilnp_lab.testbed import Testbed, stop_process  # noqa: E402
@@ -54,45 +55,6 @@ def rss_mib(pid):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
-    return None
-
-
-def fd_ids(pid: int, key: str) -> set[int]:
-    """BPF object ids (`prog_id` or `map_id`) held open by process `pid` (its fdinfo): T's
-    own programs and maps, though bpftool lists every namespace's."""
-    ids = set()
-    for f in Path(f"/proc/{pid}/fdinfo").iterdir():
-        try:
-            for line in f.read_text().splitlines():
-                if line.startswith(key + ":"):
-                    ids.add(int(line.split()[1]))
-        except OSError:
-            pass
-    return ids
-
-
-def find_progs(pid: int) -> dict[str, int]:
-    ids = {}
-    for i in fd_ids(pid, "prog_id"):
-        p = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(i)], capture_output=True,
-                                      text=True, check=True).stdout)
-        if p.get("name") in ("ilnp_ingress", "ilnp_egress"):
-            ids[p["name"]] = i
-    return ids
-
-
-def prog_stats(pid: int) -> tuple[int, int]:
-    p = json.loads(subprocess.run(["bpftool", "-j", "prog", "show", "id", str(pid)], capture_output=True,
-                                  text=True, check=True).stdout)
-    return p.get("run_time_ns", 0), p.get("run_cnt", 0)
-
-
-def ilcc_map_memlock(pid: int) -> int | None:
-    for m in fd_ids(pid, "map_id"):
-        mm = json.loads(subprocess.run(["bpftool", "-j", "map", "show", "id", str(m)], capture_output=True,
-                                       text=True, check=True).stdout)
-        if mm.get("name") == "ilnp_ilcc":
-            return mm.get("bytes_memlock")
     return None
 
 
@@ -120,25 +82,22 @@ def fast_path_scale(args):
                                                      "log_level": "warn", "hello_rate_pps": 1, "hello_burst": 1}).start()
         db = Ilnpd(b, ["eth0"], nid=MN_NID, peers=[Peer("t", CN_NID, [(CN_L64, 10)])]).start()
         iperf(b, t, CN_ID, 1)  # B's session: its entry is the first
-        progs = find_progs(dt.proc.pid)
+        progs = daemon_progs(dt.proc.pid)
         assert set(progs) == {"ilnp_ingress", "ilnp_egress"}, progs
-        old = Path("/proc/sys/kernel/bpf_stats_enabled").read_text().strip()
         try:
             for n in sizes:
                 have = fill(dt, r1, n)
-                Path("/proc/sys/kernel/bpf_stats_enabled").write_text("1")
-                s0 = {k: prog_stats(v) for k, v in progs.items()}
-                gbps = iperf(b, t, CN_ID, args.seconds)
-                s1 = {k: prog_stats(v) for k, v in progs.items()}
-                Path("/proc/sys/kernel/bpf_stats_enabled").write_text(old)
+                with stats_enabled():
+                    s0 = prog_stats(progs)
+                    gbps = iperf(b, t, CN_ID, args.seconds)
+                    s1 = prog_stats(progs)
                 per = {k: (s1[k][0] - s0[k][0]) / max(1, s1[k][1] - s0[k][1]) for k in progs}
                 rows.append({"entries": have, "gbps": gbps, "ns_per_run": per,
                              "runs": {k: s1[k][1] - s0[k][1] for k in progs},
                              "rss_mib": rss_mib(dt.proc.pid),
-                             "ilcc_map_memlock_mib": (ilcc_map_memlock(dt.proc.pid) or 0) / 2**20})
+                             "ilcc_map_memlock_mib": (map_memlock(dt.proc.pid, "ilnp_ilcc") or 0) / 2**20})
                 print(json.dumps(rows[-1]), flush=True)
         finally:
-            Path("/proc/sys/kernel/bpf_stats_enabled").write_text(old)
             dt.stop()
             db.stop()
     base = rows[0]["ns_per_run"]

@@ -37,12 +37,12 @@ from pathlib import Path
 
 from . import plots
 from .addr import CN_NID, MN_NID, identifier_address
+from .bpfstats import BPF_STATS, daemon_progs, prog_stats
 from .daemon import Ilnpd, Peer, binary
 from .fixtures import CN_L64, CN_WIRE, three_node
 from .testbed import Testbed, stop_process, wait_for
 
 SPOOF = "2001:db8:f::"
-BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 TICK = os.sysconf("SC_CLK_TCK")
 
 # Seed 004's numbers (text of §5), beside ours in the report
@@ -141,40 +141,6 @@ def is_seed004(path: Path) -> bool:
 
 # ---- measurements on T -------------------------------------------------------------------
 
-def _fd_ids(pid: int, key: str) -> set[int]:
-    ids = set()
-    for f in Path(f"/proc/{pid}/fdinfo").iterdir():
-        try:
-            for line in f.read_text().splitlines():
-                if line.startswith(key + ":"):
-                    ids.add(int(line.split()[1]))
-        except OSError:
-            pass
-    return ids
-
-
-def _bpftool(*args: str) -> dict:
-    return json.loads(subprocess.run(["bpftool", "-j", *args], capture_output=True, text=True, check=True).stdout)
-
-
-def t_progs(pid: int) -> dict[str, int]:
-    """The ingress/egress programs T's ilnpd holds (by fd: bpftool lists every namespace's)."""
-    out = {}
-    for i in _fd_ids(pid, "prog_id"):
-        p = _bpftool("prog", "show", "id", str(i))
-        if p.get("name") in ("ilnp_ingress", "ilnp_egress"):
-            out[p["name"]] = i
-    return out
-
-
-def prog_stats(progs: dict[str, int]) -> dict[str, tuple[int, int]]:
-    out = {}
-    for name, i in progs.items():
-        p = _bpftool("prog", "show", "id", str(i))
-        out[name] = (p.get("run_time_ns", 0), p.get("run_cnt", 0))
-    return out
-
-
 def cpu_s(pid: int | None) -> float:
     if pid is None:
         return 0.0
@@ -270,7 +236,7 @@ def one_test(spec: Spec, bed, nodes, scenario: str, policy: str, test: int | str
             b.run("python3", "-c", CLIENTS, identifier_address(CN_NID), str(spec.echo_port), "1", "20", "0.5",
                   str(warm), timeout=30)
             wait_for(lambda: dt.status()["admission"]["established"] >= 1, timeout=10, what="B established at T")
-        progs = t_progs(dt.proc.pid)
+        progs = daemon_progs(dt.proc.pid)
         s0 = {"adm": dt.status()["admission"]["counters"], "hist": dt.stats().get("slow_path_ns", {}),
               "ilnpd": cpu_s(dt.proc.pid), "echo": cpu_s(echo_pid), "rx": link_counter(t, "eth0", "rx_packets"),
               "rcvbuf": udp_rcvbuf_errors(t)}
