@@ -5,8 +5,9 @@
     ilnp-lab check FILE|NAME              validate an experiment file, create nothing
     ilnp-lab run NAME|FILE [--quick] [--runs N] [--scenario MOVE] [--scheme S] [--out DIR]
     ilnp-lab run seed002-lb [--quick] [--runs N] [--out DIR]
-                                          seed 002 balancing + overhead + reordering (seed002.py)
+                                          seed 002 balancing + overhead + reordering (own runner: seed002.py)
     ilnp-lab run seed004-ilcc [--quick] [--scenario transport|network] [--scheme socket|open] [--no-scale]
+                                          seed 004 ILCC under random-NID load (own runner: seed004.py)
     ilnp-lab report DIR                   rebuild report.md, CSV and plots from DIR/results.json
 """
 
@@ -20,7 +21,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from . import seed004
+from . import runners
 from .topology import DAD_MODES, EXPERIMENTS, SCHEMES, SpecError, load
 
 
@@ -59,43 +60,24 @@ def main(argv=None) -> int:
         return demo(rest)
     if rest:
         ap.error(f"unrecognized arguments: {' '.join(rest)}")
-    if args.cmd == "check" and args.experiment == "seed002-lb":
-        print("seed002-lb: ok: built in (lab/ilnp_lab/seed002.py: its topology and tests are code, no experiment file)")
-        return 0
-    if args.cmd == "run" and args.experiment == "seed002-lb":
-        # no move, no schemes: its own runner (seed002.py says why)
-        from . import seed002
-        if args.runs is not None and args.runs < 1:
-            print(f"ilnp-lab run: --runs {args.runs}: must be at least 1", file=sys.stderr)
-            return 2
-        if args.scenario or args.scheme or args.cc or args.jobs != 1:
-            print("ilnp-lab run seed002-lb: --scenario, --scheme, --cc and --jobs do not apply (no moves, no schemes, "
-                  "one testbed at a time)", file=sys.stderr)
-            return 2
-        return seed002.main(args.out, args.quick, trials=args.runs, as_json=args.json)
     try:
         if args.cmd == "list":
             for p in sorted(EXPERIMENTS.glob("*.toml")):
-                if seed004.is_seed004(p):
-                    s4 = seed004.Spec(p)
-                    print(f"{s4.name:16} {s4.title}  (scenarios: {', '.join(s4.scenarios)}; "
-                          f"policies: {', '.join(s4.policies)})")
+                own = runners.load(p)
+                if own:
+                    print(f"{own[1].name:16} {own[0].describe(own[1])}")
                     continue
                 ex = load(p)
                 print(f"{ex.name:16} {ex.title}  (moves: {', '.join(ex.moves)}; schemes: {', '.join(ex.schemes)})")
-            from .seed002 import NAME, TITLE
-            print(f"{NAME:16} {TITLE}  (lab/ilnp_lab/seed002.py)")
             return 0
-        s4 = _seed004_file(args.experiment) if args.cmd in ("check", "run") else None
-        if s4 and args.cmd == "check":
-            s4 = seed004.Spec(s4)
-            print(f"{s4.path}: ok: seed004 runner, scenarios {', '.join(s4.scenarios)}, "
-                  f"policies {', '.join(s4.policies)}, tests {s4.tests}")
+        own = runners.load(runners.experiment_path(args.experiment)) if args.cmd in ("check", "run") else None
+        if own and args.cmd == "check":
+            mod, spec = own
+            print(f"{spec.path}: ok: {mod.__name__.rsplit('.', 1)[1]} runner: {mod.describe(spec)}")
             return 0
-        if s4:
-            # not a mobility experiment: its own runner (lab/ilnp_lab/seed004.py)
-            return seed004.main(s4, args.quick, args.out, args.seed, args.scenario, args.scheme,
-                                False if args.no_scale else None, args.json)
+        if own:
+            # not a mobility experiment: its own runner (runners.py)
+            return runners.run(own, args)
         if args.cmd == "check":
             ex = load(args.experiment)
             print(f"{ex.path}: ok: {len(ex.nodes)} nodes, {len(ex.links)} links, {len(ex.events)} events, "
@@ -105,6 +87,14 @@ def main(argv=None) -> int:
             from . import report
             results = json.loads((args.dir / "results.json").read_text())
             meta = json.loads((args.dir / "meta.json").read_text())
+            own = runners.of_run_folder(meta)
+            if own and args.reanalyse:
+                print(f"ilnp-lab report --reanalyse: {args.dir} is a {own[1].name} run (its own runner): nothing to "
+                      "reanalyse from captures; `ilnp-lab report DIR` rebuilds its report", file=sys.stderr)
+                return 2
+            if own:
+                print(own[0].report(args.dir, results, meta))
+                return 0
             if args.reanalyse:
                 from . import runner
                 ex = load(meta["file"])
@@ -125,12 +115,6 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"ilnp-lab: {e}", file=sys.stderr)
         return 2
-
-
-def _seed004_file(name: str) -> Path | None:
-    """The experiment file if it names seed004's runner (`runner = "seed004"`), else None."""
-    p = Path(name) if name.endswith(".toml") else EXPERIMENTS / f"{name}.toml"
-    return p if p.is_file() and seed004.is_seed004(p) else None
 
 
 def run(args) -> int:

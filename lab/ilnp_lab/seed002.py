@@ -5,7 +5,8 @@ Not the mobility runner (`runner.py`): that one runs *moves* (events on a timeli
 schemes × runs, captures analysed for handoff gaps); this experiment has no move, its factors
 are weights, frame sizes and target rates, and its measurements are per-locator counts,
 iperf3 UDP goodput and ping RTT. So it has its own small runner here and writes its own
-results.json and report.md; `cli.py` sends `run seed002-lb` here.
+results.json and report.md; its file `experiments/seed002-lb.toml` says `runner = "seed002"`
+(runners.py dispatches).
 
 Fig. 7 topology: hosts vm1 and vm2, each on two Ethernet segments ('cafe' = 2001:db8:cafe::/64
 on eth0, 'd00d' = 2001:db8:d00d::/64 on eth1; each segment a Linux bridge in its own
@@ -18,36 +19,25 @@ segments directly). Both hosts run ilnpd, per-packet policy, equal locator prefe
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import os
-import shlex
 import statistics
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
-from . import pcap
+from . import pcap, runners
 from .addr import identifier_address, lab_nid
 from .daemon import Ilnpd, Peer
 from .services import nic_segmentation, radvd
 from .testbed import Node, Testbed, stop_process, wait_for
 
-NAME = "seed002-lb"
-TITLE = "Multihoming volume balancing and overhead vs IPv6 (seed 002 Figs. 7-10, Table II)"
 NETS = {"cafe": ("eth0", "2001:db8:cafe::/64", 0x2001_0DB8_CAFE_0000),
         "d00d": ("eth1", "2001:db8:d00d::/64", 0x2001_0DB8_D00D_0000)}
 VM1_NID, VM2_NID = lab_nid(0x21), lab_nid(0x22)
-WEIGHTS = [(100, 0), (50, 50), (80, 20)]  # cafe / d00d
-FULL = {"echoes": 1000, "interval_s": 0.1, "trials": 5, "sizes": [128, 1514],
-        "rates": [1, 10, 20, 30, 40, 50, 100], "beyond": True, "flow_s": 10, "reorder_s": 10,
-        "sweep_weights": WEIGHTS}
-QUICK = {"echoes": 100, "interval_s": 0.01, "trials": 1, "sizes": None,
-         "points": [(128, 10), (1514, 100)], "beyond": False, "flow_s": 3, "reorder_s": 4,
-         "sweep_weights": [(50, 50)]}
-REORDER_DELAY_MS = 10  # one-way, on vm2's d00d link only
 ETH_IP6_UDP = 14 + 40 + 8
 NONCE_OPT = 8  # Destination Options header with the 32-bit nonce option
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
@@ -59,6 +49,42 @@ def ci95(xs: list[float]) -> tuple[float, float | None]:
     if len(xs) < 2:
         return m, None
     return m, T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+
+class Spec:
+    """experiments/seed002-lb.toml: [experiment] = the full form, [quick] overrides it."""
+    KEYS = {"weights", "echoes", "interval_s", "trials", "sizes", "rates", "points", "beyond", "flow_s",
+            "sweep_weights", "reorder_s", "reorder_delay_ms"}
+
+    def __init__(self, path: Path):
+        d = tomllib.loads(path.read_text())
+        e = dict(d["experiment"])
+        self.path, self.name, self.title = path, e.pop("name"), e.pop("title")
+        e.pop("runner", None)
+        q = dict(d.get("quick", {}))
+        for table, keys in (("experiment", e), ("quick", q)):
+            bad = set(keys) - self.KEYS
+            if bad:
+                raise ValueError(f"{path}: [{table}] {', '.join(sorted(bad))}: unknown (known: {', '.join(sorted(self.KEYS))})")
+        self.full = {"points": None, **e}
+        self.quick = {**self.full, "sizes": None, **q}
+        for name, c in (("experiment", self.full), ("quick", self.quick)):
+            for w in c["weights"] + c["sweep_weights"]:
+                if len(w) != 2 or min(w) < 0 or sum(w) <= 0:
+                    raise ValueError(f"{path}: [{name}] weights {w}: two non-negative weights, not both 0")
+            if not (c["points"] or (c["sizes"] and c["rates"])):
+                raise ValueError(f"{path}: [{name}]: needs points or sizes and rates")
+
+    def cfg(self, quick: bool) -> dict:
+        return dict(self.quick if quick else self.full)
+
+
+OPTIONS = {"runs"}  # --runs N: trials per weighting
+
+
+def describe(spec: Spec) -> str:
+    return f"{spec.title}  (weights: {', '.join(f'{a}/{b}' for a, b in spec.full['weights'])}; no moves)"
 
 
 # ---------------------------------------------------------------- topology
@@ -264,12 +290,12 @@ REORDER_KEYS = ("TcpRetransSegs", "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder", 
                 "TcpExtTCPDSACKRecv", "TcpExtTCPDSACKUndo", "TcpExtTCPOFOQueue", "TcpExtTCPSpuriousRTOs")
 
 
-def reorder_run(policy: str, secs: float, workdir: Path, tag: str) -> dict:
-    """One TCP flow vm1 → vm2 (identifier addresses) with vm1's d00d link REORDER_DELAY_MS
+def reorder_run(policy: str, secs: float, delay_ms: float, workdir: Path, tag: str) -> dict:
+    """One TCP flow vm1 → vm2 (identifier addresses) with vm2's d00d link `delay_ms`
     slower, 50/50 weights, under `policy`: goodput, retransmissions, the kernel's reordering
     counters (nstat, both ends) and `ss -ti` of the flow in the middle of the run."""
     with Testbed(workdir=workdir / f"reorder-{policy}", tag=f"{tag}r{policy[4]}") as bed:
-        nodes = build(bed, d00d_delay_ms=REORDER_DELAY_MS)
+        nodes = build(bed, d00d_delay_ms=delay_ms)
         ds = start_daemons(nodes, policy, (50, 50))
         vm1, vm2 = nodes["vm1"], nodes["vm2"]
         dst = identifier_address(VM2_NID)
@@ -287,7 +313,7 @@ def reorder_run(policy: str, secs: float, workdir: Path, tag: str) -> dict:
         pairs = ds[0].ctl("policy")
         for d in ds:
             d.stop()
-    res = {"policy": policy, "delay_ms": REORDER_DELAY_MS, "ss_ti": ss.strip()}
+    res = {"policy": policy, "delay_ms": delay_ms, "ss_ti": ss.strip()}
     try:
         j = json.loads(out)
         res["goodput_mbit"] = j["end"]["sum_received"]["bits_per_second"] / 1e6
@@ -306,8 +332,8 @@ def reorder_run(policy: str, secs: float, workdir: Path, tag: str) -> dict:
 
 
 # ---------------------------------------------------------------- experiment
-def run_experiment(out: Path, quick: bool, trials: int | None = None, skip_reorder: bool = False) -> dict:
-    cfg = dict(QUICK if quick else FULL)
+def run_experiment(spec: Spec, out: Path, quick: bool, trials: int | None = None) -> dict:
+    cfg = spec.cfg(quick)
     if trials:
         cfg["trials"] = trials
     out.mkdir(parents=True, exist_ok=True)
@@ -319,7 +345,7 @@ def run_experiment(out: Path, quick: bool, trials: int | None = None, skip_reord
         print("plain IPv6 sweep (no ilnpd)", file=sys.stderr)
         res["sweep"] += run_sweep(nodes, cfg, ilnp=False)
         ds = start_daemons(nodes, "per-packet", (50, 50))
-        for w in WEIGHTS:
+        for w in map(tuple, cfg["weights"]):
             set_weights(ds, w)
             for t in range(cfg["trials"]):
                 d = out / "echo" / f"{w[0]}-{w[1]}-{t}"
@@ -334,10 +360,9 @@ def run_experiment(out: Path, quick: bool, trials: int | None = None, skip_reord
         res["datapath_stats"] = {d.node.name: d.stats()["datapath"] for d in ds}
         for d in ds:
             d.stop()
-    if not skip_reorder:
-        for policy in ("per-packet", "per-flow"):
-            print(f"reordering: one TCP flow, {policy}", file=sys.stderr)
-            res["reorder"].append(reorder_run(policy, cfg["reorder_s"], out, tag))
+    for policy in ("per-packet", "per-flow"):
+        print(f"reordering: one TCP flow, {policy}", file=sys.stderr)
+        res["reorder"].append(reorder_run(policy, cfg["reorder_s"], cfg["reorder_delay_ms"], out, tag))
     res["elapsed_s"] = time.monotonic() - t0
     return res
 
@@ -346,7 +371,7 @@ def summarise(res: dict) -> dict:
     """Per weight group: the share of the first locator (cafe) at the receiver, mean and 95 % CI
     over trials, and the deviation from the requested weighting in percentage points."""
     s = {}
-    for w in WEIGHTS:
+    for w in map(tuple, res["config"]["weights"]):
         rows = [r for r in res["echo"] if tuple(r["weights"]) == w]
         if not rows:
             continue
@@ -415,9 +440,9 @@ def plots(out: Path, res: dict) -> list[str]:
 def report(out: Path, res: dict, meta: dict) -> Path:
     s = summarise(res)
     figs = plots(out, res)
-    L = [f"# {TITLE}", "", f"Command: `{meta['command']}`  ", f"Started {meta['started']}, "
+    L = [f"# {meta['title']}", "", f"Command: `{meta['command']}`  ", f"Started {meta['started']}, "
          f"{'QUICK FORM (not a reference run)' if meta['quick'] else 'full form'}, {meta['cores']} cores, "
-         f"{res['elapsed_s']:.0f} s.", "",
+         f"{res['elapsed_s']:.0f} s.", runners.provenance_line(meta), "",
          "Topology: seed 002 Fig. 7 (vm1, vm2 each on segments cafe and d00d; `ra` advertises both prefixes; "
          "ILNPv6 per-packet policy, equal locator preference, weights = the seed's locator precedence).", "",
          "## Volume balancing (seed Fig. 9)", "",
@@ -458,7 +483,7 @@ def report(out: Path, res: dict, meta: dict) -> Path:
     L += ["", "Seed 002 (FreeBSD VMs): RTT constantly higher for ILNPv6; 1514-byte goodput unaffected; 128-byte "
           "goodput ≈ 50 % of IPv6 above 10 Mbit/s; 48 % loss at 128 B / 100 Mbit/s (VMware switch saturated).", "",
           "## Reordering: one TCP flow over two paths of different delay (issue #12 item 4)", "",
-          f"vm2's link into segment d00d has {REORDER_DELAY_MS} ms one-way delay (ilnp-delayline), weights 50/50. "
+          f"vm2's link into segment d00d has {res['config']['reorder_delay_ms']} ms one-way delay (ilnp-delayline), weights 50/50. "
           "Counters are nstat deltas over the run (sender vm1 / receiver vm2).", "",
           "| policy | packets on the slow path % | goodput Mbit/s | retransmits | TCPSACKReorder | TCPTSReorder | "
           "TCPDSACKRecv | OFOQueue (rcv) | ss reordering |", "|---|---|---|---|---|---|---|---|---|"]
@@ -474,27 +499,16 @@ def report(out: Path, res: dict, meta: dict) -> Path:
     return p
 
 
-def main(out: Path | None, quick: bool, trials: int | None = None, as_json: bool = False) -> int:
-    if os.geteuid() != 0:
-        print("ilnp-lab run: needs root (network namespaces, BPF)", file=sys.stderr)
-        return 2
-    out = out or Path("out") / NAME
-    meta = {"experiment": NAME, "title": TITLE, "quick": quick,
-            "command": shlex.join(["ilnp-lab", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv),
-            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "cores": os.cpu_count()}
-    res = run_experiment(out, quick, trials)
+def run(spec: Spec, args, meta: dict) -> int:
+    """`ilnp-lab run seed002-lb` (runners.py hands the file here)."""
+    out = args.out or Path("out") / spec.name
+    res = run_experiment(spec, out, args.quick, args.runs)
+    runners.finish_meta(meta)
     (out / "results.json").write_text(json.dumps(res, indent=1))
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
     path = report(out, res, meta)
-    if as_json:
+    if args.json:
         print(json.dumps({"summary": summarise(res), **res}, indent=1))
     else:
         print(f"results: {out / 'results.json'}; report: {path}")
     return 0
-
-
-if __name__ == "__main__":
-    # python -m ilnp_lab.seed002 [--quick] [OUT]
-    q = "--quick" in sys.argv
-    rest = [a for a in sys.argv[1:] if a != "--quick"]
-    sys.exit(main(Path(rest[0]) if rest else None, q))

@@ -24,10 +24,8 @@ the BPF programs' run time, as % of the test's wall time).
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
-import shlex
 import subprocess
 import sys
 import threading
@@ -35,7 +33,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from . import plots
+from . import plots, runners
 from .addr import CN_NID, MN_NID, identifier_address
 from .bpfstats import BPF_STATS, daemon_progs, prog_stats
 from .daemon import Ilnpd, Peer, binary
@@ -132,11 +130,12 @@ class Spec:
                 raise ValueError(f"{path}: policy {p!r}: socket or open")
 
 
-def is_seed004(path: Path) -> bool:
-    try:
-        return tomllib.loads(path.read_text()).get("experiment", {}).get("runner") == "seed004"
-    except (OSError, tomllib.TOMLDecodeError):
-        return False
+OPTIONS = {"scenario", "scheme", "no_scale"}  # --scheme picks the admission policy (socket|open)
+
+
+def describe(spec: Spec) -> str:
+    return (f"{spec.title}  (scenarios: {', '.join(spec.scenarios)}; policies: {', '.join(spec.policies)}; "
+            f"tests {spec.tests})")
 
 
 # ---- measurements on T -------------------------------------------------------------------
@@ -359,11 +358,11 @@ def _num(x, fmt=".2f"):
     return "–" if x is None else format(x, fmt)
 
 
-def write_report(out: Path, results: list[dict], meta: dict) -> Path:
+def report(out: Path, results: list[dict], meta: dict) -> Path:
     figs = plots.seed004_plots(results, out / "plots")
     L = [f"# {meta['title']}", "", f"Command: `{meta['command']}`  ", f"Started {meta['started']}, "
          f"{'quick form (not a reference run)' if meta['quick'] else 'full form'}: {meta['duration_s']:g} s per test, "
-         f"tests {meta['tests']}, {meta['cores']} cores.", ""]
+         f"tests {meta['tests']}, {meta['cores']} cores.", runners.provenance_line(meta), ""]
     L += ["## Seed 004 (its text, §5) beside ours", "",
           f"* seed traffic: transport {SEED['transport_pps']}; network {SEED['network_pps']}",
           f"* seed without policy: {SEED['without_policy']}",
@@ -400,24 +399,19 @@ def write_report(out: Path, results: list[dict], meta: dict) -> Path:
     return p
 
 
-def main(path: Path, quick: bool, out: Path | None, seed: int, scenarios=None, policies=None, scale=None,
-         as_json: bool = False) -> int:
-    spec = Spec(path)
-    if os.geteuid() != 0:
-        print("ilnp-lab run: needs root (network namespaces, BPF)", file=sys.stderr)
-        return 2
-    out = (out or Path("out") / spec.name).resolve()
+def run(spec: Spec, args, meta: dict) -> int:
+    """`ilnp-lab run seed004-ilcc` (runners.py hands the file here)."""
+    quick, seed, as_json = args.quick, args.seed, args.json
+    out = (args.out or Path("out") / spec.name).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"experiment": spec.name, "title": spec.title, "file": str(spec.path),
-            "command": shlex.join(["ilnp-lab", *sys.argv[1:]]),
-            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "quick": quick,
-            "duration_s": spec.quick_duration_s if quick else spec.duration_s,
-            "tests": spec.quick_tests if quick else spec.tests, "cores": os.cpu_count(), "seed": seed}
-    results = run_experiment(spec, quick, out, seed, scenarios, policies, scale,
+    meta.update(duration_s=spec.quick_duration_s if quick else spec.duration_s,
+                tests=spec.quick_tests if quick else spec.tests)
+    results = run_experiment(spec, quick, out, seed, args.scenario, args.scheme, False if args.no_scale else None,
                              log=(lambda s: print(s, file=sys.stderr, flush=True)) if as_json else (lambda s: print(s, flush=True)))
+    runners.finish_meta(meta, failed=sum(1 for r in results if not r.get("ok")))
     (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    rep = write_report(out, results, meta)
+    rep = report(out, results, meta)
     if as_json:
         print(json.dumps(results, indent=1))
     else:
