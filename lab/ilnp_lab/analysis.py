@@ -49,6 +49,7 @@ All results are plain dicts of JSON types; times are seconds relative to the cal
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import math
 import os
 import statistics
@@ -69,7 +70,8 @@ MPTCP_OPT = 30
 IPERF_COOKIE = 37  # iperf3's per-connection cookie (COOKIE_SIZE)
 
 __all__ = ["tcp_flow", "udp_flow", "udp_transfer", "lu_handshakes", "accepted_locators", "stale_drops",
-           "attribute_drops", "lu_by_event", "iperf_receiver", "summary", "event_window"]
+           "attribute_drops", "lu_by_event", "iperf_receiver", "summary", "event_window", "control_messages",
+           "control_totals", "handoff_latencies"]
 
 # a move event's window: [act - EVENT_PRE_S, act + EVENT_RTTS * rtt + EVENT_MARGIN_S], act = when the
 # change can act on the flow (the event for a leave, the new locator usable for a join; module doc)
@@ -698,12 +700,8 @@ def lu_handshakes(mn_pcaps: str | Iterable[str], t0: float, mn_nid: str | int | 
     want = None if mn_nid is None else nid_value(mn_nid)
     lus = []
     for ts, pkt, _nh, off, l4len in _l4(_as_list(mn_pcaps), (ICMPV6,)):
-        if off + 8 > len(pkt) or pkt[off] != LU_TYPE:
-            continue
-        code, op = pkt[off + 1], pkt[off + 5]
-        if op == 0 and code in (LU_ADVERT, LU_ACK):  # the Code 1/2 variant (wire-facts §2.1)
-            op = code
-        if op not in (LU_ADVERT, LU_ACK):
+        op = _lu_op(pkt, off)
+        if op is None:
             continue
         src_nid = int.from_bytes(pkt[16:24], "big")
         dst_nid = int.from_bytes(pkt[32:40], "big")
@@ -779,6 +777,150 @@ def lu_by_event(lus: Sequence[dict], events: Sequence[dict]) -> list[dict]:
                     "handoff_delay_ms": mine[0]["delay_ms"] if mine else None,
                     "lu_copies": sum(a["copies"] for a in mine)})
     return out
+
+
+# --------------------------------------------------------------------------- control messages
+
+
+# MPTCP option subtypes (RFC 8684 §3) that manage paths: a handoff's signalling
+MPTCP_MP_JOIN, MPTCP_ADD_ADDR, MPTCP_REMOVE_ADDR = 1, 3, 4
+_FIN, _RST = 0x01, 0x04
+
+
+def _lu_op(pkt: bytes, off: int) -> int | None:
+    """LU_ADVERT / LU_ACK of an ICMPv6 Locator Update at `off` (either wire variant), else None."""
+    if off + 8 > len(pkt) or pkt[off] != LU_TYPE:
+        return None
+    code, op = pkt[off + 1], pkt[off + 5]
+    if op == 0 and code in (LU_ADVERT, LU_ACK):  # the Code 1/2 variant (wire-facts §2.1)
+        op = code
+    return op if op in (LU_ADVERT, LU_ACK) else None
+
+
+def control_messages(mn_pcaps: str | Iterable[str], t0: float) -> list[dict]:
+    """The mobility control messages captured at the MN (both directions), in time order:
+    {t_s, kind, bytes, src, dst}; `bytes` = the IPv6 packet (40 + Payload Length: header,
+    extension headers, upper layer), so an Ethernet frame is 14 more.
+
+    Kinds: ILNPv6 `lu` (a Locator Update advertisement) and `lu_ack`; MPTCP (RFC 8684) the
+    path-management handshakes: `mp_join_syn`, `mp_join_synack`, `mp_join_ack` (the three
+    segments carrying an MP_JOIN option) and `mp_join_ack4` (the responder's ACK of that
+    third ACK, the handshake's fourth message, which carries no MP_JOIN: the first segment
+    without payload the responder sends on that subflow after it), `add_addr`,
+    `add_addr_echo` (its acknowledgement), `remove_addr`. Every copy on the wire counts
+    (a retransmitted SYN is two messages). Data packets, MP_CAPABLE (connection set-up) and
+    DSS are not control messages of a handoff. Plain IPv6 has none."""
+    out = []
+    awaiting: dict[tuple, tuple] = {}  # subflow (responder side first) -> initiator's side, after mp_join_ack
+    for ts, pkt, nh, off, l4len in _l4(_as_list(mn_pcaps), (TCP, ICMPV6)):
+        kind = None
+        if nh == ICMPV6:
+            op = _lu_op(pkt, off)
+            kind = {LU_ADVERT: "lu", LU_ACK: "lu_ack"}.get(op)
+        elif off + 14 <= len(pkt):
+            sport, dport, _seq, _ack, doff_b, flags = _TCP_HDR.unpack_from(pkt, off)
+            doff = (doff_b >> 4) * 4
+            me, peer = (bytes(pkt[8:24]), sport), (bytes(pkt[24:40]), dport)
+            subs = [(val[0] >> 4, val[0]) for k, val in _tcp_options(pkt, off, doff) if k == MPTCP_OPT and val]
+            for sub, first in subs:
+                if sub == MPTCP_MP_JOIN:
+                    kind = ("mp_join_synack" if flags & _ACK else "mp_join_syn") if flags & _SYN else "mp_join_ack"
+                    if kind == "mp_join_ack":
+                        awaiting[(peer, me)] = me
+                elif sub == MPTCP_ADD_ADDR:
+                    kind = "add_addr_echo" if first & 1 else "add_addr"
+                elif sub == MPTCP_REMOVE_ADDR:
+                    kind = "remove_addr"
+                if kind:
+                    break
+            if kind is None and (me, peer) in awaiting and not flags & (_SYN | _FIN | _RST):
+                del awaiting[(me, peer)]
+                if l4len - doff == 0:
+                    kind = "mp_join_ack4"
+        if kind:
+            out.append({"t_s": round(ts - t0, 6), "kind": kind, "bytes": off + l4len,
+                        "src": _addr(pkt[8:24]), "dst": _addr(pkt[24:40])})
+    out.sort(key=lambda m: m["t_s"])
+    return out
+
+
+def _addr(b: bytes) -> str:
+    return str(ipaddress.IPv6Address(bytes(b)))
+
+
+def control_totals(msgs: Sequence[dict], from_s: float = -math.inf, to_s: float = math.inf) -> dict:
+    """Messages and bytes of `control_messages` in [from_s, to_s): total and per kind."""
+    mine = [m for m in msgs if from_s <= m["t_s"] < to_s]
+    kinds: dict[str, dict] = {}
+    for m in mine:
+        k = kinds.setdefault(m["kind"], {"messages": 0, "bytes": 0})
+        k["messages"] += 1
+        k["bytes"] += m["bytes"]
+    return {"messages": len(mine), "bytes": sum(m["bytes"] for m in mine), "by_kind": kinds}
+
+
+def _first_data_to(mn_paths: Sequence[str], port: int, t0: float, prefixes: Sequence[str], after_s: float,
+                   before_s: float, reverse: bool) -> float | None:
+    """When the first TCP segment with payload of the flow on `port` (CN -> MN: to the port,
+    or with `reverse` from it) reached the MN at an address in one of `prefixes` (/64s), in
+    [after_s, before_s)."""
+    nets = [ipaddress.IPv6Network(p).network_address.packed[:8] for p in prefixes]
+    best = None
+    for ts, pkt, _nh, off, l4len in _l4(mn_paths, (TCP,)):
+        t = ts - t0
+        if not after_s <= t < before_s or (best is not None and t >= best) or off + 14 > len(pkt):
+            continue
+        sport, dport, _seq, _ack, doff_b, _flags = _TCP_HDR.unpack_from(pkt, off)
+        if (sport if reverse else dport) != port or l4len - (doff_b >> 4) * 4 <= 0:
+            continue
+        if bytes(pkt[24:32]) in nets:
+            best = t
+    return best
+
+
+def handoff_latencies(mn_pcaps: str | Iterable[str], t0: float, events: Sequence[dict], port: int,
+                      reverse: bool = False) -> list[dict]:
+    """Seed 003 §VI-B's two handoff latencies per move event, from the MN's captures:
+
+    * control latency: the network event -> the first control message (`control_messages`,
+      either direction) captured at the MN after it, before the next event. The network
+      event is the seed's address event: for a join the new address usable (the event's
+      `usable_s`: its first Router Advertisement at the MN, plus DAD unless optimistic; the
+      host's Router Solicitation delay, up to 1 s, comes before it and is no protocol's),
+      for a leave the link going (`t_s`); `event_to_control_ms` is from the link event itself;
+    * data-plane latency: that message -> the first data packet of the flow (a TCP segment
+      with payload, CN -> MN on `port`) to one of the event's `new_prefixes` (a join: the
+      joined network's; a leave: the networks still up), before the next event;
+    * `event_to_new_path_ms`: the event -> that first data packet on the new path, whatever
+      the signalling (for plain IPv6, which has no control message).
+
+    `events`: the runner's timeline with `new_prefixes` added; times in ms, None where
+    there was no such message or packet."""
+    paths = _as_list(mn_pcaps)
+    ctrl = control_messages(paths, t0)
+    evs = sorted(events, key=lambda e: e["t_s"])
+    out, seen = [], Counter()
+    for i, e in enumerate(evs):
+        t, nxt = float(e["t_s"]), (float(evs[i + 1]["t_s"]) if i + 1 < len(evs) else math.inf)
+        usable = e.get("usable_s") if e.get("action") == "up" else t
+        kind = _event_kind(e)
+        seen[kind] += 1
+        first = next((m for m in ctrl if t <= m["t_s"] < nxt), None)
+        prefixes = e.get("new_prefixes") or []
+        data = _first_data_to(paths, port, t0, prefixes, t, nxt, reverse) if prefixes else None
+        data_after_ctrl = (None if first is None or not prefixes
+                           else _first_data_to(paths, port, t0, prefixes, first["t_s"], nxt, reverse))
+        out.append({"key": kind if seen[kind] == 1 else f"{kind}{seen[kind]}", "label": e.get("label"), "t_s": t,
+                    "new_prefixes": prefixes, "first_control": first,
+                    "usable_s": usable,
+                    "control_latency_ms": (None if first is None or usable is None
+                                           else _r((first["t_s"] - usable) * 1000, 3)),
+                    "event_to_control_ms": None if first is None else _r((first["t_s"] - t) * 1000, 3),
+                    "dataplane_latency_ms": (None if data_after_ctrl is None
+                                             else _r((data_after_ctrl - first["t_s"]) * 1000, 3)),
+                    "event_to_new_path_ms": None if data is None else _r((data - t) * 1000, 3)})
+    return out
+
 
 
 def iperf_receiver(path: str | os.PathLike, kind: str) -> dict | None:

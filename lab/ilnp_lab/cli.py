@@ -80,7 +80,7 @@ def main(argv=None) -> int:
             return runners.run(own, args)
         if args.cmd == "check":
             ex = load(args.experiment)
-            print(f"{ex.path}: ok: {len(ex.nodes)} nodes, {len(ex.links)} links, {len(ex.events)} events, "
+            print(f"{ex.path}: ok: {len(ex.nodes)} nodes, {len(ex.links)} links, {len(ex.all_events())} events, "
                   f"moves {', '.join(ex.moves)}, schemes {', '.join(ex.schemes)}")
             return 0
         if args.cmd == "report":

@@ -112,7 +112,7 @@ class Run:
         later, as a Wi-Fi association and authentication would make it)."""
         scale = self.duration / self.ex.duration_s
         return sorted(((e.at_s * scale + (self.ex.assoc_delay_s if e.action == "up" and e.node == self.ex.mn else 0.0), e)
-                       for e in self.ex.events), key=lambda x: x[0])
+                       for e in self.ex.events_for(self.cell.move)), key=lambda x: x[0])
 
     def execute(self) -> dict:
         cell = self.cell
@@ -230,6 +230,11 @@ class Run:
         # iperf3's receiver is the server, or with -R the client (the MN either way)
         res["iperf_receiver"] = analysis.iperf_receiver(d / f"iperf-{'client' if reverse else 'server'}.json", ex.kind)
         res["session_survived"] = flow["broken_at_s"] is None  # data delivered in the flow's last second
+        # seed 003 §VI-B: control and data-plane latency per event; the control messages of the run
+        res["latency"] = analysis.handoff_latencies(mn_pcaps, t0, with_new_prefixes(ex, events), IPERF_PORT,
+                                                    reverse=reverse)
+        first_event = min((e["t_s"] for e in timeline), default=0.0)
+        res["control"] = analysis.control_totals(analysis.control_messages(mn_pcaps, t0), first_event)
         res["lu"] = lus
         res["lu_by_event"] = analysis.lu_by_event(lus, timeline)
         res["handoff_delay_ms"] = lus[0]["delay_ms"] if lus else None
@@ -319,6 +324,32 @@ def event_context(ex: Experiment, move: str, mn_pcap: str, t0: float, timeline: 
             dad = ex.dad_transmits * DAD_RETRANS_S if ex.dad == "standard" else 0.0
             usable = None if t_ra is None else round(t_ra + dad, 6)
         out.append(dict(e, rtt_s=max(rtt[i] for i in paths), usable_s=usable))
+    return out
+
+
+def mn_prefix(ex: Experiment, iface: str) -> str | None:
+    """The /64 the MN has on `iface`: its static address's network or what is advertised there."""
+    for i, link in ex.host_ifaces(ex.mn):
+        if i == iface:
+            addr = link.a_addr if (link.a, link.a_if) == (ex.mn, iface) else link.b_addr
+            if addr:
+                return str(ipaddress.IPv6Interface(addr).network)
+    ra = ex.radvd_facing(ex.mn, iface)
+    return ra.prefix if ra else None
+
+
+def with_new_prefixes(ex: Experiment, timeline: list[dict]) -> list[dict]:
+    """The timeline with each event's `new_prefixes`: the MN's path after it (a join: the
+    joined network; a leave: the networks still up; another node's event: none)."""
+    up = {iface for iface, link in ex.host_ifaces(ex.mn) if link.up}
+    out = []
+    for e in sorted(timeline, key=lambda e: e["t_s"]):
+        new = []
+        if e["node"] == ex.mn:
+            (up.add if e["action"] == "up" else up.discard)(e["iface"])
+            ifaces = [e["iface"]] if e["action"] == "up" else sorted(up)
+            new = [p for p in (mn_prefix(ex, i) for i in ifaces) if p]
+        out.append(dict(e, new_prefixes=new))
     return out
 
 

@@ -18,7 +18,10 @@ Format (see experiments/seed000-tcp.toml for a complete file):
     [[route]] node, dst ("default" or prefix), via
     [[radvd]] node, iface, prefix, pref ("low"|"medium"|"high"), min_ra, max_ra, valid, preferred
     [[event]] at_s, node, iface, action ("up"|"down"), label
-    [move.NAME] links = { LINK = { delay_ms, loss_pct, rate_mbit } }
+    [move.NAME] links = { LINK = { delay_ms, loss_pct, rate_mbit } },
+                events = [{ at_s, node, iface, action, label }, ...]   # optional: this move's own
+                timeline instead of the [[event]]s (seed 003's soft and hard handoffs differ only in
+                the order of the MN's link changes)
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ class Experiment:
     radvd: list[RadvdSpec]
     events: list[EventSpec]
     moves: dict[str, dict[str, dict]] = field(default_factory=dict)
+    move_events: dict[str, list[EventSpec]] = field(default_factory=dict)  # a move's own timeline
     # run-time knobs (`ilnp-lab run --dad/--dad-transmits/--assoc-delay`), not file keys:
     # Duplicate Address Detection on the hosts' SLAAC interfaces ("optimistic": RFC 4429,
     # the address is usable at once; "standard": tentative for dad_transmits x RetransTimer;
@@ -117,6 +121,14 @@ class Experiment:
     dad: str = "optimistic"
     dad_transmits: int = 1
     assoc_delay_s: float = 0.0
+
+    def events_for(self, move: str) -> list[EventSpec]:
+        """The timeline of `move`: its own `events`, else the file's [[event]]s."""
+        return self.move_events.get(move, self.events)
+
+    def all_events(self) -> list[EventSpec]:
+        """Every move's timeline events (which link ends the timelines switch)."""
+        return [*self.events, *(e for evs in self.move_events.values() for e in evs)]
 
     def links_for(self, move: str, overrides: dict[str, dict] | None = None) -> list[LinkSpec]:
         over = {k: dict(v) for k, v in self.moves[move].items()}
@@ -289,7 +301,7 @@ def load(name_or_path: str | Path) -> Experiment:
     routes = _routes(c, doc.get("route", []), nodes)
     radvds = _radvds(c, doc.get("radvd", []), ifaces)
     events = _events(c, doc.get("event", []), ifaces, ex["duration"])
-    moves = _moves(c, doc.get("move") or {"default": {}}, links)
+    moves, move_events = _moves(c, doc.get("move") or {"default": {}}, links, ifaces, ex["duration"])
     tr = doc["traffic"]
     kind, loads, ccs = _traffic(c, tr)
     for name in ("mptcp", "mptcp-client"):
@@ -305,7 +317,8 @@ def load(name_or_path: str | Path) -> Experiment:
         quick_runs=c.num("[quick]", quick, "runs", 1, 1, 1000, integer=True),
         cn=ex["cn"], mn=ex["mn"], schemes=ex["schemes"], kind=kind, window=c.string("[traffic]", tr, "window"),
         ccs=ccs, probe_pps=c.num("[traffic]", tr, "probe_pps", 100, 0, 10_000, integer=True), loads=loads,
-        nodes=nodes, links=links, routes=routes, radvd=radvds, events=events, moves=moves)
+        nodes=nodes, links=links, routes=routes, radvd=radvds, events=events, moves=moves,
+        move_events=move_events)
 
 
 def _experiment(c: _Ctx, ex: dict) -> dict:
@@ -435,12 +448,15 @@ def _radvds(c: _Ctx, items: list, ifaces: set[tuple[str, str]]) -> list[RadvdSpe
     return radvds
 
 
-def _events(c: _Ctx, items: list, ifaces: set[tuple[str, str]], duration: float) -> list[EventSpec]:
-    """[[event]]: the timeline, in order, within the flow."""
+def _events(c: _Ctx, items: list, ifaces: set[tuple[str, str]], duration: float,
+            what: str = "[[event]]") -> list[EventSpec]:
+    """[[event]] (or a move's `events`): the timeline, in order, within the flow."""
     events = []
     last = -1.0
+    if not isinstance(items, list):
+        raise c.err(what, "must be a list of events")
     for i, e in enumerate(items, 1):
-        where = f"[[event]] #{i}"
+        where = f"{what} #{i}"
         c.keys(where, e, {"at_s", "node", "iface", "action", "label"}, {"at_s", "node", "iface", "action"})
         at = c.num(where, e, "at_s", None, 0, duration)
         if at < last:
@@ -453,12 +469,15 @@ def _events(c: _Ctx, items: list, ifaces: set[tuple[str, str]], duration: float)
     return events
 
 
-def _moves(c: _Ctx, table: dict, links: list[LinkSpec]) -> dict[str, dict[str, dict]]:
-    """[move.NAME]: per-link parameter overrides."""
-    moves = {}
+def _moves(c: _Ctx, table: dict, links: list[LinkSpec], ifaces: set[tuple[str, str]],
+           duration: float) -> tuple[dict[str, dict[str, dict]], dict[str, list[EventSpec]]]:
+    """[move.NAME]: per-link parameter overrides, and the move's own timeline if it has one."""
+    moves, move_events = {}, {}
     for mname, m in table.items():
         where = f"[move.{mname}]"
-        c.keys(where, m, {"links"})
+        c.keys(where, m, {"links", "events"})
+        if "events" in m:
+            move_events[mname] = _events(c, m["events"], ifaces, duration, f"{where} events")
         over = {}
         for lname, params in (m.get("links") or {}).items():
             if not any(l.name == lname for l in links):
@@ -466,7 +485,7 @@ def _moves(c: _Ctx, table: dict, links: list[LinkSpec]) -> dict[str, dict[str, d
             c.keys(f"{where} links.{lname}", params, LINK_PARAMS)
             over[lname] = {k: v for k, v in _link_params(c, f"{where} links.{lname}", params).items() if k in params}
         moves[mname] = over
-    return moves
+    return moves, move_events
 
 
 def _traffic(c: _Ctx, tr: dict) -> tuple[str, list[Load], list[str]]:
@@ -534,7 +553,7 @@ def build(bed: Testbed, ex: Experiment, move: str, seed: int = 1, overrides: dic
     for l in ex.links:
         if not l.up:
             # down at the end the timeline later brings up (the MN's interface), else at b
-            ends = [(n, i) for n, i in ((l.a, l.a_if), (l.b, l.b_if)) if any((e.node, e.iface) == (n, i) for e in ex.events)]
+            ends = [(n, i) for n, i in ((l.a, l.a_if), (l.b, l.b_if)) if any((e.node, e.iface) == (n, i) for e in ex.all_events())]
             for n, i in ends or [(l.b, l.b_if)]:
                 nodes[n].set_link(i, False)
     return nodes
