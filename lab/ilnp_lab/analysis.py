@@ -879,14 +879,15 @@ def _first_data_to(mn_paths: Sequence[str], port: int, t0: float, prefixes: Sequ
 
 
 def handoff_latencies(mn_pcaps: str | Iterable[str], t0: float, events: Sequence[dict], port: int,
-                      reverse: bool = False) -> list[dict]:
+                      reverse: bool = False, end_s: float = math.inf) -> list[dict]:
     """Seed 003 §VI-B's two handoff latencies per move event, from the MN's captures:
 
     * control latency: the network event -> the first control message (`control_messages`,
       either direction) captured at the MN after it, before the next event. The network
       event is the seed's address event: for a join the new address usable (the event's
       `usable_s`: its first Router Advertisement at the MN, plus DAD unless optimistic; the
-      host's Router Solicitation delay, up to 1 s, comes before it and is no protocol's),
+      wait for that RA, radvd's interval or the host's solicitation delay of up to 1 s,
+      comes before it and is no mobility protocol's),
       for a leave the link going (`t_s`); `event_to_control_ms` is from the link event itself;
     * data-plane latency: that message -> the first data packet of the flow (a TCP segment
       with payload, CN -> MN on `port`) to one of the event's `new_prefixes` (a join: the
@@ -894,14 +895,14 @@ def handoff_latencies(mn_pcaps: str | Iterable[str], t0: float, events: Sequence
     * `event_to_new_path_ms`: the event -> that first data packet on the new path, whatever
       the signalling (for plain IPv6, which has no control message).
 
-    `events`: the runner's timeline with `new_prefixes` added; times in ms, None where
-    there was no such message or packet."""
+    `events`: the runner's timeline with `new_prefixes` added; only what happens before the
+    flow's end `end_s` counts; times in ms, None where there was no such message or packet."""
     paths = _as_list(mn_pcaps)
     ctrl = control_messages(paths, t0)
     evs = sorted(events, key=lambda e: e["t_s"])
     out, seen = [], Counter()
     for i, e in enumerate(evs):
-        t, nxt = float(e["t_s"]), (float(evs[i + 1]["t_s"]) if i + 1 < len(evs) else math.inf)
+        t, nxt = float(e["t_s"]), min(float(evs[i + 1]["t_s"]) if i + 1 < len(evs) else math.inf, end_s)
         usable = e.get("usable_s") if e.get("action") == "up" else t
         kind = _event_kind(e)
         seen[kind] += 1

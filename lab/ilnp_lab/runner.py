@@ -232,7 +232,7 @@ class Run:
         res["session_survived"] = flow["broken_at_s"] is None  # data delivered in the flow's last second
         # seed 003 §VI-B: control and data-plane latency per event; the control messages of the run
         res["latency"] = analysis.handoff_latencies(mn_pcaps, t0, with_new_prefixes(ex, events), IPERF_PORT,
-                                                    reverse=reverse)
+                                                    reverse=reverse, end_s=self.duration)
         first_event = min((e["t_s"] for e in timeline), default=0.0)
         res["control"] = analysis.control_totals(analysis.control_messages(mn_pcaps, t0), first_event)
         res["lu"] = lus

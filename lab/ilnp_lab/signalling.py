@@ -47,6 +47,8 @@ from pathlib import Path
 from . import analysis, runners
 from .addr import MN_NID, identifier_address, l64, lab_nid
 from .daemon import Ilnpd, Peer
+from .plots import _out, _save, plt
+from .runner import capture
 from .services import radvd
 from .testbed import Node, Testbed, stop_process, wait_for
 from .topology import dad_sysctls
@@ -136,8 +138,6 @@ def hold(mn_ns: str, cns: list[tuple[str, str]], conns: int, mptcp: bool) -> int
     each stdin line "check" sends one byte on every MN-side socket and prints how many came
     back echoed within 30 s ({"echoed": k, "of": n}); "quit" ends it."""
     proto = IPPROTO_MPTCP if mptcp else 0
-    own = f"/proc/{os.getpid()}/ns/net"
-    home = os.open(own, os.O_RDONLY)
     listeners = []
     for ns, addr in cns:
         _setns(f"/run/netns/{ns}")
@@ -154,7 +154,6 @@ def hold(mn_ns: str, cns: list[tuple[str, str]], conns: int, mptcp: bool) -> int
             c.settimeout(20)
             c.connect((addr, PORT))
             clients.append(c)
-    os.close(home)
     servers = []
     for s in listeners:
         for _ in range(conns):
@@ -251,8 +250,6 @@ def _procs_cost(pids: list[int]) -> dict:
 
 
 def run_point(scheme: str, n: int, cfg: dict, out: Path, seed: int) -> dict:
-    from .runner import capture
-
     d = out / "runs" / f"{scheme}-n{n:03d}-run{seed:02d}"
     d.mkdir(parents=True, exist_ok=True)
     res = {"scheme": scheme, "correspondents": n, "conns": cfg["conns"], "run": seed, "ok": False}
@@ -345,7 +342,6 @@ def run_point(scheme: str, n: int, cfg: dict, out: Path, seed: int) -> dict:
 # ---------------------------------------------------------------- report
 
 def plot(out: Path, results: list[dict]) -> list[str]:
-    from .plots import _out, _save, plt
     ok = [r for r in results if r.get("ok")]
     if not ok:
         return []
