@@ -53,8 +53,13 @@ def test_dime_handoff_quick(tmp_path):
         assert first["src"].startswith("2001:db8:2:"), first
         assert join["usable_s"] is not None and first["t_s"] >= join["usable_s"] >= join["t_s"], join
         assert 0 <= join["control_latency_ms"] < 500, join
-        # data on the new path needs the signalling to reach the CN and the data to come back
-        assert join["dataplane_latency_ms"] >= (RTT_S - 0.005) * 1000, join
+        # data on the new path needs the signalling to reach the CN and the data to come back; after
+        # a hard handoff ILNP's connection resumes only at the CN's next retransmission timeout, which
+        # may fall after the flow's end (None); MPTCP's new subflow carries data at once
+        dp = join["dataplane_latency_ms"]
+        if move == "soft" or scheme == "mptcp-client":
+            assert dp is not None, (move, scheme, join)
+        assert dp is None or dp >= (RTT_S - 0.005) * 1000, join
         if move == "soft":
             assert x["session_survived"], x["cell"]
             leave = lat(x, "leave")
