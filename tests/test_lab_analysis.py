@@ -800,3 +800,47 @@ def test_reverse_flow_mn_is_the_client(tmp_path):
     assert r["last_data_at_s"] == pytest.approx(1.81)
     # read as a forward flow, only the MN's cookie bytes past the first 37 would be "data": none
     assert analysis.tcp_flow(c, m, PORT, T0, end_s=2.0)["bytes_received"] == 0
+
+
+def test_control_messages_and_handoff_latencies(tmp_path):
+    """issue #15 item 3/4: what counts as a handoff's control message (ILNP LU/ack; MPTCP ADD_ADDR and
+    its echo, the MP_JOIN handshake with the responder's fourth ACK, REMOVE_ADDR; never data, DSS or
+    MP_CAPABLE), and seed 003's control / data-plane latency per event."""
+    mn_b_id = f"2001:db8:3::{MN_NID.split(':')[-1]}"
+    pkts = [(0.5, data(DATA, 0)),  # data on the old path: not a control message
+            (0.6, tcp(CN_ADDR, MN_A, DATA, PORT, 1, options=[mp_capable(b"DATAKEY!")])),
+            # join at 1.0, address usable at 1.2 (its RA): the MN announces it, the CN joins
+            (1.25, tcp(MN_B, CN_ADDR, PORT, DATA, 5, options=[(30, bytes([0x30, 0x02]) + b"\x00" * 16)], ilnp=False)),
+            (1.30, tcp(CN_ADDR, MN_B, DATA, PORT, 5, options=[(30, bytes([0x31, 0x02]) + b"\x00" * 16)], ilnp=False)),
+            (1.31, tcp(CN_ADDR, MN_B, SUB, PORT, ISN[SUB], "S", options=[mp_join(b"tokn")], ilnp=False)),
+            (1.36, tcp(MN_B, CN_ADDR, PORT, SUB, 9, "SA", options=[(30, bytes([0x10, 0x02]) + b"h" * 12)], ilnp=False)),
+            (1.41, tcp(CN_ADDR, MN_B, SUB, PORT, ISN[SUB] + 1, options=[(30, bytes([0x10, 0x00]) + b"h" * 20)],
+                       ilnp=False)),
+            (1.4101, tcp(MN_B, CN_ADDR, PORT, SUB, 10, ilnp=False)),  # the fourth ACK
+            (1.4102, tcp(MN_B, CN_ADDR, PORT, SUB, 10, ilnp=False)),  # a later ACK: not control
+            (1.50, data(SUB, 0, MN_B, ilnp=False)),
+            # an LU and its ack (ILNP), then REMOVE_ADDR at the leave (3.0)
+            (2.0, lu(mn_b_id, CN_ADDR, 1, [L_R3])), (2.1, lu(CN_ADDR, mn_b_id, 2, [L_R3])),
+            (3.02, tcp(MN_B, CN_ADDR, PORT, SUB, 10, options=[(30, bytes([0x40, 0x01]))], ilnp=False)),
+            (3.5, data(SUB, 1, MN_B, ilnp=False))]
+    path = write(tmp_path / "m.pcap", pkts)
+    msgs = analysis.control_messages(path, T0)
+    assert [m["kind"] for m in msgs] == ["add_addr", "add_addr_echo", "mp_join_syn", "mp_join_synack", "mp_join_ack",
+                                         "mp_join_ack4", "lu", "lu_ack", "remove_addr"]
+    assert msgs[0]["t_s"] == pytest.approx(1.25) and msgs[0]["src"] == MN_B
+    assert msgs[6]["bytes"] == 40 + 8 + 8 + 12  # IPv6 header, nonce option, LU header, one locator
+    tot = analysis.control_totals(msgs, 1.0, 3.0)
+    assert tot["messages"] == 8 and tot["by_kind"]["mp_join_syn"] == {"messages": 1, "bytes": msgs[2]["bytes"]}
+    events = [{"t_s": 1.0, "action": "up", "label": "join", "usable_s": 1.2, "new_prefixes": ["2001:db8:3::/64"]},
+              {"t_s": 3.0, "action": "down", "label": "leave", "new_prefixes": ["2001:db8:3::/64"]}]
+    join, leave = analysis.handoff_latencies(path, T0, events, PORT, end_s=10)
+    assert join["first_control"]["kind"] == "add_addr"
+    assert join["control_latency_ms"] == pytest.approx(50, abs=0.01)  # from the address usable, not the link
+    assert join["event_to_control_ms"] == pytest.approx(250, abs=0.01)
+    assert join["dataplane_latency_ms"] == pytest.approx(250, abs=0.01)  # 1.25 -> first data to the new locator
+    assert join["event_to_new_path_ms"] == pytest.approx(500, abs=0.01)
+    assert leave["first_control"]["kind"] == "remove_addr" and leave["control_latency_ms"] == pytest.approx(20, abs=0.01)
+    assert leave["dataplane_latency_ms"] == pytest.approx(480, abs=0.01)
+    # nothing after the flow's end counts; no new path, no data-plane latency
+    late = analysis.handoff_latencies(path, T0, [dict(events[1], new_prefixes=[])], PORT, end_s=3.01)[0]
+    assert late["first_control"] is None and late["dataplane_latency_ms"] is None

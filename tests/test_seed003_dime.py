@@ -101,3 +101,18 @@ def test_signalling_scale_quick(tmp_path):
             assert x["messages"] >= 3 * n * conns, x
     r2 = subprocess.run([sys.executable, "-m", "ilnp_lab.cli", "report", str(out)], capture_output=True, text=True)
     assert r2.returncode == 0 and Path(r2.stdout.strip()) == out / "report.md", r2
+
+
+def test_move_timelines_are_checked(tmp_path):
+    """A move's own `events` are checked like [[event]]s, and named in the error."""
+    src = (Path(__file__).resolve().parents[1] / "lab" / "ilnp_lab" / "experiments" / "dime-handoff.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    old = '{ at_s = 10, node = "mn", iface = "eth-r2", action = "up", label = "join r2" },\n]'
+    assert src.count(old) == 1
+    bad.write_text(src.replace(old, old.replace("at_s = 10", "at_s = 2")))
+    r = lab("check", str(bad))
+    assert r.returncode == 2 and "[move.hard] events #2" in r.stderr and "before the previous event" in r.stderr, r
+    bad.write_text(src.replace('iface = "eth-r1", action = "down", label = "leave r1" },\n]',
+                               'iface = "eth-r9", action = "down", label = "leave r1" },\n]'))
+    r = lab("check", str(bad))
+    assert r.returncode == 2 and "[move.soft] events #2" in r.stderr and "mn:eth-r9" in r.stderr, r
