@@ -8,6 +8,10 @@
                                           seed 002 balancing + overhead + reordering (own runner: seed002.py)
     ilnp-lab run seed004-ilcc [--quick] [--scenario transport|network] [--scheme socket|open] [--no-scale]
                                           seed 004 ILCC under random-NID load (own runner: seed004.py)
+    ilnp-lab run dime-handoff [--quick] [--scheme S]
+                                          seed 003 soft/hard handoff: latencies and goodput (moves soft, hard)
+    ilnp-lab run signalling-scale [--quick] [--scheme ilnp|mptcp] [--runs N]
+                                          seed 003 Table III: control messages vs correspondents (own runner: signalling.py)
     ilnp-lab report DIR                   rebuild report.md, CSV and plots from DIR/results.json
 """
 
