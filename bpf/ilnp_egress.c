@@ -173,21 +173,34 @@ static __always_inline void eg_balance(struct __sk_buff *skb, struct ilnp_cfg *c
 	count(ILNP_R_EGRESS_BALANCED);
 }
 
-/* Insert the DestOpts header with our nonce right after the IPv6 header. */
+/*
+ * Insert the DestOpts header with our nonce right after the IPv6 header: 16
+ * bytes for either nonce length (ilnp_wire::destopts), a 32-bit nonce followed
+ * by PadN. Linux routers read header byte 12 as the TCP data offset of a
+ * forwarded GSO packet (ip6_forward -> skb_gso_validate_network_len ->
+ * tcp_hdrlen); an 8-byte header would put the TCP sequence number's top byte
+ * there and have every GSO packet in 5/16 of the sequence space answered with
+ * Packet Too Big. Byte 12 here is a PadN zero or nonce byte 8 (top bit clear:
+ * ilnp-core). tests/test_gso_exthdr.py.
+ */
 static __always_inline int eg_push_nonce(struct __sk_buff *skb, struct egress_ctx *c, __u32 *hlen)
 {
 	__u8 hdr[16] = {};
 
-	*hlen = c->e->nonce_tx_len == 4 ? 8 : 16;
+	*hlen = 16;
 	if (bpf_skb_adjust_room(skb, *hlen, BPF_ADJ_ROOM_NET, BPF_F_ADJ_ROOM_FIXED_GSO))
 		return -1;
-	hdr[0] = c->proto;          /* Next Header */
-	hdr[1] = *hlen / 8 - 1;     /* Hdr Ext Len */
-	hdr[2] = ILNP_OPT_NONCE;    /* first (only) option: the nonce, no padding */
+	hdr[0] = c->proto;       /* Next Header */
+	hdr[1] = 1;              /* Hdr Ext Len: 16 bytes */
+	hdr[2] = ILNP_OPT_NONCE; /* the nonce first */
 	hdr[3] = c->e->nonce_tx_len;
-	__builtin_memcpy(&hdr[4], c->e->nonce_tx, ILNP_NONCE_MAX);
-	if (*hlen == 8)
-		return bpf_skb_store_bytes(skb, IPV6_HLEN, hdr, 8, 0);
+	if (c->e->nonce_tx_len == 4) {
+		__builtin_memcpy(&hdr[4], c->e->nonce_tx, 4);
+		hdr[8] = 1; /* PadN, 6 zero bytes */
+		hdr[9] = 6;
+	} else {
+		__builtin_memcpy(&hdr[4], c->e->nonce_tx, ILNP_NONCE_MAX);
+	}
 	return bpf_skb_store_bytes(skb, IPV6_HLEN, hdr, 16, 0);
 }
 

@@ -39,7 +39,7 @@ NETS = {"cafe": ("eth0", "2001:db8:cafe::/64", 0x2001_0DB8_CAFE_0000),
         "d00d": ("eth1", "2001:db8:d00d::/64", 0x2001_0DB8_D00D_0000)}
 VM1_NID, VM2_NID = lab_nid(0x21), lab_nid(0x22)
 ETH_IP6_UDP = 14 + 40 + 8
-NONCE_OPT = 8  # Destination Options header with the 32-bit nonce option
+NONCE_OPT = 16  # our Destination Options header (16 bytes for either nonce size: ilnp_wire::destopts)
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
@@ -203,8 +203,8 @@ def echo_trial(nodes, echoes: int, interval: float, out: Path) -> dict:
 
 
 def udp_payload(frame: int, ilnp: bool) -> int:
-    """iperf3 -l for an Ethernet frame of `frame` bytes: the ILNP frame carries the 8-byte
-    nonce header, so plain IPv6 gets 8 bytes more payload (seed 002 §V-C)."""
+    """iperf3 -l for an Ethernet frame of `frame` bytes: the ILNP frame carries the 16-byte
+    nonce header, so plain IPv6 gets 16 bytes more payload (seed 002 §V-C)."""
     return frame - ETH_IP6_UDP - (NONCE_OPT if ilnp else 0)
 
 

@@ -49,7 +49,9 @@ def nic_segmentation(node: Node, iface: str) -> None:
     """Makes a host's veth segment TCP itself, as a real NIC does, instead of
     handing 64 KB GSO packets to the next namespace. Linux's forwarding path
     (ip6_forward's GSO length check) reads the first extension header as the TCP
-    header, so a plain router namespace wrongly rejects forwarded GSO packets
-    that carry any IPv6 extension header, the ILNPv6 nonce included, with
-    Packet Too Big. Plain IPv6 baselines use the same setting. GSO stays on."""
+    header (docs/architecture.md, bench/gso_exthdr.py); ilnpd's header is built
+    so that this passes, so ILNPv6 no longer needs this setting
+    (tests/test_gso_exthdr.py runs with TSO on); the lab's experiments keep it
+    for comparability with earlier runs. Plain IPv6 baselines use the same
+    setting. GSO stays on."""
     node.run("ethtool", "-K", iface, "tso", "off")

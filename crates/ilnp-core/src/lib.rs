@@ -204,6 +204,11 @@ impl Core {
     fn new_nonce(&mut self) -> Nonce {
         let mut b = [0u8; 12];
         self.rng.fill_bytes(&mut b);
+        // 95 random bits, not 96: nonce byte 8 is DestOpts header byte 12, which
+        // Linux routers read as the TCP data offset of a forwarded GSO packet
+        // (ilnp_wire::destopts::GSO_DOFF_BYTE); with its top bit set they answer
+        // every GSO packet of the session with Packet Too Big.
+        b[8] &= 0x7f;
         if self.cfg.nonce_len == 12 {
             Nonce::N96(b)
         } else {

@@ -319,6 +319,24 @@ fn ninety_six_bit_nonces() {
 }
 
 #[test]
+fn nonce_byte_8_never_has_its_top_bit_set() {
+    // DestOpts header byte 12 (ilnp_wire::destopts::GSO_DOFF_BYTE) is nonce byte 8;
+    // a router reads its high nibble as a TCP data offset (tests/test_gso_exthdr.py)
+    let mut cfg = CoreConfig::new(P, NA);
+    cfg.nonce_len = 12;
+    let mut a = Core::new(cfg, Box::new(TestRng::new(7)));
+    let mut high = [false; 2];
+    for _ in 0..512 {
+        let n = a.new_nonce();
+        let b = n.as_bytes();
+        assert!(b[8] < 0x80, "nonce {b:02x?}");
+        high[0] |= b[8] >= 0x40; // the other bits still vary
+        high[1] |= b[0] >= 0x80;
+    }
+    assert_eq!(high, [true, true]);
+}
+
+#[test]
 fn newest_locator_is_preferred_on_join_and_advertised_first() {
     let (mut a, mut b, _, _) = session();
     let t0 = Instant::now();
@@ -462,7 +480,7 @@ fn errors_from_a_correspondent_need_its_nonce_errors_from_routers_do_not() {
     let d = delivered(&a.handle_inbound(now, &ptb, Csum::Complete));
     assert_eq!(d.len(), 1);
     let m = icmpv6::Message::new_checked(&d[0][40..]).unwrap();
-    assert_eq!(m.mtu(), Some(1392));
+    assert_eq!(m.mtu(), Some(1384));
     // quoting a nonce that is not ours: dropped
     let mut other = ab.clone();
     other[44] ^= 1;

@@ -1,9 +1,23 @@
 //! IPv6 Destination Options header carrying the ILNPv6 Nonce option (RFC 6744).
 //!
-//! Layout of the header we emit (nonce as the only option, no padding needed):
+//! Layout of the header we emit: always 16 bytes, the nonce first.
 //! ```text
-//!  0: Next Header | 1: Hdr Ext Len | 2: Opt Type 0x8B | 3: Opt Data Len (4|12) | 4..: nonce
+//!  0: Next Header | 1: Hdr Ext Len (1) | 2: Opt Type 0x8B | 3: Opt Data Len (4|12) | 4..: nonce
+//!  32-bit nonce: 8: PadN (type 1, length 6, six zero bytes)
 //! ```
+//! Why 16 bytes and not 8 for a 32-bit nonce, and why header byte 12 must have
+//! its top bit clear (`GSO_DOFF_BYTE`): Linux routers measure a forwarded GSO
+//! packet (TSO from a host, or built by GRO on their ingress) as if its first
+//! extension header were the TCP header (`ip6_forward` → `ip6_pkt_too_big` →
+//! `skb_gso_validate_network_len` → `skb_gso_transport_seglen` →
+//! `tcp_hdrlen`, whose `doff` is the high nibble of byte 12 of that header:
+//! `ip6_rcv_core` points the transport header right after the fixed header).
+//! A `doff` larger than (this header + the real TCP header) / 4 makes every such
+//! packet "too big": a Packet Too Big storm and a black hole
+//! (`bench/gso_exthdr.py`, `tests/test_gso_exthdr.py`). An 8-byte header would
+//! put the TCP sequence number's top byte there; our 16-byte header puts a PadN
+//! zero (32-bit nonce) or nonce byte 8, whose top bit the core keeps clear
+//! (`ilnp_core`'s nonce generation), so `doff` ≤ 7 · 4 = 28 ≤ 16 + 20.
 
 use crate::{ipv6, Error, Nonce};
 use std::net::Ipv6Addr;
@@ -13,9 +27,23 @@ pub const OPT_PADN: u8 = 1;
 /// RFC 6744 §8: act = 10 (discard + Parameter Problem code 2), chg = 0.
 pub const OPT_NONCE: u8 = 0x8b;
 
-/// Bytes of the DestOpts header we add for a nonce of `nonce_len` bytes (4 → 8, 12 → 16).
+/// Bytes of every DestOpts header we emit.
+pub const HEADER_LEN: usize = 16;
+
+/// The header byte a Linux router reads as the TCP data offset of a forwarded
+/// GSO packet (module doc); its top bit is clear in every header we emit.
+pub const GSO_DOFF_BYTE: usize = 12;
+
+/// Bytes of the DestOpts header we add for a nonce of `nonce_len` bytes (4 or
+/// 12): 16 either way (module doc: an 8-byte header for a 32-bit nonce would
+/// let routers black-hole GSO TCP).
 pub const fn header_len(nonce_len: usize) -> usize {
-    (4 + nonce_len).div_ceil(8) * 8
+    let fit = (4 + nonce_len).div_ceil(8) * 8;
+    if fit > HEADER_LEN {
+        fit
+    } else {
+        HEADER_LEN
+    }
 }
 
 /// Result of looking for the nonce in the DestOpts header that directly follows
@@ -235,7 +263,8 @@ mod tests {
     fn emits_rfc6744_layout() {
         let mut v = Vec::new();
         emit_nonce_header(17, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]), &mut v);
-        assert_eq!(v, [17, 0, 0x8b, 4, 0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(v, [17, 1, 0x8b, 4, 0xde, 0xad, 0xbe, 0xef, OPT_PADN, 6, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(v[GSO_DOFF_BYTE], 0, "a router reads this byte as the TCP data offset");
         let mut v = Vec::new();
         emit_nonce_header(6, &Nonce::N96([1; 12]), &mut v);
         assert_eq!(v.len(), 16);

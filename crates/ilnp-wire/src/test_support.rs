@@ -220,8 +220,8 @@ mod tests {
         assert_eq!(&e[40..48], &[128, 0, e[42], e[43], 0, 7, 0, 1]);
         assert!(checksum::verify_icmpv6(&s, &d, &e[40..]));
         let w = with_nonce(s, d, &Nonce::N32([1, 2, 3, 4]), 59, &[]);
-        assert_eq!(&w[4..8], &[0, 8, 60, 64]);
-        assert_eq!(&w[40..], &[59, 0, 0x8b, 4, 1, 2, 3, 4]);
+        assert_eq!(&w[4..8], &[0, 16, 60, 64]);
+        assert_eq!(&w[40..], &[59, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
         let mut m = e[40..].to_vec();
         set_icmpv6_checksum(&s, &d, &mut m, 1);
         assert!(!checksum::verify_icmpv6(&s, &d, &m));

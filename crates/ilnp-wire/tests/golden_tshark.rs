@@ -95,7 +95,7 @@ fn transport_checksums_follow_rfc6744_not_tsharks_rule() {
     let mut pkts = Vec::new();
     for (id, proto, field) in [(udp_id, 17u8, 6usize), (tcp_id, 6, 16)] {
         let w = translate::to_wire(&id, P, LA, LB, &n, Csum::Complete).unwrap();
-        let mut l4 = w[48..].to_vec();
+        let mut l4 = w[56..].to_vec();
         let sent = u16::from_be_bytes([l4[field], l4[field + 1]]);
         l4[field..field + 2].copy_from_slice(&[0, 0]);
         assert_eq!(sent, checksum::transport_checksum_wire(&src, &dst, proto, &l4));

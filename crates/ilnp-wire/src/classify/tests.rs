@@ -20,12 +20,12 @@ fn literal(first: [u8; 8], rest: &[u8]) -> Vec<u8> {
 
 #[test]
 fn nonce_only_literal() {
-    // IPv6 (payload 8, Next Header 60) | DestOpts: NH 59, len 0, nonce 0x8b/4 deadbeef
-    let v = literal([0x60, 0, 0, 0, 0, 8, 60, 64], &[59, 0, 0x8b, 4, 0xde, 0xad, 0xbe, 0xef]);
+    // IPv6 (payload 16, Next Header 60) | DestOpts: NH 59, len 1, nonce 0x8b/4 deadbeef, PadN/6
+    let v = literal([0x60, 0, 0, 0, 0, 16, 60, 64], &[59, 1, 0x8b, 4, 0xde, 0xad, 0xbe, 0xef, 1, 6, 0, 0, 0, 0, 0, 0]);
     let Ok(Packet::NonceOnly(d)) = classify(&v) else { panic!("{:?}", classify(&v)) };
     assert_eq!(d.nonce.nonce, Nonce::N32([0xde, 0xad, 0xbe, 0xef]));
-    assert_eq!((d.nonce.option_offset, d.nonce.header_len, d.nonce.next_header), (42, 8, 59));
-    assert_eq!((d.upper.proto, d.upper.offset), (59, 48));
+    assert_eq!((d.nonce.option_offset, d.nonce.header_len, d.nonce.next_header), (42, 16, 59));
+    assert_eq!((d.upper.proto, d.upper.offset), (59, 56));
     assert_eq!(endpoints(&d.ip), ((LA, NA), (LB, NB)));
     assert_eq!(d.bytes(), &v[..]);
     // what the core sends is what classify recognises
@@ -82,24 +82,24 @@ fn locator_update_and_its_errors() {
     let n = Nonce::N32([5, 6, 7, 8]);
     let v = translate::lu_packet(ilnp_addr(LA, NA), ilnp_addr(LB, NB), &n, &lu).unwrap();
     // the literal layout: DestOpts(ICMPv6, nonce) | 156 0 csum | 1 locator, operation 1
-    assert_eq!(&v[..8], &[0x60, 0, 0, 0, 0, 28, 60, 64]);
-    assert_eq!(&v[40..48], &[58, 0, 0x8b, 4, 5, 6, 7, 8]);
-    assert_eq!(&v[48..50], &[156, 0]);
-    assert_eq!(&v[52..], &[1, 1, 0, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 0x0a, 0, 0, 0, 10, 0, 30]);
+    assert_eq!(&v[..8], &[0x60, 0, 0, 0, 0, 36, 60, 64]);
+    assert_eq!(&v[40..56], &[58, 1, 0x8b, 4, 5, 6, 7, 8, 1, 6, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&v[56..58], &[156, 0]);
+    assert_eq!(&v[60..], &[1, 1, 0, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 0x0a, 0, 0, 0, 10, 0, 30]);
     let Ok(Packet::Lu(l)) = classify(&v) else { panic!() };
     assert_eq!((l.nonce.map(|h| h.nonce), l.to_owned()), (Some(n), lu.clone()));
     assert_eq!((l.ip.src, l.ip.dst), (ilnp_addr(LA, NA), ilnp_addr(LB, NB)));
     // bad checksum, then a bad LU with a good checksum: both are LU errors
     let mut bad = v.clone();
-    bad[63] ^= 1;
+    bad[71] ^= 1;
     assert_eq!(classify(&bad).unwrap_err(), ClassifyError { kind: Kind::Lu, error: Error::BadChecksum });
     let mut zero = v.clone();
-    zero[52] = 0; // Num of Locs 0
-    ts::set_icmpv6_checksum(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), &mut zero[48..], 0);
+    zero[60] = 0; // Num of Locs 0
+    ts::set_icmpv6_checksum(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), &mut zero[56..], 0);
     assert_eq!(classify(&zero).unwrap_err(), ClassifyError { kind: Kind::Lu, error: Error::LuNoLocators });
     // an LU without a nonce is still an LU (it cannot be verified: `nonce` None)
     let (s, d) = (ilnp_addr(LA, NA), ilnp_addr(LB, NB));
-    let plain = ts::ipv6_packet(s, d, 58, &v[48..]);
+    let plain = ts::ipv6_packet(s, d, 58, &v[56..]);
     let Ok(Packet::Lu(l)) = classify(&plain) else { panic!() };
     assert_eq!(l.nonce, None);
 }

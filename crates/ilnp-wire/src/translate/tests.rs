@@ -29,9 +29,9 @@ fn udp_roundtrip_with_rfc6744_checksum() {
         assert_eq!(wp.src(), ilnp_addr(LA, NA));
         assert_eq!(wp.dst(), ilnp_addr(LB, NB));
         assert_eq!(wp.next_header(), PROTO_DSTOPTS);
-        assert_eq!(&w[40..48], &[PROTO_UDP, 0, 0x8b, 4, 1, 2, 3, 4]);
+        assert_eq!(&w[40..56], &[PROTO_UDP, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
         // transport checksum valid with locators zeroed, not with full addresses
-        assert!(checksum::verify(&checksum::nid_only(&wp.src()), &checksum::nid_only(&wp.dst()), 17, &w[48..]));
+        assert!(checksum::verify(&checksum::nid_only(&wp.src()), &checksum::nid_only(&wp.dst()), 17, &w[56..]));
         let (back, meta) = to_identifier(&w, P, Csum::Complete).unwrap();
         assert_eq!(back, id);
         assert_eq!(meta.nonce, n);
@@ -64,7 +64,7 @@ fn icmp_echo_checksum_uses_full_addresses() {
         .emit(&mut id);
     id.extend_from_slice(&icmp);
     let w = to_wire(&id, P, LA, LB, &Nonce::N32([9; 4]), Csum::Complete).unwrap();
-    assert!(checksum::verify(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), 58, &w[48..]));
+    assert!(checksum::verify(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), 58, &w[56..]));
     let (back, _) = to_identifier(&w, P, Csum::Complete).unwrap();
     assert_eq!(back, id);
 }
@@ -104,7 +104,7 @@ fn ptb_translation_and_fallback_signal() {
     assert_eq!((meta.peer_nid, meta.peer_loc), (NB, LB));
     let tp = ipv6::Packet::new_checked(&t[..]).unwrap();
     assert_eq!(tp.dst(), ilnp_addr(P, NA));
-    assert_eq!(u32::from_be_bytes([t[44], t[45], t[46], t[47]]), 1272);
+    assert_eq!(u32::from_be_bytes([t[44], t[45], t[46], t[47]]), 1264);
     assert!(checksum::verify(&tp.src(), &tp.dst(), 58, &t[40..]));
     // quoted packet is now identifier form: addresses in P, UDP directly after the header
     assert_eq!(&t[48 + 8..48 + 24], &ilnp_addr(P, NA).octets());
@@ -213,11 +213,11 @@ fn existing_extension_headers_stay_after_ours() {
     id.extend_from_slice(&inner[40..]);
     let w = to_wire(&id, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
     assert_eq!(w[6], PROTO_DSTOPTS);
-    assert_eq!(&w[40..48], &[ipv6::PROTO_ROUTING, 0, 0x8b, 4, 1, 2, 3, 4]);
-    assert_eq!(&w[48..56], &[PROTO_UDP, 0, 0xfe, 0, 0, 0, 0, 0]);
+    assert_eq!(&w[40..56], &[ipv6::PROTO_ROUTING, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&w[56..64], &[PROTO_UDP, 0, 0xfe, 0, 0, 0, 0, 0]);
     assert_eq!(u16::from_be_bytes([w[4], w[5]]) as usize, w.len() - 40);
-    assert_eq!(ipv6::upper_layer(&w).unwrap(), (PROTO_UDP, 56));
-    assert!(checksum::verify_transport_wire(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), 17, &w[56..]));
+    assert_eq!(ipv6::upper_layer(&w).unwrap(), (PROTO_UDP, 64));
+    assert!(checksum::verify_transport_wire(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), 17, &w[64..]));
     let (back, meta) = to_identifier(&w, P, Csum::Complete).unwrap();
     assert_eq!(back, id);
     assert_eq!(meta.proto, PROTO_UDP);
@@ -238,7 +238,7 @@ fn later_fragments_are_not_touched() {
     id.extend_from_slice(&[PROTO_UDP, 0, 0x05, 0xc8, 0, 0, 0, 42]); // offset 185 << 3
     id.extend_from_slice(&[0xaa; 16]);
     let w = to_wire(&id, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
-    assert_eq!(&w[56..], &[0xaa; 16]);
+    assert_eq!(&w[64..], &[0xaa; 16]);
     let (back, _) = to_identifier(&w, P, Csum::Complete).unwrap();
     assert_eq!(back, id);
     // a first fragment (offset 0, M=1) gets the pseudo-header adjustment
@@ -250,7 +250,7 @@ fn later_fragments_are_not_touched() {
     first.extend_from_slice(&full[40..64]);
     let w = to_wire(&first, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
     let whole = to_wire(&full, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
-    assert_eq!(&w[56 + 6..56 + 8], &whole[48 + 6..48 + 8], "same checksum as the unfragmented datagram");
+    assert_eq!(&w[64 + 6..64 + 8], &whole[56 + 6..56 + 8], "same checksum as the unfragmented datagram");
     assert!(to_wire(&first, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Partial).is_err());
 }
 
@@ -355,7 +355,7 @@ fn local_error_goes_back_to_the_peer_in_wire_form() {
     // Parameter Problem pointer past the fixed header moves by the inserted header
     let pp = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 4, 0, 46, &at_a);
     let w = icmp_error_to_wire(&pp, P, LA, LB, &nonce_a, &nonce_b).unwrap();
-    assert_eq!(&w[60..64], &54u32.to_be_bytes());
+    assert_eq!(&w[60..64], &62u32.to_be_bytes());
     // refused: a bad checksum, a quote not in identifier form, not an error
     let mut bad = err.clone();
     bad[60] ^= 1;

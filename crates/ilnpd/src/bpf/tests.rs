@@ -516,9 +516,13 @@ fn fast_path_between_two_hosts() {
         let wire = wait_packet(&cap, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_B)) && p[6] == 60)
             .expect("captured the wire packet");
         assert_eq!(wire[8..24], ilnp_addr(L, NID_A).octets(), "source L:NID_A");
-        assert_eq!(&wire[40..48], &[17, 0, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4], "DestOpts: UDP next, nonce first");
+        assert_eq!(
+            &wire[40..56],
+            &[17, 1, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4, 1, 6, 0, 0, 0, 0, 0, 0],
+            "DestOpts: UDP next, nonce first, PadN (header byte 12 zero: ilnp_wire::destopts::GSO_DOFF_BYTE)"
+        );
         assert_eq!(u16::from_be_bytes([wire[4], wire[5]]) as usize, wire.len() - 40, "payload length");
-        let upper = &wire[48..];
+        let upper = &wire[56..];
         let (src, dst) = (ilnp_addr(L, NID_A), ilnp_addr(L, NID_B));
         assert!(ilnp_wire::checksum::verify_transport_wire(&src, &dst, 17, upper), "RFC 6744 UDP checksum");
         let c = a.dp.peer_counters().unwrap();
@@ -535,7 +539,7 @@ fn fast_path_between_two_hosts() {
         b.dp.remove_peer(NID_A).unwrap();
         udp_send(&a, NID_B, 5555, b"unknown peer");
         let p = wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_B)));
-        assert_eq!(p.expect("punted to B's TUN")[40..44], [17, 0, 0x8b, 4]);
+        assert_eq!(p.expect("punted to B's TUN")[40..44], [17, 1, 0x8b, 4]);
         assert_eq!(stat(&b.dp, "ingress_punt_miss"), 1);
         b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32([9, 9, 9, 9])))).unwrap();
         udp_send(&a, NID_B, 5555, b"bad nonce");
@@ -719,7 +723,7 @@ fn userspace_mode_steers_only() {
         b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
         udp_send(&a, NID_B, 5555, b"to a userspace host");
         let p = wait_packet(&b.tun, Duration::from_secs(2), |p| is_udp_to(p, ilnp_addr(L, NID_B)));
-        assert_eq!(p.expect("wire packet on B's TUN")[40..44], [17, 0, 0x8b, 4]);
+        assert_eq!(p.expect("wire packet on B's TUN")[40..44], [17, 1, 0x8b, 4]);
         assert_eq!((stat(&b.dp, "ingress_punt_userspace"), stat(&b.dp, "ingress_fast")), (1, 0));
         udp_send(&b, NID_A, 5555, b"from a userspace host");
         assert!(wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(P, NID_A))).is_some());
