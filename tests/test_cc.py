@@ -103,3 +103,27 @@ def test_veno_backs_off_a_fifth_on_random_loss_and_half_on_congestion(bed, ccs):
     # congestive loss (a full queue, N >= beta): both 1/2 (measured: 0.50, 0.50)
     assert 0.42 <= cctrace.median(res["veno", "congestive"]) <= 0.58
     assert 0.42 <= cctrace.median(res["reno", "congestive"]) <= 0.58
+
+
+def _s(t, cwnd, ssthresh, state=cctrace.CA_OPEN):
+    return {"t": t, "cwnd": cwnd, "ssthresh": ssthresh, "ca_state": state}
+
+
+def test_ca_slopes_fit_each_congestion_avoidance_stretch_apart():
+    # slow start (cwnd < ssthresh) is not counted; CA at 10 segments/s, then recovery,
+    # then CA at 4 segments/s; a stretch shorter than min_s is dropped
+    ss = [_s(i * 0.1, 10 + 10 * i, 100) for i in range(5)]
+    ca1 = [_s(1 + i * 0.1, 50 + i, 40) for i in range(11)]
+    rec = [_s(2.2, 30, 25, cctrace.CA_RECOVERY)]
+    ca2 = [_s(2.3 + i * 0.1, 25 + 0.4 * i, 25) for i in range(11)]
+    short = [_s(3.5, 1, 2, cctrace.CA_LOSS)] + [_s(3.6 + i * 0.05, 10 + i, 10) for i in range(5)]
+    got = cctrace.ca_slopes(ss + ca1 + rec + ca2 + short)
+    assert [round(x, 6) for x in got] == [10.0, 4.0]
+
+
+def test_backoffs_are_ssthresh_on_entering_recovery_over_the_window_before():
+    tr = [_s(0, 50, 40), _s(0.1, 50, 40, cctrace.CA_DISORDER), _s(0.2, 50, 40, cctrace.CA_RECOVERY),
+          _s(0.3, 45, 40, cctrace.CA_RECOVERY), _s(0.4, 40, 40), _s(0.5, 30, 40), _s(0.6, 15, 24, cctrace.CA_RECOVERY),
+          _s(0.7, 3, 2), _s(0.8, 2, 2, cctrace.CA_RECOVERY)]  # the last: window below 4, not counted
+    assert cctrace.backoffs(tr) == [40 / 50, 24 / 30]
+    assert cctrace.median([0.5, 0.8, 0.7]) == 0.7 and cctrace.median([0.5, 0.8]) == 0.65

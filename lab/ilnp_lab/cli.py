@@ -135,7 +135,7 @@ def _seed004_file(name: str) -> Path | None:
 
 
 def run(args) -> int:
-    from . import report, runner
+    from . import cc, report, runner
 
     ex = load(args.experiment)
     if os.geteuid() != 0:
@@ -173,7 +173,6 @@ def run(args) -> int:
             "versions": runner.versions(), "provenance_start": runner.provenance(), "notes": notes}
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
-    from . import cc
     try:
         # hybla/veno the kernel lacks: registered as BPF struct_ops for this run, removed after
         with cc.loaded(sorted({c.cc for c in todo})) as impl:
