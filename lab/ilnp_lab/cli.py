@@ -44,7 +44,8 @@ def main(argv=None) -> int:
     r.add_argument("--scenario", action="append", metavar="MOVE", help="only this move (repeatable), e.g. lan-wan")
     r.add_argument("--scheme", action="append", metavar="S", help="only this scheme (repeatable): " + ", ".join(SCHEMES))
     r.add_argument("--cc", action="append", metavar="NAME",
-                   help="TCP congestion control (repeatable; default: the file's [traffic] cc), e.g. cubic, bbr, hybla")
+                   help="TCP congestion control (repeatable; default: the file's [traffic] cc), e.g. cubic, bbr, hybla, veno "
+                        "(hybla/veno: loaded as BPF struct_ops when the kernel lacks them)")
     r.add_argument("--out", type=Path, help="output folder (default out/<experiment>)")
     r.add_argument("--jobs", type=int, default=1, help="testbeds run at once (each run is independent)")
     r.add_argument("--seed", type=int, default=1, help="seed for nonces and link loss (run i uses seed+i)")
@@ -122,7 +123,7 @@ def main(argv=None) -> int:
 
 
 def run(args) -> int:
-    from . import report, runner
+    from . import cc, report, runner
 
     ex = load(args.experiment)
     if os.geteuid() != 0:
@@ -160,7 +161,14 @@ def run(args) -> int:
             "versions": runner.versions(), "provenance_start": runner.provenance(), "notes": notes}
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
-    results, interrupted = runner.run_all(ex, todo, runs, duration, out, args.seed, max(1, args.jobs))
+    try:
+        # hybla/veno the kernel lacks: registered as BPF struct_ops for this run, removed after
+        with cc.loaded(sorted({c.cc for c in todo})) as impl:
+            meta["cc_impl"] = impl
+            results, interrupted = runner.run_all(ex, todo, runs, duration, out, args.seed, max(1, args.jobs))
+    except runner.StepError as e:
+        print(f"ilnp-lab run: {e}", file=sys.stderr)
+        return 1
     meta["runs_done"] = len(results)
     meta["runs_failed"] = sum(1 for r in results if not r.get("ok"))
     meta["interrupted"] = interrupted

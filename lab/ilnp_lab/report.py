@@ -186,6 +186,7 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
                         f"association delay before the MN's link to a joined network comes up: "
                         f"{meta['assoc_delay_s']:g} s."]
     lines += [f"* {k}: {v}" for k, v in meta["versions"].items()]
+    lines += [f"* congestion control {k}: {v}" for k, v in (meta.get("cc_impl") or {}).items()]
     for n in meta.get("notes", []):
         lines.append(f"* note: {n}")
     window = next((r["flow"].get("event_window") for r in results if r.get("ok", True) and r.get("flow")), None)

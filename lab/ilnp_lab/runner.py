@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import analysis, pcap
+from . import cc as cc_mod
 from .addr import ID_NET
 from .schemes import BY_NAME as SCHEME_CLASSES
 from .testbed import StepError, Testbed, binary, netem_available, stop_process, wait_for
@@ -57,10 +58,6 @@ class Cell:
         return "/".join(parts)
 
 
-def available_ccs() -> set[str]:
-    return set(Path("/proc/sys/net/ipv4/tcp_available_congestion_control").read_text().split())
-
-
 def cells(ex: Experiment, moves: list[str] | None = None, schemes: list[str] | None = None) -> tuple[list[Cell], list[str]]:
     """The cells to run and notes on what was skipped (unknown names are errors)."""
     notes = []
@@ -69,11 +66,12 @@ def cells(ex: Experiment, moves: list[str] | None = None, schemes: list[str] | N
             if n not in pool:
                 raise ValueError(f"{ex.name}: no {what} {n!r} (known: {', '.join(pool)})")
     ccs = ex.ccs if ex.kind == "tcp" else ["-"]
-    have = available_ccs()
+    have = cc_mod.offered()  # the kernel's own, plus hybla/veno as BPF struct_ops (cc.py)
     runnable = []
     for cc in ccs:
         if cc != "-" and cc not in have:
-            notes.append(f"congestion control {cc!r} skipped: this kernel has only {', '.join(sorted(have))}")
+            why = f" ({cc_mod.can_load()})" if cc in cc_mod.BPF_CCS and cc_mod.can_load() else ""
+            notes.append(f"congestion control {cc!r} skipped: this kernel has only {', '.join(sorted(have))}{why}")
         else:
             runnable.append(cc)
     out = [Cell(m, s, ld, cc) for m in (moves or list(ex.moves)) for s in (schemes or ex.schemes)
@@ -384,7 +382,9 @@ def provenance() -> dict:
             return ""
     dirty = [l[3:] for l in git("status", "--porcelain", "--untracked-files=no").splitlines() if l.strip()]
     ilnpd = Path(binary("ilnpd"))
-    sources = [repo / f for f in git("ls-files", "crates", "bpf", "Cargo.lock", "Cargo.toml").split() if (repo / f).exists()]
+    # bpf/cc/ is not built into ilnpd (the lab compiles it at load time: cc.py)
+    sources = [repo / f for f in git("ls-files", "crates", "bpf", "Cargo.lock", "Cargo.toml").split()
+               if (repo / f).exists() and not f.startswith("bpf/cc/")]
     newest = max((f.stat().st_mtime for f in sources), default=0.0)
     return {"commit": git("rev-parse", "HEAD").strip() or None, "clean": not dirty and bool(sources),
             "dirty_files": dirty[:20], "ilnpd": str(ilnpd), "ilnpd_sha256": hashlib.sha256(ilnpd.read_bytes()).hexdigest(),

@@ -231,15 +231,17 @@ class Testbed:
             n.ifaces.append(i)
 
     def delay_link(self, a: Node, a_if: str, b: Node, b_if: str, delay_ms: float, loss_pct: float = 0.0,
-                   seed: int = 1, rate_mbit: float | None = None) -> subprocess.Popen | None:
-        """A link with one-way delay (and loss, rate) in both directions: netem on both
+                   seed: int = 1, rate_mbit: float | None = None,
+                   queue_packets: int | None = None) -> subprocess.Popen | None:
+        """A link with one-way delay (and loss, rate, queue limit) in both directions: netem on both
         ends where the kernel has it, otherwise through the lab's own delay line,
         a —[dl namespace]— b (returns its process)."""
         if netem_available():
             self.link(a, a_if, b, b_if)
             for n, i in ((a, a_if), (b, b_if)):
                 n.run("tc", "qdisc", "add", "dev", i, "root", "netem", "delay", f"{delay_ms}ms", "loss", f"{loss_pct}%",
-                      *(["rate", f"{rate_mbit}mbit"] if rate_mbit else []))
+                      *(["rate", f"{rate_mbit}mbit"] if rate_mbit else []),
+                      *(["limit", str(queue_packets)] if queue_packets else []))
             return None
         dl = self.add_node(f"dl{len(self.nodes)}")
         self._veth(a, a_if, dl, "dla")
@@ -255,6 +257,8 @@ class Testbed:
                 "--loss", str(loss_pct), "--seed", str(seed)]
         if rate_mbit:
             args += ["--rate-mbit", str(rate_mbit)]
+        if queue_packets:
+            args += ["--queue-packets", str(queue_packets)]
         p = dl.spawn(*args, stdout=open(logpath, "w"), stderr=subprocess.STDOUT)
         wait_for(lambda: "ready" in logpath.read_text() or p.poll() is not None, timeout=10, what="delay line ready")
         if p.poll() is not None:
