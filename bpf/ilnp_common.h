@@ -85,6 +85,14 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	ILNP_PINNING
+} ilnp_hint_tat SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, ILNP_R_MAX);
 	__type(key, __u32);
 	__type(value, __u64);

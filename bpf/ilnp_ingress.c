@@ -244,16 +244,23 @@ static __always_inline int in_socket_exists(struct __sk_buff *skb, struct ilnp_c
  * The packet goes up without state and the stack will answer it (RST, port
  * unreachable) towards a NID without an ILCC entry: remember where it came from,
  * where it arrived and its nonce, for ilnpd to send that answer there (bounded
- * LRU map: a flood only overwrites older hints). Before in_rewrite changes c->ip6.
+ * LRU map: a flood only overwrites older hints; at most ILNP_HINT_BURST at once and
+ * one per ILNP_HINT_INTERVAL_NS after that, per CPU). Before in_rewrite changes c->ip6.
  */
 static __always_inline void in_note_answer_hint(struct __sk_buff *skb, struct ingress_ctx *c, __u64 nid_s)
 {
 	struct ilnp_answer_hint_val h = {};
-	__u32 off = c->dopt_off + c->nonce_at + 2;
+	__u32 off = c->dopt_off + c->nonce_at + 2, k = 0;
+	__u64 now = bpf_ktime_get_ns(), *tat;
 
+	/* the writes' budget (ilnp_hint_tat): per CPU, so no atomics */
+	tat = bpf_map_lookup_elem(&ilnp_hint_tat, &k);
+	if (!tat || *tat > now + ILNP_HINT_BURST * ILNP_HINT_INTERVAL_NS)
+		return;
+	*tat = (*tat > now ? *tat : now) + ILNP_HINT_INTERVAL_NS;
 	h.remote_loc = hi64(&c->ip6.saddr);
 	h.local_loc = hi64(&c->ip6.daddr);
-	h.ts_ns = bpf_ktime_get_ns();
+	h.ts_ns = now;
 	h.nonce_len = c->nonce_len;
 	if (c->nonce_len == 4) {
 		if (bpf_skb_load_bytes(skb, off, h.nonce, 4) < 0)

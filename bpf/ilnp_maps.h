@@ -155,6 +155,18 @@ struct ilnp_plain_peer_val {
  */
 #define ILNP_ANSWER_HINTS_MAX 4096
 
+/*
+ * ilnp_hint_tat: PERCPU_ARRAY, one __u64 (key 0): the hint writes' budget, a GCRA
+ * (virtual scheduling) per CPU: a hint is written only while its theoretical
+ * arrival time is at most ILNP_HINT_BURST intervals ahead of now. Under a flood the
+ * LRU update (the costly part: ~0.2-0.4 us, an eviction per write) stops after the
+ * burst, and the path costs what it did without hints; the core could not send more
+ * refusals than its budget anyway (default 100/s), nor the kernel more port
+ * unreachables than net.ipv6.icmp ratelimits (1000/s).
+ */
+#define ILNP_HINT_INTERVAL_NS 1000000ULL /* 1000 hints/s per CPU */
+#define ILNP_HINT_BURST 64
+
 struct ilnp_answer_hint_val {
 	__u64 remote_loc;           /* source locator of the packet (wire order) */
 	__u64 local_loc;            /* our locator it arrived on (wire order) */

@@ -49,7 +49,16 @@ const MAP_STATS: &str = "ilnp_stats";
 const MAP_BALANCE: &str = "ilnp_balance";
 const MAP_PLAIN_PEERS: &str = "ilnp_plain_peers";
 const MAP_ANSWER_HINTS: &str = "ilnp_answer_hints";
-const MAP_NAMES: &[&str] = &[MAP_CFG, MAP_ILCC, MAP_LOCALS, MAP_STATS, MAP_BALANCE, MAP_PLAIN_PEERS, MAP_ANSWER_HINTS];
+const MAP_NAMES: &[&str] = &[
+    MAP_CFG,
+    MAP_ILCC,
+    MAP_LOCALS,
+    MAP_STATS,
+    MAP_BALANCE,
+    MAP_PLAIN_PEERS,
+    MAP_ANSWER_HINTS,
+    "ilnp_hint_tat", // the programs' own (the hint writes' budget): pinned, never read here
+];
 const PROG_EGRESS: &str = "ilnp_egress";
 const PROG_INGRESS: &str = "ilnp_ingress";
 
