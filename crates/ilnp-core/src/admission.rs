@@ -155,17 +155,24 @@ impl TokenBucket {
 
     /// Takes a token at `now` if there is one.
     pub fn take(&mut self, now: Instant) -> bool {
-        if let Some(last) = self.last {
-            let dt = now.saturating_duration_since(last).as_secs_f64();
-            self.tokens = (self.tokens + dt * self.rate_per_s).min(self.burst);
-        }
-        self.last = Some(self.last.map_or(now, |l| l.max(now)));
-        if self.tokens >= 1.0 {
+        if self.has_token(now) {
             self.tokens -= 1.0;
             true
         } else {
             false
         }
+    }
+}
+
+impl TokenBucket {
+    /// Whether a token is there at `now` (refilled, none taken).
+    pub fn has_token(&mut self, now: Instant) -> bool {
+        if let Some(last) = self.last {
+            let dt = now.saturating_duration_since(last).as_secs_f64();
+            self.tokens = (self.tokens + dt * self.rate_per_s).min(self.burst);
+        }
+        self.last = Some(self.last.map_or(now, |l| l.max(now)));
+        self.tokens >= 1.0
     }
 }
 
@@ -377,7 +384,8 @@ impl Core {
     /// with the derived responder nonce, and only with a token of the global budget
     /// the hellos use: no state, and no more towards unconfirmed sources than the
     /// budget. Counted: `answer_sent`, `answer_rate_limited`, `answer_unadmitted`
-    /// (no fresh hint).
+    /// (no fresh hint). The budget is looked at first, so under a flood (empty
+    /// bucket) the shell is not even asked for the hint (a map lookup each).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn answer_unadmitted(
         &mut self,
@@ -386,11 +394,15 @@ impl Core {
         pkt: &[u8],
         csum: Csum,
         class: &Result<Packet<'_>, ClassifyError>,
-        hint: Option<AnswerHint>,
+        hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
         out: &mut Vec<Action>,
     ) {
         let what = || format!("answer to {nid}");
-        let Some(h) = hint.filter(|h| now.saturating_duration_since(h.at) <= ANSWER_HINT_MAX_AGE) else {
+        if !self.admission.hello.has_token(now) {
+            self.drop(out, DropReason::AnswerRateLimited, what());
+            return;
+        }
+        let Some(h) = hints(nid).filter(|h| now.saturating_duration_since(h.at) <= ANSWER_HINT_MAX_AGE) else {
             self.drop(out, DropReason::AnswerUnadmitted, what());
             return;
         };
@@ -398,10 +410,7 @@ impl Core {
             self.drop(out, DropReason::AnswerUnadmitted, what());
             return;
         };
-        if !self.admission.hello.take(now) {
-            self.drop(out, DropReason::AnswerRateLimited, what());
-            return;
-        }
+        self.admission.hello.take(now); // there is one (has_token above, same `now`)
         let nonce = self.responder_nonce(nid, h.remote_loc, &h.peer_nonce);
         let id_prefix = self.cfg.id_prefix;
         let res = match class {
@@ -775,12 +784,17 @@ mod tests {
         let mut b = responder(4, 3); // 1 token/s, burst 3
         let rst = |n: u64| tcp_seg(NB, Nid(0x0200_00ff_fe03_0000 + n), 80, 4000, 0x14);
         let hint = |at| AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: Nonce::N32([1, 2, 3, 4]), at };
-        let mut sent = 0;
+        let (mut sent, mut asked) = (0, 0);
         for i in 0..10 {
-            sent += wire(&b.handle_outbound_hinted(t0, &rst(i), Csum::Complete, &mut |_| Some(hint(t0)))).len();
+            let mut h = |_| {
+                asked += 1;
+                Some(hint(t0))
+            };
+            sent += wire(&b.handle_outbound_hinted(t0, &rst(i), Csum::Complete, &mut h)).len();
         }
         assert_eq!(sent, 3, "the burst, then nothing");
         assert_eq!(b.stats().dropped(DropReason::AnswerRateLimited), 7);
+        assert_eq!(asked, 3, "no hint looked up without a token");
         // a hello takes from the same bucket: after 1 s one token, spent by the refusal
         let t1 = t0 + ms(1000);
         assert_eq!(wire(&b.handle_outbound_hinted(t1, &rst(20), Csum::Complete, &mut |_| Some(hint(t1)))).len(), 1);

@@ -44,7 +44,7 @@ impl Core {
             if self.cfg.admission == Admission::Socket && (icmp_error || p.is_tcp_rst()) {
                 // our stack's answer to a packet the fast path passed up without
                 // state (no socket took it): to the hinted locator, under the budget
-                self.answer_unadmitted(now, dn, pkt, csum, &class, hints(dn), &mut out);
+                self.answer_unadmitted(now, dn, pkt, csum, &class, hints, &mut out);
                 return out;
             }
             if let Err(reason) = self.create_initiator_entry(now, dn, &mut out) {
