@@ -76,6 +76,22 @@ struct {
 } ilnp_plain_peers SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ILNP_ANSWER_HINTS_MAX);
+	__type(key, __u64);
+	__type(value, struct ilnp_answer_hint_val);
+	ILNP_PINNING
+} ilnp_answer_hints SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	ILNP_PINNING
+} ilnp_hint_tat SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, ILNP_R_MAX);
 	__type(key, __u32);

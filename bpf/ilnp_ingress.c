@@ -240,6 +240,37 @@ static __always_inline int in_socket_exists(struct __sk_buff *skb, struct ilnp_c
 	return 1;
 }
 
+/*
+ * The packet goes up without state and the stack will answer it (RST, port
+ * unreachable) towards a NID without an ILCC entry: remember where it came from,
+ * where it arrived and its nonce, for ilnpd to send that answer there (bounded
+ * LRU map: a flood only overwrites older hints; at most ILNP_HINT_BURST at once and
+ * one per ILNP_HINT_INTERVAL_NS after that, per CPU). Before in_rewrite changes c->ip6.
+ */
+static __always_inline void in_note_answer_hint(struct __sk_buff *skb, struct ingress_ctx *c, __u64 nid_s)
+{
+	struct ilnp_answer_hint_val h = {};
+	__u32 off = c->dopt_off + c->nonce_at + 2, k = 0;
+	__u64 now = bpf_ktime_get_ns(), *tat;
+
+	/* the writes' budget (ilnp_hint_tat): per CPU, so no atomics */
+	tat = bpf_map_lookup_elem(&ilnp_hint_tat, &k);
+	if (!tat || *tat > now + ILNP_HINT_BURST * ILNP_HINT_INTERVAL_NS)
+		return;
+	*tat = (*tat > now ? *tat : now) + ILNP_HINT_INTERVAL_NS;
+	h.remote_loc = hi64(&c->ip6.saddr);
+	h.local_loc = hi64(&c->ip6.daddr);
+	h.ts_ns = now;
+	h.nonce_len = c->nonce_len;
+	if (c->nonce_len == 4) {
+		if (bpf_skb_load_bytes(skb, off, h.nonce, 4) < 0)
+			return;
+	} else if (bpf_skb_load_bytes(skb, off, h.nonce, 12) < 0) {
+		return;
+	}
+	bpf_map_update_elem(&ilnp_answer_hints, &nid_s, &h, BPF_ANY);
+}
+
 /* Wire form -> identifier form, in place. 0 = done. */
 static __always_inline int in_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c)
 {
@@ -300,11 +331,12 @@ int ilnp_ingress(struct __sk_buff *skb)
 	nid_s = lo64(&c.ip6.saddr);
 	/* admission: no state for a new NID unless a socket takes the packet; without
 	 * one the stack gets it statelessly and answers as for plain IPv6 (in both
-	 * modes, so they behave alike) */
+	 * modes, so they behave alike), sent by ilnpd where the hint says */
 	if ((cfg->flags & ILNP_CFG_F_ADMIT_SOCKET) && (c.next == IPPROTO_TCP || c.next == IPPROTO_UDP) &&
 	    !bpf_map_lookup_elem(&ilnp_ilcc, &nid_s)) {
 		if (in_socket_exists(skb, cfg, &c))
 			return in_punt(cfg, ILNP_R_INGRESS_ADMIT_SOCKET);
+		in_note_answer_hint(skb, &c, nid_s);
 		if (in_rewrite(skb, cfg, &c))
 			return in_drop(ILNP_R_INGRESS_DROP_ERROR);
 		count(ILNP_R_INGRESS_NO_SOCKET);

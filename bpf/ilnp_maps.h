@@ -145,6 +145,38 @@ struct ilnp_plain_peer_val {
 };
 
 /*
+ * ilnp_answer_hints: LRU_HASH, key = remote NID (__u64, wire order), at most
+ * ILNP_ANSWER_HINTS_MAX entries (fixed: memory bounded by this constant, never by
+ * the sender). admission = socket: the ingress program writes one when it passes a
+ * TCP/UDP packet from a NID without an ILCC entry up with no socket to take it
+ * (ingress_no_socket). The stack's answer (RST, port unreachable) reaches ilnpd
+ * without an entry; ilnp-core sends it to remote_loc, from local_loc, under its
+ * global budget (admission.rs). A flood overwrites the oldest hints, never state.
+ */
+#define ILNP_ANSWER_HINTS_MAX 4096
+
+/*
+ * ilnp_hint_tat: PERCPU_ARRAY, one __u64 (key 0): the hint writes' budget, a GCRA
+ * (virtual scheduling) per CPU: a hint is written only while its theoretical
+ * arrival time is at most ILNP_HINT_BURST intervals ahead of now. Under a flood the
+ * LRU update (the costly part: ~0.2-0.4 us, an eviction per write) stops after the
+ * burst, and the path costs what it did without hints; the core could not send more
+ * refusals than its budget anyway (default 100/s), nor the kernel more port
+ * unreachables than net.ipv6.icmp ratelimits (1000/s).
+ */
+#define ILNP_HINT_INTERVAL_NS 1000000ULL /* 1000 hints/s per CPU */
+#define ILNP_HINT_BURST 64
+
+struct ilnp_answer_hint_val {
+	__u64 remote_loc;           /* source locator of the packet (wire order) */
+	__u64 local_loc;            /* our locator it arrived on (wire order) */
+	__u64 ts_ns;                /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) at arrival */
+	__u8 nonce[ILNP_NONCE_MAX]; /* the peer's nonce */
+	__u8 nonce_len;             /* 4 or 12 */
+	__u8 _pad[3];
+};
+
+/*
  * ilnp_stats: PERCPU_ARRAY of __u64 indexed by reason. One X-macro list gives
  * the enum and the names ilnpd reports (the layout test checks both).
  * Punts go to ilnpd through the ilnp0 TUN; drops are TC_ACT_SHOT.
@@ -200,6 +232,7 @@ _Static_assert(sizeof(struct ilnp_balance_val) == 536, "ilnp_balance_val layout"
 _Static_assert(__builtin_offsetof(struct ilnp_balance_val, pairs) == 24, "ilnp_balance_val.pairs");
 _Static_assert(sizeof(struct ilnp_local_val) == 32, "ilnp_local_val layout");
 _Static_assert(sizeof(struct ilnp_plain_peer_val) == 8, "ilnp_plain_peer_val layout");
+_Static_assert(sizeof(struct ilnp_answer_hint_val) == 40, "ilnp_answer_hint_val layout");
 _Static_assert(__builtin_offsetof(struct ilnp_local_val, last_rx_ns) == 24, "ilnp_local_val.last_rx_ns");
 
 #endif

@@ -7,11 +7,16 @@ path) floods T with `ilnp-flood` (Rust, raw socket): spoofed packets from random
 2001:db8:f::/64, each with a nonce. C, a fourth host on R1 that never talked to T, must be
 served during and right after the flood.
 
+0. A legitimate ILNP peer (C) at a closed port gets the refusal plain IPv6 gives: its TCP
+   connect fails with ECONNREFUSED at once, its connected UDP socket too (ICMPv6 port
+   unreachable); T keeps no state; once the port opens C connects on the same session
+   (T's entry takes the nonce the RST carried: no peer-restart challenge). Both data paths.
 1. UDP to a closed port: no state at all (the fast path finds no socket and passes the
-   packets up statelessly: `ingress_no_socket`), the kernel's port unreachables are not
-   sent to the spoofed sources (`answer_unadmitted`), B's session and the established
-   count are untouched, C is served, and what T sent towards 2001:db8:f::/64 (counted by
-   nftables on R1) stays within the hello budget.
+   packets up statelessly: `ingress_no_socket`), the kernel's port unreachables reach
+   the spoofed sources only within the hello budget (`answer_sent`, the rest
+   `answer_rate_limited`), B's session and the established count are untouched, C is
+   served, and what T sent towards 2001:db8:f::/64 (counted by nftables on R1) stays
+   within that budget.
 2. TCP SYNs to T's open port: every SYN finds the listener, so each gets an embryonic
    entry, but their number never exceeds the embryonic bound, the established tier is
    untouched, the kernel's SYN cookies protect the listener, and C's connection succeeds.
@@ -21,6 +26,8 @@ import json
 import subprocess
 import threading
 import time
+
+import pytest
 
 from ilnp_lab.daemon import Ilnpd, Peer, binary
 from ilnp_lab.testbed import wait_for
@@ -114,7 +121,7 @@ print(json.dumps(res))
 """
 
 
-def topology(bed):
+def topology(bed, datapath="ebpf"):
     t, r1, b = three_node(bed)
     c = bed.add_node("c")
     bed.link(c, "eth0", r1, "eth-c")
@@ -125,10 +132,15 @@ def topology(bed):
     r1.run("nft", "add table inet adm")
     r1.run("nft", "add chain inet adm pre { type filter hook prerouting priority 0 ; }")
     r1.run("nft", f"add rule inet adm pre iifname eth-cn ip6 daddr {SPOOF}/64 counter")
-    dt = Ilnpd(t, ["eth0"], nid=CN_NID, extra=dict(T_CFG)).start()
-    db = Ilnpd(b, ["eth0"], nid=MN_NID, peers=[Peer("t", CN_NID, [(CN_L64, 10)])]).start()
-    dc = Ilnpd(c, ["eth0"], nid=C_NID, peers=[Peer("t", CN_NID, [(CN_L64, 10)])]).start()
+    dt = Ilnpd(t, ["eth0"], nid=CN_NID, datapath=datapath, extra=dict(T_CFG)).start()
+    db = Ilnpd(b, ["eth0"], nid=MN_NID, datapath=datapath, peers=[Peer("t", CN_NID, [(CN_L64, 10)])]).start()
+    dc = Ilnpd(c, ["eth0"], nid=C_NID, datapath=datapath, peers=[Peer("t", CN_NID, [(CN_L64, 10)])]).start()
     t.spawn("python3", "-c", ECHO, str(TCP_PORT), str(UDP_PORT))
+    # listening before anyone connects: a SYN that arrives first is refused at once now
+    # (a RST, as plain IPv6 gives), no longer silently dropped and retransmitted
+    listening = lambda: all(t.run("ss", "-Hn", f"-l{p}", "sport", "=", f":{port}").stdout.strip()
+                            for p, port in (("t", TCP_PORT), ("u", UDP_PORT)))
+    wait_for(listening, timeout=10, what="T's echo server")
     return t, r1, b, c, dt, db, dc
 
 
@@ -156,6 +168,75 @@ def flood(r1, count, pps, *extra):
 def client(c, n, tcp_port=0) -> dict:
     r = c.run("python3", "-c", CLIENT, CN_ID, str(UDP_PORT), str(n), str(tcp_port), timeout=60)
     return json.loads(r.stdout)
+
+
+# C at closed ports of T: a TCP connect, then a datagram on a connected UDP socket.
+# Prints {"tcp", "tcp_s", "udp", "udp_s"}: "refused" is ECONNREFUSED.
+REFUSED = r"""
+import json, socket, sys, time
+dst, tport, uport = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+res = {}
+t = time.monotonic()
+try:
+    socket.create_connection((dst, tport), timeout=5).close(); res["tcp"] = "connected"
+except ConnectionRefusedError:
+    res["tcp"] = "refused"
+except OSError as e:
+    res["tcp"] = repr(e)
+res["tcp_s"] = time.monotonic() - t
+u = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); u.settimeout(5); u.connect((dst, uport))
+t = time.monotonic()
+try:
+    u.send(b"x"); u.recv(64); res["udp"] = "answered"
+except ConnectionRefusedError:
+    res["udp"] = "refused"
+except OSError as e:
+    res["udp"] = repr(e)
+res["udp_s"] = time.monotonic() - t
+print(json.dumps(res))
+"""
+
+# T opens the closed TCP port (a one-shot echo); writes PATH once listening
+LATE_LISTENER = r"""
+import socket, sys
+s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("::", int(sys.argv[1]))); s.listen(8)
+open(sys.argv[2], "w").close()
+c, _ = s.accept()
+c.sendall(c.recv(64))
+"""
+
+
+@pytest.mark.parametrize("datapath", ["ebpf", "userspace"])
+def test_a_peer_at_a_closed_port_is_refused_at_once_and_connects_once_it_opens(bed, tmp_path, datapath):
+    t, r1, b, c, dt, db, dc = topology(bed, datapath)
+    closed_tcp, closed_udp = 5002, 7002
+    before = adm(dt)
+    r = json.loads(c.run("python3", "-c", REFUSED, CN_ID, str(closed_tcp), str(closed_udp), timeout=30).stdout)
+    mid = adm(dt)
+    print(datapath, "refusals", r, "T admission", mid)
+    # the refusal plain IPv6 gives, within a round trip (a timeout would take 5 s)
+    assert r["tcp"] == "refused" and r["tcp_s"] < 1.0, r
+    assert r["udp"] == "refused" and r["udp_s"] < 1.0, r
+    delta = {k: mid["counters"][k] - before["counters"][k] for k in mid["counters"]}
+    assert delta["ingress_no_socket"] >= 2 and delta["answer_sent"] >= 2, delta
+    assert delta["answer_unadmitted"] == 0 and delta["answer_rate_limited"] == 0, delta
+    # and no state for it
+    assert mid["established"] == 0 and mid["embryonic"] == 0, mid
+    assert delta["admit_embryonic"] == 0, delta
+
+    # the port opens: C connects on the same session, its first SYN served
+    up = tmp_path / "late.up"
+    t.spawn("python3", "-c", LATE_LISTENER, str(closed_tcp), str(up))
+    wait_for(up.exists, timeout=10, what="T's late listener")
+    res = client(c, 0, closed_tcp)
+    print(datapath, "after opening", res, "C core", dc.stats()["core"])
+    assert res.get("tcp_ok"), res
+    assert res["tcp_s"] < 1.0, f"not served at the first SYN: {res}"
+    core_c = dc.stats()["core"]
+    assert core_c.get("peer_challenge_sent", 0) == 0 and core_c.get("bad_nonce", 0) == 0, core_c
+    assert dt.proc.poll() is None and dc.proc.poll() is None
 
 
 def test_udp_flood_to_a_closed_port_leaves_no_state_and_serves_a_new_peer(bed, tmp_path):
@@ -198,12 +279,15 @@ def test_udp_flood_to_a_closed_port_leaves_no_state_and_serves_a_new_peer(bed, t
     assert delta["ingress_no_socket"] >= 0.5 * fr["sent"], delta
     assert delta["admit_embryonic"] == 1, delta  # C
     assert delta["ilcc_full"] == 0, delta
-    assert delta["answer_unadmitted"] >= 1, delta  # the kernel's port unreachables, swallowed
-    # packets towards the spoofed sources: within the hello budget (in fact none)
+    # the kernel's port unreachables: a few sent to the hinted (spoofed) locators, the
+    # rest held back by the budget
+    assert delta["answer_sent"] >= 1 and delta["answer_rate_limited"] >= 1, delta
+    # packets towards the spoofed sources: within the one budget (hellos + refusals)
     secs = fr["seconds"] + 1
     budget = T_CFG["hello_burst"] + T_CFG["hello_rate_pps"] * secs
     sent_spoofed = to_spoofed(r1) - spoofed0
     assert sent_spoofed <= budget, (sent_spoofed, budget)
+    assert delta["answer_sent"] + delta["hello_sent"] <= budget, delta
     assert dt.proc.poll() is None
 
 

@@ -205,7 +205,7 @@ pub struct AdmissionStatus {
     pub hello_rate_pps: u32,
     pub hello_burst: u32,
     /// every admission outcome, zeros included: the core's (`admit_*`,
-    /// `hello_*`, `tx_to_embryonic`, `lu_embryonic`, `answer_unadmitted`,
+    /// `hello_*`, `tx_to_embryonic`, `lu_embryonic`, `answer_sent`, `answer_rate_limited`, `answer_unadmitted`,
     /// `ilcc_full`) and the fast path's (`ingress_admit_socket`, `ingress_no_socket`)
     pub counters: BTreeMap<String, u64>,
 }

@@ -21,6 +21,15 @@
 //! the global token bucket (`hello_rate_pps`, `hello_burst`) has a token; every
 //! packet sent towards an embryonic entry is counted (`tx_to_embryonic`).
 //!
+//! Refusals (`Core::answer_unadmitted`): a TCP/UDP packet from an unknown NID that
+//! no socket takes is passed up statelessly by the fast path, which remembers where
+//! it came from in a small LRU map (an [`AnswerHint`]). Our stack's answer (a TCP RST,
+//! an ICMPv6 error) reaches the core without an entry; the core sends it, and only
+//! it (never data), to the hinted locator under the same global budget as the
+//! hellos, with a nonce derived from a secret key, the peer's NID, locator and nonce
+//! ([`Core::responder_nonce`]): the entry the same peer gets once the port opens
+//! carries that very nonce, so the peer's core does not take it for a restart.
+//!
 //! Eviction: the oldest entry of the source locator that holds the most embryonic
 //! entries. Oldest, not random: a legitimate handshake survives a fixed number of
 //! later admissions from its own network, whatever the attacker's luck. Per
@@ -29,14 +38,74 @@
 //! elsewhere; a flood that also randomises locators makes every locator hold one
 //! entry, and the rule falls back to the oldest overall (FIFO).
 
-use crate::event::{Event, Outcome};
+use crate::event::{DropReason, Event, Outcome};
 use crate::{Action, Core, IlccEntry, LocatorState, RemoteLocator};
-use ilnp_wire::translate::{self, WireMeta};
-use ilnp_wire::{ilnp_addr, Locator, Nid};
+use ilnp_wire::translate::{self, Csum, WireMeta};
+use ilnp_wire::{ilnp_addr, ClassifyError, Locator, Nid, Nonce, Packet};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// What the fast path remembered about the last packet from a NID it passed up
+/// without state (`ilnp_answer_hints` in `bpf/ilnp_maps.h`): the locator it came
+/// from, the one of ours it arrived on, the peer's nonce, and when.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnswerHint {
+    pub remote_loc: Locator,
+    pub local_loc: Locator,
+    pub peer_nonce: Nonce,
+    pub at: Instant,
+}
+
+/// A hint older than this is not used: the stack answers at once, so an older one
+/// belongs to another packet.
+pub const ANSWER_HINT_MAX_AGE: Duration = Duration::from_secs(2);
+
+/// SipHash-2-4 (Aumasson, Bernstein 2012) of `msg` under `key`: the keyed PRF behind
+/// the responder's derived nonces.
+fn siphash24(key: [u64; 2], msg: &[u8]) -> u64 {
+    fn round(v: &mut [u64; 4]) {
+        v[0] = v[0].wrapping_add(v[1]);
+        v[1] = v[1].rotate_left(13) ^ v[0];
+        v[0] = v[0].rotate_left(32);
+        v[2] = v[2].wrapping_add(v[3]);
+        v[3] = v[3].rotate_left(16) ^ v[2];
+        v[0] = v[0].wrapping_add(v[3]);
+        v[3] = v[3].rotate_left(21) ^ v[0];
+        v[2] = v[2].wrapping_add(v[1]);
+        v[1] = v[1].rotate_left(17) ^ v[2];
+        v[2] = v[2].rotate_left(32);
+    }
+    let mut v = [
+        key[0] ^ 0x736f_6d65_7073_6575,
+        key[1] ^ 0x646f_7261_6e64_6f6d,
+        key[0] ^ 0x6c79_6765_6e65_7261,
+        key[1] ^ 0x7465_6462_7974_6573,
+    ];
+    let absorb = |v: &mut [u64; 4], m: u64| {
+        v[3] ^= m;
+        round(v);
+        round(v);
+        v[0] ^= m;
+    };
+    let chunks = msg.chunks_exact(8);
+    let rest = chunks.remainder();
+    for c in chunks {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(c);
+        absorb(&mut v, u64::from_le_bytes(b));
+    }
+    let mut last = [0u8; 8];
+    last[..rest.len()].copy_from_slice(rest);
+    last[7] = msg.len() as u8;
+    absorb(&mut v, u64::from_le_bytes(last));
+    v[2] ^= 0xff;
+    for _ in 0..4 {
+        round(&mut v);
+    }
+    v[0] ^ v[1] ^ v[2] ^ v[3]
+}
 
 /// The admission policy (config `admission`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,17 +155,24 @@ impl TokenBucket {
 
     /// Takes a token at `now` if there is one.
     pub fn take(&mut self, now: Instant) -> bool {
-        if let Some(last) = self.last {
-            let dt = now.saturating_duration_since(last).as_secs_f64();
-            self.tokens = (self.tokens + dt * self.rate_per_s).min(self.burst);
-        }
-        self.last = Some(self.last.map_or(now, |l| l.max(now)));
-        if self.tokens >= 1.0 {
+        if self.has_token(now) {
             self.tokens -= 1.0;
             true
         } else {
             false
         }
+    }
+}
+
+impl TokenBucket {
+    /// Whether a token is there at `now` (refilled, none taken).
+    pub fn has_token(&mut self, now: Instant) -> bool {
+        if let Some(last) = self.last {
+            let dt = now.saturating_duration_since(last).as_secs_f64();
+            self.tokens = (self.tokens + dt * self.rate_per_s).min(self.burst);
+        }
+        self.last = Some(self.last.map_or(now, |l| l.max(now)));
+        self.tokens >= 1.0
     }
 }
 
@@ -166,12 +242,15 @@ impl EmbryonicOrder {
 #[derive(Debug)]
 pub struct AdmissionState {
     pub order: EmbryonicOrder,
+    /// the one budget for packets towards unconfirmed sources: hellos and refusals
     pub hello: TokenBucket,
+    /// the responder nonces' key, drawn from the core's RNG at its first use
+    key: Option<[u64; 2]>,
 }
 
 impl AdmissionState {
     pub fn new(rate_per_s: f64, burst: u32) -> AdmissionState {
-        AdmissionState { order: EmbryonicOrder::default(), hello: TokenBucket::new(rate_per_s, burst) }
+        AdmissionState { order: EmbryonicOrder::default(), hello: TokenBucket::new(rate_per_s, burst), key: None }
     }
 }
 
@@ -203,7 +282,11 @@ impl Core {
         if self.ilcc.tier_is_full(tier) && (tier == Tier::Established || !self.evict_oldest_embryonic(out)) {
             return false;
         }
-        let nonce_tx = self.new_nonce();
+        // socket: the nonce a refusal to this peer would have carried (see answer_unadmitted)
+        let nonce_tx = match self.cfg.admission {
+            Admission::Socket => self.responder_nonce(nid, meta.src_loc, &meta.nonce),
+            Admission::Open => self.new_nonce(),
+        };
         let pref = self
             .peers
             .get(&nid)
@@ -268,6 +351,85 @@ impl Core {
         true
     }
 
+    /// Our nonce towards a responder's peer: SipHash-2-4 under a secret key of the
+    /// peer's NID, locator and nonce. A refusal sent with no state and the entry
+    /// made when the same peer (same session on its side) comes back carry the same
+    /// nonce, so its core sees no change (no peer-restart challenge). Unpredictable
+    /// without the key; bound to the locator, so a spoofer that claims a NID from
+    /// its own locator learns a nonce worthless for that NID's session elsewhere.
+    pub(crate) fn responder_nonce(&mut self, nid: Nid, loc: Locator, peer_nonce: &Nonce) -> Nonce {
+        let rng = &mut self.rng;
+        let key = *self.admission.key.get_or_insert_with(|| [rng.next_u64(), rng.next_u64()]);
+        let mut msg = Vec::with_capacity(29);
+        msg.push(0);
+        msg.extend_from_slice(&nid.0.to_be_bytes());
+        msg.extend_from_slice(&loc.0.to_be_bytes());
+        msg.extend_from_slice(peer_nonce.as_bytes());
+        let a = siphash24(key, &msg).to_be_bytes();
+        if self.cfg.nonce_len != 12 {
+            return Nonce::N32([a[0], a[1], a[2], a[3]]);
+        }
+        msg[0] = 1;
+        let b = siphash24(key, &msg).to_be_bytes();
+        let mut n = [0u8; 12];
+        n[..8].copy_from_slice(&a);
+        n[8..].copy_from_slice(&b[..4]);
+        Nonce::N96(n)
+    }
+
+    /// admission = socket: our stack's answer (a TCP RST or an ICMPv6 error, never
+    /// data) towards `nid`, which has no entry: the answer to a packet the fast path
+    /// passed up because no socket took it. Sent as plain IPv6 would, to where that
+    /// packet came from (the fast path's `hint`), from the locator it arrived on,
+    /// with the derived responder nonce, and only with a token of the global budget
+    /// the hellos use: no state, and no more towards unconfirmed sources than the
+    /// budget. Counted: `answer_sent`, `answer_rate_limited`, `answer_unadmitted`
+    /// (no fresh hint). The budget is looked at first, so under a flood (empty
+    /// bucket) the shell is not even asked for the hint (a map lookup each).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn answer_unadmitted(
+        &mut self,
+        now: Instant,
+        nid: Nid,
+        pkt: &[u8],
+        csum: Csum,
+        class: &Result<Packet<'_>, ClassifyError>,
+        hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
+        out: &mut Vec<Action>,
+    ) {
+        let what = || format!("answer to {nid}");
+        if !self.admission.hello.has_token(now) {
+            self.drop(out, DropReason::AnswerRateLimited, what());
+            return;
+        }
+        let Some(h) = hints(nid).filter(|h| now.saturating_duration_since(h.at) <= ANSWER_HINT_MAX_AGE) else {
+            self.drop(out, DropReason::AnswerUnadmitted, what());
+            return;
+        };
+        let Some(local) = Some(h.local_loc).filter(|l| self.local.is_usable(*l)).or_else(|| self.local.best()) else {
+            self.drop(out, DropReason::AnswerUnadmitted, what());
+            return;
+        };
+        self.admission.hello.take(now); // there is one (has_token above, same `now`)
+        let nonce = self.responder_nonce(nid, h.remote_loc, &h.peer_nonce);
+        let id_prefix = self.cfg.id_prefix;
+        let res = match class {
+            Ok(Packet::IcmpError(err)) if csum == Csum::Complete => {
+                err.to_wire(id_prefix, local, h.remote_loc, &nonce, &h.peer_nonce)
+            }
+            // an ICMPv6 error classify refused: not sent, as for an established peer
+            Err(c) if crate::icmp::is_icmp_error(class) => Err(c.error),
+            _ => translate::to_wire(pkt, id_prefix, local, h.remote_loc, &nonce, csum),
+        };
+        match res {
+            Ok(pkt) => {
+                self.stats.bump(Outcome::AnswerSent);
+                out.push(Action::SendWire { pkt, uplink: self.local.uplink_of(local) });
+            }
+            Err(e) => self.drop(out, DropReason::OutMalformed, format!("{}: {e}", what())),
+        }
+    }
+
     /// A packet with the right nonce from `nid`'s embryonic entry: promoted if we
     /// answered it before (the peer received what we sent to its locator).
     pub(crate) fn maybe_promote(&mut self, nid: Nid, out: &mut Vec<Action>) {
@@ -327,8 +489,8 @@ impl Core {
 mod tests {
     use super::*;
     use crate::event::DropReason;
-    use crate::tests::{core, local, udp, wire, LA, LB, LB2, NA, NB};
-    use ilnp_wire::translate::Csum;
+    use crate::tests::{core, delivered, local, udp, wire, LA, LB, LB2, NA, NB};
+    use ilnp_wire::test_support as ts;
     use std::time::Duration;
 
     fn ms(n: u64) -> Duration {
@@ -527,6 +689,142 @@ mod tests {
         b.cfg.admission = Admission::Open;
         b.handle_outbound(now, &rst, Csum::Complete);
         assert_eq!(b.stats().dropped(DropReason::UnknownPeer), 1);
+    }
+
+    #[test]
+    fn siphash_matches_the_reference_vector() {
+        // the paper's appendix: key 00..0f, message 00..0e
+        let key = [0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908];
+        let msg: Vec<u8> = (0..15).collect();
+        assert_eq!(siphash24(key, &msg), 0xa129_ca61_49be_45e5);
+        assert_ne!(siphash24(key, &msg[..14]), siphash24(key, &msg));
+    }
+
+    /// A TCP segment in identifier form with the given flags and a correct checksum.
+    fn tcp_seg(src: Nid, dst: Nid, sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+        let (s, d) = (ilnp_addr(ts::P, src), ilnp_addr(ts::P, dst));
+        let mut t = ts::tcp(s, d, sport, dport, b"");
+        t[40 + 13] = flags;
+        t[40 + 16..40 + 18].copy_from_slice(&[0, 0]);
+        let c = ilnp_wire::checksum::compute(&s, &d, 6, &t[40..]);
+        t[40 + 16..40 + 18].copy_from_slice(&c.to_be_bytes());
+        t
+    }
+
+    /// A's wire SYN to B (A initiates from its peer record), with A's nonce.
+    fn syn_from_a(a: &mut Core, now: Instant) -> (Vec<u8>, Nonce) {
+        let w = wire(&a.handle_outbound(now, &tcp_seg(NA, NB, 4000, 80, 0x02), Csum::Complete)).pop().unwrap();
+        let n = crate::tests::nonce_of(&w);
+        (w, n)
+    }
+
+    #[test]
+    fn a_refusal_goes_to_the_hinted_locator_and_the_reopened_port_keeps_its_nonce() {
+        let now = Instant::now();
+        let mut a = core(NA, LA, 1, Some((NB, LB)));
+        let mut b = responder(4, 10);
+        let (_syn, na) = syn_from_a(&mut a, now);
+        // B's fast path found no socket: it passed the SYN up and left this hint
+        let hint = AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: na, at: now };
+        let rst = tcp_seg(NB, NA, 80, 4000, 0x14);
+        let out = b.handle_outbound_hinted(now + ms(1), &rst, Csum::Complete, &mut |n| (n == NA).then_some(hint));
+        let w = wire(&out);
+        assert_eq!(w.len(), 1, "the refusal is sent");
+        let p = ilnp_wire::ipv6::Packet::new_checked(&w[0][..]).unwrap();
+        assert_eq!(
+            (p.src(), p.dst()),
+            (ilnp_addr(LB, NB), ilnp_addr(LA, NA)),
+            "from where it arrived, to where it came from"
+        );
+        let nb = crate::tests::nonce_of(&w[0]);
+        assert_eq!(nb, b.responder_nonce(NA, LA, &na), "the derived responder nonce");
+        assert!(b.ilcc.get(&NA).is_none(), "no state");
+        assert_eq!(b.stats().outcome(Outcome::AnswerSent), 1);
+        // A takes it: its stack gets the RST (ECONNREFUSED), its core learns B's nonce
+        let got = a.handle_inbound(now + ms(2), &w[0], Csum::Complete);
+        let d = delivered(&got);
+        assert_eq!(d.len(), 1, "{got:?}");
+        assert_eq!(d[0][40 + 13], 0x14, "the RST reaches A's stack");
+        assert_eq!(a.ilcc.get(&NB).unwrap().nonce_rx, Some(nb));
+        // the port opens; A connects again on the same entry: B admits it with the
+        // nonce the RST carried, so A's core sees no change (no restart challenge)
+        let (syn2, _) = syn_from_a(&mut a, now + ms(10));
+        b.handle_inbound(now + ms(11), &syn2, Csum::Complete);
+        assert_eq!(b.ilcc.get(&NA).unwrap().nonce_tx, nb);
+        let synack = wire(&b.handle_outbound(now + ms(12), &tcp_seg(NB, NA, 80, 4000, 0x12), Csum::Complete));
+        let got = a.handle_inbound(now + ms(13), &synack[0], Csum::Complete);
+        assert_eq!(delivered(&got).len(), 1, "A's stack gets the SYN-ACK: {got:?}");
+        assert_eq!(a.stats().dropped(DropReason::BadNonce), 0);
+        assert_eq!(a.stats().outcome(Outcome::PeerChallengeSent), 0);
+    }
+
+    #[test]
+    fn a_port_unreachable_reaches_the_peer_with_its_quote_in_wire_form() {
+        let now = Instant::now();
+        let mut a = core(NA, LA, 1, Some((NB, LB)));
+        let mut b = responder(4, 10);
+        let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+        let na = crate::tests::nonce_of(&w);
+        let hint = AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: na, at: now };
+        // B's stack answers the identifier-form datagram with port unreachable
+        let err = ts::icmp_error(ilnp_addr(ts::P, NB), ilnp_addr(ts::P, NA), 1, 4, 0, &udp(NA, NB, b"x"));
+        let out = b.handle_outbound_hinted(now, &err, Csum::Complete, &mut |_| Some(hint));
+        let e = wire(&out);
+        assert_eq!(e.len(), 1, "{out:?}");
+        let got = a.handle_inbound(now + ms(1), &e[0], Csum::Complete);
+        assert_eq!(a.stats().outcome(Outcome::IcmpErrorTranslated), 1, "A believes it: {got:?}");
+        let d = delivered(&got);
+        assert_eq!((d.len(), d[0][40], d[0][41]), (1, 1, 4), "port unreachable for A's stack");
+        assert!(b.ilcc.get(&NA).is_none());
+    }
+
+    #[test]
+    fn refusals_share_the_hello_budget_and_need_a_fresh_hint() {
+        let t0 = Instant::now();
+        let mut b = responder(4, 3); // 1 token/s, burst 3
+        let rst = |n: u64| tcp_seg(NB, Nid(0x0200_00ff_fe03_0000 + n), 80, 4000, 0x14);
+        let hint = |at| AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: Nonce::N32([1, 2, 3, 4]), at };
+        let (mut sent, mut asked) = (0, 0);
+        for i in 0..10 {
+            let mut h = |_| {
+                asked += 1;
+                Some(hint(t0))
+            };
+            sent += wire(&b.handle_outbound_hinted(t0, &rst(i), Csum::Complete, &mut h)).len();
+        }
+        assert_eq!(sent, 3, "the burst, then nothing");
+        assert_eq!(b.stats().dropped(DropReason::AnswerRateLimited), 7);
+        assert_eq!(asked, 3, "no hint looked up without a token");
+        // a hello takes from the same bucket: after 1 s one token, spent by the refusal
+        let t1 = t0 + ms(1000);
+        assert_eq!(wire(&b.handle_outbound_hinted(t1, &rst(20), Csum::Complete, &mut |_| Some(hint(t1)))).len(), 1);
+        let (_c, p) = from(NA, 1, t1);
+        b.handle_inbound(t1, &p, Csum::Complete);
+        assert_eq!(b.stats().outcome(Outcome::HelloRateLimited), 1, "no token left for the hello");
+        // no hint, or one older than ANSWER_HINT_MAX_AGE: not sent, no token taken
+        let t2 = t1 + ANSWER_HINT_MAX_AGE + ms(2000);
+        assert!(wire(&b.handle_outbound_hinted(t2, &rst(30), Csum::Complete, &mut |_| None)).is_empty());
+        let old = hint(t2 - ANSWER_HINT_MAX_AGE - ms(1));
+        assert!(wire(&b.handle_outbound_hinted(t2, &rst(31), Csum::Complete, &mut |_| Some(old))).is_empty());
+        assert_eq!(b.stats().dropped(DropReason::AnswerUnadmitted), 2);
+        assert_eq!(wire(&b.handle_outbound_hinted(t2, &rst(32), Csum::Complete, &mut |_| Some(hint(t2)))).len(), 1);
+        assert_eq!(b.stats().outcome(Outcome::AnswerSent), 5);
+        assert_eq!(b.tier_counts().embryonic, 1, "only NA's packet made state");
+    }
+
+    #[test]
+    fn responder_nonces_are_keyed_and_bound_to_nid_locator_and_peer_nonce() {
+        let mut b = responder(4, 10);
+        let n = Nonce::N32([9, 9, 9, 9]);
+        let x = b.responder_nonce(NA, LA, &n);
+        assert_eq!(x, b.responder_nonce(NA, LA, &n), "stable");
+        assert_ne!(x, b.responder_nonce(NA, LB2, &n), "another locator");
+        assert_ne!(x, b.responder_nonce(NB, LA, &n), "another NID");
+        assert_ne!(x, b.responder_nonce(NA, LA, &Nonce::N32([9, 9, 9, 8])), "another peer nonce");
+        let mut other = core(NB, LB, 77, None);
+        assert_ne!(x, other.responder_nonce(NA, LA, &n), "another key");
+        other.cfg.nonce_len = 12;
+        assert!(matches!(other.responder_nonce(NA, LA, &n), Nonce::N96(_)));
     }
 
     #[test]

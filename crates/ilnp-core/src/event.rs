@@ -84,8 +84,12 @@ counter_enum! {
         LuEmbryonic = "lu_embryonic",
         /// admission = socket: a TCP RST or ICMPv6 error our stack raised towards a
         /// NID with no ILCC entry (the answer to a packet no socket took, which the
-        /// fast path passed up statelessly): not sent to an unverified source
+        /// fast path passed up statelessly) with no fresh hint of where that packet
+        /// came from (`admission::AnswerHint`): not sent
         AnswerUnadmitted = "answer_unadmitted",
+        /// ... with a hint, but the global budget towards unconfirmed sources had
+        /// no token: not sent
+        AnswerRateLimited = "answer_rate_limited",
     }
 }
 
@@ -158,6 +162,9 @@ counter_enum! {
         HelloRateLimited = "hello_rate_limited",
         /// packets sent towards an embryonic (unconfirmed) entry, hellos included
         TxToEmbryonic = "tx_to_embryonic",
+        /// admission = socket: our stack's refusal (TCP RST, ICMPv6 error) of a
+        /// packet no socket took, sent to the hinted locator with no state
+        AnswerSent = "answer_sent",
     }
 }
 

@@ -18,7 +18,7 @@ pub mod peers;
 pub mod snapshot;
 pub mod timers;
 
-pub use admission::{Admission, Tier, TierCounts, TokenBucket};
+pub use admission::{Admission, AnswerHint, Tier, TierCounts, TokenBucket, ANSWER_HINT_MAX_AGE};
 pub use balance::{BalanceChange, BalanceError, BalanceTable, Policy};
 pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use dns::{DnsPeer, DnsPeerResult, PeerSource};
@@ -254,7 +254,20 @@ impl Core {
 
     /// An identifier-form packet the kernel routed to ilnp0.
     pub fn handle_outbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
-        let mut out = self.outbound(now, pkt, csum);
+        self.handle_outbound_hinted(now, pkt, csum, &mut |_| None)
+    }
+
+    /// `handle_outbound` for a shell whose fast path keeps answer hints: `hints` is
+    /// asked (at most once, only for our stack's answer to a NID with no entry under
+    /// admission = socket) where that NID's last unadmitted packet came from.
+    pub fn handle_outbound_hinted(
+        &mut self,
+        now: Instant,
+        pkt: &[u8],
+        csum: Csum,
+        hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
+    ) -> Vec<Action> {
+        let mut out = self.outbound(now, pkt, csum, hints);
         self.ilcc.tidy();
         self.challenges.mask(&mut out);
         self.balance_follow(&mut out);

@@ -3,14 +3,20 @@
 
 use crate::event::{DropReason, Event, Outcome};
 use crate::icmp::{is_icmp_error, unreachable_to_app};
-use crate::{packet_summary, Action, Admission, Core, IlccEntry, LocatorState, RemoteLocator, Tier};
+use crate::{packet_summary, Action, Admission, AnswerHint, Core, IlccEntry, LocatorState, RemoteLocator, Tier};
 use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{classify, ipv6, split_addr, Nid, Packet};
 use std::time::Instant;
 
 impl Core {
     /// `Core::handle_outbound` without the timer bookkeeping.
-    pub(crate) fn outbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
+    pub(crate) fn outbound(
+        &mut self,
+        now: Instant,
+        pkt: &[u8],
+        csum: Csum,
+        hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
+    ) -> Vec<Action> {
         let mut out = Vec::new();
         let p = match ipv6::Packet::new_checked(pkt) {
             Ok(p) => p,
@@ -37,8 +43,8 @@ impl Core {
         if self.ilcc.get(&dn).is_none() {
             if self.cfg.admission == Admission::Socket && (icmp_error || p.is_tcp_rst()) {
                 // our stack's answer to a packet the fast path passed up without
-                // state (no socket took it): no locator we could trust to send it to
-                self.drop(&mut out, DropReason::AnswerUnadmitted, format!("packet to {}", p.dst()));
+                // state (no socket took it): to the hinted locator, under the budget
+                self.answer_unadmitted(now, dn, pkt, csum, &class, hints, &mut out);
                 return out;
             }
             if let Err(reason) = self.create_initiator_entry(now, dn, &mut out) {

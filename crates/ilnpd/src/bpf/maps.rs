@@ -118,6 +118,24 @@ pub struct PlainPeerVal {
     pub remote_loc: [u8; 8],
 }
 
+/// `struct ilnp_answer_hint_val` (value of ilnp_answer_hints, key = remote NID):
+/// where the last packet from a NID without an entry came from, which the ingress
+/// program passed up with no socket to take it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AnswerHintVal {
+    pub remote_loc: [u8; 8],
+    pub local_loc: [u8; 8],
+    pub ts_ns: u64,
+    pub nonce: [u8; NONCE_MAX],
+    pub nonce_len: u8,
+    pub _pad: [u8; 3],
+}
+
+/// `ILNP_ANSWER_HINTS_MAX` (checked against the header)
+#[cfg(test)]
+pub const ANSWER_HINTS_MAX: usize = 4096;
+
 /// `ILNP_LOCAL_RX_GRAIN_NS` (checked against the header; ilnpd only reads the stamps)
 #[cfg(test)]
 pub const LOCAL_RX_GRAIN_NS: u64 = 10_000_000;
@@ -129,6 +147,7 @@ unsafe impl Pod for IlccVal {}
 unsafe impl Pod for LocalVal {}
 unsafe impl Pod for BalanceVal {}
 unsafe impl Pod for PlainPeerVal {}
+unsafe impl Pod for AnswerHintVal {}
 
 /// `ILNP_REASONS` in bpf/ilnp_maps.h, in enum order (index = `enum ilnp_reason`).
 pub const REASONS: &[&str] = &[
@@ -239,6 +258,10 @@ int main(void) {
   printf("const.ILNP_POLICY_FAILOVER %d\nconst.ILNP_POLICY_PER_FLOW %d\nconst.ILNP_POLICY_PER_PACKET %d\n", ILNP_POLICY_FAILOVER, ILNP_POLICY_PER_FLOW, ILNP_POLICY_PER_PACKET);
   S(ilnp_plain_peer_val) O(ilnp_plain_peer_val, remote_loc)
   printf("const.ILNP_PLAIN_PEERS_MAX %d\n", ILNP_PLAIN_PEERS_MAX);
+  S(ilnp_answer_hint_val) O(ilnp_answer_hint_val, remote_loc) O(ilnp_answer_hint_val, local_loc)
+  O(ilnp_answer_hint_val, ts_ns) O(ilnp_answer_hint_val, nonce) O(ilnp_answer_hint_val, nonce_len)
+  O(ilnp_answer_hint_val, _pad)
+  printf("const.ILNP_ANSWER_HINTS_MAX %d\n", ILNP_ANSWER_HINTS_MAX);
   O(ilnp_cfg, id_prefix) O(ilnp_cfg, local_nid) O(ilnp_cfg, ilnp0_ifindex) O(ilnp_cfg, mode)
   O(ilnp_cfg, flags) O(ilnp_cfg, _pad)
   O(ilnp_ilcc_val, local_loc) O(ilnp_ilcc_val, remote_loc) O(ilnp_ilcc_val, remote_locs)
@@ -302,6 +325,14 @@ int main(void) {
             ("sizeof.ilnp_plain_peer_val", size_of::<PlainPeerVal>()),
             ("ilnp_plain_peer_val.remote_loc", offset_of!(PlainPeerVal, remote_loc)),
             ("const.ILNP_PLAIN_PEERS_MAX", PLAIN_PEERS_MAX),
+            ("sizeof.ilnp_answer_hint_val", size_of::<AnswerHintVal>()),
+            ("ilnp_answer_hint_val.remote_loc", offset_of!(AnswerHintVal, remote_loc)),
+            ("ilnp_answer_hint_val.local_loc", offset_of!(AnswerHintVal, local_loc)),
+            ("ilnp_answer_hint_val.ts_ns", offset_of!(AnswerHintVal, ts_ns)),
+            ("ilnp_answer_hint_val.nonce", offset_of!(AnswerHintVal, nonce)),
+            ("ilnp_answer_hint_val.nonce_len", offset_of!(AnswerHintVal, nonce_len)),
+            ("ilnp_answer_hint_val._pad", offset_of!(AnswerHintVal, _pad)),
+            ("const.ILNP_ANSWER_HINTS_MAX", ANSWER_HINTS_MAX),
             ("ilnp_cfg.id_prefix", offset_of!(CfgVal, id_prefix)),
             ("ilnp_cfg.local_nid", offset_of!(CfgVal, local_nid)),
             ("ilnp_cfg.ilnp0_ifindex", offset_of!(CfgVal, ilnp0_ifindex)),

@@ -34,7 +34,7 @@ use std::net::Ipv6Addr;
 use std::path::PathBuf;
 
 pub use maps::REASONS;
-use maps::{BalanceVal, CfgVal, IlccVal, LocalVal, PlainPeerVal};
+use maps::{AnswerHintVal, BalanceVal, CfgVal, IlccVal, LocalVal, PlainPeerVal};
 use pin::Pins;
 use tc::{AttachKind, Attachment};
 
@@ -48,7 +48,17 @@ const MAP_LOCALS: &str = "ilnp_locals";
 const MAP_STATS: &str = "ilnp_stats";
 const MAP_BALANCE: &str = "ilnp_balance";
 const MAP_PLAIN_PEERS: &str = "ilnp_plain_peers";
-const MAP_NAMES: &[&str] = &[MAP_CFG, MAP_ILCC, MAP_LOCALS, MAP_STATS, MAP_BALANCE, MAP_PLAIN_PEERS];
+const MAP_ANSWER_HINTS: &str = "ilnp_answer_hints";
+const MAP_NAMES: &[&str] = &[
+    MAP_CFG,
+    MAP_ILCC,
+    MAP_LOCALS,
+    MAP_STATS,
+    MAP_BALANCE,
+    MAP_PLAIN_PEERS,
+    MAP_ANSWER_HINTS,
+    "ilnp_hint_tat", // the programs' own (the hint writes' budget): pinned, never read here
+];
 const PROG_EGRESS: &str = "ilnp_egress";
 const PROG_INGRESS: &str = "ilnp_ingress";
 
@@ -271,6 +281,24 @@ impl Datapath {
             HashMap::try_from(self.bpf.map_mut(MAP_PLAIN_PEERS).ok_or_else(|| map_err(MAP_PLAIN_PEERS))?)?;
         absent_ok(m.remove(&nid.to_bytes()))
             .with_context(|| format!("removing the plain peer {nid} from the fast path"))
+    }
+
+    /// The ingress program's hint for `nid` (admission = socket): where its last
+    /// packet that no socket took came from, our locator it arrived on, its nonce,
+    /// and when (CLOCK_MONOTONIC ns). None: no hint (never, or evicted).
+    pub fn answer_hint(&self, nid: Nid) -> Result<Option<(Locator, Locator, ilnp_wire::Nonce, u64)>> {
+        let m: HashMap<_, [u8; 8], AnswerHintVal> =
+            HashMap::try_from(self.bpf.map(MAP_ANSWER_HINTS).ok_or_else(|| map_err(MAP_ANSWER_HINTS))?)?;
+        let v = match m.get(&nid.to_bytes(), 0) {
+            Ok(v) => v,
+            Err(MapError::KeyNotFound) => return Ok(None),
+            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("reading the answer hint of {nid}")),
+        };
+        let Some(nonce) = v.nonce.get(..usize::from(v.nonce_len)).and_then(ilnp_wire::Nonce::from_slice) else {
+            return Ok(None);
+        };
+        Ok(Some((Locator::from_bytes(v.remote_loc), Locator::from_bytes(v.local_loc), nonce, v.ts_ns)))
     }
 
     /// Replaces the set of local locators the fast path accepts and sends from.

@@ -166,7 +166,7 @@ impl Daemon {
 }
 
 /// CLOCK_MONOTONIC in ns: what bpf_ktime_get_ns() returns.
-fn monotonic_ns() -> u64 {
+pub(super) fn monotonic_ns() -> u64 {
     // SAFETY: a zeroed timespec is valid; clock_gettime only writes it.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux.

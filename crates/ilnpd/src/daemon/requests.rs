@@ -25,6 +25,8 @@ const ADMISSION_CORE_COUNTERS: &[&str] = &[
     "hello_rate_limited",
     "tx_to_embryonic",
     "lu_embryonic",
+    "answer_sent",
+    "answer_rate_limited",
     "answer_unadmitted",
     "ilcc_full",
 ];

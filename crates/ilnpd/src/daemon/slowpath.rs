@@ -3,7 +3,7 @@
 //! the shell's own counters.
 
 use super::{requests, Daemon};
-use ilnp_core::{Action, Event};
+use ilnp_core::{Action, AnswerHint, Event};
 use ilnp_wire::split_addr;
 use ilnp_wire::translate::Csum;
 use socket2::{SockAddr, Socket};
@@ -221,8 +221,14 @@ impl Daemon {
             }
             return;
         }
-        let actions =
-            if outbound { self.core.handle_outbound(now, pkt, csum) } else { self.core.handle_inbound(now, pkt, csum) };
+        let actions = if outbound {
+            // admission = socket: the core may ask where the packet our stack is
+            // answering came from (the ingress program's hint, read only then)
+            let dp = self.dp.as_ref();
+            self.core.handle_outbound_hinted(now, pkt, csum, &mut |nid| answer_hint(dp?, nid, now))
+        } else {
+            self.core.handle_inbound(now, pkt, csum)
+        };
         self.run_actions(actions);
     }
 
@@ -233,6 +239,20 @@ impl Daemon {
         let actions = self.core.handle_timeout(Instant::now());
         self.run_actions(actions);
     }
+}
+
+/// The fast path's answer hint for `nid`, its CLOCK_MONOTONIC stamp made an
+/// `Instant` (the same clock) relative to `now`.
+fn answer_hint(dp: &crate::bpf::Datapath, nid: ilnp_wire::Nid, now: Instant) -> Option<AnswerHint> {
+    let (remote_loc, local_loc, peer_nonce, ns) = match dp.answer_hint(nid) {
+        Ok(h) => h?,
+        Err(e) => {
+            tracing::debug!("{e:#}");
+            return None;
+        }
+    };
+    let age = Duration::from_nanos(super::locators::monotonic_ns().saturating_sub(ns));
+    Some(AnswerHint { remote_loc, local_loc, peer_nonce, at: now.checked_sub(age).unwrap_or(now) })
 }
 
 /// Sends `pkt` (a whole IPv6 packet) on the IPPROTO_RAW socket with an
