@@ -374,7 +374,7 @@ impl Core {
         let mut n = [0u8; 12];
         n[..8].copy_from_slice(&a);
         n[8..].copy_from_slice(&b[..4]);
-        Nonce::N96(n)
+        crate::nonce96(n)
     }
 
     /// admission = socket: our stack's answer (a TCP RST or an ICMPv6 error, never
@@ -825,6 +825,16 @@ mod tests {
         assert_ne!(x, other.responder_nonce(NA, LA, &n), "another key");
         other.cfg.nonce_len = 12;
         assert!(matches!(other.responder_nonce(NA, LA, &n), Nonce::N96(_)));
+        // derived 96-bit nonces keep DestOpts byte 12 (nonce byte 8) below 0x80 as random
+        // ones do (crate::nonce96; tests/test_gso_exthdr.py): over 256 peers, never set
+        let mut seen_high_bit_6 = false;
+        for i in 0..256u64 {
+            let x = other.responder_nonce(Nid(NA.0 ^ i), LA, &n);
+            let b = x.as_bytes();
+            assert!(b[8] < 0x80, "derived nonce {b:02x?}");
+            seen_high_bit_6 |= b[8] >= 0x40;
+        }
+        assert!(seen_high_bit_6, "the other bits still vary");
     }
 
     #[test]

@@ -204,13 +204,8 @@ impl Core {
     fn new_nonce(&mut self) -> Nonce {
         let mut b = [0u8; 12];
         self.rng.fill_bytes(&mut b);
-        // 95 random bits, not 96: nonce byte 8 is DestOpts header byte 12, which
-        // Linux routers read as the TCP data offset of a forwarded GSO packet
-        // (ilnp_wire::destopts::GSO_DOFF_BYTE); with its top bit set they answer
-        // every GSO packet of the session with Packet Too Big.
-        b[8] &= 0x7f;
         if self.cfg.nonce_len == 12 {
-            Nonce::N96(b)
+            nonce96(b)
         } else {
             Nonce::N32([b[0], b[1], b[2], b[3]])
         }
@@ -320,3 +315,12 @@ fn packet_summary(pkt: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// Every 96-bit nonce we use (random or derived) goes through here: 95 bits, not 96.
+/// Nonce byte 8 is DestOpts header byte 12, which Linux routers read as the TCP data
+/// offset of a forwarded GSO packet (ilnp_wire::destopts::GSO_DOFF_BYTE); with its top
+/// bit set they answer every GSO packet of the session with Packet Too Big.
+pub(crate) fn nonce96(mut b: [u8; 12]) -> Nonce {
+    b[8] &= 0x7f;
+    Nonce::N96(b)
+}
