@@ -166,3 +166,31 @@ def test_failover_under_balancing(bed, tmp_path, policy):
     # afterwards everything is on L3
     pairs = dmn.ctl("policy")["peers"][0]["pairs"]
     assert all(L3 in p[0] and L2 not in p[0] for p in pairs), pairs
+
+
+def test_start_keeps_ra_default_routes(bed):
+    """Setting ilnp0's forwarding=1 made the kernel purge every RA default route of the
+    host (rt6_purge_dflt_routers) until each router's next RA: ilnpd then started with no
+    router on any uplink (packets left by the main table, `egress_fib_fallback`), and when
+    the RAs came back one by one the other uplinks' locators were left out of the balancing
+    table or retired (flows moved between pairs: the per-flow "92/8" of seed002-lb). With
+    RAs 20-30 s apart, the routes must still be there and both routers known at once.
+    The MN takes RAs as a host with the kernel's defaults (accept_ra=1; the lab's topology
+    sets 2, which the purge spares)."""
+    t = mobility_topology(bed)
+    mn = t["mn"]
+    mn.sysctl("net.ipv6.conf.eth-r2.accept_ra=1", "net.ipv6.conf.eth-r3.accept_ra=1")
+    radvd(t["r2"], "eth-mn", "2001:db8:2::/64", min_ra=20, max_ra=30)
+    radvd(t["r3"], "eth-mn", "2001:db8:3::/64", min_ra=20, max_ra=30)
+    mn.ip("link", "set", "eth-r3", "up")
+    for dev in ("eth-r2", "eth-r3"):
+        wait_for(lambda: default_route_pref(mn, dev) is not None, timeout=15, what=f"RA default route on {dev}")
+    dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra={"balance_policy": "per-flow", "locator_pref": {"eth-r2": 10, "eth-r3": 10}}).start()
+    locs = dmn.ctl("locator", "show")
+    assert sorted(l["interface"] for l in locs) == ["eth-r2", "eth-r3"], locs
+    assert all(l["has_router"] for l in locs), locs
+    for dev in ("eth-r2", "eth-r3"):
+        assert default_route_pref(mn, dev) is not None, mn.ip("-6", "route", "show", "default").stdout
+    assert mn.run("sysctl", "-n", "net.ipv6.conf.ilnp0.forwarding").stdout.strip() == "1"
+    assert mn.run("sysctl", "-n", "net.ipv6.conf.default.forwarding").stdout.strip() == "0"

@@ -39,7 +39,8 @@ from pathlib import Path
 
 from .topology import EXPERIMENTS
 
-RUNNERS = {"seed002": "ilnp_lab.seed002", "seed004": "ilnp_lab.seed004", "signalling": "ilnp_lab.signalling"}
+RUNNERS = {"aggregation": "ilnp_lab.aggregation", "seed002": "ilnp_lab.seed002", "seed004": "ilnp_lab.seed004",
+           "signalling": "ilnp_lab.signalling"}
 COMMON = {"quick", "out", "json", "seed"}
 # `ilnp-lab run` options and their defaults, to tell which ones the user gave
 RUN_DEFAULTS = {"runs": None, "scenario": None, "scheme": None, "cc": None, "jobs": 1, "dad": "optimistic",

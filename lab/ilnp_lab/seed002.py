@@ -88,18 +88,19 @@ def describe(spec: Spec) -> str:
 
 
 # ---------------------------------------------------------------- topology
-def build(bed: Testbed, d00d_delay_ms: float = 0) -> dict[str, Node]:
+def build(bed: Testbed, d00d_delay_ms: float = 0, delay_host: str = "vm2") -> dict[str, Node]:
     """Fig. 7: vm1, vm2 and ra on two bridged segments. `d00d_delay_ms`: one-way delay on
-    vm2's link into the d00d segment (the reordering run), through the lab's delay line
-    (netem where the kernel has it): every packet to vm2's d00d locator is slower, whichever
-    interface the sender put it on (a cross pair can reach it on-link or through `ra`)."""
+    `delay_host`'s link into the d00d segment, through the lab's delay line (netem where the
+    kernel has it). On vm2's (the reordering run): every packet to vm2's d00d locator is
+    slower, whichever interface the sender put it on (a cross pair can reach it on-link or
+    through `ra`). On vm1's: what vm1 sends from its d00d uplink is slower."""
     vm1, vm2, ra = bed.add_node("vm1"), bed.add_node("vm2"), bed.add_node("ra", router=True)
     for seg, (dev, prefix, _) in NETS.items():
         sw = bed.add_node(f"sw{seg}")
         sw.ip("link", "add", "br0", "type", "bridge")
         ports = [(vm1, dev, "p1"), (vm2, dev, "p2"), (ra, f"eth-{seg}", "p3")]
         for host, hdev, port in ports:
-            if host is vm2 and seg == "d00d" and d00d_delay_ms:
+            if host.name == delay_host and seg == "d00d" and d00d_delay_ms:
                 bed.delay_link(host, hdev, sw, port, d00d_delay_ms)
             else:
                 bed.link(host, hdev, sw, port)

@@ -141,7 +141,23 @@ impl Daemon {
 
         // ---- from here on we change the host; cleanup() undoes it
         let ebpf = cfg.datapath == config::Datapath::Ebpf;
-        let tun = Tun::create(&cfg.tun_name, ebpf)?;
+        // ilnp0 needs forwarding=1 (below), but writing 1 to any interface's
+        // `forwarding` makes the kernel purge every RA-learned default route of the
+        // namespace (rt6_purge_dflt_routers, for interfaces without accept_ra=2):
+        // plain IPv6 and our uplinks' routers would be gone until each router's next
+        // RA (seconds here, minutes on real networks). A device takes its initial
+        // settings from `default`, whose `forwarding` purges nothing: set it for the
+        // moment ilnp0 is created, then put the old value back.
+        let dflt_fwd = "/proc/sys/net/ipv6/conf/default/forwarding";
+        let old_dflt = if adopting { None } else { std::fs::read_to_string(dflt_fwd).ok() };
+        if old_dflt.as_deref().is_some_and(|v| v.trim() != "1") {
+            let _ = std::fs::write(dflt_fwd, "1");
+        }
+        let tun = Tun::create(&cfg.tun_name, ebpf);
+        if let Some(v) = old_dflt.as_deref().filter(|v| v.trim() != "1") {
+            let _ = std::fs::write(dflt_fwd, v.trim());
+        }
+        let tun = tun?;
         if adopting {
             tracing::warn!("{} left by an ilnpd that did not stop cleanly: adopting it", cfg.tun_name);
         }
@@ -161,6 +177,10 @@ impl Daemon {
             [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1"), ("forwarding", "1")]
         {
             let p = format!("/proc/sys/net/ipv6/conf/{}/{k}", cfg.tun_name);
+            // forwarding: only if ilnp0 did not get it from `default` (writing it purges, above)
+            if k == "forwarding" && std::fs::read_to_string(&p).is_ok_and(|x| x.trim() == v) {
+                continue;
+            }
             let _ = std::fs::write(&p, v);
         }
         nl.set_link_up(tl.index, mtu).await?;
