@@ -43,7 +43,7 @@ SPOOF = "2001:db8:f::"
 
 def iperf(client, server_node, server, seconds):
     srv = server_node.spawn("iperf3", "-s", "-1", "-B", server)
-    time.sleep(0.3)
+    server_node.wait_listening(5201)
     r = client.run("iperf3", "-c", server, "-t", str(seconds), "-J", check=False, timeout=seconds + 40)
     srv.wait(timeout=15)
     if r.returncode != 0:

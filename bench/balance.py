@@ -23,7 +23,6 @@ import argparse
 import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
@@ -39,7 +38,7 @@ POLICIES = ("failover", "per-flow", "per-packet")
 def udp(vm1, vm2, dst: str, payload: int, seconds: float, rate: str = "0", packets: int | None = None) -> dict:
     """iperf3 UDP vm1 -> dst: packets sent and delivered (per second) from iperf3's report."""
     srv = vm2.spawn("iperf3", "-s", "-1", "-B", dst)
-    time.sleep(0.3)
+    vm2.wait_listening(5201)
     args = ["iperf3", "-c", dst, "-u", "-b", rate, "-l", str(payload), "-J"]
     args += ["-k", str(packets)] if packets else ["-t", str(seconds)]
     r = vm1.run(*args, check=False, timeout=seconds + 60)

@@ -81,7 +81,8 @@ def main() -> int:
         try:
             mn.spawn("iperf3", "-s", "-1", "-B", mn_id, "-p", "5201")
             cn.spawn("iperf3", "-s", "-1", "-B", cn_id, "-p", "5202")
-            time.sleep(0.3)
+            mn.wait_listening(5201)
+            cn.wait_listening(5202)
             tcp = cn.spawn("iperf3", "-c", mn_id, "-p", "5201", "-t", str(secs), "-b", "50M", "-i", "1", "-J",
                            stdout=open(args.out / "tcp.json", "w"))
             udp = mn.spawn("iperf3", "-c", cn_id, "-p", "5202", "-u", "-b", "5M", "-t", str(secs), "-J",

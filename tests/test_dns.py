@@ -89,7 +89,7 @@ def test_unmodified_apps_by_name(bed, tmp_path):
     assert r.stdout == msg
     # iperf3 by name
     srv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID, "-p", "5201")
-    time.sleep(0.3)
+    mn.wait_listening(5201)
     r = cn.run("iperf3", "-c", f"mn.{ZONE}", "-p", "5201", "-t", "1", check=False, timeout=30)
     srv.wait(timeout=10)
     assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]

@@ -60,13 +60,13 @@ def test_curl_and_iperf3_to_a_non_ilnp_peer(bed, mode, tmp_path):
     assert p["fallback"]["pkts_out"] > 0 and p["fallback"]["pkts_in"] > 100, p
 
     srv = mn.spawn("iperf3", "-s", "-1", "-p", "5201")
-    time.sleep(0.3)
+    mn.wait_listening(5201)
     r = cn.run("iperf3", "-c", MN_ID, "-p", "5201", "-t", "2", "-J", check=False, timeout=30)
     srv.wait(timeout=10)
     assert r.returncode == 0, r.stdout[-1500:]
     assert json.loads(r.stdout)["end"]["sum_received"]["bytes"] > 1_000_000
     srv = mn.spawn("iperf3", "-s", "-1", "-p", "5202")
-    time.sleep(0.3)
+    mn.wait_listening(5202)
     r = cn.run("iperf3", "-c", MN_ID, "-p", "5202", "-u", "-b", "10M", "-l", "1200", "-t", "2", "-J",
                check=False, timeout=30)
     srv.wait(timeout=10)

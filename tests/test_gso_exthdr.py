@@ -12,7 +12,6 @@
 
 import importlib.util
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -65,7 +64,7 @@ def test_ilnp_tcp_through_a_router_with_default_offloads(bed, nonce_bits):
         h.run("ethtool", "-K", "eth0", "tso", "on")
     ptb0 = router_ptb(r1)
     srv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID, "-p", "5201")
-    time.sleep(0.3)
+    mn.wait_listening(5201)
     r = cn.run("iperf3", "-c", MN_ID, "-p", "5201", "-t", "2", "-J", check=False, timeout=40)
     srv.wait(timeout=15)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

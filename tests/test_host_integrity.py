@@ -81,7 +81,7 @@ def plain_ipv6_checks(bed, a, b, a_addr=A, b_addr=B):
     stop_process(echo)
 
     srv = b.spawn("iperf3", "-s", "-1", "-p", "5201")
-    time.sleep(0.3)
+    b.wait_listening(5201)
     r = a.run("iperf3", "-c", b_addr, "-p", "5201", "-u", "-b", "1M", "-t", "1", "-J", check=False, timeout=30)
     srv.wait(timeout=10)
     assert r.returncode == 0, f"iperf3 UDP failed: {r.stdout[-1500:]} {r.stderr[-500:]}"

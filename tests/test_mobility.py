@@ -61,7 +61,7 @@ def test_session_survives_move_between_networks(bed, tmp_path, handoff, wan_r3_m
     pm = probe(mn, MN_ID, CN_ID, 7100, secs, 100, str(tmp_path / "mn-probe.json"))
     pc = probe(cn, CN_ID, MN_ID, 7100, secs, 100, str(tmp_path / "cn-probe.json"))
     srv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
-    time.sleep(0.3)
+    mn.wait_listening(5201)
     ip = cn.spawn("iperf3", "-c", MN_ID, "-t", str(secs - 1), "-b", "100M", "-J", stdout=open(tmp_path / "iperf.json", "w"))
     time.sleep(2)
     mn.ip("link", "set", "eth-r3", "up")  # join R3's network
@@ -188,7 +188,7 @@ def test_both_ends_move_at_once(bed, tmp_path):
     pm = probe(mn, MN_ID, CN_ID, 7100, secs, 100, str(tmp_path / "mn.json"))
     pc = probe(cn, CN_ID, MN_ID, 7100, secs, 100, str(tmp_path / "cn.json"))
     srv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
-    time.sleep(0.3)
+    mn.wait_listening(5201)
     ip = cn.spawn("iperf3", "-c", MN_ID, "-t", str(secs - 1), "-b", "50M", "-J", stdout=open(tmp_path / "iperf.json", "w"))
     time.sleep(2)
     mn.ip("link", "set", "eth-r3", "up")

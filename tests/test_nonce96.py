@@ -7,7 +7,6 @@ and accepts either size from its correspondents; the RFCs set no negotiation.
 """
 
 import json
-import time
 
 import pytest
 
@@ -27,7 +26,7 @@ def pair(bed, cn_bits, mn_bits, mtu_mn=None):
 
 def iperf3(c, s, *args):
     srv = s.spawn("iperf3", "-s", "-1", "-B", MN_ID)
-    time.sleep(0.3)
+    s.wait_listening(5201)
     r = c.run("iperf3", "-c", MN_ID, "-J", "--connect-timeout", "3000", *args, check=False, timeout=40)
     srv.wait(timeout=10)
     assert r.returncode == 0, r.stdout[-1500:]

@@ -55,7 +55,8 @@ def test_kill9_mid_iperf_session_survives(bed, tmp_path, side):
         secs = 8
         mn.spawn("iperf3", "-s", "-1", "-B", MN_ID, "-p", "5201")
         mn.spawn("iperf3", "-s", "-1", "-B", MN_ID, "-p", "5202")
-        time.sleep(0.3)
+        mn.wait_listening(5201)
+        mn.wait_listening(5202)
         tcp = cn.spawn("iperf3", "-c", MN_ID, "-p", "5201", "-t", str(secs), "-b", "200M", "-i", "0.5", "-J",
                        stdout=open(tmp_path / "tcp.json", "w"))
         udp = cn.spawn("iperf3", "-c", MN_ID, "-p", "5202", "-u", "-b", "20M", "-t", str(secs), "-J",
@@ -172,7 +173,7 @@ def test_slow_path_session_stalls_while_down_and_resumes(bed, tmp_path):
     cn, r1, mn, dcn, dmn = ilnp_pair(bed, datapath="userspace")
     try:
         mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
-        time.sleep(0.3)
+        mn.wait_listening(5201)
         c = cn.spawn("iperf3", "-c", MN_ID, "-t", "6", "-b", "20M", "-i", "0.5", "-J",
                      stdout=open(tmp_path / "tcp.json", "w"))
         time.sleep(2)

@@ -67,7 +67,7 @@ def test_packet_too_big_reaches_the_socket(bed, mode):
     IPv6 minimum of 1280; see docs/architecture.md.)"""
     cn, r1, mn, dcn, dmn = ilnp_pair(bed, datapath=mode, mtu_mn=1400)
     srv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
-    time.sleep(0.3)
+    mn.wait_listening(5201)
     r = cn.run("iperf3", "-c", MN_ID, "-n", "2M", "-J", "--connect-timeout", "3000", check=False, timeout=30)
     srv.wait(timeout=10)
     assert r.returncode == 0, r.stdout[-1500:]

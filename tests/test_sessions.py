@@ -19,7 +19,7 @@ MODES = ["ebpf", "userspace"]
 
 def iperf3(node_c, node_s, server_addr, *client_args, timeout=40):
     srv = node_s.spawn("iperf3", "-s", "-1", "-B", server_addr, "-p", "5201")
-    time.sleep(0.3)
+    node_s.wait_listening(5201)
     r = node_c.run("iperf3", "-c", server_addr, "-p", "5201", "-J", *client_args, check=False, timeout=timeout)
     srv.wait(timeout=10)
     assert r.returncode == 0, f"iperf3 failed: {r.stdout[-2000:]} {r.stderr[-2000:]}"

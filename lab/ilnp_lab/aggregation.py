@@ -160,7 +160,7 @@ def one(spec: Spec, cfg: dict, case: str, index: int, out: Path, tag: str) -> di
         srv_node, cli_node, srv_addr, cli_addr = (cn, mn, src, dst) if sch.reverse else (mn, cn, dst, src)
         sender = cn
         srv = srv_node.spawn(*sch.wrap, "iperf3", "-s", "-1", *sch.server_bind(srv_addr), "-p", str(IPERF_PORT))
-        wait_for(lambda: f":{IPERF_PORT} " in srv_node.run("ss", "-Hltn").stdout, timeout=10, what="iperf3 server")
+        srv_node.wait_listening(IPERF_PORT)
         n0, b0, r0 = nstat(sender), rx_bytes(mn), nstat(mn)
         args = [*sch.wrap, "iperf3", "-c", srv_addr, "-p", str(IPERF_PORT), "-t", str(cfg["duration_s"]), "-J",
                 "-B", cli_addr, "-P", str(flows), "-C", cfg["cc"]]

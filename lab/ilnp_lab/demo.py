@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                                text=True, start_new_session=True)
         bed.procs.append(mon)
         srv = mn.spawn("iperf3", "-s", "-1", "-B", mn_id)
-        time.sleep(0.5)
+        mn.wait_listening(5201)
         say(f"unmodified iperf3: CN [{cn_id}] → MN [{mn_id}] for {secs}s")
         cli = subprocess.Popen(cn.cmd("iperf3", "-c", mn_id, "-t", str(secs), "-b", "200M", "-i", "1", "--forceflush"),
                                stdout=subprocess.PIPE, text=True, start_new_session=True)

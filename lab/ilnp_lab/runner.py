@@ -154,7 +154,7 @@ class Run:
                 probes[node.name] = node.spawn("python3", "-m", "ilnp_lab.probe", me, peer, str(PROBE_PORT),
                                                str(self.duration), str(ex.probe_pps), str(d / f"probe-{node.name}.json"),
                                                env=env)
-        wait_for(lambda: port_listening(srv_node, IPERF_PORT), timeout=10, what="iperf3 server listening")
+        srv_node.wait_listening(IPERF_PORT)
 
         self.step = "traffic and timeline"
         args = [*scheme.wrap, "iperf3", "-c", srv_to, "-p", str(IPERF_PORT), "-t", str(self.duration), "-J",
@@ -269,10 +269,6 @@ def path_rtts_ms(ex: Experiment, nodes: dict) -> dict[str, float]:
             if "min/avg/max" in line:
                 out[r.node] = float(line.split("=")[1].split("/")[1])
     return out
-
-
-def port_listening(node, port: int) -> bool:
-    return f":{port} " in node.run("ss", "-Hltn", check=False).stdout
 
 
 def probe_loss(d: Path, ex: Experiment) -> dict | None:

@@ -215,7 +215,7 @@ def sweep_point(nodes, dst: str, frame: int, mbit: float, secs: float, ilnp: boo
     vm1, vm2 = nodes["vm1"], nodes["vm2"]
     ln = udp_payload(frame, ilnp)
     srv = vm2.spawn("iperf3", "-s", "-1", "-B", dst)
-    time.sleep(0.3)
+    vm2.wait_listening(5201)
     icmp_data = frame - 14 - 40 - 8 - (NONCE_OPT if ilnp else 0)
     pingp = vm1.spawn("ping", "-6", "-c", str(int(secs * 100)), "-i", "0.01", "-s", str(icmp_data), dst,
                       stdout=subprocess.PIPE)
@@ -301,7 +301,7 @@ def reorder_run(policy: str, secs: float, delay_ms: float, workdir: Path, tag: s
         vm1, vm2 = nodes["vm1"], nodes["vm2"]
         dst = identifier_address(VM2_NID)
         srv = vm2.spawn("iperf3", "-s", "-1", "-B", dst)
-        time.sleep(0.3)
+        vm2.wait_listening(5201)
         before = {n.name: nstat(n) for n in (vm1, vm2)}
         rx0 = rx_packets(vm2)
         cli = vm1.spawn("iperf3", "-c", dst, "-t", str(secs), "-J", stdout=subprocess.PIPE)

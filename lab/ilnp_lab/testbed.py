@@ -159,6 +159,16 @@ class Node:
     def spawn(self, *args: str, stdout=None, stderr=None, env=None) -> subprocess.Popen:
         return self.bed.spawn(self, list(args), stdout=stdout, stderr=stderr, env=env)
 
+    def listening(self, port: int) -> bool:
+        """A TCP socket listens on `port` in this namespace."""
+        return f":{port} " in self.run("ss", "-Hltn", check=False).stdout
+
+    def wait_listening(self, port: int, timeout: float = 10) -> None:
+        """Until a server started here listens on TCP `port`. Not a fixed sleep: a client
+        whose SYN arrives first is refused at once (plain IPv6, and ILNPv6 with
+        `admission = socket`: the stack's RST reaches the peer), not retried."""
+        wait_for(lambda: self.listening(port), timeout=timeout, what=f"TCP port {port} listening in {self.name}")
+
 
 class Testbed:
     """A set of namespaces joined by veth links. Use as a context manager."""
