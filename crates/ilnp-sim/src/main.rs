@@ -1,0 +1,102 @@
+//! `ilnp-sim run scenario.toml`: runs a scenario, writes results.json (deterministic),
+//! lu.csv, timeline.csv and perf.json (wall clock) to `--out`; `ilnp-sim plot DIR`
+//! draws them with the lab's matplotlib helpers (`python3 -m ilnp_lab.simplot`).
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use ilnp_sim::scenario::ScenarioFile;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "ilnp-sim", about = "ILNPv6 protocol core in a discrete-event simulation")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// run a scenario file
+    Run {
+        scenario: PathBuf,
+        /// output directory (default: sim-out/<scenario name>)
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// apply the file's [quick] table
+        #[arg(long)]
+        quick: bool,
+        /// first run's seed (default: the file's)
+        #[arg(long)]
+        seed: Option<u64>,
+        /// runs per variant (default: the file's)
+        #[arg(long)]
+        runs: Option<u32>,
+        /// no progress bar
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// plots of a results directory (needs python3 with matplotlib and the lab's package)
+    Plot { dir: PathBuf },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Run { scenario, out, quick, seed, runs, quiet } => {
+            let file = ScenarioFile::load(&scenario)?;
+            let name = file.base()?.name;
+            let out = out.unwrap_or_else(|| PathBuf::from("sim-out").join(&name));
+            let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(1000) };
+            bar.set_style(
+                ProgressStyle::with_template("{prefix} [{bar:40}] {percent}% sim time, {elapsed} wall")
+                    .expect("template"),
+            );
+            let (report, perf) = ilnp_sim::run_file(&file, quick, seed, runs, &mut |now, end, label| {
+                bar.set_prefix(label.to_string());
+                bar.set_position(now.saturating_mul(1000) / end.max(1));
+            })?;
+            bar.finish_and_clear();
+            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+            std::fs::write(out.join("results.json"), report.json())?;
+            std::fs::write(out.join("lu.csv"), report.lu_csv())?;
+            std::fs::write(out.join("timeline.csv"), report.timeline_csv())?;
+            std::fs::write(out.join("perf.json"), serde_json::to_string_pretty(&perf)? + "\n")?;
+            for v in &report.summary {
+                let h = &v.handoff;
+                println!(
+                    "{:<16} runs {:>3}  LUs {:>7}  acked {:>6.2}%  delay p50 {:?} p99 {:?} ms",
+                    v.variant,
+                    v.runs,
+                    h.lus,
+                    h.success_pct.unwrap_or(0.0),
+                    h.delay_ms.p50,
+                    h.delay_ms.p99
+                );
+            }
+            for p in &perf {
+                println!(
+                    "{:<16} run {:>2}: {} hosts, {} events in {:.2} s = {:.0} events/s, {} bytes/host, peak RSS {} MiB",
+                    p.variant,
+                    p.run,
+                    p.hosts,
+                    p.events,
+                    p.wall_s,
+                    p.events_per_s,
+                    p.bytes_per_host.map_or("?".into(), |b| format!("{b:.0}")),
+                    p.peak_rss_bytes.map_or("?".into(), |b| format!("{}", b >> 20)),
+                );
+            }
+            println!("results in {}", out.display());
+            Ok(())
+        }
+        Cmd::Plot { dir } => {
+            let st = std::process::Command::new("python3")
+                .args(["-m", "ilnp_lab.simplot"])
+                .arg(&dir)
+                .status()
+                .context("running python3 -m ilnp_lab.simplot")?;
+            anyhow::ensure!(st.success(), "ilnp_lab.simplot failed: {st}");
+            Ok(())
+        }
+    }
+}
