@@ -113,7 +113,7 @@ impl Report {
 
     /// One line per Locator Update advertisement.
     pub fn lu_csv(&self) -> String {
-        let mut s = String::from("variant,run,host,group,t_s,delay_ms,attempts,acked\n");
+        let mut s = String::from("variant,run,host,group,t_s,delay_ms,attempts,acked,pending\n");
         for r in &self.runs {
             for l in &r.lu_samples {
                 let _ = writeln!(

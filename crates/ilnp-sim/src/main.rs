@@ -64,24 +64,27 @@ fn main() -> Result<()> {
             for v in &report.summary {
                 let h = &v.handoff;
                 println!(
-                    "{:<16} runs {:>3}  LUs {:>7}  acked {:>6.2}%  delay p50 {:?} p99 {:?} ms",
+                    "{:<16} runs {:>3}  LUs {:>7}  acked {:>6.2}%  delay ms p50 {} p90 {} p99 {}",
                     v.variant,
                     v.runs,
                     h.lus,
                     h.success_pct.unwrap_or(0.0),
-                    h.delay_ms.p50,
-                    h.delay_ms.p99
+                    opt(h.delay_ms.p50),
+                    opt(h.delay_ms.p90),
+                    opt(h.delay_ms.p99)
                 );
             }
-            for p in &perf {
+            for v in &report.summary {
+                let ps: Vec<_> = perf.iter().filter(|p| p.variant == v.variant).collect();
+                let (ev, wall) = (ps.iter().map(|p| p.events).sum::<u64>(), ps.iter().map(|p| p.wall_s).sum::<f64>());
+                let p = ps[0];
                 println!(
-                    "{:<16} run {:>2}: {} hosts, {} events in {:.2} s = {:.0} events/s, {} bytes/host, peak RSS {} MiB",
-                    p.variant,
-                    p.run,
+                    "{:<16} {} hosts, {} events in {:.2} s wall = {:.0} events/s; {} bytes/host, peak RSS {} MiB",
+                    v.variant,
                     p.hosts,
-                    p.events,
-                    p.wall_s,
-                    p.events_per_s,
+                    ev,
+                    wall,
+                    ev as f64 / wall.max(1e-9),
                     p.bytes_per_host.map_or("?".into(), |b| format!("{b:.0}")),
                     p.peak_rss_bytes.map_or("?".into(), |b| format!("{}", b >> 20)),
                 );
@@ -99,4 +102,8 @@ fn main() -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn opt(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v}"))
 }

@@ -17,6 +17,8 @@ pub struct LuSample {
     pub delay_ms: f64,
     pub attempts: u32,
     pub acked: bool,
+    /// still unacknowledged when the run ended (`delay_ms`: until the end)
+    pub pending: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -82,7 +84,15 @@ impl Metrics {
     }
 
     pub(crate) fn lu_done(&mut self, host: u32, group: u16, t0: u64, d: u64, attempts: u32, acked: bool) {
-        self.lus.push(LuSample { host, group, t_s: secs_f(t0), delay_ms: round3(d as f64 / 1e6), attempts, acked });
+        self.lus.push(LuSample {
+            host,
+            group,
+            t_s: secs_f(t0),
+            delay_ms: round3(d as f64 / 1e6),
+            attempts,
+            acked,
+            pending: false,
+        });
     }
 
     pub(crate) fn lu_received(&mut self, group: u16, _now: u64) {
@@ -157,7 +167,10 @@ pub struct LuSummary {
     /// advertisements finished (acked or given up)
     pub lus: usize,
     pub acked: usize,
+    /// the core gave up (`lu_max_attempts` sent, none acked)
     pub failed: usize,
+    /// still unacknowledged at the end of the run (counted as not successful)
+    pub unfinished: usize,
     pub success_pct: Option<f64>,
     /// first transmission → ack, acked ones
     pub delay_ms: Dist,
@@ -167,9 +180,11 @@ pub struct LuSummary {
 
 impl LuSummary {
     pub fn of<'a>(lus: impl Iterator<Item = &'a LuSample>) -> LuSummary {
-        let (mut acked, mut failed, mut delays, mut attempts) = (0, 0, Vec::new(), BTreeMap::new());
+        let (mut acked, mut failed, mut unfinished, mut delays, mut attempts) = (0, 0, 0, Vec::new(), BTreeMap::new());
         for l in lus {
-            if l.acked {
+            if l.pending {
+                unfinished += 1;
+            } else if l.acked {
                 acked += 1;
                 delays.push(l.delay_ms);
                 *attempts.entry(l.attempts).or_insert(0) += 1;
@@ -177,11 +192,12 @@ impl LuSummary {
                 failed += 1;
             }
         }
-        let lus = acked + failed;
+        let lus = acked + failed + unfinished;
         LuSummary {
             lus,
             acked,
             failed,
+            unfinished,
             success_pct: (lus > 0).then(|| round3(100.0 * acked as f64 / lus as f64)),
             delay_ms: Dist::of(delays),
             attempts,
@@ -266,7 +282,21 @@ pub struct Results {
 
 impl Results {
     pub(crate) fn collect(sim: &mut Sim) -> Results {
-        let lus = std::mem::take(&mut sim.m.lus);
+        let mut lus = std::mem::take(&mut sim.m.lus);
+        for (h, host) in sim.hosts.iter().enumerate() {
+            for &(_, t0) in &host.lu_pending {
+                let d = sim.end.saturating_sub(t0);
+                lus.push(LuSample {
+                    host: h as u32,
+                    group: host.group,
+                    t_s: secs_f(t0),
+                    delay_ms: round3(d as f64 / 1e6),
+                    attempts: 0,
+                    acked: false,
+                    pending: true,
+                });
+            }
+        }
         let timeline = std::mem::take(&mut sim.m.timeline);
         let sim: &Sim = sim;
         let m = &sim.m;

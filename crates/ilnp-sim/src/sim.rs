@@ -39,17 +39,42 @@ const CLIENT_PORT: u16 = 40000;
 
 pub const NS: u64 = 1_000_000_000;
 
+/// The routers' maps are keyed by locators and NIDs the scenario made (no
+/// adversary chooses them): a multiply-xorshift hash instead of SipHash.
+#[derive(Clone, Copy, Default)]
+pub struct FastHash;
+impl std::hash::BuildHasher for FastHash {
+    type Hasher = FastHasher;
+    fn build_hasher(&self) -> FastHasher {
+        FastHasher(0)
+    }
+}
+pub struct FastHasher(u64);
+impl std::hash::Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        let x = self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        x ^ (x >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
 pub fn secs(s: f64) -> u64 {
     (s * NS as f64).round().max(0.0) as u64
 }
 
 #[derive(Debug)]
 enum Kind {
-    /// a wire packet reaches the router of `loc` and, if `loc:nid` is attached, the host
+    /// a wire packet (`Sim::flight[slot]`) reaches the router of its destination
+    /// locator and, if that `locator:NID` is attached, the host
     Arrive {
-        loc: Locator,
-        nid: Nid,
-        pkt: Vec<u8>,
+        slot: u32,
     },
     Timer {
         host: u32,
@@ -159,8 +184,11 @@ pub struct Sim {
     pub(crate) groups: Vec<Group>,
     nets: Vec<Net>,
     /// the routers: (locator, NID) → attached host
-    routes: HashMap<(Locator, Nid), u32>,
-    loc_net: HashMap<Locator, u32>,
+    routes: HashMap<(Locator, Nid), u32, FastHash>,
+    loc_net: HashMap<Locator, u32, FastHash>,
+    /// packets in flight, by `Kind::Arrive`'s slot; `free`: slots to reuse
+    flight: Vec<Option<(Locator, Nid, Vec<u8>)>>,
+    free: Vec<u32>,
     next_loc: u64,
     backbone: u64,
     sample: u64,
@@ -231,7 +259,7 @@ impl Sim {
     pub fn new(s: &Scenario, seed: u64) -> Sim {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut nets = Vec::new();
-        let mut loc_net = HashMap::new();
+        let mut loc_net = HashMap::default();
         for (i, n) in s.network.iter().enumerate() {
             let loc = first_locator(i as u64 + 1);
             loc_net.insert(loc, i as u32);
@@ -303,8 +331,10 @@ impl Sim {
             hosts,
             groups,
             nets,
-            routes: HashMap::new(),
+            routes: HashMap::default(),
             loc_net,
+            flight: Vec::new(),
+            free: Vec::new(),
             next_loc: s.network.len() as u64 + 1,
             backbone: secs(s.backbone_delay_ms / 1e3),
             sample: secs(s.sample_s).max(1),
@@ -393,7 +423,11 @@ impl Sim {
                     let out = self.hosts[host as usize].core.handle_timeout(now);
                     self.run_actions(host, out);
                 }
-                Kind::Arrive { loc, nid, pkt } => self.arrive(loc, nid, pkt),
+                Kind::Arrive { slot } => {
+                    let (loc, nid, pkt) = std::mem::take(&mut self.flight[slot as usize]).expect("in flight");
+                    self.free.push(slot);
+                    self.arrive(loc, nid, pkt)
+                }
                 Kind::Send { host } => self.app_send(host),
                 Kind::Move { host } => self.do_move(host),
                 Kind::Join { host, net } => {
@@ -657,7 +691,19 @@ impl Sim {
         if !self.cross(dn, false, &mut t, bytes) {
             return;
         }
-        self.push(t, Kind::Arrive { loc: dst_loc, nid: dst_nid, pkt });
+        // packets wait in a slab: the queue's items stay small (sifting is the hot loop)
+        let item = Some((dst_loc, dst_nid, pkt));
+        let slot = match self.free.pop() {
+            Some(i) => {
+                self.flight[i as usize] = item;
+                i
+            }
+            None => {
+                self.flight.push(item);
+                self.flight.len() as u32 - 1
+            }
+        };
+        self.push(t, Kind::Arrive { slot });
     }
 
     /// One direction of an access link: loss, queue, delay, jitter. False: lost.
@@ -697,17 +743,17 @@ impl Sim {
     /// The ingress program's admission check: TCP/UDP from a NID without an ILCC
     /// entry passes only to a port with a socket.
     fn admitted_by_fast_path(&self, h: u32, pkt: &[u8]) -> bool {
-        let Ok(ip) = ipv6::Packet::new_checked(pkt) else { return true };
-        let (_, src_nid) = split_addr(ip.src());
-        if self.hosts[h as usize].core.ilcc_entry(src_nid).is_some() {
-            return true;
-        }
         let Ok(u) = ipv6::upper_layer_info(pkt) else { return true };
         if (u.proto != PROTO_UDP && u.proto != PROTO_TCP) || !u.has_header() || pkt.len() < u.offset + 4 {
             return true;
         }
         let dport = u16::from_be_bytes([pkt[u.offset + 2], pkt[u.offset + 3]]);
-        self.groups[self.hosts[h as usize].group as usize].listen.binary_search(&dport).is_ok()
+        if self.groups[self.hosts[h as usize].group as usize].listen.binary_search(&dport).is_ok() {
+            return true;
+        }
+        let (_, src_nid) =
+            split_addr(ipv6::Packet::new_checked(pkt).map_or(std::net::Ipv6Addr::UNSPECIFIED, |p| p.src()));
+        self.hosts[h as usize].core.ilcc_entry(src_nid).is_some()
     }
 
     // ------------------------------------------------------------ applications

@@ -93,3 +93,26 @@ fn same_seed_gives_byte_identical_results() {
     let c = run(LOSSY, Some(12));
     assert_ne!(a.json(), c.json(), "another seed, another run");
 }
+
+/// `ilnp-sim run scenarios/small.toml` writes results that parse and say what the
+/// library says.
+#[test]
+fn cli_run_writes_json_and_csv() {
+    let out = std::env::temp_dir().join(format!("ilnp-sim-cli-{}", std::process::id()));
+    let st = std::process::Command::new(env!("CARGO_BIN_EXE_ilnp-sim"))
+        .args(["run", concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/small.toml"), "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["summary"][0]["handoff"]["delay_ms"]["max"], 18.0);
+    assert_eq!(v["runs"][0]["network"]["packets_arrived"], 43);
+    let csv = std::fs::read_to_string(out.join("lu.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    let perf: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("perf.json")).unwrap()).unwrap();
+    assert_eq!(perf[0]["hosts"], 2);
+    std::fs::remove_dir_all(&out).unwrap();
+}
