@@ -118,8 +118,8 @@ impl Report {
             for l in &r.lu_samples {
                 let _ = writeln!(
                     s,
-                    "{},{},{},{},{},{},{},{}",
-                    r.variant, r.run, l.host, l.group, l.t_s, l.delay_ms, l.attempts, l.acked
+                    "{},{},{},{},{},{},{},{},{}",
+                    r.variant, r.run, l.host, l.group, l.t_s, l.delay_ms, l.attempts, l.acked, l.pending
                 );
             }
         }

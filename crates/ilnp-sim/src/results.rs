@@ -55,6 +55,8 @@ pub(crate) struct Metrics {
     pub(crate) drop_no_uplink: u64,
     pub(crate) drop_no_socket: u64,
     pub(crate) drop_bad: u64,
+    pub(crate) drop_nd: u64,
+    pub(crate) nd_solicits: u64,
     app: Vec<GroupCount>,
 }
 
@@ -79,6 +81,8 @@ impl Metrics {
             drop_no_uplink: 0,
             drop_no_socket: 0,
             drop_bad: 0,
+            drop_nd: 0,
+            nd_solicits: 0,
             app: s.group.iter().map(|_| GroupCount::default()).collect(),
         }
     }
@@ -216,6 +220,10 @@ pub struct NetResult {
     pub drop_no_uplink: u64,
     /// admission = socket: dropped by the modelled fast path (no entry, no socket)
     pub drop_no_socket: u64,
+    /// Neighbour Discovery (networks with `nd`): solicitations sent, packets lost
+    /// waiting for a resolution that failed (or a host that left)
+    pub nd_solicits: u64,
+    pub drop_nd: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -251,6 +259,9 @@ pub struct ServerResult {
 #[derive(Clone, Debug, Serialize)]
 pub struct RenumberResult {
     pub hosts: u64,
+    /// renumbering → the last host's first LU after it acked (every correspondent
+    /// knows the new prefix)
+    pub first_lu_converged_s: Option<f64>,
     /// renumbering → the last of its LUs acked (all correspondents updated)
     pub converged_s: Option<f64>,
     pub lus: LuSummary,
@@ -360,8 +371,24 @@ impl Results {
                 .filter(|l| l.acked)
                 .map(|l| l.t_s + l.delay_ms / 1e3)
                 .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+            let mut first: BTreeMap<u32, &LuSample> = BTreeMap::new();
+            for l in &mine {
+                let e = first.entry(l.host).or_insert(l);
+                if l.t_s < e.t_s {
+                    *e = l;
+                }
+            }
+            let first_done = if first.values().all(|l| l.acked) {
+                first
+                    .values()
+                    .map(|l| l.t_s + l.delay_ms / 1e3)
+                    .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))))
+            } else {
+                None
+            };
             RenumberResult {
                 hosts: m.renumbered_hosts,
+                first_lu_converged_s: first_done.map(|l| round6(l - t0s)),
                 converged_s: last.map(|l| round6(l - t0s)),
                 lus: LuSummary::of(mine.into_iter()),
             }
@@ -384,6 +411,8 @@ impl Results {
                 drop_no_route: m.drop_no_route,
                 drop_no_uplink: m.drop_no_uplink + m.drop_bad,
                 drop_no_socket: m.drop_no_socket,
+                nd_solicits: m.nd_solicits,
+                drop_nd: m.drop_nd,
             },
             handoff: LuSummary::of(lus.iter()),
             renumber,

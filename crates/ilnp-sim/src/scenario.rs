@@ -113,6 +113,22 @@ pub struct NetworkSpec {
     /// 0: unlimited; else a FIFO per direction serialising at this rate
     #[serde(default)]
     pub rate_mbit: f64,
+    /// the router resolves a host address (Neighbour Discovery) before its first
+    /// packet to it: NS down, NA up, over this link with its loss; packets wait;
+    /// retried every `nd_retrans_ms`, `nd_max_solicit` times (Linux: 1000 ms, 3)
+    #[serde(default)]
+    pub nd: bool,
+    #[serde(default = "nd_retrans")]
+    pub nd_retrans_ms: f64,
+    #[serde(default = "nd_max")]
+    pub nd_max_solicit: u32,
+}
+
+fn nd_retrans() -> f64 {
+    1000.0
+}
+fn nd_max() -> u32 {
+    3
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -213,7 +229,8 @@ pub struct RenumberSpec {
 #[serde(deny_unknown_fields)]
 pub struct VariantSpec {
     pub name: String,
-    /// dotted path (array elements by `name`, e.g. `network.r3.loss_pct`) → value
+    /// dotted path (array elements by `name` or index, e.g. `network.r3.loss_pct`,
+    /// `renumber.0.overlap_s`) → value
     #[serde(default)]
     pub set: toml::Table,
 }
@@ -296,10 +313,14 @@ fn set_path(root: &mut toml::Value, path: &str, value: &toml::Value) -> Result<(
 fn step<'a>(cur: &'a mut toml::Value, key: &str) -> Result<&'a mut toml::Value> {
     match cur {
         toml::Value::Table(t) => Ok(t.entry(key.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()))),
-        toml::Value::Array(a) => a
-            .iter_mut()
-            .find(|v| v.get("name").and_then(|n| n.as_str()) == Some(key))
-            .ok_or_else(|| anyhow!("no element named {key:?}")),
+        // by index (`renumber.0`) or by the element's `name`
+        toml::Value::Array(a) => match key.parse::<usize>() {
+            Ok(i) => a.get_mut(i).ok_or_else(|| anyhow!("no element {i}")),
+            Err(_) => a
+                .iter_mut()
+                .find(|v| v.get("name").and_then(|n| n.as_str()) == Some(key))
+                .ok_or_else(|| anyhow!("no element named {key:?}")),
+        },
         _ => bail!("{key:?}: not a table or array"),
     }
 }

@@ -100,6 +100,19 @@ enum Kind {
         net: u32,
         loc: Locator,
     },
+    /// the NA answering a solicitation for `loc:nid` reached the router of `net`
+    NdResolved {
+        net: u32,
+        loc: Locator,
+        nid: Nid,
+    },
+    /// the retransmission time of solicitation `try_` for `loc:nid` ended
+    NdTimeout {
+        net: u32,
+        loc: Locator,
+        nid: Nid,
+        try_: u32,
+    },
     Sample,
 }
 
@@ -139,6 +152,24 @@ struct Net {
     ns_per_byte: f64,
     up_busy: u64,
     down_busy: u64,
+    /// Neighbour Discovery at the router: None = off
+    nd: Option<NdConfig>,
+    neigh: HashMap<(Locator, Nid), Neigh, FastHash>,
+}
+
+#[derive(Clone, Copy)]
+struct NdConfig {
+    retrans: u64,
+    max_solicit: u32,
+}
+
+enum Neigh {
+    Reachable,
+    /// solicitations sent, packets waiting
+    Incomplete {
+        tries: u32,
+        queue: Vec<Vec<u8>>,
+    },
 }
 
 struct Traffic {
@@ -197,6 +228,8 @@ pub struct Sim {
     /// events handled (stale timer wake-ups not counted)
     pub events: u64,
     scenario: Scenario,
+    /// `ILNP_SIM_TRACE=1`: every core event and every loss on stderr
+    trace: bool,
 }
 
 fn core_config(o: &CoreOpts, nid: Nid) -> CoreConfig {
@@ -274,6 +307,11 @@ impl Sim {
                 ns_per_byte: if n.rate_mbit > 0.0 { 8e3 / n.rate_mbit } else { 0.0 },
                 up_busy: 0,
                 down_busy: 0,
+                nd: n.nd.then(|| NdConfig {
+                    retrans: secs(n.nd_retrans_ms / 1e3).max(1),
+                    max_solicit: n.nd_max_solicit.max(1),
+                }),
+                neigh: HashMap::default(),
             });
         }
         let net_of = |name: &str| s.network.iter().position(|n| n.name == name).expect("validated") as u32;
@@ -342,6 +380,7 @@ impl Sim {
             m: Metrics::new(s),
             events: 0,
             scenario: s.clone(),
+            trace: std::env::var_os("ILNP_SIM_TRACE").is_some_and(|v| v == "1"),
         };
         // peers: each sender knows its target's first locator (a peer file / DNS)
         for h in 0..sim.hosts.len() {
@@ -437,6 +476,8 @@ impl Sim {
                 Kind::Leave { host, net } => self.leave(host, net),
                 Kind::Renumber { net } => self.renumber(net),
                 Kind::RenumberEnd { net, loc } => self.renumber_end(net, loc),
+                Kind::NdResolved { net, loc, nid } => self.nd_resolved(net, loc, nid),
+                Kind::NdTimeout { net, loc, nid, try_ } => self.nd_timeout(net, loc, nid, try_),
                 Kind::Sample => {
                     self.take_sample();
                     self.push(self.now + self.sample, Kind::Sample);
@@ -503,11 +544,20 @@ impl Sim {
         let nid = self.hosts[h as usize].nid;
         let Some(p) = self.hosts[h as usize].nets.iter().position(|&n| n == net) else { return };
         self.hosts[h as usize].nets.remove(p);
-        self.nets[net as usize].hosts.remove(&h);
-        for &loc in &self.nets[net as usize].locs {
-            self.routes.remove(&(loc, nid));
-        }
+        self.detach(h, net, nid);
         self.refresh_locators(h);
+    }
+
+    /// Off `net`'s router: its routes and neighbour entries (packets waiting are lost).
+    fn detach(&mut self, h: u32, net: u32, nid: Nid) {
+        let n = &mut self.nets[net as usize];
+        n.hosts.remove(&h);
+        for &loc in &n.locs {
+            self.routes.remove(&(loc, nid));
+            if let Some(Neigh::Incomplete { queue, .. }) = n.neigh.remove(&(loc, nid)) {
+                self.m.drop_nd += queue.len() as u64;
+            }
+        }
     }
 
     fn do_move(&mut self, h: u32) {
@@ -542,10 +592,7 @@ impl Sim {
                     let nid = self.hosts[h as usize].nid;
                     for n in old {
                         self.hosts[h as usize].nets.retain(|&x| x != n);
-                        self.nets[n as usize].hosts.remove(&h);
-                        for &loc in &self.nets[n as usize].locs {
-                            self.routes.remove(&(loc, nid));
-                        }
+                        self.detach(h, n, nid);
                     }
                     self.join(h, to, reachable);
                 } else {
@@ -565,6 +612,7 @@ impl Sim {
     fn renumber(&mut self, net: u32) {
         let loc = first_locator(self.next_loc);
         self.next_loc += 1;
+        // (a new prefix: the router has no neighbour entries for it yet)
         self.loc_net.insert(loc, net);
         let overlap =
             self.scenario.renumber.iter().find(|r| r.network == self.nets[net as usize].name).map(|r| r.overlap_s);
@@ -590,6 +638,7 @@ impl Sim {
         let n = &mut self.nets[net as usize];
         n.locs.retain(|&l| l != loc);
         n.deprecated.remove(&loc);
+        n.neigh.retain(|k, _| k.0 != loc);
         self.loc_net.remove(&loc);
         let hosts: Vec<u32> = n.hosts.iter().copied().collect();
         for &h in &hosts {
@@ -635,6 +684,9 @@ impl Sim {
 
     fn event(&mut self, h: u32, e: Event) {
         let now = self.now;
+        if self.trace {
+            eprintln!("{:.6} h{h} {e:?}", now as f64 / NS as f64);
+        }
         let host = &mut self.hosts[h as usize];
         match e {
             Event::LuSent { nid, attempt, .. } => {
@@ -710,6 +762,14 @@ impl Sim {
     fn cross(&mut self, n: u32, up: bool, t: &mut u64, bytes: u64) -> bool {
         let (loss, jitter) = (self.nets[n as usize].loss, self.nets[n as usize].jitter);
         if loss > 0.0 && self.unit() < loss {
+            if self.trace {
+                eprintln!(
+                    "{:.6} lost on {} {}",
+                    self.now as f64 / NS as f64,
+                    self.nets[n as usize].name,
+                    if up { "up" } else { "down" }
+                );
+            }
             self.m.lost += 1;
             return false;
         }
@@ -730,6 +790,67 @@ impl Sim {
             self.m.drop_no_route += 1;
             return;
         };
+        if let Some(&n) = self.loc_net.get(&loc) {
+            if self.nets[n as usize].nd.is_some() {
+                match self.nets[n as usize].neigh.get_mut(&(loc, nid)) {
+                    Some(Neigh::Reachable) => {}
+                    Some(Neigh::Incomplete { queue, .. }) => return queue.push(pkt),
+                    None => {
+                        self.nets[n as usize]
+                            .neigh
+                            .insert((loc, nid), Neigh::Incomplete { tries: 0, queue: vec![pkt] });
+                        return self.nd_solicit(n, loc, nid);
+                    }
+                }
+            }
+        }
+        self.deliver(h, pkt);
+    }
+
+    /// One Neighbour Solicitation for `loc:nid` from `net`'s router: NS down, NA up,
+    /// each through the access link's loss and delay.
+    fn nd_solicit(&mut self, net: u32, loc: Locator, nid: Nid) {
+        let Some(Neigh::Incomplete { tries, .. }) = self.nets[net as usize].neigh.get_mut(&(loc, nid)) else { return };
+        *tries += 1;
+        let try_ = *tries;
+        let nd = self.nets[net as usize].nd.expect("nd on");
+        self.m.nd_solicits += 1;
+        let mut t = self.now;
+        if self.cross(net, false, &mut t, 72) && self.cross(net, true, &mut t, 72) {
+            self.push(t, Kind::NdResolved { net, loc, nid });
+        }
+        self.push(self.now + nd.retrans, Kind::NdTimeout { net, loc, nid, try_ });
+    }
+
+    fn nd_resolved(&mut self, net: u32, loc: Locator, nid: Nid) {
+        let n = &mut self.nets[net as usize];
+        let Some(Neigh::Incomplete { queue, .. }) = n.neigh.get_mut(&(loc, nid)) else { return };
+        let queue = std::mem::take(queue);
+        n.neigh.insert((loc, nid), Neigh::Reachable);
+        for pkt in queue {
+            match self.routes.get(&(loc, nid)) {
+                Some(&h) => self.deliver(h, pkt),
+                None => self.m.drop_no_route += 1,
+            }
+        }
+    }
+
+    fn nd_timeout(&mut self, net: u32, loc: Locator, nid: Nid, try_: u32) {
+        let max = self.nets[net as usize].nd.expect("nd on").max_solicit;
+        match self.nets[net as usize].neigh.get(&(loc, nid)) {
+            Some(Neigh::Incomplete { tries, .. }) if *tries == try_ => {}
+            _ => return, // resolved, or a later solicitation is pending
+        }
+        if try_ < max {
+            return self.nd_solicit(net, loc, nid);
+        }
+        if let Some(Neigh::Incomplete { queue, .. }) = self.nets[net as usize].neigh.remove(&(loc, nid)) {
+            self.m.drop_nd += queue.len() as u64;
+        }
+    }
+
+    /// A packet reaches host `h` (its uplink's tc ingress, then the core).
+    fn deliver(&mut self, h: u32, pkt: Vec<u8>) {
         self.m.pkts_arrived += 1;
         if self.hosts[h as usize].socket_admission && !self.admitted_by_fast_path(h, &pkt) {
             self.m.drop_no_socket += 1;

@@ -48,6 +48,20 @@ fn small_scenario_matches_the_hand_computed_numbers() {
     assert_eq!((s.ilcc_established_end, s.ilcc_embryonic_end), (1, 0));
 }
 
+/// The same with Neighbour Discovery on `b`: the LU ack is the first packet to the
+/// MN's new address, so `b`'s router resolves it first (NS down 3 ms, NA up 3 ms):
+/// the LU takes 18 + 6 = 24 ms; one solicitation; nothing lost.
+#[test]
+fn neighbour_discovery_delays_the_first_packet_to_a_new_address() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/small.toml")).unwrap();
+    let text = text.replace("name = \"b\"\ndelay_ms = 3", "name = \"b\"\ndelay_ms = 3\nnd = true");
+    let rep = run(&text, None);
+    let r = &rep.runs[0];
+    assert_eq!(r.handoff.delay_ms.max, Some(24.0));
+    assert_eq!((r.network.nd_solicits, r.network.drop_nd, r.network.lost), (1, 0, 0));
+    assert_eq!(r.groups[1].replies_received, 20);
+}
+
 const LOSSY: &str = r#"
 name = "lossy"
 duration_s = 60
@@ -66,6 +80,7 @@ rate_mbit = 10
 name = "b"
 delay_ms = 20
 loss_pct = 25
+nd = true
 [[group]]
 name = "cn"
 network = "cn-net"
