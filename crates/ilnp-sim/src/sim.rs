@@ -614,23 +614,39 @@ impl Sim {
         self.next_loc += 1;
         // (a new prefix: the router has no neighbour entries for it yet)
         self.loc_net.insert(loc, net);
-        let overlap =
-            self.scenario.renumber.iter().find(|r| r.network == self.nets[net as usize].name).map(|r| r.overlap_s);
+        let name = &self.nets[net as usize].name;
+        let overlap = self.scenario.renumber.iter().find(|r| &r.network == name).map_or(0.0, |r| r.overlap_s);
         let n = &mut self.nets[net as usize];
         let old: Vec<Locator> = n.locs.clone();
-        n.deprecated.extend(old.iter().copied());
+        if overlap > 0.0 {
+            n.deprecated.extend(old.iter().copied());
+        } else {
+            // a flash renumbering: the old prefixes go in the same change
+            n.locs.clear();
+            n.neigh.retain(|k, _| !old.contains(&k.0));
+        }
         n.locs.push(loc);
         let hosts: Vec<u32> = n.hosts.iter().copied().collect();
         self.m.renumbered_hosts += hosts.len() as u64;
         self.m.renumber_at.get_or_insert(self.now);
         for &h in &hosts {
+            let nid = self.hosts[h as usize].nid;
             if self.reachable(h) {
-                self.routes.insert((loc, self.hosts[h as usize].nid), h);
+                self.routes.insert((loc, nid), h);
+            }
+            if overlap <= 0.0 {
+                for o in &old {
+                    self.routes.remove(&(*o, nid));
+                }
             }
             self.refresh_locators(h);
         }
         for o in old {
-            self.push(self.now + secs(overlap.unwrap_or(0.0)), Kind::RenumberEnd { net, loc: o });
+            if overlap > 0.0 {
+                self.push(self.now + secs(overlap), Kind::RenumberEnd { net, loc: o });
+            } else {
+                self.loc_net.remove(&o);
+            }
         }
     }
 
