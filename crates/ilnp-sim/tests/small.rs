@@ -131,3 +131,23 @@ fn cli_run_writes_json_and_csv() {
     assert_eq!(perf[0]["hosts"], 2);
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+/// Every shipped scenario, with and without `--quick`, reads and validates (every
+/// variant's overrides land on existing networks, groups and renumberings).
+#[test]
+fn shipped_scenarios_parse() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let f = ScenarioFile::load(&p).unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+            for quick in [false, true] {
+                let v = f.variants(quick).unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+                assert!(!v.is_empty());
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 5, "{n} scenarios");
+}
