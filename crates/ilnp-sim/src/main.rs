@@ -1,6 +1,6 @@
 //! `ilnp-sim run scenario.toml`: runs a scenario, writes results.json (deterministic),
 //! lu.csv, timeline.csv and perf.json (wall clock) to `--out`; `ilnp-sim plot DIR`
-//! draws them with the lab's matplotlib helpers (`python3 -m ilnp_lab.simplot`).
+//! draws them with the lab's matplotlib helpers (`.venv/bin/python -m ilnp_lab.simplot`).
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -36,8 +36,13 @@ enum Cmd {
         #[arg(long, short)]
         quiet: bool,
     },
-    /// plots of a results directory (needs python3 with matplotlib and the lab's package)
-    Plot { dir: PathBuf },
+    /// plots of a results directory (a Python with matplotlib and the lab's package)
+    Plot {
+        dir: PathBuf,
+        /// the interpreter (default: the repository's .venv/bin/python if present, else python3)
+        #[arg(long)]
+        python: Option<PathBuf>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -92,12 +97,14 @@ fn main() -> Result<()> {
             println!("results in {}", out.display());
             Ok(())
         }
-        Cmd::Plot { dir } => {
-            let st = std::process::Command::new("python3")
+        Cmd::Plot { dir, python } => {
+            let venv = PathBuf::from(".venv/bin/python");
+            let py = python.unwrap_or_else(|| if venv.exists() { venv } else { PathBuf::from("python3") });
+            let st = std::process::Command::new(&py)
                 .args(["-m", "ilnp_lab.simplot"])
                 .arg(&dir)
                 .status()
-                .context("running python3 -m ilnp_lab.simplot")?;
+                .with_context(|| format!("running {} -m ilnp_lab.simplot", py.display()))?;
             anyhow::ensure!(st.success(), "ilnp_lab.simplot failed: {st}");
             Ok(())
         }
