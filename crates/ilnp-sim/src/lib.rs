@@ -2,9 +2,11 @@
 //! in a deterministic discrete-event simulation. See `docs/simulation.md`.
 //!
 //! * `scenario`: the TOML scenario files, variants and `--quick`
-//! * `sim`: the engine (event queue, hosts, network, applications)
+//! * `sim`: the engine (hosts, network, applications)
+//! * `queue`: the event queue (a calendar of 1 ms buckets, (time, sequence) order)
 //! * `results`: what a run measures, from simulated time only
 
+pub mod queue;
 pub mod results;
 pub mod scenario;
 pub mod sim;

@@ -17,6 +17,7 @@
 //! stream per host (the core's nonces) and one for the network and workload,
 //! all from the scenario seed: a run is a function of (scenario, seed).
 
+use crate::queue::Calendar;
 use crate::results::{Metrics, Results};
 use crate::scenario::{CoreOpts, GroupSpec, Scenario};
 use ilnp_core::{
@@ -26,8 +27,7 @@ use ilnp_wire::translate::Csum;
 use ilnp_wire::{checksum, ilnp_addr, ipv6, split_addr, Locator, Nid};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
-use std::cmp::Ordering;
-use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 /// The identifier prefix every simulated host uses (ilnpd's default).
@@ -116,29 +116,6 @@ enum Kind {
     Sample,
 }
 
-struct Ev {
-    t: u64,
-    seq: u64,
-    kind: Kind,
-}
-impl PartialEq for Ev {
-    fn eq(&self, o: &Ev) -> bool {
-        (self.t, self.seq) == (o.t, o.seq)
-    }
-}
-impl Eq for Ev {}
-impl PartialOrd for Ev {
-    fn partial_cmp(&self, o: &Ev) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ev {
-    // min-heap on (time, insertion order)
-    fn cmp(&self, o: &Ev) -> Ordering {
-        (o.t, o.seq).cmp(&(self.t, self.seq))
-    }
-}
-
 struct Net {
     name: String,
     /// current prefixes, oldest first (renumbering adds one, then removes the old)
@@ -208,8 +185,7 @@ pub(crate) struct Group {
 pub struct Sim {
     pub(crate) now: u64,
     pub(crate) end: u64,
-    seq: u64,
-    queue: BinaryHeap<Ev>,
+    queue: Calendar<Kind>,
     base: Instant,
     pub(crate) hosts: Vec<Host>,
     pub(crate) groups: Vec<Group>,
@@ -363,8 +339,7 @@ impl Sim {
         let mut sim = Sim {
             now: 0,
             end: secs(s.duration_s),
-            seq: 0,
-            queue: BinaryHeap::new(),
+            queue: Calendar::default(),
             base,
             hosts,
             groups,
@@ -437,11 +412,10 @@ impl Sim {
     }
 
     fn push(&mut self, t: u64, kind: Kind) {
-        self.seq += 1;
-        // past the end it would never run: keep the heap to what can (idle timers
+        // past the end it would never run: keep the queue to what can (idle timers
         // of 10^5 cores would otherwise double it)
         if t <= self.end {
-            self.queue.push(Ev { t, seq: self.seq, kind });
+            self.queue.push(t, kind);
         }
     }
 
@@ -451,14 +425,14 @@ impl Sim {
 
     /// Runs to the end; `progress(now)` every 2^16 events.
     pub fn run(&mut self, progress: &mut dyn FnMut(u64)) -> Results {
-        while let Some(ev) = self.queue.pop() {
-            if ev.t > self.end {
+        while let Some((t, kind)) = self.queue.pop() {
+            if t > self.end {
                 break;
             }
-            self.now = ev.t;
-            match ev.kind {
+            self.now = t;
+            match kind {
                 Kind::Timer { host } => {
-                    if self.hosts[host as usize].timer_at != Some(ev.t) {
+                    if self.hosts[host as usize].timer_at != Some(t) {
                         continue; // superseded by an earlier deadline
                     }
                     self.hosts[host as usize].timer_at = None;
