@@ -283,6 +283,13 @@ impl Core {
         self.ilcc.iter()
     }
 
+    /// The ILCC entry of one correspondent (O(1)): what the fast path's
+    /// `ilnp_ilcc` lookup answers, for shells that model it (the simulator's
+    /// admission check, like the ingress program's, applies only without an entry).
+    pub fn ilcc_entry(&self, nid: Nid) -> Option<&IlccEntry> {
+        self.ilcc.get(&nid)
+    }
+
     /// ILCC entries with their idle time and age at `now`, for display.
     pub fn ilcc_view(&self, now: Instant) -> Vec<IlccView> {
         let mut v: Vec<IlccView> = self.ilcc.iter().map(|e| IlccView::new(e, now)).collect();

@@ -129,6 +129,14 @@ fn nonces_differ_per_direction_and_stay_constant() {
 }
 
 #[test]
+fn ilcc_entry_looks_up_one_correspondent() {
+    let (a, b, _, _) = session();
+    assert_eq!(a.ilcc_entry(NB).map(|e| (e.nid, e.initiator)), Some((NB, true)));
+    assert_eq!(b.ilcc_entry(NA).map(|e| (e.nid, e.initiator)), Some((NA, false)));
+    assert!(a.ilcc_entry(NA).is_none(), "no entry for ourselves");
+}
+
+#[test]
 fn wrong_nonce_is_dropped_and_counted() {
     let (_a, mut b, ab, _) = session();
     let mut forged = ab.clone();

@@ -1,0 +1,160 @@
+//! `ilnp-sim`: the protocol core (`ilnp_core::Core`, unchanged) at Internet scale
+//! in a deterministic discrete-event simulation. See `docs/simulation.md`.
+//!
+//! * `scenario`: the TOML scenario files, variants and `--quick`
+//! * `sim`: the engine (hosts, network, applications)
+//! * `queue`: the event queue (a calendar of 1 ms buckets, (time, sequence) order)
+//! * `results`: what a run measures, from simulated time only
+
+pub mod queue;
+pub mod results;
+pub mod scenario;
+pub mod sim;
+
+use anyhow::Result;
+use results::{LuSummary, Results};
+use scenario::ScenarioFile;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+/// Wall-clock cost of one run (never part of the deterministic results).
+#[derive(Clone, Debug, Serialize)]
+pub struct Perf {
+    pub variant: String,
+    pub run: u32,
+    pub hosts: usize,
+    pub events: u64,
+    pub setup_s: f64,
+    pub wall_s: f64,
+    pub events_per_s: f64,
+    /// resident set growth while building the hosts, per host
+    pub bytes_per_host: Option<f64>,
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Every run of every variant.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub title: String,
+    pub quick: bool,
+    /// per variant, the runs pooled
+    pub summary: Vec<VariantSummary>,
+    pub runs: Vec<Results>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct VariantSummary {
+    pub variant: String,
+    pub runs: usize,
+    pub handoff: LuSummary,
+}
+
+/// Runs every variant `runs` times (seed + run index); `progress(done_ns, total_ns, label)`.
+pub fn run_file(
+    file: &ScenarioFile,
+    quick: bool,
+    seed: Option<u64>,
+    runs: Option<u32>,
+    progress: &mut dyn FnMut(u64, u64, &str),
+) -> Result<(Report, Vec<Perf>)> {
+    let variants = file.variants(quick)?;
+    let base = file.base()?;
+    let mut all = Vec::new();
+    let mut perf = Vec::new();
+    let mut summary = Vec::new();
+    for (name, s) in &variants {
+        let runs = runs.unwrap_or(s.runs).max(1);
+        let first = all.len();
+        for r in 0..runs {
+            let seed = seed.unwrap_or(s.seed) + r as u64;
+            let rss0 = rss_bytes();
+            let t0 = Instant::now();
+            let mut sim = sim::Sim::new(s, seed);
+            let setup = t0.elapsed().as_secs_f64();
+            let rss1 = rss_bytes();
+            let label = format!("{name} run {}/{runs}", r + 1);
+            let end = sim.end;
+            let t1 = Instant::now();
+            let mut res = sim.run(&mut |now| progress(now, end, &label));
+            let wall = t1.elapsed().as_secs_f64();
+            res.scenario = s.name.clone();
+            res.variant = name.clone();
+            res.run = r;
+            res.seed = seed;
+            perf.push(Perf {
+                variant: name.clone(),
+                run: r,
+                hosts: sim.host_count(),
+                events: sim.events,
+                setup_s: (setup * 1e3).round() / 1e3,
+                wall_s: (wall * 1e3).round() / 1e3,
+                events_per_s: (sim.events as f64 / wall.max(1e-9)).round(),
+                bytes_per_host: rss0
+                    .zip(rss1)
+                    .map(|(a, b)| (b.saturating_sub(a) as f64 / sim.host_count().max(1) as f64).round()),
+                peak_rss_bytes: peak_rss_bytes(),
+            });
+            drop(sim);
+            all.push(res);
+        }
+        summary.push(VariantSummary {
+            variant: name.clone(),
+            runs: all.len() - first,
+            handoff: LuSummary::of(all[first..].iter().flat_map(|r| r.lu_samples.iter())),
+        });
+    }
+    Ok((Report { scenario: base.name.clone(), title: base.title.clone(), quick, summary, runs: all }, perf))
+}
+
+impl Report {
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("serialisable") + "\n"
+    }
+
+    /// One line per Locator Update advertisement.
+    pub fn lu_csv(&self) -> String {
+        let mut s = String::from("variant,run,host,group,t_s,delay_ms,attempts,acked,pending\n");
+        for r in &self.runs {
+            for l in &r.lu_samples {
+                let _ = writeln!(
+                    s,
+                    "{},{},{},{},{},{},{},{},{}",
+                    r.variant, r.run, l.host, l.group, l.t_s, l.delay_ms, l.attempts, l.acked, l.pending
+                );
+            }
+        }
+        s
+    }
+
+    /// The server's samples.
+    pub fn timeline_csv(&self) -> String {
+        let mut s = String::from("variant,run,t_s,ilcc_established,ilcc_embryonic,lus_received\n");
+        for r in &self.runs {
+            for t in &r.timeline {
+                let _ = writeln!(
+                    s,
+                    "{},{},{},{},{},{}",
+                    r.variant, r.run, t.t_s, t.ilcc_established, t.ilcc_embryonic, t.lus_received
+                );
+            }
+        }
+        s
+    }
+}
+
+fn status_field(key: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(key))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+pub fn rss_bytes() -> Option<u64> {
+    status_field("VmRSS:")
+}
+
+pub fn peak_rss_bytes() -> Option<u64> {
+    status_field("VmHWM:")
+}
