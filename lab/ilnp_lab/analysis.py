@@ -811,12 +811,16 @@ def lu_by_event(lus: Sequence[dict], events: Sequence[dict]) -> list[dict]:
 
 def _first_to_locators(cn_pcaps: Sequence[str], t0: float, mn_nid: int, wanted: set[bytes]) -> dict[bytes, list[float]]:
     """For each wanted L64 (8 bytes), the sorted times (relative to t0) of the packets the CN
-    sent to the MN's NID at that locator (captured at the CN: what it sent, not what arrived)."""
+    sent to the MN's NID at that locator (captured at the CN: what it sent, not what arrived),
+    Locator Updates and their acks left out: the ack always goes to the new locator."""
     nid = mn_nid.to_bytes(8, "big")
     out: dict[bytes, list[float]] = {w: [] for w in wanted}
     for path in cn_pcaps:
         for ts, pkt in iter_ipv6(path):
             if len(pkt) >= 40 and pkt[32:40] == nid and pkt[24:32] in out:
+                ul = upper_layer(pkt)
+                if ul and ul[0] == ICMPV6 and ul[1] < len(pkt) and pkt[ul[1]] == LU_TYPE:
+                    continue
                 out[pkt[24:32]].append(ts - t0)
     for v in out.values():
         v.sort()
@@ -839,8 +843,8 @@ def handoffs(lus: Sequence[dict], events: Sequence[dict], cn_pcaps: str | Iterab
       at the CN before that instant is the first one): P(LU) of eq. 3 on its own;
     * `delay_ms`: first LU sent -> first ack, at the MN, whichever copy was acked (with a
       retransmission it includes the timer);
-    * `success`: the handoff completed, i.e. the CN sent a packet to the MN at the joined
-      network's locator after the event and before the next join (or the flow's end);
+    * `success`: the handoff completed, i.e. the CN sent a packet (not an LU ack) to the MN at
+      the joined network's locator after the event and before the next join (or the flow's end);
       `cn_switch_s` = when it first did (captured at the CN).
     """
     want = nid_value(mn_nid)
