@@ -171,14 +171,14 @@ class Experiment:
         """The L64s of `initial_prefixes(host)`: the locators a static peer entry lists."""
         return [l64(p) for _, p in self.initial_prefixes(host)]
 
-    def path_rtt_s(self, move: str, host: str, iface: str) -> float:
-        """The configured round trip (link delays, both ways) between the CN and `host` when
-        the traffic enters `host` through `iface`: the least-delay path from the CN to the
-        far end of that link, plus the link itself. Queueing and processing are not in it."""
+    def _path(self, move: str, host: str, iface: str) -> tuple[LinkSpec, list[LinkSpec], float]:
+        """The path from the CN to `host` entering through `iface` in `move`: the host's link
+        behind `iface`, the least-delay chain of links from the CN to that link's far end, and
+        that chain's one-way delay (ms)."""
         links = self.links_for(move)
         last = next(l for l in links if (l.a, l.a_if) == (host, iface) or (l.b, l.b_if) == (host, iface))
         far = last.b if last.a == host else last.a
-        dist, todo = {self.cn: 0.0}, [self.cn]
+        dist, via, todo = {self.cn: 0.0}, {self.cn: None}, [self.cn]
         while todo:  # Bellman-Ford style relaxation: a handful of nodes
             n = todo.pop()
             if n != self.cn and not self.nodes[n]:
@@ -189,39 +189,31 @@ class Experiment:
                 other = l.b if l.a == n else l.a
                 d = dist[n] + l.delay_ms
                 if d < dist.get(other, float("inf")):
-                    dist[other] = d
-                    todo.append(other)
-        if far not in dist:
-            raise ValueError(f"{self.name}: no path from {self.cn} to {far}")
-        return round(2 * (dist[far] + last.delay_ms) / 1000, 6)
-
-    def path_delivery(self, move: str, host: str, iface: str) -> float:
-        """The probability that one packet crosses the configured links from the CN to `host`
-        entering through `iface` (the same path as `path_rtt_s`: least delay, then the link
-        itself), from the links' random loss; the way back has the same links and loss. So a
-        single LU and its ack both arrive with probability `path_delivery ** 2` (thesis §6.2.1,
-        eqs. 3, 8, 9)."""
-        links = self.links_for(move)
-        last = next(l for l in links if (l.a, l.a_if) == (host, iface) or (l.b, l.b_if) == (host, iface))
-        far = last.b if last.a == host else last.a
-        dist, via, todo = {self.cn: 0.0}, {self.cn: None}, [self.cn]
-        while todo:
-            n = todo.pop()
-            if n != self.cn and not self.nodes[n]:
-                continue
-            for l in links:
-                if l is last or n not in (l.a, l.b):
-                    continue
-                other = l.b if l.a == n else l.a
-                d = dist[n] + l.delay_ms
-                if d < dist.get(other, float("inf")):
                     dist[other], via[other] = d, (n, l)
                     todo.append(other)
         if far not in dist:
             raise ValueError(f"{self.name}: no path from {self.cn} to {far}")
-        p, n = 1.0 - last.loss_pct / 100, far
+        chain, n = [], far
         while via[n] is not None:
             n, l = via[n]
+            chain.append(l)
+        return last, chain, dist[far]
+
+    def path_rtt_s(self, move: str, host: str, iface: str) -> float:
+        """The configured round trip (link delays, both ways) between the CN and `host` when
+        the traffic enters `host` through `iface`: the least-delay path from the CN to the
+        far end of that link, plus the link itself. Queueing and processing are not in it."""
+        last, _, d = self._path(move, host, iface)
+        return round(2 * (d + last.delay_ms) / 1000, 6)
+
+    def path_delivery(self, move: str, host: str, iface: str) -> float:
+        """The probability that one packet crosses the configured links from the CN to `host`
+        entering through `iface` (the path of `path_rtt_s`), from the links' random loss; the
+        way back has the same links and loss. So a single LU and its ack both arrive with
+        probability `path_delivery ** 2` (thesis §6.2.1, eqs. 3, 8, 9)."""
+        last, chain, _ = self._path(move, host, iface)
+        p = 1.0
+        for l in [last, *chain]:
             p *= 1.0 - l.loss_pct / 100
         return round(p, 9)
 
