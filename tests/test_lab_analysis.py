@@ -844,3 +844,62 @@ def test_control_messages_and_handoff_latencies(tmp_path):
     # nothing after the flow's end counts; no new path, no data-plane latency
     late = analysis.handoff_latencies(path, T0, [dict(events[1], new_prefixes=[])], PORT, end_s=3.01)[0]
     assert late["first_control"] is None and late["dataplane_latency_ms"] is None
+def udp_to(dst, t):
+    return (t, eth() / ip(CN_ADDR, dst) / UDP(sport=999, dport=PORT) / Raw(b"v" * 300))
+
+
+def test_handoffs_success_retries_and_first_lu_at_the_cn(tmp_path):
+    """Three joins, from raw captures at both ends: (1) the first LU is lost (only the
+    retransmission reaches the CN); (2) the first LU reaches the CN but its ack is lost;
+    (3) one LU, acked, but the CN never sends to the joined locator: not a success."""
+    mn = [
+        (3.5, lu(MN_B, CN_ADDR, 1, [L_R3, L_R2])), (3.6, lu(MN_B, CN_ADDR, 1, [L_R3, L_R2])),
+        (3.62, lu(CN_ADDR, MN_B, 2, [L_R3, L_R2])),
+        (9.5, lu(MN_A, CN_ADDR, 1, [L_R2, L_R3])), (9.7, lu(MN_A, CN_ADDR, 1, [L_R2, L_R3])),
+        (9.72, lu(CN_ADDR, MN_A, 2, [L_R2, L_R3])),
+        (12.5, lu(MN_B, CN_ADDR, 1, [L_R3, L_R2])), (12.52, lu(CN_ADDR, MN_B, 2, [L_R3, L_R2])),
+    ]
+    cn = [
+        (3.61, lu(MN_B, CN_ADDR, 1, [L_R3, L_R2])), (3.61, lu(CN_ADDR, MN_B, 2, [L_R3, L_R2])),
+        udp_to(MN_A, 3.0), udp_to(MN_B, 3.615), udp_to(MN_B, 4.0),
+        (9.51, lu(MN_A, CN_ADDR, 1, [L_R2, L_R3])), (9.51, lu(CN_ADDR, MN_A, 2, [L_R2, L_R3])),
+        (9.71, lu(MN_A, CN_ADDR, 1, [L_R2, L_R3])), (9.71, lu(CN_ADDR, MN_A, 2, [L_R2, L_R3])),
+        udp_to(MN_A, 9.512), udp_to(MN_A, 12.6), udp_to(MN_A, 14.0),
+        (12.51, lu(MN_B, CN_ADDR, 1, [L_R3, L_R2])), (12.51, lu(CN_ADDR, MN_B, 2, [L_R3, L_R2])),
+    ]
+    m, c = write(tmp_path / "mn.pcap", mn), write(tmp_path / "cn.pcap", cn)
+    lus = analysis.lu_handshakes(m, T0, mn_nid=MN_NID)
+    assert [(x["attempts"], x["t_retry_s"]) for x in lus] == [(2, 3.6), (2, 9.7), (1, None)]
+    events = [{"t_s": 3.0, "label": "join R3", "action": "up", "prefix": "2001:db8:3::/64"},
+              {"t_s": 6.0, "label": "leave R2", "action": "down"},
+              {"t_s": 9.0, "label": "join R2", "action": "up", "prefix": "2001:db8:2::/64"},
+              {"t_s": 12.0, "label": "join R3", "action": "up", "prefix": "2001:db8:3::/64"}]
+    hs = analysis.handoffs(lus, events, [c], T0, MN_NID, end_s=15.0)
+    assert [h["label"] for h in hs] == ["join R3", "join R2", "join R3"]
+    assert [h["success"] for h in hs] == [True, True, False]
+    assert hs[0]["cn_switch_s"] == pytest.approx(3.615) and hs[2]["cn_switch_s"] is None
+    assert [h["attempts"] for h in hs] == [2, 2, 1]
+    assert [h["no_retransmission"] for h in hs] == [False, False, True]
+    assert [h["lu_reached_cn"] for h in hs] == [False, True, True]
+    assert [h["delay_ms"] for h in hs] == [pytest.approx(120), pytest.approx(220), pytest.approx(20)]
+    s = analysis.handoff_summary(hs)
+    assert s["n"] == 3 and s["success"] == pytest.approx(2 / 3) and s["no_retransmission"] == pytest.approx(1 / 3)
+    assert s["lu_reached_cn"] == pytest.approx(2 / 3) and s["lus_per_handoff"] == pytest.approx(5 / 3)
+    assert s["delay_retried_ms"]["n"] == 2 and s["delay_single_ms"]["median"] == pytest.approx(20)
+
+
+def test_udp_transfer_one_way_delay_and_reverse_half(tmp_path):
+    """One-way delay = CN capture -> first MN capture of the same datagram; the MN -> CN half
+    of a --bidir flow is the datagrams from the port, sent at the MN, delivered at the CN."""
+    def dg(t, i, src, dst, sport, dport):
+        return (t, eth() / ip(src, dst) / UDP(sport=sport, dport=dport) / Raw(i.to_bytes(16, "big") + b"x" * 100))
+    cn = [dg(1.0 + i, i, CN_ADDR, MN_A, 999, PORT) for i in range(4)]
+    mn = [dg(1.0 + i + 0.01 * (i + 1), i, CN_ADDR, MN_A, 999, PORT) for i in (0, 2, 3)]  # the second one lost
+    mn += [dg(1.5 + i, 100 + i, MN_A, CN_ADDR, PORT, 999) for i in range(3)]
+    cn += [dg(1.55 + i, 100 + i, MN_A, CN_ADDR, PORT, 999) for i in range(2)]
+    c, m = write(tmp_path / "cn.pcap", cn), write(tmp_path / "mn.pcap", mn)
+    f = analysis.udp_transfer([c], [m], PORT, T0, end_s=4.5)
+    assert f["packets_sent"] == 4 and f["lost"] == 1 and f["lost_pct"] == pytest.approx(25.0)
+    assert f["one_way_delay_ms"]["n"] == 3 and f["one_way_delay_ms"]["mean"] == pytest.approx(80 / 3, abs=0.01)
+    assert f["one_way_delay_ms"]["max"] == pytest.approx(40.0, abs=0.01)
+    assert analysis.udp_reverse([c], [m], PORT, T0) == {"packets_sent": 3, "packets_delivered": 2, "lost": 1}

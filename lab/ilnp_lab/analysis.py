@@ -70,8 +70,8 @@ MPTCP_OPT = 30
 IPERF_COOKIE = 37  # iperf3's per-connection cookie (COOKIE_SIZE)
 
 __all__ = ["tcp_flow", "udp_flow", "udp_transfer", "lu_handshakes", "accepted_locators", "stale_drops",
-           "attribute_drops", "lu_by_event", "iperf_receiver", "summary", "event_window", "control_messages",
-           "control_totals", "handoff_latencies"]
+           "attribute_drops", "lu_by_event", "udp_reverse", "handoffs", "handoff_summary", "iperf_receiver", "summary",
+           "event_window", "control_messages", "control_totals", "handoff_latencies"]
 
 # a move event's window: [act - EVENT_PRE_S, act + EVENT_RTTS * rtt + EVENT_MARGIN_S], act = when the
 # change can act on the flow (the event for a leave, the new locator usable for a join; module doc)
@@ -615,11 +615,14 @@ def tcp_flow(
 _UDP_KEY = 16  # payload bytes identifying a datagram (iperf3: its send time and sequence number)
 
 
-def _udp_datagrams(paths: Sequence[str], port: int, t0: float, accepted: Sequence = ()) -> tuple[list, list]:
-    """(kept, stale) lists of (t, payload length, identity) of UDP datagrams to `port`."""
+def _udp_datagrams(paths: Sequence[str], port: int, t0: float, accepted: Sequence = (),
+                   from_port: bool = False) -> tuple[list, list]:
+    """(kept, stale) lists of (t, payload length, identity) of UDP datagrams to `port`
+    (`from_port`: from it)."""
     kept, stale = [], []
+    at = 0 if from_port else 2
     for ts, pkt, _nh, off, l4len in _l4(paths, (UDP,)):
-        if off + 4 > len(pkt) or ((pkt[off + 2] << 8) | pkt[off + 3]) != port:
+        if off + 4 > len(pkt) or ((pkt[off + at] << 8) | pkt[off + at + 1]) != port:
             continue
         d = (ts - t0, max(0, l4len - 8), bytes(pkt[off + 8 : off + 8 + _UDP_KEY]))
         (stale if _stale(accepted, d[0], pkt[24:32]) else kept).append(d)
@@ -666,8 +669,17 @@ def udp_transfer(
     payload bytes: iperf3's timestamp and sequence number)."""
     flow = udp_flow(mn_pcaps, port, t0, **kw)
     sent, _ = _udp_datagrams(_as_list(cn_pcaps), port, t0)
-    got = {k for _, _, k in _udp_datagrams(_as_list(mn_pcaps), port, t0, kw.get("accepted", ()))[0]}
+    arrived: dict[bytes, float] = {}
+    for t, _, k in _udp_datagrams(_as_list(mn_pcaps), port, t0, kw.get("accepted", ()))[0]:
+        arrived.setdefault(k, t)
+    got = set(arrived)
     flow["packets_sent"] = len(sent)
+    # one-way delay of the delivered datagrams: sent on the CN's capture -> first delivery on the
+    # MN's (one host clock); the wire's delay, without the applications' processing
+    owd = [(arrived[k] - t) * 1000 for t, _, k in sent if k in arrived]
+    flow["one_way_delay_ms"] = None if not owd else {"mean": round(statistics.fmean(owd), 3),
+                                                     **{k: _r(v, 3) for k, v in summary(owd).items() if k != "n"},
+                                                     "n": len(owd)}
     undelivered = [t for t, _, k in sent if k not in got]
     if flow["broken_at_s"] is None:
         flow["lost"] = len(undelivered)
@@ -677,7 +689,19 @@ def udp_transfer(
         flow["lost"] = None
         flow["undelivered_after_break"] = sum(1 for t in undelivered if t > last_sent)
     flow["lost_before_break"] = len(undelivered) - (flow["undelivered_after_break"] or 0)
+    flow["lost_pct"] = None if flow["lost"] is None or not sent else round(100 * flow["lost"] / len(sent), 4)
     return flow
+
+
+def udp_reverse(cn_pcaps: str | Iterable[str], mn_pcaps: str | Iterable[str], port: int, t0: float) -> dict:
+    """The MN -> CN half of a bidirectional UDP flow (iperf3 --bidir with the server on the MN:
+    datagrams from `port`): sent = captured at the MN, delivered = captured at the CN (matched
+    by their first 16 payload bytes), lost = sent and never delivered."""
+    sent, _ = _udp_datagrams(_as_list(mn_pcaps), port, t0, from_port=True)
+    got, _ = _udp_datagrams(_as_list(cn_pcaps), port, t0, from_port=True)
+    keys = {k for _, _, k in got}
+    return {"packets_sent": len(sent), "packets_delivered": len(got),
+            "lost": sum(1 for _, _, k in sent if k not in keys)}
 
 
 # --------------------------------------------------------------------------- Locator Updates
@@ -721,6 +745,8 @@ def lu_handshakes(mn_pcaps: str | Iterable[str], t0: float, mn_nid: str | int | 
                 a["copies"] += 1
                 if t - a["_last"] >= 0.001:
                     a["attempts"] += 1
+                    if a["t_retry_s"] is None:
+                        a["t_retry_s"] = round(t, 6)
                 a["_last"] = t
                 continue
             locs = []
@@ -733,6 +759,7 @@ def lu_handshakes(mn_pcaps: str | Iterable[str], t0: float, mn_nid: str | int | 
                 "copies": 1,
                 "attempts": 1,
                 "t_ack_s": None,
+                "t_retry_s": None,
                 "delay_ms": None,
                 "acks": 0,
                 "locators": locs,
@@ -922,6 +949,103 @@ def handoff_latencies(mn_pcaps: str | Iterable[str], t0: float, events: Sequence
                     "event_to_new_path_ms": None if data is None else _r((data - t) * 1000, 3)})
     return out
 
+
+def _first_to_locators(cn_pcaps: Sequence[str], t0: float, mn_nid: int, wanted: set[bytes]) -> dict[bytes, list[float]]:
+    """For each wanted L64 (8 bytes), the sorted times (relative to t0) of the packets the CN
+    sent to the MN's NID at that locator (captured at the CN: what it sent, not what arrived),
+    Locator Updates and their acks left out: the ack always goes to the new locator."""
+    nid = mn_nid.to_bytes(8, "big")
+    out: dict[bytes, list[float]] = {w: [] for w in wanted}
+    for path in cn_pcaps:
+        for ts, pkt in iter_ipv6(path):
+            if len(pkt) >= 40 and pkt[32:40] == nid and pkt[24:32] in out:
+                ul = upper_layer(pkt)
+                if ul and ul[0] == ICMPV6 and ul[1] < len(pkt) and pkt[ul[1]] == LU_TYPE:
+                    continue
+                out[pkt[24:32]].append(ts - t0)
+    for v in out.values():
+        v.sort()
+    return out
+
+
+def handoffs(lus: Sequence[dict], events: Sequence[dict], cn_pcaps: str | Iterable[str], t0: float,
+             mn_nid: str | int, end_s: float) -> list[dict]:
+    """One entry per handoff: each event where the MN joins a network (`action` "up" on the MN,
+    with `prefix`, the joined network's /64, set by the caller), in time order.
+
+    The handoff's LU is the first Locator Update advertisement the MN sent at or after the
+    event and before the next event (none: `attempts` 0):
+
+    * `attempts`: send instants of that LU until its ack, on the wire at the MN (LUs per handoff);
+    * `no_retransmission`: acked with one attempt, i.e. the ack reached the MN before the
+      retransmission timer fired. Without jitter that is the thesis's single-shot success (the
+      first LU and its ack both arrived, Table 6.2); with jitter a late ack is a retry too;
+    * `lu_reached_cn`: the CN captured the LU before the MN's second attempt (any copy captured
+      at the CN before that instant is the first one): P(LU) of eq. 3 on its own;
+    * `delay_ms`: first LU sent -> first ack, at the MN, whichever copy was acked (with a
+      retransmission it includes the timer);
+    * `success`: the handoff completed, i.e. the CN sent a packet (not an LU ack) to the MN at
+      the joined network's locator after the event and before the next join (or the flow's end);
+      `cn_switch_s` = when it first did (captured at the CN).
+    """
+    want = nid_value(mn_nid)
+    evs = sorted(events, key=lambda e: e["t_s"])
+    joins = [e for e in evs if e.get("prefix") and e["action"] == "up"]
+    locs = {_l64_bytes(e["prefix"]) for e in joins}
+    sent_to = _first_to_locators(_as_list(cn_pcaps), t0, want, locs)
+    at_cn = lu_handshakes(cn_pcaps, t0, mn_nid=mn_nid)  # as captured at the CN: t_sent_s = arrival
+    out = []
+    for e in joins:
+        t = e["t_s"]
+        nxt_event = min((x["t_s"] for x in evs if x["t_s"] > t), default=math.inf)
+        nxt_join = min((x["t_s"] for x in joins if x["t_s"] > t), default=end_s)
+        first = next((a for a in lus if t <= a["t_sent_s"] < nxt_event), None)
+        times = sent_to[_l64_bytes(e["prefix"])]
+        k = bisect_right(times, t)
+        switch = times[k] if k < len(times) and times[k] < nxt_join else None
+        arrived = None
+        if first:
+            until = first["t_retry_s"] if first["t_retry_s"] is not None else nxt_event
+            arrived = next((c["t_sent_s"] for c in at_cn if c["locators"] == first["locators"]
+                            and first["t_sent_s"] <= c["t_sent_s"] < until), None)
+        out.append({
+            "t_s": t, "label": e.get("label"), "prefix": e["prefix"],
+            "lu_sent_s": first["t_sent_s"] if first else None,
+            "attempts": first["attempts"] if first else 0,
+            "copies": first["copies"] if first else 0,
+            "acked": bool(first and first["t_ack_s"] is not None),
+            "no_retransmission": bool(first and first["t_ack_s"] is not None and first["attempts"] == 1),
+            "lu_reached_cn": arrived is not None,
+            "lu_at_cn_s": arrived,
+            "delay_ms": first["delay_ms"] if first else None,
+            "success": switch is not None,
+            "cn_switch_s": _r(switch),
+        })
+    return out
+
+
+def handoff_summary(hs: Sequence[dict]) -> dict:
+    """Over the handoffs of one or more runs: how many, the fractions that succeeded, that
+    completed with no retransmission and whose first LU reached the CN, LUs per handoff (mean
+    attempts of those that sent one), and the LU -> ack delay of the handoffs with no
+    retransmission and of those with one (the first LU or its ack lost, or the ack late)."""
+    n = len(hs)
+    sent = [h for h in hs if h["attempts"]]
+    return {
+        "n": n,
+        "success": sum(h["success"] for h in hs) / n if n else None,
+        "no_retransmission": sum(h["no_retransmission"] for h in hs) / n if n else None,
+        "lu_reached_cn": sum(h["lu_reached_cn"] for h in hs) / n if n else None,
+        "lus_per_handoff": sum(h["attempts"] for h in sent) / len(sent) if sent else None,
+        "delay_ms": summary(h["delay_ms"] for h in hs if h["acked"]),
+        "delay_single_ms": summary(h["delay_ms"] for h in hs if h["no_retransmission"]),
+        "delay_retried_ms": summary(h["delay_ms"] for h in hs if h["acked"] and h["attempts"] > 1),
+    }
+
+
+def _l64_bytes(prefix: str) -> bytes:
+    """The 8-byte L64 of a /64 written as text ("2001:db8:3::/64")."""
+    return ipaddress.IPv6Network(prefix, strict=False).network_address.packed[:8]
 
 
 def iperf_receiver(path: str | os.PathLike, kind: str) -> dict | None:

@@ -105,12 +105,16 @@ class Run:
         self.notes: list[str] = []
 
     def event_times(self) -> list[tuple[float, object]]:
-        """When each timeline event happens: its time scaled to the flow's duration, plus
+        """When each timeline event happens: its time scaled to the flow's duration (or, with
+        [quick] timeline = "cut", as written, those after the flow's end left out), plus
         the association delay for the MN joining a network (the link comes up that much
         later, as a Wi-Fi association and authentication would make it)."""
         scale = self.duration / self.ex.duration_s
+        events = self.ex.events_for(self.cell.move)
+        if scale < 1 and self.ex.quick_timeline == "cut":  # [quick] timeline = "cut": as written, up to the end
+            scale, events = 1.0, [e for e in events if e.at_s < self.duration]
         return sorted(((e.at_s * scale + (self.ex.assoc_delay_s if e.action == "up" and e.node == self.ex.mn else 0.0), e)
-                       for e in self.ex.events_for(self.cell.move)), key=lambda x: x[0])
+                       for e in events), key=lambda x: x[0])
 
     def execute(self) -> dict:
         cell = self.cell
@@ -163,6 +167,7 @@ class Run:
             args += ["-C", cell.cc] + (["-w", ex.window] if ex.window else [])
         else:
             args += ["-u"] + (["-b", cell.load.rate] if cell.load.rate else []) + (["-l", str(cell.load.size)] if cell.load.size else [])
+            args += ["--bidir"] if ex.bidir else []
         t0 = time.time()
         cli = cli_node.spawn(*args, stdout=open(d / "iperf-client.json", "w"), stderr=open(d / "iperf-client.err", "w"))
         timeline = []
@@ -222,6 +227,8 @@ class Run:
             flow = analysis.tcp_flow(cn_pcaps, mn_pcaps, IPERF_PORT, t0, reverse=reverse, **kw)
         else:
             flow = analysis.udp_transfer(cn_pcaps, mn_pcaps, IPERF_PORT, t0, **kw)
+            if ex.bidir:
+                flow["mn_to_cn"] = analysis.udp_reverse(cn_pcaps, mn_pcaps, IPERF_PORT, t0)
         res["flow"] = flow
         res["stale_drops_by_flow"] = analysis.attribute_drops(analysis.stale_drops(mn_pcaps, t0, mn_nid, acc) if mn_nid else [],
                                                       {"flow": IPERF_PORT, "probe": PROBE_PORT}, stale if mn_nid else None)
@@ -238,6 +245,18 @@ class Run:
         res["handoff_delay_ms"] = lus[0]["delay_ms"] if lus else None
         res["lu_copies"] = sum(l["copies"] for l in lus)
         res["ra_to_lu_ms"] = ra_to_lu_ms(mn_pcaps[0], t0, timeline, ex, lus)
+        if mn_nid:
+            # thesis Ch. 6: per join, did the CN switch, with how many LUs, how fast; beside the
+            # analytic single-shot probability of this move's links (topology.path_delivery)
+            facing = lambda e: ex.radvd_facing(ex.mn, e["iface"]) if e["node"] == ex.mn else None  # noqa: E731
+            marked = [dict(e, prefix=facing(e).prefix) if e["action"] == "up" and facing(e) else e for e in events]
+            joins = [e for e in marked if "prefix" in e]
+            hs = analysis.handoffs(lus, marked, cn_pcaps, t0, mn_nid, self.duration)
+            for h, e in zip(hs, joins):
+                h["analytic_single_shot"] = round(ex.path_delivery(cell.move, ex.mn, e["iface"]) ** 2, 6)
+            res["handoffs"] = hs
+        else:
+            res["handoffs"] = None
         res["probe"] = probe_loss(d, ex)
         try:
             ij = json.loads((d / "iperf-client.json").read_text() or "{}")

@@ -212,7 +212,9 @@ class Ilnp(Scheme):
             peers, extra = self.daemon_config(host, other)
             self.daemons[host] = Ilnpd(self.nodes[host], [i for i, _ in ex.host_ifaces(host)], nid=ex.nid(host),
                                        peers=peers, extra={"handoff": self.handoff, "rng_seed": self.run.seed,
-                                                           "log_level": "info", **extra}).start()
+                                                           "log_level": "info",
+                                                           **ex.move_daemon.get(self.run.cell.move, {}),
+                                                           **extra}).start()
         return self.daemons[ex.cn].identifier_address(), self.daemons[ex.mn].identifier_address()
 
     def daemon_config(self, host: str, other: str) -> tuple[list[Peer], dict]:

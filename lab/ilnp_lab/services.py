@@ -41,7 +41,11 @@ def warm_neighbours(a: Node, b: Node, b_addr: str) -> None:
     """One ping from `a` to `b_addr` so both routers know each other's link-layer
     address before an experiment, as routers carrying traffic do; otherwise the
     first packet of a handoff over a never-used delayed link pays a Neighbour
-    Discovery round trip across it (and packets queued behind it may overflow)."""
+    Discovery round trip across it (and packets queued behind it may overflow).
+    A lossy link may lose the ping or its reply: up to 5 tries."""
+    for _ in range(4):
+        if a.run("ping", "-6", "-c", "1", "-W", "3", b_addr, timeout=10, check=False).returncode == 0:
+            return
     a.run("ping", "-6", "-c", "1", "-W", "3", b_addr, timeout=10)
 
 

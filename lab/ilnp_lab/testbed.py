@@ -241,16 +241,24 @@ class Testbed:
             n.ifaces.append(i)
 
     def delay_link(self, a: Node, a_if: str, b: Node, b_if: str, delay_ms: float, loss_pct: float = 0.0,
-                   seed: int = 1, rate_mbit: float | None = None,
-                   queue_packets: int | None = None) -> subprocess.Popen | None:
-        """A link with one-way delay (and loss, rate, queue limit) in both directions: netem on both
-        ends where the kernel has it, otherwise through the lab's own delay line,
-        a —[dl namespace]— b (returns its process)."""
+                   seed: int = 1, rate_mbit: float | None = None, queue_packets: int | None = None,
+                   jitter_ms: float = 0.0, jitter_dist: str = "normal", jitter_order: str = "fifo") -> subprocess.Popen | None:
+        """A link with one-way delay (and loss, rate, queue limit, jitter: the delay's standard
+        deviation, drawn from `jitter_dist`) in both directions: netem on both ends where the
+        kernel has it, otherwise through the lab's own delay line, a —[dl namespace]— b (returns
+        its process). netem has no FIFO jitter (it reorders unless rate-limited) and takes its
+        uniform jitter as a half-width: only `reorder` is given to it, scaled to the same deviation."""
         if netem_available():
+            if jitter_ms and jitter_order != "reorder":
+                raise StepError("jitter_order = \"fifo\" needs ilnp-delayline; this kernel's netem reorders")
+            jit = []
+            if jitter_ms:
+                jit = ([f"{jitter_ms * 3 ** 0.5}ms"] if jitter_dist == "uniform"
+                       else [f"{jitter_ms}ms", "distribution", jitter_dist])
             self.link(a, a_if, b, b_if)
             for n, i in ((a, a_if), (b, b_if)):
-                n.run("tc", "qdisc", "add", "dev", i, "root", "netem", "delay", f"{delay_ms}ms", "loss", f"{loss_pct}%",
-                      *(["rate", f"{rate_mbit}mbit"] if rate_mbit else []),
+                n.run("tc", "qdisc", "add", "dev", i, "root", "netem", "delay", f"{delay_ms}ms", *jit,
+                      "loss", f"{loss_pct}%", *(["rate", f"{rate_mbit}mbit"] if rate_mbit else []),
                       *(["limit", str(queue_packets)] if queue_packets else []))
             return None
         dl = self.add_node(f"dl{len(self.nodes)}")
@@ -265,6 +273,9 @@ class Testbed:
         logpath = self.workdir / f"{dl.name}.log"
         args = [binary("ilnp-delayline"), "--a", "dla", "--b", "dlb", "--delay-ms", str(delay_ms),
                 "--loss", str(loss_pct), "--seed", str(seed)]
+        if jitter_ms:
+            args += ["--jitter-ms", str(jitter_ms), "--jitter-dist", "pareto-normal" if jitter_dist == "paretonormal"
+                     else jitter_dist, "--jitter-order", jitter_order]
         if rate_mbit:
             args += ["--rate-mbit", str(rate_mbit)]
         if queue_packets:

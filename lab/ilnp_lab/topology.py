@@ -11,17 +11,26 @@ Format (see experiments/seed000-tcp.toml for a complete file):
 
     base = "other.toml"          # optional: start from another file, replace its top-level tables
     [experiment] name, title, duration_s, runs, cn, mn, schemes = ["ilnp-hard", "ilnp-soft", "ilnp-soft-dns", "plain", "mptcp", "mptcp-client"]
-    [quick] duration_s, runs     # what --quick runs (the timeline is scaled to the shorter flow)
-    [traffic] kind = "tcp"|"udp", window, cc = [...], probe_pps, loads = [{name, rate, size}]
+    [quick] duration_s, runs, timeline = "scale"|"cut"   # what --quick runs: the timeline scaled to the
+                                 # shorter flow (default), or kept as written with the events after its end left out
+    [traffic] kind = "tcp"|"udp", window, cc = [...], probe_pps, loads = [{name, rate, size}],
+              bidir (iperf3 --bidir: the same flow MN -> CN too; UDP only)
     [[node]] name, router
-    [[link]] name, a = "node:iface", b = "node:iface", a_addr, b_addr, delay_ms, loss_pct, rate_mbit, mtu, up
+    [[link]] name, a = "node:iface", b = "node:iface", a_addr, b_addr, delay_ms, loss_pct, rate_mbit, mtu, up,
+             jitter_ms, jitter_dist ("uniform"|"normal"|"pareto"|"paretonormal"), jitter_order ("fifo"|"reorder")
     [[route]] node, dst ("default" or prefix), via
     [[radvd]] node, iface, prefix, pref ("low"|"medium"|"high"), min_ra, max_ra, valid, preferred
     [[event]] at_s, node, iface, action ("up"|"down"), label
-    [move.NAME] links = { LINK = { delay_ms, loss_pct, rate_mbit } },
-                events = [{ at_s, node, iface, action, label }, ...]   # optional: this move's own
+    [move.NAME] links = { LINK = { delay_ms, loss_pct, rate_mbit, jitter_ms, jitter_dist, jitter_order } },
+                events = [{ at_s, node, iface, action, label }, ...],   # optional: this move's own
                 timeline instead of the [[event]]s (seed 003's soft and hard handoffs differ only in
-                the order of the MN's link changes)
+                the order of the MN's link changes),
+                lu_timer ("rtt"|"fixed-<N>s"|"fixed-<N>ms": the ILNP schemes' ilnpd `lu_timer` in this move)
+
+Link delay, jitter and loss apply in both directions. Jitter is the standard deviation of
+the one-way delay, drawn per frame from `jitter_dist` (mean 0; ilnp-delayline's line.rs
+says how each is shaped); `jitter_order` "fifo" (default) keeps frames in order, "reorder"
+lets each keep its own draw, as netem does.
 """
 
 from __future__ import annotations
@@ -60,6 +69,9 @@ class LinkSpec:
     rate_mbit: float | None = None
     mtu: int | None = None
     up: bool = True
+    jitter_ms: float = 0.0
+    jitter_dist: str = "normal"
+    jitter_order: str = "fifo"
 
 
 @dataclass(frozen=True)
@@ -114,6 +126,10 @@ class Experiment:
     events: list[EventSpec]
     moves: dict[str, dict[str, dict]] = field(default_factory=dict)
     move_events: dict[str, list[EventSpec]] = field(default_factory=dict)  # a move's own timeline
+    # per move: ilnpd configuration keys for the ILNP schemes ({"lu_timer": "fixed-1s"})
+    move_daemon: dict[str, dict] = field(default_factory=dict)
+    bidir: bool = False
+    quick_timeline: str = "scale"
     # run-time knobs (`ilnp-lab run --dad/--dad-transmits/--assoc-delay`), not file keys:
     # Duplicate Address Detection on the hosts' SLAAC interfaces ("optimistic": RFC 4429,
     # the address is usable at once; "standard": tentative for dad_transmits x RetransTimer;
@@ -167,14 +183,14 @@ class Experiment:
         """The L64s of `initial_prefixes(host)`: the locators a static peer entry lists."""
         return [l64(p) for _, p in self.initial_prefixes(host)]
 
-    def path_rtt_s(self, move: str, host: str, iface: str) -> float:
-        """The configured round trip (link delays, both ways) between the CN and `host` when
-        the traffic enters `host` through `iface`: the least-delay path from the CN to the
-        far end of that link, plus the link itself. Queueing and processing are not in it."""
+    def _path(self, move: str, host: str, iface: str) -> tuple[LinkSpec, list[LinkSpec], float]:
+        """The path from the CN to `host` entering through `iface` in `move`: the host's link
+        behind `iface`, the least-delay chain of links from the CN to that link's far end, and
+        that chain's one-way delay (ms)."""
         links = self.links_for(move)
         last = next(l for l in links if (l.a, l.a_if) == (host, iface) or (l.b, l.b_if) == (host, iface))
         far = last.b if last.a == host else last.a
-        dist, todo = {self.cn: 0.0}, [self.cn]
+        dist, via, todo = {self.cn: 0.0}, {self.cn: None}, [self.cn]
         while todo:  # Bellman-Ford style relaxation: a handful of nodes
             n = todo.pop()
             if n != self.cn and not self.nodes[n]:
@@ -185,11 +201,33 @@ class Experiment:
                 other = l.b if l.a == n else l.a
                 d = dist[n] + l.delay_ms
                 if d < dist.get(other, float("inf")):
-                    dist[other] = d
+                    dist[other], via[other] = d, (n, l)
                     todo.append(other)
         if far not in dist:
             raise ValueError(f"{self.name}: no path from {self.cn} to {far}")
-        return round(2 * (dist[far] + last.delay_ms) / 1000, 6)
+        chain, n = [], far
+        while via[n] is not None:
+            n, l = via[n]
+            chain.append(l)
+        return last, chain, dist[far]
+
+    def path_rtt_s(self, move: str, host: str, iface: str) -> float:
+        """The configured round trip (link delays, both ways) between the CN and `host` when
+        the traffic enters `host` through `iface`: the least-delay path from the CN to the
+        far end of that link, plus the link itself. Queueing and processing are not in it."""
+        last, _, d = self._path(move, host, iface)
+        return round(2 * (d + last.delay_ms) / 1000, 6)
+
+    def path_delivery(self, move: str, host: str, iface: str) -> float:
+        """The probability that one packet crosses the configured links from the CN to `host`
+        entering through `iface` (the path of `path_rtt_s`), from the links' random loss; the
+        way back has the same links and loss. So a single LU and its ack both arrive with
+        probability `path_delivery ** 2` (thesis §6.2.1, eqs. 3, 8, 9)."""
+        last, chain, _ = self._path(move, host, iface)
+        p = 1.0
+        for l in [last, *chain]:
+            p *= 1.0 - l.loss_pct / 100
+        return round(p, 9)
 
     def radvd_facing(self, node: str, iface: str) -> RadvdSpec | None:
         """The radvd advertising onto the link behind `node:iface`, if any."""
@@ -281,7 +319,10 @@ def _read(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, str]:
     return merged, text + "\n" + btext
 
 
-LINK_PARAMS = {"delay_ms", "loss_pct", "rate_mbit"}  # what a move may change on a link
+LINK_PARAMS = {"delay_ms", "loss_pct", "rate_mbit", "jitter_ms", "jitter_dist", "jitter_order"}  # what a move may change on a link
+JITTER_DISTS = ("uniform", "normal", "pareto", "paretonormal")
+JITTER_ORDERS = ("fifo", "reorder")
+LU_TIMER = re.compile(r"^(rtt|fixed-[1-9][0-9]*(ms|s))$")
 
 
 def load(name_or_path: str | Path) -> Experiment:
@@ -294,14 +335,14 @@ def load(name_or_path: str | Path) -> Experiment:
            {"experiment", "node", "link", "traffic"})
     ex = _experiment(c, doc["experiment"])
     quick = doc.get("quick", {})
-    c.keys("[quick]", quick, {"duration_s", "runs"})
+    c.keys("[quick]", quick, {"duration_s", "runs", "timeline"})
     nodes = _nodes(c, doc["node"])
     links = _links(c, doc["link"], nodes)
     ifaces = {e for l in links for e in ((l.a, l.a_if), (l.b, l.b_if))}
     routes = _routes(c, doc.get("route", []), nodes)
     radvds = _radvds(c, doc.get("radvd", []), ifaces)
     events = _events(c, doc.get("event", []), ifaces, ex["duration"])
-    moves, move_events = _moves(c, doc.get("move") or {"default": {}}, links, ifaces, ex["duration"])
+    moves, move_events, move_daemon = _moves(c, doc.get("move") or {"default": {}}, links, ifaces, ex["duration"])
     tr = doc["traffic"]
     kind, loads, ccs = _traffic(c, tr)
     for name in ("mptcp", "mptcp-client"):
@@ -310,6 +351,9 @@ def load(name_or_path: str | Path) -> Experiment:
     for role in ("cn", "mn"):
         if ex[role] not in nodes or nodes[ex[role]]:
             raise c.err("[experiment]", f"{role} = {ex[role]!r} is not a host node", role)
+    bidir = tr.get("bidir", False)
+    if not isinstance(bidir, bool) or (bidir and kind != "udp"):
+        raise c.err("[traffic]", f"bidir = {bidir!r}: true or false, and only with kind = \"udp\"", "bidir")
     duration = ex["duration"]
     return Experiment(
         path=path, name=ex["name"], title=ex["title"], duration_s=float(duration), runs=ex["runs"],
@@ -318,7 +362,8 @@ def load(name_or_path: str | Path) -> Experiment:
         cn=ex["cn"], mn=ex["mn"], schemes=ex["schemes"], kind=kind, window=c.string("[traffic]", tr, "window"),
         ccs=ccs, probe_pps=c.num("[traffic]", tr, "probe_pps", 100, 0, 10_000, integer=True), loads=loads,
         nodes=nodes, links=links, routes=routes, radvd=radvds, events=events, moves=moves,
-        move_events=move_events)
+        move_events=move_events, move_daemon=move_daemon,
+        bidir=bidir, quick_timeline=c.string("[quick]", quick, "timeline", "scale", ("scale", "cut")))
 
 
 def _experiment(c: _Ctx, ex: dict) -> dict:
@@ -382,7 +427,10 @@ def _cidr(c: _Ctx, where: str, v, key: str) -> str | None:
 def _link_params(c: _Ctx, where: str, t: dict) -> dict:
     return {"delay_ms": c.num(where, t, "delay_ms", 0.0, 0, 10_000),
             "loss_pct": c.num(where, t, "loss_pct", 0.0, 0, 100),
-            "rate_mbit": c.num(where, t, "rate_mbit", None, 0.001, 100_000)}
+            "rate_mbit": c.num(where, t, "rate_mbit", None, 0.001, 100_000),
+            "jitter_ms": c.num(where, t, "jitter_ms", 0.0, 0, 10_000),
+            "jitter_dist": c.string(where, t, "jitter_dist", "normal", JITTER_DISTS),
+            "jitter_order": c.string(where, t, "jitter_order", "fifo", JITTER_ORDERS)}
 
 
 def _links(c: _Ctx, items: list, nodes: dict[str, bool]) -> list[LinkSpec]:
@@ -469,15 +517,22 @@ def _events(c: _Ctx, items: list, ifaces: set[tuple[str, str]], duration: float,
     return events
 
 
-def _moves(c: _Ctx, table: dict, links: list[LinkSpec], ifaces: set[tuple[str, str]],
-           duration: float) -> tuple[dict[str, dict[str, dict]], dict[str, list[EventSpec]]]:
-    """[move.NAME]: per-link parameter overrides, and the move's own timeline if it has one."""
-    moves, move_events = {}, {}
+def _moves(c: _Ctx, table: dict, links: list[LinkSpec], ifaces: set[tuple[str, str]], duration: float
+           ) -> tuple[dict[str, dict[str, dict]], dict[str, list[EventSpec]], dict[str, dict]]:
+    """[move.NAME]: per-link parameter overrides, the move's own timeline if it has one, and
+    ilnpd keys for the ILNP schemes."""
+    moves, move_events, daemon = {}, {}, {}
     for mname, m in table.items():
         where = f"[move.{mname}]"
-        c.keys(where, m, {"links", "events"})
+        c.keys(where, m, {"links", "events", "lu_timer"})
         if "events" in m:
             move_events[mname] = _events(c, m["events"], ifaces, duration, f"{where} events")
+        daemon[mname] = {}
+        if "lu_timer" in m:
+            t = c.string(where, m, "lu_timer")
+            if not LU_TIMER.match(t):
+                raise c.err(where, f"lu_timer = {t!r}: write \"rtt\", \"fixed-<N>s\" or \"fixed-<N>ms\"", "lu_timer")
+            daemon[mname]["lu_timer"] = t
         over = {}
         for lname, params in (m.get("links") or {}).items():
             if not any(l.name == lname for l in links):
@@ -485,12 +540,12 @@ def _moves(c: _Ctx, table: dict, links: list[LinkSpec], ifaces: set[tuple[str, s
             c.keys(f"{where} links.{lname}", params, LINK_PARAMS)
             over[lname] = {k: v for k, v in _link_params(c, f"{where} links.{lname}", params).items() if k in params}
         moves[mname] = over
-    return moves, move_events
+    return moves, move_events, daemon
 
 
 def _traffic(c: _Ctx, tr: dict) -> tuple[str, list[Load], list[str]]:
     """[traffic]: kind, loads and congestion controls (window and probe rate are read by `load`)."""
-    c.keys("[traffic]", tr, {"kind", "window", "cc", "probe_pps", "loads"}, {"kind"})
+    c.keys("[traffic]", tr, {"kind", "window", "cc", "probe_pps", "loads", "bidir"}, {"kind"})
     kind = c.string("[traffic]", tr, "kind", choices=("tcp", "udp"))
     loads = []
     for i, ld in enumerate(tr.get("loads", [{"name": "default"}]), 1):
@@ -526,8 +581,9 @@ def build(bed: Testbed, ex: Experiment, move: str, seed: int = 1, overrides: dic
     nodes = {name: bed.add_node(name, router=r) for name, r in ex.nodes.items()}
     for i, l in enumerate(ex.links_for(move, overrides)):
         a, b = nodes[l.a], nodes[l.b]
-        if l.delay_ms or l.loss_pct:
-            bed.delay_link(a, l.a_if, b, l.b_if, l.delay_ms, l.loss_pct, seed=seed * 100 + i, rate_mbit=l.rate_mbit)
+        if l.delay_ms or l.loss_pct or l.jitter_ms:
+            bed.delay_link(a, l.a_if, b, l.b_if, l.delay_ms, l.loss_pct, seed=seed * 100 + i, rate_mbit=l.rate_mbit,
+                           jitter_ms=l.jitter_ms, jitter_dist=l.jitter_dist, jitter_order=l.jitter_order)
         else:
             bed.link(a, l.a_if, b, l.b_if, mtu=l.mtu, rate_mbit=l.rate_mbit)
         for n, iface, addr in ((a, l.a_if, l.a_addr), (b, l.b_if, l.b_addr)):

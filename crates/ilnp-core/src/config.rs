@@ -19,15 +19,41 @@ pub enum HandoffMode {
     Hard,
 }
 
+/// How the retransmission timeout of a Locator Update is chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LuTimerMode {
+    /// Twice the measured LU round trip to the peer (floor `min_rto`; `initial_rto`
+    /// before the first sample), doubled after every attempt, capped at `max_rto`.
+    RttBased,
+    /// The same interval after every attempt, no backoff and no RTT: the seeds'
+    /// prototypes (thesis §3.3 and §6.3: 1 s, `Δ_I`), kept to reproduce their numbers.
+    Fixed(Duration),
+}
+
 /// Locator Update retransmission policy. The RFCs set none (wire-facts §6.2);
-/// the prototypes used fixed 1 s timers. We start from an RTT-based value with a
-/// floor and back off exponentially.
+/// the prototypes used fixed 1 s timers (`LuTimerMode::Fixed`). By default we start
+/// from an RTT-based value with a floor and back off exponentially.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LuTimers {
     pub initial_rto: Duration,
     pub min_rto: Duration,
     pub max_rto: Duration,
     pub max_attempts: u32,
+    pub mode: LuTimerMode,
+}
+
+impl LuTimers {
+    /// The timeout armed after attempt `attempt` (1 = the first transmission), given the
+    /// peer's smoothed LU round trip if one was measured.
+    pub fn rto(&self, attempt: u32, srtt: Option<Duration>) -> Duration {
+        match self.mode {
+            LuTimerMode::Fixed(every) => every,
+            LuTimerMode::RttBased => {
+                let base = srtt.map(|s| (s * 2).max(self.min_rto)).unwrap_or(self.initial_rto.max(self.min_rto));
+                (base * 2u32.saturating_pow(attempt.saturating_sub(1))).min(self.max_rto)
+            }
+        }
+    }
 }
 
 impl Default for LuTimers {
@@ -37,6 +63,7 @@ impl Default for LuTimers {
             min_rto: Duration::from_millis(50),
             max_rto: Duration::from_secs(4),
             max_attempts: 7,
+            mode: LuTimerMode::RttBased,
         }
     }
 }
@@ -118,5 +145,19 @@ mod tests {
         assert_eq!(c.soft_quiet_period, Duration::from_secs(3));
         let t = LuTimers::default();
         assert!(t.min_rto <= t.initial_rto && t.initial_rto <= t.max_rto, "{t:?}");
+        assert_eq!(t.mode, LuTimerMode::RttBased);
+    }
+
+    #[test]
+    fn rto_rtt_based_backs_off_fixed_does_not() {
+        let ms = Duration::from_millis;
+        let t = LuTimers::default();
+        assert_eq!([1, 2, 3].map(|a| t.rto(a, None)), [ms(250), ms(500), ms(1000)]);
+        assert_eq!([1, 2].map(|a| t.rto(a, Some(ms(40)))), [ms(80), ms(160)]);
+        assert_eq!(t.rto(1, Some(ms(1))), ms(50), "floor");
+        assert_eq!(t.rto(7, Some(ms(400))), ms(4000), "cap");
+        let f = LuTimers { mode: LuTimerMode::Fixed(ms(1000)), ..t };
+        assert_eq!([1, 2, 5].map(|a| f.rto(a, Some(ms(40)))), [ms(1000); 3]);
+        assert_eq!(f.rto(1, None), ms(1000));
     }
 }

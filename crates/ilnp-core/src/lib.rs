@@ -20,7 +20,7 @@ pub mod timers;
 
 pub use admission::{Admission, AnswerHint, Tier, TierCounts, TokenBucket, ANSWER_HINT_MAX_AGE};
 pub use balance::{BalanceChange, BalanceError, BalanceTable, Policy};
-pub use config::{CoreConfig, HandoffMode, LuTimers, DEFAULT_LOCATOR_PREF};
+pub use config::{CoreConfig, HandoffMode, LuTimerMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use dns::{DnsPeer, DnsPeerResult, PeerSource};
 pub use event::{DropReason, Event, Outcome, Stats};
 pub use fallback::{FallbackReason, FallbackView, PeerState};

@@ -48,12 +48,8 @@ impl Core {
                 p.first_sent = now;
             }
             p.attempts += 1;
-            // first timeout: twice the measured LU round trip to this peer if we have
-            // one (floor min_rto), else initial_rto; then exponential backoff
-            let base =
-                srtt.map(|s| (s * 2).max(lu_timers.min_rto)).unwrap_or(lu_timers.initial_rto.max(lu_timers.min_rto));
-            let rto = base * 2u32.saturating_pow(p.attempts - 1);
-            p.next_at = now + rto.min(lu_timers.max_rto);
+            // RTT-based with backoff by default, or the prototypes' fixed interval (config.rs)
+            p.next_at = now + lu_timers.rto(p.attempts, srtt);
             let lu = LocatorUpdate { operation: LuOperation::Advertisement, entries: p.entries.clone() };
             let uplink = self.local.uplink_of(e.local_locator);
             for t in targets {

@@ -428,6 +428,31 @@ fn lu_timer_follows_measured_rtt_and_duplicate_acks_are_not_drops() {
     assert_eq!(a.stats().get("lu_unexpected_ack"), 0);
 }
 
+#[test]
+fn fixed_lu_timer_retransmits_every_interval_whatever_the_rtt() {
+    // the seeds' timer (thesis §3.3: 1 s, 5 attempts): a measured 40 ms RTT changes nothing
+    let t0 = Instant::now();
+    let fixed = LuTimers { mode: LuTimerMode::Fixed(Duration::from_secs(1)), max_attempts: 5, ..LuTimers::default() };
+    let mut a = core_with(NA, LA, 1, Some((NB, LB)), |c| c.lu = fixed);
+    let mut b = core(NB, LB, 2, None);
+    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    let back = wire(&b.handle_inbound(t0, &w, Csum::Complete));
+    a.handle_inbound(t0 + Duration::from_millis(40), &back[0], Csum::Complete);
+    assert_eq!(a.ilcc_entries().next().unwrap().srtt_us, Some(40_000));
+    let t1 = t0 + Duration::from_secs(1);
+    assert_eq!(wire(&a.set_local_locators(t1, vec![local(Locator(0x2001_0db8_00aa_0000))])).len(), 1);
+    let mut sent_at = vec![Duration::ZERO];
+    for ms in (10..8000).step_by(10) {
+        let t = t1 + Duration::from_millis(ms);
+        if !wire(&a.handle_timeout(t)).is_empty() {
+            sent_at.push(t - t1);
+        }
+    }
+    let secs = |v: &[u64]| v.iter().map(|s| Duration::from_secs(*s)).collect::<Vec<_>>();
+    assert_eq!(sent_at, secs(&[0, 1, 2, 3, 4]), "every 1 s, no backoff, 5 attempts");
+    assert_eq!(a.stats().get("lu_failed"), 1);
+}
+
 pub(crate) fn dst_loc(w: &[u8]) -> Locator {
     split_addr(ipv6::Packet::new_checked(w).unwrap().dst()).0
 }

@@ -8,15 +8,26 @@
 //!    rate), counted in segments so a 64 KB GSO super-frame weighs what it is on the wire;
 //! 3. serialization: with a rate, the frame leaves the emulated sender at
 //!    `tx_end = max(now, previous tx_end) + wire_bits / rate`, otherwise at `now`;
-//! 4. propagation: it is released at `tx_end + delay`.
+//! 4. propagation: it is released at `tx_end + delay + j`, where `j` is the frame's jitter:
+//!    0 without `jitter`, else one draw (after the loss draw, from the same seeded RNG)
+//!    from `dist` with mean 0 and standard deviation `jitter`; a sum below 0 is
+//!    released at `tx_end` (counted in `jitter_clamped`, so the mean delay is then a
+//!    little above `delay`).
 //!
-//! Release times never decrease (delay is constant, tx_end is monotone), so the
-//! queue is a FIFO.
+//! Order (`Order`): with `Fifo` (the default) a frame is never released before the one
+//! received before it (its release is raised to the previous frame's), as on a link whose
+//! delay variation comes from link-layer retransmission and queueing (802.11, 3G RLC
+//! deliver in order): the jitter then delays the following frames too, so at high packet
+//! rates the mean delay rises above `delay`. With `Reorder` every frame keeps its own draw
+//! and frames leave in release order, as netem does with jitter and no rate (the seeds'
+//! emulation, thesis §3.3). Without jitter the two are the same: release times never
+//! decrease (delay is constant, tx_end is monotone).
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use serde::Serialize;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Size of `struct virtio_net_hdr` that PACKET_VNET_HDR puts before every frame.
 pub const VNET_HDR_LEN: usize = 10;
@@ -35,6 +46,35 @@ pub struct DirConfig {
     pub rate_bps: Option<f64>,
     /// Maximum packets (segments) held: delay queue + rate backlog, like netem's limit.
     pub limit: usize,
+    /// Standard deviation of the one-way delay (0: constant delay).
+    pub jitter_ns: u64,
+    pub dist: Dist,
+    pub order: Order,
+}
+
+/// The shape of the delay variation; every one has mean 0 and standard deviation `jitter`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dist {
+    /// Uniform on [-sqrt(3) jitter, +sqrt(3) jitter]: bounded.
+    Uniform,
+    /// Normal (Box-Muller).
+    Normal,
+    /// Pareto with shape 3 (the smallest integer shape with a finite variance), shifted to
+    /// mean 0: most frames a little early, a long tail of late ones, as measured on Wi-Fi
+    /// and 3G (thesis Table 3.5: 99th percentile 5.6 / 3.3 standard deviations above the mean).
+    Pareto,
+    /// 1/4 Pareto + 3/4 normal (independent draws), rescaled to the same deviation: netem's
+    /// "paretonormal" mix, a lighter tail than Pareto.
+    ParetoNormal,
+}
+
+/// Whether jitter may reorder frames (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Order {
+    Fifo,
+    Reorder,
 }
 
 #[derive(Debug, Default, Clone, Serialize, PartialEq)]
@@ -51,6 +91,10 @@ pub struct DirStats {
     pub lost_random: u64,
     /// Frames tail-dropped because --queue-packets segments were already held.
     pub dropped_queue_full: u64,
+    /// Frames whose delay + jitter draw was below 0 (released with no propagation delay).
+    pub jitter_clamped: u64,
+    /// Frames whose release was raised to the previous frame's (`Order::Fifo` with jitter).
+    pub held_for_order: u64,
     /// The output interface refused the frame (sendmmsg error).
     pub dropped_send_error: u64,
     /// Frames larger than the receive buffer (dropped).
@@ -79,17 +123,40 @@ pub enum Verdict {
 
 pub struct Frame {
     pub release_ns: u64,
+    /// Arrival order: ties in release time leave in it.
+    seq: u64,
     /// virtio_net_hdr + L2 frame, exactly as received.
     pub data: Vec<u8>,
     pub wire_bytes: u64,
     pub segments: u32,
 }
 
+impl PartialEq for Frame {
+    fn eq(&self, o: &Self) -> bool {
+        (self.release_ns, self.seq) == (o.release_ns, o.seq)
+    }
+}
+impl Eq for Frame {}
+impl PartialOrd for Frame {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Frame {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.release_ns, self.seq).cmp(&(o.release_ns, o.seq))
+    }
+}
+
 pub struct Direction {
     cfg: DirConfig,
-    queue: VecDeque<Frame>,
+    /// Held frames, earliest release (then earliest arrival) first.
+    queue: BinaryHeap<Reverse<Frame>>,
     held_segments: usize,
     tx_end_ns: u64,
+    /// Latest release time given so far (`Order::Fifo` keeps releases at or after it).
+    last_release_ns: u64,
+    seq: u64,
     rng: ChaCha8Rng,
     stats: DirStats,
 }
@@ -129,9 +196,11 @@ impl Direction {
     pub fn new(cfg: DirConfig, seed: u64) -> Self {
         Direction {
             cfg,
-            queue: VecDeque::new(),
+            queue: BinaryHeap::new(),
             held_segments: 0,
             tx_end_ns: 0,
+            last_release_ns: 0,
+            seq: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             stats: DirStats::default(),
         }
@@ -140,6 +209,32 @@ impl Direction {
     /// Uniform in [0, 1).
     fn uniform(&mut self) -> f64 {
         (self.rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// One jitter draw in nanoseconds: mean 0, standard deviation `jitter_ns`.
+    fn jitter_draw(&mut self) -> f64 {
+        let sd = self.cfg.jitter_ns as f64;
+        // Pareto(xm, 3): mean 1.5 xm, deviation xm sqrt(3)/2
+        let pareto = |u: f64| {
+            let xm = 2.0 / 3f64.sqrt();
+            xm / (1.0 - u).cbrt() - 1.5 * xm
+        };
+        match self.cfg.dist {
+            Dist::Uniform => (2.0 * self.uniform() - 1.0) * 3f64.sqrt() * sd,
+            Dist::Normal => self.normal() * sd,
+            Dist::Pareto => pareto(self.uniform()) * sd,
+            Dist::ParetoNormal => {
+                let (p, n) = (pareto(self.uniform()), self.normal());
+                (0.25 * p + 0.75 * n) / (0.25f64 * 0.25 + 0.75 * 0.75).sqrt() * sd
+            }
+        }
+    }
+
+    /// Standard normal (Box-Muller, two uniform draws).
+    fn normal(&mut self) -> f64 {
+        let u1 = 1.0 - self.uniform(); // (0, 1]
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
     }
 
     /// Offer a frame (virtio_net_hdr + L2) that arrived at `now_ns`.
@@ -164,8 +259,21 @@ impl Direction {
             None => now_ns,
         };
         self.tx_end_ns = tx_end;
-        let release_ns = tx_end + self.cfg.delay_ns;
-        self.queue.push_back(Frame { release_ns, data, wire_bytes, segments });
+        let mut release_ns = tx_end + self.cfg.delay_ns;
+        if self.cfg.jitter_ns > 0 {
+            let d = self.cfg.delay_ns as f64 + self.jitter_draw();
+            if d < 0.0 {
+                self.stats.jitter_clamped += 1;
+            }
+            release_ns = tx_end + d.max(0.0).round() as u64;
+            if self.cfg.order == Order::Fifo && release_ns < self.last_release_ns {
+                self.stats.held_for_order += 1;
+                release_ns = self.last_release_ns;
+            }
+        }
+        self.last_release_ns = self.last_release_ns.max(release_ns);
+        self.seq += 1;
+        self.queue.push(Reverse(Frame { release_ns, seq: self.seq, data, wire_bytes, segments }));
         self.held_segments += segments as usize;
         self.stats.max_queue_frames = self.stats.max_queue_frames.max(self.queue.len() as u64);
         self.stats.max_queue_segments = self.stats.max_queue_segments.max(self.held_segments as u64);
@@ -173,13 +281,13 @@ impl Direction {
     }
 
     pub fn next_release(&self) -> Option<u64> {
-        self.queue.front().map(|f| f.release_ns)
+        self.queue.peek().map(|f| f.0.release_ns)
     }
 
     /// Next frame whose release time has come.
     pub fn pop_due(&mut self, now_ns: u64) -> Option<Frame> {
-        if self.queue.front()?.release_ns <= now_ns {
-            let f = self.queue.pop_front()?;
+        if self.queue.peek()?.0.release_ns <= now_ns {
+            let Reverse(f) = self.queue.pop()?;
             self.held_segments -= f.segments as usize;
             Some(f)
         } else {
@@ -235,7 +343,15 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn cfg(delay_ms: u64, loss: f64, rate: Option<f64>, limit: usize) -> DirConfig {
-        DirConfig { delay_ns: delay_ms * MS, loss, rate_bps: rate, limit }
+        DirConfig {
+            delay_ns: delay_ms * MS,
+            loss,
+            rate_bps: rate,
+            limit,
+            jitter_ns: 0,
+            dist: Dist::Normal,
+            order: Order::Fifo,
+        }
     }
 
     /// Plain (non-GSO) frame: zero vnet header + `len` bytes of L2.
@@ -369,5 +485,102 @@ mod tests {
         let mut d = Direction::new(cfg(0, 0.0, Some(1e9), 10), 1);
         d.offer(0, tcp6_gso(1428 * 10 + 1, 1428));
         assert_eq!(d.next_release(), Some(bytes * 8));
+    }
+
+    fn jittered(delay_ms: u64, jitter_ms: u64, dist: Dist, order: Order) -> DirConfig {
+        DirConfig { jitter_ns: jitter_ms * MS, dist, order, ..cfg(delay_ms, 0.0, None, usize::MAX) }
+    }
+
+    /// One-way delays (ms) of `n` frames offered 1 s apart (no frame waits for another).
+    fn delays(c: DirConfig, seed: u64, n: u64) -> Vec<f64> {
+        let mut d = Direction::new(c, seed);
+        (0..n)
+            .map(|i| {
+                d.offer(i * 1000 * MS, plain(100));
+                let f = d.pop_due(u64::MAX).unwrap();
+                (f.release_ns - i * 1000 * MS) as f64 / MS as f64
+            })
+            .collect()
+    }
+
+    fn mean_sd(v: &[f64]) -> (f64, f64) {
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        (m, (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
+    }
+
+    fn quantile(v: &[f64], q: f64) -> f64 {
+        let mut s = v.to_vec();
+        s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        s[((s.len() - 1) as f64 * q) as usize]
+    }
+
+    #[test]
+    fn jitter_has_the_configured_mean_and_deviation_in_every_distribution() {
+        for dist in [Dist::Uniform, Dist::Normal, Dist::Pareto, Dist::ParetoNormal] {
+            // 200 ms +- 20 ms: no draw goes below 0 (Pareto's lowest is -1.15 sd)
+            let v = delays(jittered(200, 20, dist, Order::Reorder), 5, 200_000);
+            let (m, sd) = mean_sd(&v);
+            assert!((m - 200.0).abs() < 0.3, "{dist:?}: mean {m}");
+            // Pareto(3) has an infinite fourth moment: its sample deviation converges slowly
+            let tol = if matches!(dist, Dist::Pareto | Dist::ParetoNormal) { 0.08 } else { 0.02 };
+            assert!((sd / 20.0 - 1.0).abs() < tol, "{dist:?}: sd {sd}");
+        }
+        // the shapes differ where it matters: the tail
+        let q99 = |dist| quantile(&delays(jittered(200, 20, dist, Order::Reorder), 9, 100_000), 0.99) - 200.0;
+        let (u, n, p) = (q99(Dist::Uniform), q99(Dist::Normal), q99(Dist::Pareto));
+        assert!(u <= 20.0 * 3f64.sqrt() && (n / 20.0 - 2.326).abs() < 0.1, "uniform {u}, normal {n}");
+        assert!(p > n + 15.0, "pareto's 99th percentile {p} ms above the mean, normal's {n}");
+        let v = delays(jittered(200, 20, Dist::Uniform, Order::Reorder), 3, 10_000);
+        assert!(v.iter().all(|d| (d - 200.0).abs() <= 20.0 * 3f64.sqrt() + 1e-6));
+    }
+
+    #[test]
+    fn jitter_is_seeded_and_below_zero_is_clamped() {
+        let c = jittered(10, 10, Dist::Normal, Order::Reorder);
+        assert_eq!(delays(c, 7, 1000), delays(c, 7, 1000));
+        assert_ne!(delays(c, 7, 1000), delays(c, 8, 1000));
+        // N(10, 10): 15.9 % of the draws are below 0; those frames leave at once
+        let mut d = Direction::new(c, 1);
+        for i in 0..10_000u64 {
+            d.offer(i * 1000 * MS, plain(100));
+            assert!(d.pop_due(u64::MAX).unwrap().release_ns >= i * 1000 * MS);
+        }
+        let s = d.finish();
+        assert!((1400..1800).contains(&s.jitter_clamped), "{}", s.jitter_clamped);
+        // no jitter: no draws, so the loss decisions of a seed are the same as before
+        let plain_line = |jitter| {
+            let mut d = Direction::new(DirConfig { loss: 0.3, ..jittered(10, jitter, Dist::Normal, Order::Fifo) }, 4);
+            (0..100).map(|i| d.offer(i * MS, plain(10))).collect::<Vec<_>>()
+        };
+        assert_eq!(plain_line(0), {
+            let mut d = Direction::new(cfg(10, 0.3, None, usize::MAX), 4);
+            (0..100).map(|i| d.offer(i * MS, plain(10))).collect::<Vec<_>>()
+        });
+    }
+
+    #[test]
+    fn fifo_keeps_arrival_order_reorder_does_not() {
+        // frames 1 ms apart, 50 +- 20 ms: independent draws overtake each other
+        let run = |order| {
+            let mut d = Direction::new(jittered(50, 20, Dist::Normal, order), 11);
+            for i in 0..2000u64 {
+                d.offer(i * MS, plain(100 + (i % 1000) as usize));
+            }
+            let out: Vec<(u64, usize)> =
+                std::iter::from_fn(|| d.pop_due(u64::MAX)).map(|f| (f.release_ns, f.data.len())).collect();
+            (out, d.finish())
+        };
+        let (fifo, fs) = run(Order::Fifo);
+        let sent: Vec<usize> = (0..2000).map(|i| VNET_HDR_LEN + 100 + i % 1000).collect();
+        assert_eq!(fifo.iter().map(|x| x.1).collect::<Vec<_>>(), sent, "arrival order");
+        assert!(fifo.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert!(fs.held_for_order > 1000, "{}", fs.held_for_order);
+        let (re, rs) = run(Order::Reorder);
+        assert_eq!(rs.held_for_order, 0);
+        assert!(re.windows(2).all(|w| w[0].0 <= w[1].0), "released in release-time order");
+        assert_ne!(re.iter().map(|x| x.1).collect::<Vec<_>>(), sent, "jitter reorders");
+        // holding for order costs delay: FIFO's mean is above the configured 50 ms
+        let mean = |v: &[(u64, usize)]| v.iter().map(|x| x.0 as f64).sum::<f64>() / v.len() as f64;
+        assert!(mean(&fifo) > mean(&re) + 10.0 * MS as f64);
     }
 }

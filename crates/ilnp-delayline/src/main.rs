@@ -1,5 +1,6 @@
 //! ilnp-delayline: forwards L2 frames between two interfaces in both directions with
-//! per-direction one-way delay, random loss and rate limit. For kernels without netem.
+//! per-direction one-way delay, delay variation (jitter, with a distribution), random
+//! loss and rate limit. For kernels without netem.
 //!
 //! One thread per direction: read a batch (recvmmsg) from the input interface, decide
 //! (line.rs), sleep with ppoll until the next release time or new input, send the due
@@ -16,7 +17,7 @@ mod line;
 mod sock;
 
 use clap::Parser;
-use line::{DirConfig, DirStats, Direction, Frame, Verdict};
+use line::{DirConfig, DirStats, Direction, Dist, Frame, Order, Verdict};
 use serde::Serialize;
 use sock::{mono_ns, send_batch, PacketSock, RxBatch};
 use std::process::ExitCode;
@@ -82,6 +83,23 @@ struct Cli {
     /// One-way delay B->A, overrides --delay-ms
     #[arg(long, value_name = "MS", value_parser = parse_ms)]
     delay_ms_ba: Option<f64>,
+    /// Delay variation in both directions: the standard deviation of the one-way delay
+    /// (milliseconds; 0 = constant delay)
+    #[arg(long, value_name = "MS", default_value = "0", value_parser = parse_ms)]
+    jitter_ms: f64,
+    /// Jitter A->B, overrides --jitter-ms
+    #[arg(long, value_name = "MS", value_parser = parse_ms)]
+    jitter_ms_ab: Option<f64>,
+    /// Jitter B->A, overrides --jitter-ms
+    #[arg(long, value_name = "MS", value_parser = parse_ms)]
+    jitter_ms_ba: Option<f64>,
+    /// Shape of the delay variation (mean 0, deviation --jitter-ms; see line.rs)
+    #[arg(long, value_enum, default_value = "normal")]
+    jitter_dist: Dist,
+    /// fifo: a frame never overtakes an earlier one (its release waits for the previous
+    /// frame's); reorder: each frame keeps its own delay, as netem does with jitter
+    #[arg(long, value_enum, default_value = "fifo")]
+    jitter_order: Order,
     /// Random loss in both directions, percent of frames
     #[arg(long, value_name = "PCT", default_value = "0", value_parser = parse_pct)]
     loss: f64,
@@ -241,9 +259,9 @@ struct Report<'a> {
 fn print_stats(tag: &str, s: &DirStats) {
     log!(
         "INFO",
-        "{tag}: received {} frames, forwarded {} frames / {} segments / {} bytes, lost(random) {}, dropped(queue full) {}, dropped(send error) {}, dropped(truncated) {}, kernel rx drops {}, unsent at exit {}, max queue {} frames / {} packets, release lateness avg {:.1} us max {:.1} us",
+        "{tag}: received {} frames, forwarded {} frames / {} segments / {} bytes, lost(random) {}, jitter clamped at 0 {}, held for order {}, dropped(queue full) {}, dropped(send error) {}, dropped(truncated) {}, kernel rx drops {}, unsent at exit {}, max queue {} frames / {} packets, release lateness avg {:.1} us max {:.1} us",
         s.received_frames, s.forwarded_frames, s.forwarded_segments, s.forwarded_bytes, s.lost_random,
-        s.dropped_queue_full, s.dropped_send_error, s.dropped_truncated, s.kernel_rx_drops, s.unsent_at_exit,
+        s.jitter_clamped, s.held_for_order, s.dropped_queue_full, s.dropped_send_error, s.dropped_truncated, s.kernel_rx_drops, s.unsent_at_exit,
         s.max_queue_frames, s.max_queue_segments, s.release_late_us_avg, s.release_late_us_max
     );
 }
@@ -253,13 +271,17 @@ fn run(cli: &Cli) -> Result<(), String> {
         return Err(format!("--a and --b name the same interface {}", cli.a));
     }
     let seed = cli.seed.unwrap_or_else(|| mono_ns() ^ ((std::process::id() as u64) << 32));
-    let dir = |delay: Option<f64>, loss: Option<f64>| DirConfig {
+    let dir = |delay: Option<f64>, loss: Option<f64>, jitter: Option<f64>| DirConfig {
         delay_ns: (delay.unwrap_or(cli.delay_ms) * 1e6).round() as u64,
         loss: loss.unwrap_or(cli.loss) / 100.0,
         rate_bps: cli.rate_mbit.map(|m| m * 1e6),
         limit: cli.queue_packets as usize,
+        jitter_ns: (jitter.unwrap_or(cli.jitter_ms) * 1e6).round() as u64,
+        dist: cli.jitter_dist,
+        order: cli.jitter_order,
     };
-    let (cab, cba) = (dir(cli.delay_ms_ab, cli.loss_ab), dir(cli.delay_ms_ba, cli.loss_ba));
+    let cab = dir(cli.delay_ms_ab, cli.loss_ab, cli.jitter_ms_ab);
+    let cba = dir(cli.delay_ms_ba, cli.loss_ba, cli.jitter_ms_ba);
     let sa = Arc::new(PacketSock::open("--a", &cli.a)?);
     let sb = Arc::new(PacketSock::open("--b", &cli.b)?);
     install_signals();
@@ -274,13 +296,17 @@ fn run(cli: &Cli) -> Result<(), String> {
     let tba = spawn("b->a", sb, sa, cba, seed.wrapping_add(1))?;
     log!(
         "INFO",
-        "ready: {} <-> {}; a->b delay {} ms loss {}%; b->a delay {} ms loss {}%; rate {}; queue {} packets; seed {seed}",
+        "ready: {} <-> {}; a->b delay {} ms jitter {} ms loss {}%; b->a delay {} ms jitter {} ms loss {}%; jitter {:?} {:?}; rate {}; queue {} packets; seed {seed}",
         cli.a,
         cli.b,
         cab.delay_ns as f64 / 1e6,
+        cab.jitter_ns as f64 / 1e6,
         cab.loss * 100.0,
         cba.delay_ns as f64 / 1e6,
+        cba.jitter_ns as f64 / 1e6,
         cba.loss * 100.0,
+        cli.jitter_dist,
+        cli.jitter_order,
         cli.rate_mbit.map_or("unlimited".to_string(), |r| format!("{r} Mbit/s")),
         cli.queue_packets
     );

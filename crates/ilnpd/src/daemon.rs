@@ -200,7 +200,12 @@ impl Daemon {
         cc.ilcc_embryonic_max = cfg.ilcc_embryonic_max as usize;
         cc.hello_rate_pps = f64::from(cfg.hello_rate_pps);
         cc.hello_burst = cfg.hello_burst;
-        cc.lu = LuTimers { initial_rto: cfg.lu_initial_rto, max_attempts: cfg.lu_max_attempts, ..LuTimers::default() };
+        cc.lu = LuTimers {
+            initial_rto: cfg.lu_initial_rto,
+            max_attempts: cfg.lu_max_attempts,
+            mode: cfg.lu_timer,
+            ..LuTimers::default()
+        };
         let rng: Box<dyn rand_core_compat::RngCore + Send> = match cfg.rng_seed {
             Some(s) => Box::new(rand::rngs::StdRng::seed_from_u64(s)),
             None => Box::new(rand::rngs::StdRng::from_entropy()),
