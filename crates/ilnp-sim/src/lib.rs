@@ -28,6 +28,9 @@ pub struct Perf {
     pub setup_s: f64,
     pub wall_s: f64,
     pub events_per_s: f64,
+    /// CPU time of the run (after setup), user + system, of its thread
+    pub cpu_s: f64,
+    pub events_per_cpu_s: f64,
     /// resident set growth while building the hosts, per host
     pub bytes_per_host: Option<f64>,
     pub peak_rss_bytes: Option<u64>,
@@ -77,8 +80,10 @@ pub fn run_file(
             let label = format!("{name} run {}/{runs}", r + 1);
             let end = sim.end;
             let t1 = Instant::now();
+            let c1 = thread_cpu_s();
             let mut res = sim.run(&mut |now| progress(now, end, &label));
             let wall = t1.elapsed().as_secs_f64();
+            let cpu = thread_cpu_s() - c1;
             res.scenario = s.name.clone();
             res.variant = name.clone();
             res.run = r;
@@ -91,6 +96,8 @@ pub fn run_file(
                 setup_s: (setup * 1e3).round() / 1e3,
                 wall_s: (wall * 1e3).round() / 1e3,
                 events_per_s: (sim.events as f64 / wall.max(1e-9)).round(),
+                cpu_s: (cpu * 1e3).round() / 1e3,
+                events_per_cpu_s: (sim.events as f64 / cpu.max(1e-9)).round(),
                 bytes_per_host: rss0
                     .zip(rss1)
                     .map(|(a, b)| (b.saturating_sub(a) as f64 / sim.host_count().max(1) as f64).round()),
@@ -149,6 +156,17 @@ fn status_field(key: &str) -> Option<u64> {
     let line = s.lines().find(|l| l.starts_with(key))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// CPU time of the calling thread (user + system), in seconds: on a shared machine
+/// the figure that does not depend on what else runs.
+pub fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer for clock_gettime
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 pub fn rss_bytes() -> Option<u64> {

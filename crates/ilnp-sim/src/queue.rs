@@ -75,6 +75,11 @@ impl<T> Calendar<T> {
         }
     }
 
+    /// The next item if it is in the current bucket (a hint: `None` does not mean empty).
+    pub fn peek_now(&self) -> Option<&T> {
+        self.now.peek().map(|it| &it.v)
+    }
+
     pub fn pop(&mut self) -> Option<(u64, T)> {
         loop {
             if let Some(it) = self.now.pop() {
