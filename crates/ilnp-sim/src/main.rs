@@ -35,6 +35,9 @@ enum Cmd {
         /// no progress bar
         #[arg(long, short)]
         quiet: bool,
+        /// runs (of every variant) at once on this many threads; results unchanged
+        #[arg(long, short, default_value_t = 1)]
+        jobs: usize,
     },
     /// plots of a results directory (a Python with matplotlib and the lab's package)
     Plot {
@@ -70,7 +73,7 @@ fn reexec_with_huge_pages() {
 fn main() -> Result<()> {
     reexec_with_huge_pages();
     match Cli::parse().cmd {
-        Cmd::Run { scenario, out, quick, seed, runs, quiet } => {
+        Cmd::Run { scenario, out, quick, seed, runs, quiet, jobs } => {
             let file = ScenarioFile::load(&scenario)?;
             let name = file.base()?.name;
             let out = out.unwrap_or_else(|| PathBuf::from("sim-out").join(&name));
@@ -79,7 +82,7 @@ fn main() -> Result<()> {
                 ProgressStyle::with_template("{prefix} [{bar:40}] {percent}% sim time, {elapsed} wall")
                     .expect("template"),
             );
-            let (report, perf) = ilnp_sim::run_file(&file, quick, seed, runs, &mut |now, end, label| {
+            let (report, perf) = ilnp_sim::run_file_jobs(&file, quick, seed, runs, jobs, &|now, end, label| {
                 bar.set_prefix(label.to_string());
                 bar.set_position(now.saturating_mul(1000) / end.max(1));
             })?;

@@ -182,6 +182,10 @@ pub(crate) struct Group {
     listen: Vec<u16>,
 }
 
+/// A packet on its way: destination `loc:nid`, the host `routes` held for it when
+/// it left (`u32::MAX`: none), the bytes.
+type InFlight = (Locator, Nid, u32, Vec<u8>);
+
 pub struct Sim {
     pub(crate) now: u64,
     pub(crate) end: u64,
@@ -195,7 +199,7 @@ pub struct Sim {
     loc_net: HashMap<Locator, u32, FastHash>,
     /// packets in flight, by `Kind::Arrive`'s slot (with the host the route pointed
     /// to when it left: a prefetch hint only); `free`: slots to reuse
-    flight: Vec<Option<(Locator, Nid, u32, Vec<u8>)>>,
+    flight: Vec<Option<InFlight>>,
     free: Vec<u32>,
     /// `run_actions`' buffer of one call's wire packets (kept: no allocation per call)
     wire: Vec<Vec<u8>>,
