@@ -203,6 +203,9 @@ pub struct Sim {
     free: Vec<u32>,
     /// `run_actions`' buffer of one call's wire packets (kept: no allocation per call)
     wire: Vec<Vec<u8>>,
+    /// scratch for the applications' datagrams
+    payload_buf: Vec<u8>,
+    pkt_buf: Vec<u8>,
     next_loc: u64,
     backbone: u64,
     sample: u64,
@@ -356,6 +359,8 @@ impl Sim {
             flight: Vec::new(),
             free: Vec::new(),
             wire: Vec::new(),
+            payload_buf: Vec::new(),
+            pkt_buf: Vec::new(),
             next_loc: s.network.len() as u64 + 1,
             backbone: secs(s.backbone_delay_ms / 1e3),
             sample: secs(s.sample_s).max(1),
@@ -910,14 +915,20 @@ impl Sim {
         host.sent += 1;
         host.first_sent.get_or_insert(self.now);
         let sport = CLIENT_PORT + (h % 20000) as u16;
-        let mut payload = vec![0u8; size];
+        // scratch buffers kept in `self`: no allocation per datagram
+        let mut payload = std::mem::take(&mut self.payload_buf);
+        payload.clear();
+        payload.resize(size, 0);
         payload[..8].copy_from_slice(&seq.to_be_bytes());
         payload[8..16].copy_from_slice(&self.now.to_be_bytes());
         let (src, dst) = (self.hosts[h as usize].nid, self.hosts[target as usize].nid);
-        let pkt = udp_packet(src, dst, sport, port, &payload);
+        let mut pkt = std::mem::take(&mut self.pkt_buf);
+        udp_packet_into(&mut pkt, src, dst, sport, port, &payload);
+        self.payload_buf = payload;
         self.m.app_sent(self.hosts[h as usize].group);
         let now = self.instant();
         let out = self.hosts[h as usize].core.handle_outbound(now, &pkt, Csum::Complete);
+        self.pkt_buf = pkt;
         self.run_actions(h, out);
         if count == 0 || self.hosts[h as usize].sent < count {
             self.push(self.now + interval, Kind::Send { host: h });
@@ -938,9 +949,11 @@ impl Sim {
             self.hosts[h as usize].received += 1;
             self.m.app_received(g as u16);
             if self.groups[g].spec.echo {
-                let reply = udp_packet(self.hosts[h as usize].nid, src_nid, dport, sport, &pkt[48..]);
+                let mut reply = std::mem::take(&mut self.pkt_buf);
+                udp_packet_into(&mut reply, self.hosts[h as usize].nid, src_nid, dport, sport, &pkt[48..]);
                 let now = self.instant();
                 let out = self.hosts[h as usize].core.handle_outbound(now, &reply, Csum::Complete);
+                self.pkt_buf = reply;
                 self.run_actions(h, out);
             }
         } else if dport >= CLIENT_PORT {
@@ -993,10 +1006,17 @@ fn prefetch<T>(v: &T) {
 
 /// An identifier-form UDP datagram `P::src → P::dst`, checksum complete.
 pub fn udp_packet(src: Nid, dst: Nid, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(48 + payload.len());
+    udp_packet_into(&mut v, src, dst, sport, dport, payload);
+    v
+}
+
+/// `udp_packet` into `v` (cleared first), reusing its allocation.
+pub fn udp_packet_into(v: &mut Vec<u8>, src: Nid, dst: Nid, sport: u16, dport: u16, payload: &[u8]) {
+    v.clear();
     let (s, d) = (ilnp_addr(ID_PREFIX, src), ilnp_addr(ID_PREFIX, dst));
     let len = 8 + payload.len();
-    let mut v = Vec::with_capacity(40 + len);
-    ipv6::Repr { src: s, dst: d, next_header: PROTO_UDP, payload_len: len as u16, hop_limit: 64 }.emit(&mut v);
+    ipv6::Repr { src: s, dst: d, next_header: PROTO_UDP, payload_len: len as u16, hop_limit: 64 }.emit(v);
     v.extend_from_slice(&sport.to_be_bytes());
     v.extend_from_slice(&dport.to_be_bytes());
     v.extend_from_slice(&(len as u16).to_be_bytes());
@@ -1007,5 +1027,4 @@ pub fn udp_packet(src: Nid, dst: Nid, sport: u16, dport: u16, payload: &[u8]) ->
         c => c,
     };
     v[46..48].copy_from_slice(&c.to_be_bytes());
-    v
 }
