@@ -95,10 +95,9 @@ impl<T> Calendar<T> {
             } else {
                 self.cur += WIDTH;
             }
-            // drained, not taken: the bucket keeps its allocation for the next lap
-            let b = &mut self.buckets[((self.cur / WIDTH) as usize) % BUCKETS];
+            let b = std::mem::take(&mut self.buckets[((self.cur / WIDTH) as usize) % BUCKETS]);
             self.in_buckets -= b.len();
-            self.now.extend(b.drain(..));
+            self.now.extend(b);
             // the window now ends one bucket later: move what falls in it
             while self.later.peek().is_some_and(|it| it.t < self.cur + SPAN) {
                 let it = self.later.pop().expect("peeked");
