@@ -41,6 +41,11 @@ impl DeadlineIndex {
         }
     }
 
+    /// The NID's live item, if any.
+    pub fn live(&self, nid: &Nid) -> Option<Instant> {
+        self.live.get(nid).copied()
+    }
+
     /// The NID has no deadline any more (its heap item goes stale).
     pub fn forget(&mut self, nid: &Nid) {
         self.live.remove(nid);

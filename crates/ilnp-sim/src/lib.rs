@@ -28,6 +28,9 @@ pub struct Perf {
     pub setup_s: f64,
     pub wall_s: f64,
     pub events_per_s: f64,
+    /// CPU time of the run (after setup), user + system, of its thread
+    pub cpu_s: f64,
+    pub events_per_cpu_s: f64,
     /// resident set growth while building the hosts, per host
     pub bytes_per_host: Option<f64>,
     pub peak_rss_bytes: Option<u64>,
@@ -59,53 +62,119 @@ pub fn run_file(
     runs: Option<u32>,
     progress: &mut dyn FnMut(u64, u64, &str),
 ) -> Result<(Report, Vec<Perf>)> {
-    let variants = file.variants(quick)?;
-    let base = file.base()?;
-    let mut all = Vec::new();
-    let mut perf = Vec::new();
-    let mut summary = Vec::new();
-    for (name, s) in &variants {
-        let runs = runs.unwrap_or(s.runs).max(1);
-        let first = all.len();
-        for r in 0..runs {
-            let seed = seed.unwrap_or(s.seed) + r as u64;
-            let rss0 = rss_bytes();
-            let t0 = Instant::now();
-            let mut sim = sim::Sim::new(s, seed);
-            let setup = t0.elapsed().as_secs_f64();
-            let rss1 = rss_bytes();
-            let label = format!("{name} run {}/{runs}", r + 1);
-            let end = sim.end;
-            let t1 = Instant::now();
-            let mut res = sim.run(&mut |now| progress(now, end, &label));
-            let wall = t1.elapsed().as_secs_f64();
-            res.scenario = s.name.clone();
-            res.variant = name.clone();
-            res.run = r;
-            res.seed = seed;
-            perf.push(Perf {
-                variant: name.clone(),
-                run: r,
-                hosts: sim.host_count(),
-                events: sim.events,
-                setup_s: (setup * 1e3).round() / 1e3,
-                wall_s: (wall * 1e3).round() / 1e3,
-                events_per_s: (sim.events as f64 / wall.max(1e-9)).round(),
-                bytes_per_host: rss0
-                    .zip(rss1)
-                    .map(|(a, b)| (b.saturating_sub(a) as f64 / sim.host_count().max(1) as f64).round()),
-                peak_rss_bytes: peak_rss_bytes(),
+    let (base, tasks) = tasks(file, quick, seed, runs)?;
+    let done = tasks.iter().map(|t| run_one(t, true, &mut |now, end, label| progress(now, end, label))).collect();
+    Ok(assemble(&base, quick, &tasks, done))
+}
+
+/// As `run_file`, the runs (every variant's) spread over `jobs` threads: each
+/// `Sim` is independent and its results go back in the same order, so the report is
+/// byte-identical to `run_file`'s. `perf.json`'s `bytes_per_host` is left out (the
+/// resident set then grows for several runs at once).
+pub fn run_file_jobs(
+    file: &ScenarioFile,
+    quick: bool,
+    seed: Option<u64>,
+    runs: Option<u32>,
+    jobs: usize,
+    progress: &(dyn Fn(u64, u64, &str) + Sync),
+) -> Result<(Report, Vec<Perf>)> {
+    let (base, tasks) = tasks(file, quick, seed, runs)?;
+    let jobs = jobs.clamp(1, tasks.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<(Results, Perf)>>> = tasks.iter().map(|_| Default::default()).collect();
+    std::thread::scope(|sc| {
+        for _ in 0..jobs {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(t) = tasks.get(i) else { break };
+                let r = run_one(t, jobs == 1, &mut |now, end, label| progress(now, end, label));
+                *slots[i].lock().expect("no panics while held") = Some(r);
             });
-            drop(sim);
-            all.push(res);
         }
+    });
+    let done = slots.into_iter().map(|m| m.into_inner().expect("not poisoned").expect("every task ran")).collect();
+    Ok(assemble(&base, quick, &tasks, done))
+}
+
+/// One run to do: variant name, its scenario, run index, runs of the variant, seed.
+struct Task {
+    name: String,
+    s: scenario::Scenario,
+    run: u32,
+    runs: u32,
+    seed: u64,
+}
+
+fn tasks(
+    file: &ScenarioFile,
+    quick: bool,
+    seed: Option<u64>,
+    runs: Option<u32>,
+) -> Result<(scenario::Scenario, Vec<Task>)> {
+    let mut tasks = Vec::new();
+    for (name, s) in file.variants(quick)? {
+        let n = runs.unwrap_or(s.runs).max(1);
+        for r in 0..n {
+            let seed = seed.unwrap_or(s.seed) + r as u64;
+            tasks.push(Task { name: name.clone(), s: s.clone(), run: r, runs: n, seed });
+        }
+    }
+    Ok((file.base()?, tasks))
+}
+
+/// `measure_rss`: the resident set's growth while building is this run's alone.
+fn run_one(t: &Task, measure_rss: bool, progress: &mut dyn FnMut(u64, u64, &str)) -> (Results, Perf) {
+    let rss0 = rss_bytes();
+    let t0 = Instant::now();
+    let mut sim = sim::Sim::new(&t.s, t.seed);
+    let setup = t0.elapsed().as_secs_f64();
+    let rss1 = rss_bytes();
+    let label = format!("{} run {}/{}", t.name, t.run + 1, t.runs);
+    let end = sim.end;
+    let t1 = Instant::now();
+    let c1 = thread_cpu_s();
+    let mut res = sim.run(&mut |now| progress(now, end, &label));
+    let wall = t1.elapsed().as_secs_f64();
+    let cpu = thread_cpu_s() - c1;
+    res.scenario = t.s.name.clone();
+    res.variant = t.name.clone();
+    res.run = t.run;
+    res.seed = t.seed;
+    let perf = Perf {
+        variant: t.name.clone(),
+        run: t.run,
+        hosts: sim.host_count(),
+        events: sim.events,
+        setup_s: (setup * 1e3).round() / 1e3,
+        wall_s: (wall * 1e3).round() / 1e3,
+        events_per_s: (sim.events as f64 / wall.max(1e-9)).round(),
+        cpu_s: (cpu * 1e3).round() / 1e3,
+        events_per_cpu_s: (sim.events as f64 / cpu.max(1e-9)).round(),
+        bytes_per_host: rss0
+            .zip(rss1)
+            .filter(|_| measure_rss)
+            .map(|(a, b)| (b.saturating_sub(a) as f64 / sim.host_count().max(1) as f64).round()),
+        peak_rss_bytes: peak_rss_bytes(),
+    };
+    (res, perf)
+}
+
+fn assemble(base: &scenario::Scenario, quick: bool, tasks: &[Task], done: Vec<(Results, Perf)>) -> (Report, Vec<Perf>) {
+    let (all, perf): (Vec<Results>, Vec<Perf>) = done.into_iter().unzip();
+    let mut summary = Vec::new();
+    let mut first = 0;
+    while first < tasks.len() {
+        let name = &tasks[first].name;
+        let n = tasks[first..].iter().take_while(|t| &t.name == name).count();
         summary.push(VariantSummary {
             variant: name.clone(),
-            runs: all.len() - first,
-            handoff: LuSummary::of(all[first..].iter().flat_map(|r| r.lu_samples.iter())),
+            runs: n,
+            handoff: LuSummary::of(all[first..first + n].iter().flat_map(|r| r.lu_samples.iter())),
         });
+        first += n;
     }
-    Ok((Report { scenario: base.name.clone(), title: base.title.clone(), quick, summary, runs: all }, perf))
+    (Report { scenario: base.name.clone(), title: base.title.clone(), quick, summary, runs: all }, perf)
 }
 
 impl Report {
@@ -149,6 +218,17 @@ fn status_field(key: &str) -> Option<u64> {
     let line = s.lines().find(|l| l.starts_with(key))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+/// CPU time of the calling thread (user + system), in seconds: on a shared machine
+/// the figure that does not depend on what else runs.
+pub fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid out-pointer for clock_gettime
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 pub fn rss_bytes() -> Option<u64> {

@@ -2,7 +2,7 @@
 //! hand, and byte-identical results for the same seed.
 
 use ilnp_sim::scenario::ScenarioFile;
-use ilnp_sim::{run_file, Report};
+use ilnp_sim::{run_file, run_file_jobs, Report};
 
 fn run(text: &str, seed: Option<u64>) -> Report {
     let f = ScenarioFile::parse(text).unwrap();
@@ -107,6 +107,22 @@ fn same_seed_gives_byte_identical_results() {
     assert!(r.moves > 200, "{}", r.moves);
     let c = run(LOSSY, Some(12));
     assert_ne!(a.json(), c.json(), "another seed, another run");
+}
+
+/// Runs spread over threads (`ilnp-sim run -j N`) give the report of one thread,
+/// byte for byte, in the same order.
+#[test]
+fn parallel_runs_give_the_same_report() {
+    let f = ScenarioFile::parse(LOSSY).unwrap();
+    let (one, p1) = run_file(&f, false, Some(5), Some(3), &mut |_, _, _| {}).unwrap();
+    let (par, p3) = run_file_jobs(&f, false, Some(5), Some(3), 3, &|_, _, _| {}).unwrap();
+    assert_eq!(one.runs.len(), 3);
+    assert_eq!(one.json(), par.json());
+    assert_eq!(one.lu_csv(), par.lu_csv());
+    assert_eq!(one.timeline_csv(), par.timeline_csv());
+    let events = |p: &[ilnp_sim::Perf]| p.iter().map(|p| (p.run, p.events)).collect::<Vec<_>>();
+    assert_eq!(events(&p1), events(&p3));
+    assert!(p3.iter().all(|p| p.cpu_s > 0.0 && p.events_per_cpu_s > 0.0), "{p3:?}");
 }
 
 /// `ilnp-sim run scenarios/small.toml` writes results that parse and say what the
