@@ -58,16 +58,20 @@ def rss_mib(pid):
     return None
 
 
-def flood(r1, count, pps, dport=9):
-    return r1.spawn(binary("ilnp-flood"), "--dst", CN_WIRE, "--src-l64", SPOOF, "--count", str(count),
+def flood(r1, count, pps, dport=9, dst=CN_WIRE):
+    return r1.spawn(binary("ilnp-flood"), "--dst", dst, "--src-l64", SPOOF, "--count", str(count),
                     "--pps", str(pps), "--dport", str(dport), "--seed", str(int(time.time())),
                     stdout=subprocess.PIPE)
 
 
-def fill(dt, r1, target):
-    """Random-NID packets until T holds `target` established entries (queues drop some)."""
+def fill(dt, r1, target, dst=CN_WIRE, deadline_s=None):
+    """Random-NID packets from `r1` to `dst` until ilnpd `dt` holds `target` established
+    entries (queues drop some), or `deadline_s` seconds have passed. Also bench/datapath.py's."""
+    t0 = time.monotonic()
     while (have := dt.status()["admission"]["established"]) < target:
-        f = flood(r1, int((target - have) * 1.05) + 10, 40_000)
+        if deadline_s is not None and time.monotonic() - t0 > deadline_s:
+            break
+        f = flood(r1, int((target - have) * 1.05) + 10, 40_000, dst=dst)
         f.wait(timeout=600)
         time.sleep(1)
     return dt.status()["admission"]["established"]

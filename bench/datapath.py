@@ -1,176 +1,403 @@
 #!/usr/bin/env python3
-"""Data-path benchmark: ILNPv6 (eBPF fast path, userspace mode) vs plain IPv6,
-measured in the same run over the same namespaces (CN — R1 — MN).
+"""Data-path benchmark (issue #14): ILNPv6 (eBPF fast path and userspace reference path)
+against plain IPv6 with its normal offloads, in one run, interleaved. Prints numbers and
+ratios; asserts nothing. Run as root after scripts/setup.sh and `cargo build --release`:
 
-Prints numbers and ratios; asserts nothing. Run as root after scripts/setup.sh:
+    sudo .venv/bin/python bench/datapath.py [--quick] [--rounds 3] [--seconds 2] [--json out.json]
 
-    sudo .venv/bin/python bench/datapath.py [--seconds 5] [--rounds 3] [--rr 3000] [--json out.json]
+Blocks: topology (direct: CN — MN on one veth; routed: CN — R1 — MN, R1 a plain Linux
+router) × datapath (ebpf, userspace) × MN's ILCC size (1, then filled towards 10^6
+established entries by `ilnp-flood` as bench/admission.py does, for at most
+--fill-deadline seconds; the userspace path at 1 unless --userspace-sizes). Every veth keeps
+the kernel's defaults (TSO/GSO on, GRO off). In every block each measurement runs plain IPv6 then ILNPv6, and the
+whole list repeats `--rounds` times (A B A B ...); medians and [min-max] are printed, and
+ratios of medians against plain IPv6 of the same block:
 
-Hosts keep their default offloads (TSO on); plain IPv6 and ILNPv6 TCP are measured
-interleaved (plain, ILNP, plain, ILNP, ...) with both daemons running.
+  tcp1, tcp4        iperf3 TCP CN -> MN, 1 and 4 streams, Gbit/s
+  udp64, udp1400    iperf3 UDP CN -> MN, -b 0, payload 64 / 1400 bytes; packets/s delivered
+                    to MN's UDP layer (Udp6InDatagrams + Udp6RcvbufErrors: what crossed both
+                    data paths; iperf3's own receive rate, below that, is printed too):
+                    "snd" one iperf3 sender (its thread and CN's transmit path are the limit);
+                    "rcv" two iperf3 senders against two receivers, more than MN takes in
+                    (the share not delivered shows it)
+  rr                ilnp-rr (Rust, crates/ilnp-flood) UDP 64-byte request/response,
+                    median and p99 round trip, µs; ILNP minus plain
+  BPF ns/run        each program's run_time_ns / run_cnt over the ILNP measurement
+                    (lab/ilnp_lab/bpfstats.py; kernel.bpf_stats_enabled=1 during the run,
+                    restored after); for udp64 a run is one packet
+  ilnpd             both daemons' CPU time (all threads, schedstat) per packet received,
+                    and the slow path's median time per TUN packet (`stats`.slow_path_ns)
+
+Plain IPv6 runs with the daemons up (their ingress programs see and pass plain packets: the
+"plain" BPF column shows what that costs); the hosts' offloads are the kernel's defaults.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
+import signal
 import statistics
-import struct
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ilnp_lab.daemon import Ilnpd, Peer  # noqa: E402
+from admission import fill, rss_mib  # noqa: E402
 from ilnp_lab.addr import CN_NID, MN_NID  # noqa: E402
+from ilnp_lab.bpfstats import daemon_progs, prog_stats, stats_enabled  # noqa: E402
+from ilnp_lab.daemon import Ilnpd, Peer  # noqa: E402
 from ilnp_lab.fixtures import CN_L64, MN_L64, MN_WIRE, three_node  # noqa: E402
-from ilnp_lab.testbed import Testbed, stop_process, wait_for  # noqa: E402
+from ilnp_lab.testbed import Testbed, binary, stop_process  # noqa: E402
 
-RR_SERVER = r"""
-import socket, sys
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], 6200))
-while True:
-    d, a = s.recvfrom(2048)
-    s.sendto(d, a)
-"""
-
-RR_CLIENT = r"""
-import socket, sys, time, json
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.settimeout(1)
-dst = (sys.argv[1], 6200); n = int(sys.argv[2]); msg = b"x" * 64
-rtts = []
-for i in range(n + 200):
-    t0 = time.perf_counter_ns(); s.sendto(msg, dst); s.recv(2048); t1 = time.perf_counter_ns()
-    if i >= 200: rtts.append((t1 - t0) / 1000.0)
-rtts.sort()
-print(json.dumps({"median_us": rtts[len(rtts)//2], "p90_us": rtts[int(len(rtts)*0.9)]}))
-"""
+PLAIN_MN = "2001:db8:b::d"
+TESTS = ("tcp1", "tcp4", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv", "rr")
 
 
-def iperf(cn, mn, server, seconds, streams):
-    srv = mn.spawn("iperf3", "-s", "-1", "-B", server)
+def build(bed, topo):
+    """(cn, flooder, mn) with the hosts' default offloads. `direct`: one veth, each host's
+    /64 on-link at the other (a default route via the other host: ilnpd's uplink router)."""
+    if topo == "routed":
+        cn, r1, mn = three_node(bed)
+        for n in (cn, mn):  # three_node makes the hosts segment (services.nic_segmentation): undo
+            n.run("ethtool", "-K", "eth0", "tso", "on")
+        return cn, r1, mn
+    cn, mn = bed.add_node("cn"), bed.add_node("mn")
+    bed.link(cn, "eth0", mn, "eth0")
+    cn.add_addr("eth0", "2001:db8:a::c/64")
+    mn.add_addr("eth0", "2001:db8:b::d/64")
+    cn.ip("-6", "route", "add", "2001:db8:b::/64", "dev", "eth0")
+    mn.ip("-6", "route", "add", "2001:db8:a::/64", "dev", "eth0")
+    cn.ip("-6", "route", "add", "default", "via", "2001:db8:b::d", "dev", "eth0")
+    mn.ip("-6", "route", "add", "default", "via", "2001:db8:a::c", "dev", "eth0")
+    return cn, cn, mn
+
+
+def iperf_tcp(cn, mn, dst, seconds, streams):
+    srv = mn.spawn("iperf3", "-s", "-1", "-B", dst)
     time.sleep(0.3)
-    r = cn.run("iperf3", "-c", server, "-t", str(seconds), "-P", str(streams), "-J", check=False, timeout=seconds + 40)
+    r = cn.run("iperf3", "-c", dst, "-t", str(seconds), "-P", str(streams), "-J", check=False, timeout=seconds + 40)
     srv.wait(timeout=15)
     if r.returncode != 0:
         return None
-    return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
+    return {"v": json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9}
 
 
-def rr(cn, mn, server, n):
-    srv = mn.spawn("python3", "-c", RR_SERVER, server)
+def udp6_delivered(node):
+    """Datagrams that reached `node`'s UDP layer: Udp6InDatagrams + Udp6RcvbufErrors (the
+    data path delivered them; a full socket buffer is the application's limit)."""
+    c = dict(line.split()[:2] for line in node.run("cat", "/proc/net/snmp6").stdout.splitlines() if line.strip())
+    return int(c["Udp6InDatagrams"]) + int(c["Udp6RcvbufErrors"])
+
+
+def iperf_udp(cn, mn, dst, seconds, size, senders):
+    """`senders` parallel iperf3 UDP senders at -b 0: packets/s delivered to MN's UDP layer
+    (v), received by iperf3 (app_pps), sent (sent_pps)."""
+    ports = [5201 + i for i in range(senders)]
+    srvs = [mn.spawn("iperf3", "-s", "-1", "-B", dst, "-p", str(p)) for p in ports]
     time.sleep(0.3)
-    r = cn.run("python3", "-c", RR_CLIENT, server, str(n), check=False, timeout=120)
+    d0, t0 = udp6_delivered(mn), time.monotonic()
+    clients = [cn.spawn("iperf3", "-c", dst, "-p", str(p), "-u", "-b", "0", "-l", str(size), "-t", str(seconds),
+                        "-J", stdout=-1) for p in ports]
+    outs = []
+    for c in clients:
+        try:
+            out, _ = c.communicate(timeout=seconds + 40)
+        except Exception:
+            stop_process(c)
+            out = b""
+        outs.append(out)
+    d1, t1 = udp6_delivered(mn), time.monotonic()
+    for s in srvs:
+        try:
+            s.wait(timeout=15)
+        except Exception:
+            stop_process(s)
+    rx = sent = 0
+    secs = []
+    for out in outs:
+        try:
+            s = json.loads(out)["end"]["sum"]
+        except (ValueError, KeyError):
+            return None
+        sent += s["packets"]
+        rx += s["packets"] - s["lost_packets"]
+        secs.append(s["seconds"])
+    if not secs:
+        return None
+    # the senders' own time (iperf3 -t); the counter window adds the clients' start/stop
+    return {"v": (d1 - d0) / max(secs), "app_pps": rx / max(secs), "loss": 1 - (d1 - d0) / max(sent, 1),
+            "app_loss": 1 - rx / max(sent, 1), "sent_pps": sent / max(secs), "window_s": t1 - t0}
+
+
+def rr(cn, mn, dst, count):
+    srv = mn.spawn(binary("ilnp-rr"), "server", "--bind", dst, "--idle-exit", "3")
+    time.sleep(0.3)
+    r = cn.run(binary("ilnp-rr"), "client", "--dst", dst, "--count", str(count), check=False, timeout=120)
     stop_process(srv)
-    return json.loads(r.stdout)["median_us"] if r.returncode == 0 else None
+    if r.returncode != 0:
+        return None
+    j = json.loads(r.stdout)
+    return {"v": j["median_us"], "p99": j["p99_us"], "lost": j["lost"]}
 
 
-def rss_kib(pid):
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return None
+def measure(test, cn, mn, dst, a):
+    if test.startswith("tcp"):
+        return iperf_tcp(cn, mn, dst, a.seconds, int(test[3:]))
+    if test.startswith("udp"):
+        size, kind = test[3:].split("_")
+        return iperf_udp(cn, mn, dst, a.seconds, int(size), 1 if kind == "snd" else 2)
+    return rr(cn, mn, dst, a.rr)
 
 
-def ilcc_flood(r1, dst_wire, count):
-    """R1 sends one nonce-carrying UDP packet from each of `count` random NIDs in CN's locator."""
-    script = r"""
-import socket, struct, ipaddress, random, sys, time
-random.seed(7)
-dst = ipaddress.IPv6Address(sys.argv[1]); n = int(sys.argv[2]); loc = int(sys.argv[3], 16)
-s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
-for i in range(n):
-    nid = (random.getrandbits(64) & ~(3 << 56)) | (1 << 57)
-    src = ipaddress.IPv6Address((loc << 64) | nid)
-    udp = struct.pack("!HHHH", 40000, 9, 12, 0) + b"ping"
-    body = bytes([17, 1, 0x8B, 4]) + random.getrandbits(32).to_bytes(4, "big") + bytes([1, 6, 0, 0, 0, 0, 0, 0]) + udp
-    pkt = struct.pack("!IHBB", 6 << 28, len(body), 60, 64) + src.packed + dst.packed + body
-    s.sendto(pkt, (str(dst), 0))
-    if i % 200 == 199:
-        time.sleep(0.02)   # ~10k new correspondents a second: measure state, not queue overflow
-"""
-    r1.run("python3", "-c", script, dst_wire, str(count), CN_L64.replace(":", ""), timeout=300)
+def cpu_ns(pid):
+    """CPU time of every thread of `pid` (schedstat's first field), ns."""
+    total = 0
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((t / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def hist_median(h0, h1):
+    """The bucket label holding the median of the histogram's growth between h0 and h1."""
+    d = {k: v - h0.get(k, 0) for k, v in h1.items() if v - h0.get(k, 0) > 0}
+    n = sum(d.values())
+    if not n:
+        return None
+    order = sorted(d, key=lambda k: (k.startswith("ge_"), int(k.split("_")[1][:-2])))
+    acc = 0
+    for k in order:
+        acc += d[k]
+        if acc * 2 >= n:
+            return k
+    return order[-1]
+
+
+class Probe:
+    """BPF run time per run, ilnpd CPU time and slow-path histogram around one measurement."""
+
+    def __init__(self, daemons):
+        self.daemons = daemons
+        self.progs = {n: daemon_progs(d.proc.pid) for n, d in daemons.items()}
+
+    def snap(self):
+        return {n: {"bpf": prog_stats(self.progs[n]), "cpu": cpu_ns(d.proc.pid),
+                    "hist": d.stats().get("slow_path_ns", {})} for n, d in self.daemons.items()}
+
+    @staticmethod
+    def diff(s0, s1, packets=None):
+        out = {"bpf_ns": {}, "bpf_runs": {}}
+        cpu = 0
+        for n in s0:
+            for p, (t1, c1) in s1[n]["bpf"].items():
+                t0, c0 = s0[n]["bpf"].get(p, (0, 0))
+                if c1 > c0:
+                    out["bpf_ns"][f"{n}.{p[5:]}"] = (t1 - t0) / (c1 - c0)
+                    out["bpf_runs"][f"{n}.{p[5:]}"] = c1 - c0
+            cpu += s1[n]["cpu"] - s0[n]["cpu"]
+            out[f"{n}_slow_median"] = hist_median(s0[n]["hist"], s1[n]["hist"])
+        out["ilnpd_cpu_ms"] = cpu / 1e6
+        if packets:
+            out["ilnpd_cpu_ns_per_pkt"] = cpu / packets
+        return out
+
+
+def block(bed_nodes, mode, sizes, a, topo):
+    cn, flooder, mn = bed_nodes
+    big = max(sizes) > 1
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath=mode, peers=[Peer("mn", MN_NID, [(MN_L64, 10)])],
+                extra={"log_level": "warn"}).start()
+    # admission "open": the fill's packets (one per random NID) each make an established entry
+    dmn = Ilnpd(mn, ["eth0"], nid=MN_NID, datapath=mode, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra={"log_level": "warn", "admission": "open", "hello_rate_pps": 1, "hello_burst": 1,
+                       **({"ilcc_max_entries": max(sizes) + 100_000} if big else {})}).start()
+    rows = []
+    try:
+        mn_id = dmn.identifier_address()
+        iperf_tcp(cn, mn, mn_id, 1, 1)  # the session exists before anything is timed
+        probe = Probe({"cn": dcn, "mn": dmn})
+        for n in sizes:
+            have = dmn.status()["admission"]["established"]
+            if n > have:
+                t0 = time.monotonic()
+                have = fill(dmn, flooder, n, dst=MN_WIRE, deadline_s=a.fill_deadline)
+                print(f"  [{topo}/{mode}] filled MN's ILCC to {have} in {time.monotonic() - t0:.0f} s", flush=True)
+            res = {t: {"plain": [], "ilnp": [], "probe": [], "plain_probe": []} for t in TESTS}
+            with stats_enabled():
+                for _ in range(a.rounds):
+                    for t in TESTS:
+                        for k, dst in (("plain", PLAIN_MN), ("ilnp", mn_id)):
+                            s0 = probe.snap()
+                            prof = perf_start(a, t, k, topo, mode, n)
+                            m = measure(t, cn, mn, dst, a)
+                            perf_stop(prof)
+                            s1 = probe.snap()
+                            pk = m["v"] * a.seconds if m and t.startswith("udp") else None
+                            res[t][k].append(m)
+                            res[t]["probe" if k == "ilnp" else "plain_probe"].append(Probe.diff(s0, s1, pk))
+            row = {"topo": topo, "mode": mode, "entries": have, "rss_mib": rss_mib(dmn.proc.pid), "tests": res}
+            rows.append(row)
+            print_row(row, a)
+    finally:
+        dcn.stop()
+        dmn.stop()
+    return rows
+
+
+def perf_start(a, test, kind, topo, mode, entries):
+    """`perf record -a -g` over one measurement, if asked (--perf TEST): PREFIX-topo-mode-
+    entries-{plain,ilnp}.data (the last round's)."""
+    if not a.perf or a.perf != test:
+        return None
+    out = f"{a.perf_out}-{topo}-{mode}-{entries}-{kind}.data"
+    return subprocess.Popen(["perf", "record", "-q", "-a", "-g", "-o", out], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def perf_stop(p):
+    if p:
+        stop_process(p, sig=signal.SIGINT, timeout=60)
+
+
+def med(ms, key="v"):
+    xs = [m[key] for m in ms if m and m.get(key) is not None]
+    return (statistics.median(xs), min(xs), max(xs)) if xs else None
+
+
+def fmt(x, unit):
+    if x is None:
+        return "failed"
+    if unit == "pps":
+        return f"{x[0] / 1e3:.0f}k [{x[1] / 1e3:.0f}-{x[2] / 1e3:.0f}k]"
+    return f"{x[0]:.2f} [{x[1]:.2f}-{x[2]:.2f}]"
+
+
+def bpf_summary(probes):
+    """prog: median ns/run (median runs per measurement)."""
+    keys = sorted({k for p in probes for k in p["bpf_ns"]})
+    return ", ".join(f"{k} {statistics.median([p['bpf_ns'][k] for p in probes if k in p['bpf_ns']]):.0f}"
+                     f" ({statistics.median([p['bpf_runs'][k] for p in probes if k in p['bpf_runs']]):.0f})"
+                     for k in keys) or "-"
+
+
+def print_row(row, a):
+    print(f"\n== {row['topo']}, {row['mode']}, MN's ILCC {row['entries']} entries (ilnpd RSS {row['rss_mib']:.0f} MiB); "
+          f"{a.rounds} rounds x {a.seconds} s; median [min-max]", flush=True)
+    for t in TESTS:
+        r = row["tests"][t]
+        p, i = med(r["plain"]), med(r["ilnp"])
+        if t == "rr":
+            p99p, p99i = med(r["plain"], "p99"), med(r["ilnp"], "p99")
+            added = f"{i[0] - p[0]:+.1f} us median" if p and i else "-"
+            added99 = f"{p99i[0] - p99p[0]:+.1f} us p99" if p99p and p99i else ""
+            print(f"  rr (us)       plain {fmt(p, 'us')} p99 {fmt(p99p, 'us')} | ILNP {fmt(i, 'us')} p99 {fmt(p99i, 'us')}"
+                  f" | {added} {added99}")
+        else:
+            unit = "pps" if t.startswith("udp") else "Gbit/s"
+            ratio = f"{i[0] / p[0]:.2f}x" if p and i and p[0] else "-"
+            loss = ""
+            if t.startswith("udp"):
+                lp, li = med(r["plain"], "loss"), med(r["ilnp"], "loss")
+                ap_, ai = med(r["plain"], "app_pps"), med(r["ilnp"], "app_pps")
+                sp, si = med(r["plain"], "sent_pps"), med(r["ilnp"], "sent_pps")
+                loss = (f" (not delivered {max(lp[0], 0) * 100 if lp else float('nan'):.0f}%/"
+                        f"{max(li[0], 0) * 100 if li else float('nan'):.0f}%; sent {sp[0] / 1e3 if sp else 0:.0f}k/"
+                        f"{si[0] / 1e3 if si else 0:.0f}k; iperf3 got {ap_[0] / 1e3 if ap_ else 0:.0f}k/"
+                        f"{ai[0] / 1e3 if ai else 0:.0f}k)")
+            print(f"  {t:<13} plain {fmt(p, unit)} | ILNP {fmt(i, unit)} | {ratio}{loss}")
+        pr = r["probe"]
+        extra = ""
+        cpu = [p.get("ilnpd_cpu_ns_per_pkt") for p in pr if p.get("ilnpd_cpu_ns_per_pkt") is not None]
+        if cpu:
+            extra += f"; ilnpd CPU {statistics.median(cpu):.0f} ns/pkt"
+        sm = [p.get("cn_slow_median") for p in pr if p.get("cn_slow_median")]
+        if sm:
+            extra += f"; CN slow path median {sm[len(sm) // 2]}"
+        print(f"      BPF ns/run ILNP: {bpf_summary(pr)}; plain: {bpf_summary(r['plain_probe'])}{extra}")
+
+
+def markdown(rows):
+    """One table line per block: medians, ratios (ILNP / plain of the same block), added RTT."""
+    def cell(t, r, key="v", unit=""):
+        p, i = med(r[t]["plain"], key), med(r[t]["ilnp"], key)
+        if not p or not i:
+            return "failed"
+        if unit == "k":
+            return f"{p[0] / 1e3:.0f}k / {i[0] / 1e3:.0f}k ({i[0] / p[0]:.2f}x)"
+        return f"{p[0]:.2f} / {i[0]:.2f} ({i[0] / p[0]:.2f}x)"
+
+    def rtt(r):
+        p, i = med(r["rr"]["plain"]), med(r["rr"]["ilnp"])
+        p9, i9 = med(r["rr"]["plain"], "p99"), med(r["rr"]["ilnp"], "p99")
+        if not (p and i and p9 and i9):
+            return "failed"
+        return f"{p[0]:.1f} / {i[0]:.1f} (**{i[0] - p[0]:+.1f}**); p99 {p9[0]:.0f} / {i9[0]:.0f}"
+
+    def bpf(r):
+        pr = r["udp64_snd"]["probe"]
+        vals = {k: statistics.median([p["bpf_ns"][k] for p in pr if k in p["bpf_ns"]])
+                for k in ("cn.egress", "mn.ingress") if any(k in p["bpf_ns"] for p in pr)}
+        plain = [p["bpf_ns"]["mn.ingress"] for p in r["udp64_snd"]["plain_probe"] if "mn.ingress" in p["bpf_ns"]]
+        cpu = [p["ilnpd_cpu_ns_per_pkt"] for p in pr if p.get("ilnpd_cpu_ns_per_pkt") is not None]
+        out = " / ".join(f"{vals[k]:.0f}" for k in vals) or "-"
+        if plain:
+            out += f" (plain {statistics.median(plain):.0f})"
+        return out + (f"; {statistics.median(cpu):.0f}" if cpu else "")
+
+    lines = ["| topology | path | ILCC | TCP 1 stream Gbit/s | TCP 4 streams Gbit/s | UDP 64 B, 1 sender: delivered pps | "
+             "UDP 64 B, 2 senders: iperf3 rx pps | UDP 1400 B, 1 sender: delivered pps | UDP 1400 B, 2 senders: iperf3 rx pps | "
+             "RR µs median (added); p99 | BPF ns/pkt CN egress / MN ingress; ilnpd CPU ns/pkt |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        r = row["tests"]
+        lines.append(f"| {row['topo']} | {row['mode']} | {row['entries']:,} | {cell('tcp1', r)} | {cell('tcp4', r)} | "
+                     f"{cell('udp64_snd', r, unit='k')} | {cell('udp64_rcv', r, 'app_pps', 'k')} | "
+                     f"{cell('udp1400_snd', r, unit='k')} | {cell('udp1400_rcv', r, 'app_pps', 'k')} | {rtt(r)} | "
+                     f"{bpf(r)} |")
+    return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=int, default=5)
-    ap.add_argument("--rr", type=int, default=3000, help="request/response round trips per measurement")
-    ap.add_argument("--entries", type=int, default=10000, help="ILCC entries for the memory measurement")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved plain/ILNP rounds per mode")
-    ap.add_argument("--json", help="write results here")
-    args = ap.parse_args()
-
-    res = {}
-    with Testbed() as bed:
-        cn, r1, mn = three_node(bed)
-        # the hosts' default offloads (TSO on): 64 KB GSO packets cross R1, as users run
-        # it (the lab's three_node turns TSO off; tests/test_gso_exthdr.py for why that
-        # is no longer needed)
-        for n in (cn, mn):
-            n.run("ethtool", "-K", "eth0", "tso", "on")
-        for mode in ("ebpf", "userspace"):
-            dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath=mode, peers=[Peer("mn", MN_NID, [(MN_L64, 10)])]).start()
-            dmn = Ilnpd(mn, ["eth0"], nid=MN_NID, datapath=mode, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
-                        # admission "open": the memory measurement fills the ILCC with one crafted
-                        # packet per NID (under "socket" they would get no state at all)
-                        extra={"ilcc_max_entries": max(65536, args.entries * 2), "log_level": "info",
-                               "admission": "open"}).start()
-            mn_id = dmn.identifier_address()
-            # interleaved in one run: plain, ILNP, plain, ILNP, ... (the daemons leave plain
-            # IPv6 to the MN's SLAAC-less static address untouched)
-            rounds = {"plain": {"tcp1": [], "tcp4": []}, mode: {"tcp1": [], "tcp4": []}}
-            for _ in range(args.rounds):
-                for streams in (1, 4):
-                    for k, dst in (("plain", "2001:db8:b::d"), (mode, mn_id)):
-                        rounds[k][f"tcp{streams}"].append(iperf(cn, mn, dst, args.seconds, streams))
-            r = {"rounds": rounds[mode], "plain_rounds": rounds["plain"], "rr_us": rr(cn, mn, mn_id, args.rr),
-                 "plain_rr_us": rr(cn, mn, "2001:db8:b::d", args.rr)}
-            if mode == "ebpf":
-                # ilnpd runs under `ip netns exec`: its pid is the Popen pid (exec replaces ip)
-                r["rss_idle_kib"] = rss_kib(dmn.proc.pid)
-                before = len(dmn.ctl("ilcc", "show"))
-                t0 = time.monotonic()
-                ilcc_flood(r1, MN_WIRE, args.entries)
-                try:
-                    wait_for(lambda: len(dmn.ctl("ilcc", "show")) >= before + args.entries, timeout=60,
-                             interval=0.5, what="ILCC entries")
-                except TimeoutError:
-                    pass
-                r["ilcc_entries"] = len(dmn.ctl("ilcc", "show"))
-                r["flood_seconds"] = round(time.monotonic() - t0, 2)
-                r["rss_entries_kib"] = rss_kib(dmn.proc.pid)
-            res[mode] = r
-            dcn.stop()
-            dmn.stop()
-
-    def med(xs):
-        xs = [x for x in xs if x is not None]
-        return (statistics.median(xs), min(xs), max(xs)) if xs else None
-
-    print(f"CN - R1 - MN, hosts' default offloads (TSO on); {args.rounds} interleaved rounds, "
-          f"{args.seconds} s each; median [min-max] Gbit/s; ratio of medians vs plain IPv6 of the same rounds")
-    for mode, r in res.items():
-        for t in ("tcp1", "tcp4"):
-            p, i = med(r["plain_rounds"][t]), med(r["rounds"][t])
-            if not p or not i:
-                print(f"{mode:<10}{t}: failed")
-                continue
-            print(f"{mode:<10}{t}: plain {p[0]:.2f} [{p[1]:.2f}-{p[2]:.2f}]  ILNP {i[0]:.2f} [{i[1]:.2f}-{i[2]:.2f}]"
-                  f"  ({i[0] / p[0]:.2f}x)")
-        if r["rr_us"] and r["plain_rr_us"]:
-            print(f"{mode:<10}UDP RR median (Python client): plain {r['plain_rr_us']:.1f} us, ILNP {r['rr_us']:.1f} us "
-                  f"({r['rr_us'] - r['plain_rr_us']:+.1f} us)")
-    e = res["ebpf"]
-    if e.get("rss_idle_kib"):
-        print(f"ilnpd RSS: idle {e['rss_idle_kib'] / 1024:.1f} MiB; with {e.get('ilcc_entries')} ILCC entries "
-              f"{e['rss_entries_kib'] / 1024:.1f} MiB (target < 64 MiB); flood took {e.get('flood_seconds')} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=2))
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 round of 1 s, ILCC size 1 only")
+    ap.add_argument("--seconds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved plain/ILNP rounds per block")
+    ap.add_argument("--rr", type=int, default=5000, help="timed round trips per rr measurement")
+    ap.add_argument("--sizes", default="1,1000000", help="MN's ILCC sizes (established entries), eBPF path")
+    ap.add_argument("--userspace-sizes", default="1",
+                    help="the same for the userspace path (its per-packet cost against the ILCC's size is the "
+                         "core's: `cargo run --release -p ilnp-core --example ilcc_scale`)")
+    ap.add_argument("--topos", default="direct,routed")
+    ap.add_argument("--modes", default="ebpf,userspace")
+    ap.add_argument("--fill-deadline", type=float, default=180, help="seconds to spend filling the ILCC")
+    ap.add_argument("--json", help="write every measurement here")
+    ap.add_argument("--perf", metavar="TEST", help="perf record -a -g over each run of TEST (e.g. udp64_snd)")
+    ap.add_argument("--perf-out", default="/tmp/datapath-perf", help="prefix of the perf.data files")
+    ap.add_argument("--from-json", help="print the markdown table of an earlier run's --json and exit")
+    a = ap.parse_args()
+    if a.from_json:
+        print(markdown(json.loads(Path(a.from_json).read_text())))
+        return
+    if a.quick:
+        a.rounds, a.seconds, a.rr, a.sizes, a.userspace_sizes = 1, 1, 2000, "1", "1"
+    rows = []
+    t0 = time.monotonic()
+    for topo in a.topos.split(","):
+        for mode in a.modes.split(","):
+            with Testbed() as bed:
+                sizes = [int(x) for x in (a.userspace_sizes if mode == "userspace" else a.sizes).split(",")]
+                rows += block(build(bed, topo), mode, sizes, a, topo)
+    print(f"\nplain IPv6 = the hosts' default offloads, daemons up; ratios are ILNP median / plain median of the "
+          f"same block; run took {time.monotonic() - t0:.0f} s\n")
+    print(markdown(rows))
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

@@ -2,12 +2,18 @@
 given daemon holds (found through its fds, because bpftool lists every namespace's), the
 programs' run_time_ns / run_cnt, a map's locked memory. Used by `seed004.py` and
 `bench/admission.py`. `kernel.bpf_stats_enabled` (machine-wide) must be 1 while run times
-are taken: `stats_enabled()` sets it and puts the old value back."""
+are taken: `stats_enabled()` sets it and puts the old value back, and also holds a
+`BPF_ENABLE_STATS` fd (the kernel counts its holders apart from the sysctl), so another
+process that sets the sysctl back to 0 meanwhile (a concurrent bench, seed 004) does not
+stop the counting: seen as measurements with no runs on the shared machine."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
+import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -60,12 +66,32 @@ def map_memlock(pid: int, name: str) -> int | None:
     return None
 
 
+SYS_BPF = {"x86_64": 321, "aarch64": 280}.get(platform.machine())
+BPF_ENABLE_STATS = 32  # enum bpf_cmd (linux/bpf.h)
+BPF_STATS_RUN_TIME = 0
+
+
+def enable_stats_fd() -> int | None:
+    """An fd whose lifetime keeps run-time statistics on (bpf(BPF_ENABLE_STATS)); None if
+    the kernel or architecture does not offer it."""
+    if SYS_BPF is None:
+        return None
+    attr = (ctypes.c_uint32 * 2)(BPF_STATS_RUN_TIME, 0)
+    fd = ctypes.CDLL(None, use_errno=True).syscall(SYS_BPF, BPF_ENABLE_STATS, ctypes.byref(attr),
+                                                    ctypes.sizeof(attr))
+    return fd if fd >= 0 else None
+
+
 @contextlib.contextmanager
 def stats_enabled():
-    """kernel.bpf_stats_enabled = 1 inside, the previous value restored after."""
+    """kernel.bpf_stats_enabled = 1 inside (and a BPF_ENABLE_STATS fd held), the previous
+    value restored after."""
     old = BPF_STATS.read_text().strip()
     BPF_STATS.write_text("1")
+    fd = enable_stats_fd()
     try:
         yield
     finally:
+        if fd is not None:
+            os.close(fd)
         BPF_STATS.write_text(old)

@@ -50,12 +50,12 @@ def warm_neighbours(a: Node, b: Node, b_addr: str) -> None:
 
 
 def nic_segmentation(node: Node, iface: str) -> None:
-    """Makes a host's veth segment TCP itself, as a real NIC does, instead of
-    handing 64 KB GSO packets to the next namespace. Linux's forwarding path
-    (ip6_forward's GSO length check) reads the first extension header as the TCP
-    header (docs/architecture.md, bench/gso_exthdr.py); ilnpd's header is built
-    so that this passes, so ILNPv6 no longer needs this setting
-    (tests/test_gso_exthdr.py runs with TSO on); the lab's experiments keep it
-    for comparability with earlier runs. Plain IPv6 baselines use the same
-    setting. GSO stays on."""
+    """Makes a host's veth segment TCP itself, as a real NIC does on the wire, instead of
+    handing 64 KB GSO packets to the next namespace (veth's default). Since ilnpd's
+    header passes Linux forwarding's GSO length check (docs/architecture.md § Linux
+    routers and GSO packets) ILNPv6 no longer needs it; the lab keeps it for its
+    emulated links, where a frame is the unit of loss, queueing and rate (ilnp-delayline
+    loses a GSO super-frame whole, tbf queues it whole), for plain IPv6 baselines too.
+    Throughput benchmarks run with the kernel's default offloads (bench/datapath.py).
+    GSO stays on."""
     node.run("ethtool", "-K", iface, "tso", "off")

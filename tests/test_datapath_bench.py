@@ -1,0 +1,35 @@
+"""Issue #14: bench/datapath.py's smoke run measures what it says (the numbers themselves
+are the bench's, not asserted here): through a router with the hosts' default offloads,
+the eBPF path moves TCP and UDP (64- and 1400-byte) for plain IPv6 and ILNPv6, ilnp-rr
+times round trips with no loss, and the per-packet BPF time is read for the sender's
+egress and the receiver's ingress programs with one run per 64-byte datagram."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "datapath.py"
+
+
+def test_datapath_bench_quick_routed_ebpf(tmp_path):
+    out = tmp_path / "dp.json"
+    r = subprocess.run([sys.executable, str(BENCH), "--quick", "--topos", "routed", "--modes", "ebpf",
+                        "--rr", "500", "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert len(rows) == 1 and rows[0]["topo"] == "routed" and rows[0]["mode"] == "ebpf", rows
+    tests = rows[0]["tests"]
+    for name in ("tcp1", "tcp4", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv"):
+        for k in ("plain", "ilnp"):
+            m = tests[name][k][0]
+            assert m and m["v"] > 0, (name, k, tests[name])
+    for k in ("plain", "ilnp"):
+        m = tests["rr"][k][0]
+        assert m and m["lost"] == 0 and 0 < m["v"] <= m["p99"], (k, tests["rr"])
+    probe = tests["udp64_snd"]["probe"][0]
+    assert probe["bpf_ns"]["cn.egress"] > 0 and probe["bpf_ns"]["mn.ingress"] > 0, probe
+    # one egress run per datagram the sender's UDP layer handed to ilnp0 (plus iperf3's control)
+    sent = tests["udp64_snd"]["ilnp"][0]["sent_pps"]
+    assert probe["bpf_runs"]["cn.egress"] >= 0.5 * sent, (probe, sent)
+    assert "plain" in r.stdout and "udp64_snd" in r.stdout
