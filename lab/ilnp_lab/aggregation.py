@@ -40,6 +40,7 @@ import time
 import tomllib
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from . import runners, schemes
 from .testbed import Testbed, stop_process, wait_for
@@ -105,6 +106,7 @@ class _Run:
 
     def __init__(self, ex, rdir: Path, seed: int):
         self.ex, self.rdir, self.seed, self.step, self.notes = ex, rdir, seed, "start", []
+        self.cell = SimpleNamespace(move=None)  # no move: no per-move daemon keys apply
 
 
 class Balanced(schemes.IlnpSoft):
