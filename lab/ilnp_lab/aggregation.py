@@ -37,7 +37,6 @@ import json
 import os
 import sys
 import time
-import tomllib
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -45,7 +44,7 @@ from types import SimpleNamespace
 from . import runners, schemes
 from .testbed import Testbed, stop_process, wait_for
 from .topology import build, load
-from .seed002 import REORDER_KEYS, ci95
+from .seed002 import REORDER_KEYS, ci95, nstat
 
 IPERF_PORT = 5201
 # case -> (scheme, policy, several flows?)
@@ -64,15 +63,8 @@ class Spec:
     KEYS = {"topology", "move", "duration_s", "runs", "flows", "cases", "cc", "window", "cport"}
 
     def __init__(self, path: Path):
-        d = tomllib.loads(path.read_text())
-        e = dict(d["experiment"])
-        self.path, self.name, self.title = path, e.pop("name"), e.pop("title")
-        e.pop("runner", None)
-        q = dict(d.get("quick", {}))
-        for table, keys in (("experiment", e), ("quick", q)):
-            bad = set(keys) - self.KEYS
-            if bad:
-                raise ValueError(f"{path}: [{table}] {', '.join(sorted(bad))}: unknown (known: {', '.join(sorted(self.KEYS))})")
+        self.path = path
+        self.name, self.title, e, q = runners.read_tables(path, self.KEYS)
         self.full = e
         self.quick = {**e, **q}
         for name, c in (("experiment", self.full), ("quick", self.quick)):
@@ -120,11 +112,6 @@ class Balanced(schemes.IlnpSoft):
         if host == self.ex.mn:
             extra["locator_pref"] = {i: 10 for i, _ in self.ex.host_ifaces(host)}
         return peers, extra
-
-
-def nstat(node) -> dict[str, int]:
-    j = json.loads(node.run("nstat", "-azs", "--json").stdout)
-    return {k: int(v) for k, v in (j.get("kernel") or j).items()}
 
 
 def rx_bytes(node) -> dict[str, int]:

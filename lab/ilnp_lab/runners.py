@@ -71,6 +71,21 @@ def load(path: Path):
     return mod, mod.Spec(path)
 
 
+def read_tables(path: Path, keys: set[str]) -> tuple[str, str, dict, dict]:
+    """An own-runner file's name, title, [experiment] parameters (the full form) and [quick]
+    overrides, each checked against the runner's known `keys` (ValueError naming the bad one)."""
+    d = tomllib.loads(path.read_text())
+    e = dict(d["experiment"])
+    name, title = e.pop("name"), e.pop("title")
+    e.pop("runner", None)
+    q = dict(d.get("quick", {}))
+    for table, given in (("experiment", e), ("quick", q)):
+        bad = set(given) - keys
+        if bad:
+            raise ValueError(f"{path}: [{table}] {', '.join(sorted(bad))}: unknown (known: {', '.join(sorted(keys))})")
+    return name, title, e, q
+
+
 def refused_options(mod, args) -> list[str]:
     """The options the user gave that this runner does not honour."""
     given = [k for k, d in RUN_DEFAULTS.items() if getattr(args, k, d) != d]

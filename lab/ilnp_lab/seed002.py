@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 from . import pcap, runners
@@ -58,15 +57,8 @@ class Spec:
             "sweep_weights", "reorder_s", "reorder_delay_ms"}
 
     def __init__(self, path: Path):
-        d = tomllib.loads(path.read_text())
-        e = dict(d["experiment"])
-        self.path, self.name, self.title = path, e.pop("name"), e.pop("title")
-        e.pop("runner", None)
-        q = dict(d.get("quick", {}))
-        for table, keys in (("experiment", e), ("quick", q)):
-            bad = set(keys) - self.KEYS
-            if bad:
-                raise ValueError(f"{path}: [{table}] {', '.join(sorted(bad))}: unknown (known: {', '.join(sorted(self.KEYS))})")
+        self.path = path
+        self.name, self.title, e, q = runners.read_tables(path, self.KEYS)
         self.full = {"points": None, **e}
         self.quick = {**self.full, "sizes": None, **q}
         for name, c in (("experiment", self.full), ("quick", self.quick)):

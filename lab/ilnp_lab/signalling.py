@@ -41,7 +41,6 @@ import socket
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 from . import analysis, runners
@@ -87,15 +86,8 @@ class Spec:
     KEYS = {"correspondents", "conns", "schemes", "outage_s", "settle_s", "runs"}
 
     def __init__(self, path: Path):
-        d = tomllib.loads(path.read_text())
-        e = dict(d["experiment"])
-        self.path, self.name, self.title = path, e.pop("name"), e.pop("title")
-        e.pop("runner", None)
-        q = dict(d.get("quick", {}))
-        for table, keys in (("experiment", e), ("quick", q)):
-            bad = set(keys) - self.KEYS
-            if bad:
-                raise ValueError(f"{path}: [{table}] {', '.join(sorted(bad))}: unknown (known: {', '.join(sorted(self.KEYS))})")
+        self.path = path
+        self.name, self.title, e, q = runners.read_tables(path, self.KEYS)
         self.full = {"conns": 4, "schemes": list(SCHEMES), "outage_s": 1.0, "settle_s": 2.0, "runs": 1, **e}
         self.quick = {**self.full, **q}
         for name, c in (("experiment", self.full), ("quick", self.quick)):
