@@ -149,27 +149,35 @@ def test_preferred_uplink_carries_traffic_and_fails_over(bed, tmp_path, failure)
     lost_to_mn = a["sent"] - len(b["got"])
     lost_to_cn = b["sent"] - len(a["got"])
 
-    def gap_ms(p):  # longest silence between consecutive arrivals, minus the send interval
-        ts = sorted(t for _, t in p["arrivals"])
-        return (max(y - x for x, y in zip(ts, ts[1:])) - 1 / RATE) * 1000
+    def gaps(p):  # silences between consecutive arrivals minus the send interval (ms): the
+        # longest one that overlaps the failover (failure .. ack + 10 ms), the longest of the run
+        # and when that one began relative to the failure (ms)
+        ts = sorted(p["t0"] + t for _, t in p["arrivals"])
+        pairs = list(zip(ts, ts[1:]))
+        at_failover = max((y - x for x, y in pairs if y > t_fail and x < t_ack + 0.010), default=0)
+        d, x = max((y - x, x) for x, y in pairs)
+        return (at_failover - 1 / RATE) * 1000, (d - 1 / RATE) * 1000, (x - t_fail) * 1000
 
-    gaps = (gap_ms(b), gap_ms(a))
+    (fo_to_mn, gap_to_mn, at_mn), (fo_to_cn, gap_to_cn, at_cn) = gaps(b), gaps(a)
     print(f"{failure}: failure -> LU sent {1000 * (t_lu - t_fail):.1f} ms, -> ack seen {1000 * (t_ack - t_fail):.1f} ms, "
           f"LU rtt {acked[0][1]['rtt_us'] / 1000:.2f} ms; lost CN->MN {lost_to_mn}, MN->CN {lost_to_cn}; "
-          f"longest gap CN->MN {gaps[0]:.1f} ms, MN->CN {gaps[1]:.1f} ms")
+          f"gap at the failover CN->MN {fo_to_mn:.1f} ms, MN->CN {fo_to_cn:.1f} ms; longest of the run "
+          f"CN->MN {gap_to_mn:.1f} ms (at {at_mn:+.0f} ms), MN->CN {gap_to_cn:.1f} ms (at {at_cn:+.0f} ms)")
     print("MN", dmn.stats()["core"], "CN", dcn.stats()["core"])
     assert a["sent"] >= RATE * (secs - 1) and b["sent"] >= RATE * (secs - 1)
     # failover within one RTT of detection: the LU leaves as soon as ilnpd hears of
     # it (the netlink event), and the ack follows one LAN round trip later
     # docs/benchmarks.md reports: LU RTT <= 1 ms, failure -> ack <= 4.7 ms, 0-1 lost,
-    # longest gap <= 5.4 ms. Margins for a shared 2-core machine (the Python probes and the
-    # daemons compete for CPU; a scheduling hiccup delays a datagram by a few ms): RTT 5 ms,
-    # failure -> ack 50 ms, one more datagram lost, gaps 20 ms (4 send intervals).
+    # gap at the failover <= 5.2 ms. Margins for a shared 2-core machine (the Python probes and
+    # the daemons compete for CPU; a scheduling hiccup delays a datagram by a few ms): RTT 5 ms,
+    # failure -> ack 50 ms, one more datagram lost, gap 20 ms (4 send intervals). The gap is
+    # taken at the failover, not over the run: a busy CI host once stalled both probes for 30 ms
+    # with nothing lost, and a stall away from the failure says nothing about the failover.
     assert acked[0][1]["rtt_us"] < 5_000, acked
     assert t_ack - t_fail < 0.05, (t_fail, t_lu, t_ack)
     # bounded loss: what was in flight to the vanished locator, at 5 ms spacing
     assert lost_to_mn <= 2 and lost_to_cn <= 2, (lost_to_mn, lost_to_cn)
-    assert max(gaps) < 20, gaps
+    assert max(fo_to_mn, fo_to_cn) < 20, (fo_to_mn, fo_to_cn, gap_to_mn, at_mn, gap_to_cn, at_cn)
     assert dmn.proc.poll() is None and dcn.proc.poll() is None
 
 

@@ -4,9 +4,9 @@ and records every sequence number it receives from the peer (run one at each end
     python3 -m ilnp_lab.probe ME PEER PORT SECS RATE OUT.json    (PEER: an address or a name)
 
 Standard library only: it runs with the namespace's system python3. OUT.json:
-{"sent": N, "send_errors": N, "got": [seq, ...], "arrivals": [[seq, t], ...]} where t is
-the first arrival of seq in seconds since the probe's start (monotonic), for measuring
-interruptions. A send that fails (no route) counts as sent: the datagram is lost. Both
+{"sent": N, "send_errors": N, "got": [seq, ...], "arrivals": [[seq, t], ...], "t0": T} where t
+is the first arrival of seq in seconds since the probe's start T (CLOCK_MONOTONIC, the same
+clock in every process and namespace of the host), for measuring interruptions. A send that fails (no route) counts as sent: the datagram is lost. Both
 ends start 0.5 s after launch so each is listening before the first datagram.
 """
 
@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
             except BlockingIOError:
                 break
     with open(out, "w") as f:
-        json.dump({"sent": sent, "send_errors": errors, "got": sorted(got),
+        json.dump({"sent": sent, "send_errors": errors, "got": sorted(got), "t0": t0,
                    "arrivals": sorted(([q, t] for q, t in got.items()), key=lambda x: x[1])}, f)
     return 0
 
