@@ -191,7 +191,7 @@ struct ilnp_answer_hint_val {
  * younger than ILNP_NH_CACHE_TTL_NS; else the program does the lookup and
  * refills it. ilnpd writes a new generation (never 0) on every rtnetlink link,
  * neighbour, IPv6 address, route, rule, netconf and nexthop event (and on a
- * netlink overrun), from a thread of its own (netlink::RouteWatch); 0 = no
+ * netlink overrun), from a thread of its own (ilnpd::bpf::RouteWatch); 0 = no
  * watcher = cache off (the initial value, and ilnpd's last write on exit). The
  * TTL bounds the staleness if ilnpd dies without that last write.
  * The value repeats the key: a reader of an LRU entry recycled under it (the
