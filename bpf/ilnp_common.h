@@ -92,6 +92,22 @@ struct {
 } ilnp_hint_tat SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ILNP_NH_CACHE_MAX);
+	__type(key, struct ilnp_nh_key);
+	__type(value, struct ilnp_nh_val);
+	ILNP_PINNING
+} ilnp_nh_cache SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+	ILNP_PINNING
+} ilnp_route_gen SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, ILNP_R_MAX);
 	__type(key, __u32);

@@ -51,6 +51,78 @@ static __always_inline int eg_check_proto(struct __sk_buff *skb, struct egress_c
 	return ILNP_R_EGRESS_PUNT_PROTO;
 }
 
+/* bpf_fib_lookup's results eg_route acts on (size-independent ones: cached) */
+static __always_inline int fib_cacheable(__u32 rc)
+{
+	return rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH ||
+	       rc == BPF_FIB_LKUP_RET_NOT_FWDED || rc == BPF_FIB_LKUP_RET_UNREACHABLE;
+}
+
+/*
+ * The main table's answer for the wire addresses, as bpf_fib_lookup gives it
+ * (return code, output interface, next hop): from ilnp_nh_cache while its
+ * generation and age hold (ilnp_maps.h), else looked up and cached.
+ * tot_len = 0: for SUCCESS the helper also checks the packet against the
+ * output interface's MTU (GSO-aware: is_skb_forwardable, MTU + L2 + VLAN
+ * header); an entry is used only for packets that pass it for certain (GSO or
+ * at most the MTU), the others are looked up, so FRAG_NEEDED comes out as
+ * before. The fast path's own per-packet state (the locator's uplink and
+ * router, ilnp_locals) is not cached: eg_route reads it for every packet.
+ */
+static __always_inline __u32 eg_fib(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c,
+				    struct ilnp_nh_val *r)
+{
+	struct bpf_fib_lookup fib = {};
+	struct ilnp_nh_val *v;
+	__u64 *genp, gen = 0, now = 0;
+	__u32 zero = 0;
+	int rc;
+
+	r->key.local_loc = c->local_loc;
+	r->key.remote_loc = c->remote_loc;
+	r->key.peer_nid = c->peer_nid;
+	r->key.proto = c->proto;
+	genp = bpf_map_lookup_elem(&ilnp_route_gen, &zero);
+	if (genp)
+		gen = *genp;
+	if (gen) {
+		now = bpf_ktime_get_ns();
+		v = bpf_map_lookup_elem(&ilnp_nh_cache, &r->key);
+		if (v && v->gen == gen && now - v->ts_ns < ILNP_NH_CACHE_TTL_NS &&
+		    (v->rc != BPF_FIB_LKUP_RET_SUCCESS || skb->len <= v->mtu || skb->gso_size)) {
+			r->rc = v->rc;
+			r->ifindex = v->ifindex;
+			r->mtu = v->mtu;
+			__builtin_memcpy(r->nh, v->nh, sizeof(r->nh));
+			if (v->key.local_loc == r->key.local_loc && v->key.remote_loc == r->key.remote_loc &&
+			    v->key.peer_nid == r->key.peer_nid && v->key.proto == r->key.proto && v->gen == gen) {
+				count(ILNP_R_EGRESS_NH_HIT);
+				return r->rc;
+			}
+		}
+		count(ILNP_R_EGRESS_NH_MISS);
+	}
+
+	fib.family = AF_INET6;
+	fib.l4_protocol = c->proto;
+	fib.ifindex = skb->ifindex;
+	__builtin_memcpy(&fib.ipv6_src[0], &c->local_loc, 8);
+	__builtin_memcpy(&fib.ipv6_src[2], &cfg->local_nid, 8);
+	__builtin_memcpy(&fib.ipv6_dst[0], &c->remote_loc, 8);
+	__builtin_memcpy(&fib.ipv6_dst[2], &c->peer_nid, 8);
+	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
+	r->rc = (__u32)rc;
+	r->ifindex = fib.ifindex;
+	r->mtu = rc == BPF_FIB_LKUP_RET_SUCCESS ? fib.mtu_result : 0;
+	__builtin_memcpy(r->nh, fib.ipv6_dst, sizeof(r->nh));
+	if (gen && fib_cacheable(r->rc)) {
+		r->gen = gen;
+		r->ts_ns = now;
+		bpf_map_update_elem(&ilnp_nh_cache, &r->key, r, BPF_ANY);
+	}
+	return r->rc;
+}
+
 /*
  * The wire addresses' route; fills nh and oif. 0 = go, else a punt reason.
  *
@@ -58,10 +130,10 @@ static __always_inline int eg_check_proto(struct __sk_buff *skb, struct egress_c
  * via that uplink's router: its source address belongs to that network, whose
  * path it was advertised for, and another network's ingress filter (BCP 38)
  * would drop it.
- *   1. The main table, as if the wire packet arrived on ilnp0 (ilnpd sets
- *      forwarding=1 on ilnp0 only; the helper insists on it for the ifindex it
- *      is given). The source address takes part (source-specific routes), and
- *      the helper checks the MTU itself, GSO-aware (tot_len = 0). If its route
+ *   1. The main table (eg_fib), as if the wire packet arrived on ilnp0 (ilnpd
+ *      sets forwarding=1 on ilnp0 only; the helper insists on it for the
+ *      ifindex it is given). The source address takes part (source-specific
+ *      routes), and the helper checks the MTU itself, GSO-aware. If its route
  *      leaves through lv->ifindex (a route via that uplink's router, or the
  *      destination on that link), that is the route.
  *   2. Else, if ilnpd knows that uplink's default router (lv->router): through
@@ -77,21 +149,12 @@ static __always_inline int eg_check_proto(struct __sk_buff *skb, struct egress_c
 static __always_inline int eg_route(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c,
 				    struct ilnp_local_val *lv, struct bpf_redir_neigh *nh, __u32 *oif)
 {
-	struct bpf_fib_lookup fib = {};
+	struct ilnp_nh_val fib = {};
 	__u64 r0, r1;
-	int rc;
+	__u32 rc;
 
-	fib.family = AF_INET6;
-	fib.l4_protocol = c->proto;
-	fib.ifindex = skb->ifindex;
-	__builtin_memcpy(&fib.ipv6_src[0], &c->local_loc, 8);
-	__builtin_memcpy(&fib.ipv6_src[2], &cfg->local_nid, 8);
-	__builtin_memcpy(&fib.ipv6_dst[0], &c->remote_loc, 8);
-	__builtin_memcpy(&fib.ipv6_dst[2], &c->peer_nid, 8);
-
-	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
-	if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH &&
-	    rc != BPF_FIB_LKUP_RET_NOT_FWDED && rc != BPF_FIB_LKUP_RET_UNREACHABLE)
+	rc = eg_fib(skb, cfg, c, &fib);
+	if (!fib_cacheable(rc))
 		return ILNP_R_EGRESS_PUNT_FIB; /* MTU, blackhole, prohibit, ... */
 	if (rc == BPF_FIB_LKUP_RET_NOT_FWDED || rc == BPF_FIB_LKUP_RET_UNREACHABLE || fib.ifindex != lv->ifindex) {
 		__builtin_memcpy(&r0, &lv->router[0], 8);
@@ -114,7 +177,7 @@ static __always_inline int eg_route(struct __sk_buff *skb, struct ilnp_cfg *cfg,
 		return 0;
 	}
 	nh->nh_family = AF_INET6;
-	__builtin_memcpy(nh->ipv6_nh, fib.ipv6_dst, sizeof(nh->ipv6_nh));
+	__builtin_memcpy(nh->ipv6_nh, fib.nh, sizeof(nh->ipv6_nh));
 	return 0;
 }
 

@@ -177,6 +177,51 @@ struct ilnp_answer_hint_val {
 };
 
 /*
+ * ilnp_nh_cache: LRU_HASH, key struct ilnp_nh_key, at most ILNP_NH_CACHE_MAX
+ * entries (fixed). The egress program's main-table answer (bpf_fib_lookup's
+ * result) for the wire addresses local_loc:our NID -> remote_loc:peer_nid and
+ * the upper-layer protocol: everything the lookup depends on that varies per
+ * packet (the input ifindex is always ilnp0, flow label, mark and tos are 0).
+ * The keys come from ilnp_ilcc / ilnp_balance entries (at most 1 + 16 pairs per
+ * correspondent, 3 protocols), never from packet fields alone, so a sender
+ * cannot add keys beyond the ILCC's own bound; the LRU bound keeps memory fixed
+ * whatever that bound is (an eviction costs one lookup, never correctness).
+ *
+ * An entry is used only while its gen equals ilnp_route_gen[0] and it is
+ * younger than ILNP_NH_CACHE_TTL_NS; else the program does the lookup and
+ * refills it. ilnpd writes a new generation (never 0) on every rtnetlink link,
+ * neighbour, IPv6 address, route, rule, netconf and nexthop event (and on a
+ * netlink overrun), from a thread of its own (ilnpd::bpf::RouteWatch); 0 = no
+ * watcher = cache off (the initial value, and ilnpd's last write on exit). The
+ * TTL bounds the staleness if ilnpd dies without that last write.
+ * The value repeats the key: a reader of an LRU entry recycled under it (the
+ * map reuses preallocated elements) sees a mismatch and does the lookup.
+ */
+#define ILNP_NH_CACHE_MAX 16384
+#define ILNP_NH_CACHE_TTL_NS 1000000000ULL
+
+struct ilnp_nh_key {
+	__u64 local_loc;  /* wire order */
+	__u64 remote_loc; /* wire order */
+	__u64 peer_nid;   /* wire order */
+	__u8 proto;       /* upper layer: TCP, UDP, ICMPv6 */
+	__u8 _pad[7];
+};
+
+struct ilnp_nh_val {
+	struct ilnp_nh_key key; /* the entry's own key (see above) */
+	__u64 gen;              /* ilnp_route_gen[0] when it was filled */
+	__u64 ts_ns;            /* bpf_ktime_get_ns() when it was filled */
+	__u32 rc;               /* bpf_fib_lookup's return: SUCCESS, NO_NEIGH, NOT_FWDED, UNREACHABLE */
+	__u32 ifindex;          /* its output interface */
+	__u32 mtu;              /* SUCCESS: that interface's MTU (mtu_result) */
+	__u32 _pad;
+	__u8 nh[16];            /* its next hop (the router, or the destination on link) */
+};
+
+/* ilnp_route_gen: ARRAY, one __u64 (key 0): see ilnp_nh_cache. */
+
+/*
  * ilnp_stats: PERCPU_ARRAY of __u64 indexed by reason. One X-macro list gives
  * the enum and the names ilnpd reports (the layout test checks both).
  * Punts go to ilnpd through the ilnp0 TUN; drops are TC_ACT_SHOT.
@@ -197,6 +242,8 @@ struct ilnp_answer_hint_val {
 	X(EGRESS_FIB_FALLBACK, "egress_fib_fallback")       /* ... and that uplink has no router: */    \
 	                                                    /* sent where the main route says */        \
 	X(EGRESS_BALANCED, "egress_balanced")               /* pair taken from ilnp_balance */          \
+	X(EGRESS_NH_HIT, "egress_nh_hit")                   /* route from ilnp_nh_cache */              \
+	X(EGRESS_NH_MISS, "egress_nh_miss")                 /* cache on, entry absent/stale: looked up */ \
 	X(INGRESS_FAST, "ingress_fast")                     /* translated, passed up */                 \
 	X(INGRESS_PUNT_USERSPACE, "ingress_punt_userspace")                                             \
 	X(INGRESS_PUNT_LU, "ingress_punt_lu")               /* ICMPv6 Locator Update */                 \
@@ -233,6 +280,8 @@ _Static_assert(__builtin_offsetof(struct ilnp_balance_val, pairs) == 24, "ilnp_b
 _Static_assert(sizeof(struct ilnp_local_val) == 32, "ilnp_local_val layout");
 _Static_assert(sizeof(struct ilnp_plain_peer_val) == 8, "ilnp_plain_peer_val layout");
 _Static_assert(sizeof(struct ilnp_answer_hint_val) == 40, "ilnp_answer_hint_val layout");
+_Static_assert(sizeof(struct ilnp_nh_key) == 32, "ilnp_nh_key layout");
+_Static_assert(sizeof(struct ilnp_nh_val) == 80, "ilnp_nh_val layout");
 _Static_assert(__builtin_offsetof(struct ilnp_local_val, last_rx_ns) == 24, "ilnp_local_val.last_rx_ns");
 
 #endif

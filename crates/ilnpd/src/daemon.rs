@@ -50,6 +50,9 @@ pub struct Daemon {
     /// member of our solicited-node group on every uplink (see `solicited_node_member`)
     _nd_group: Socket,
     dp: Option<Datapath>,
+    /// keeps the fast path's next-hop cache valid (ilnp_route_gen); without it the
+    /// cache is off and every packet is looked up
+    route_watch: Option<bpf::RouteWatch>,
     uplinks: Vec<Uplink>,
     local_nid: Nid,
     /// L64:NID addresses we added on uplinks (removed on exit)
@@ -238,6 +241,7 @@ impl Daemon {
             raw,
             _nd_group: nd_group,
             dp: None,
+            route_watch: None,
             uplinks,
             local_nid,
             added: BTreeSet::new(),
@@ -327,6 +331,13 @@ impl Daemon {
         })?;
         for u in &self.uplinks {
             dp.attach_uplink(u.index)?;
+        }
+        if mode == bpf::Mode::Ebpf {
+            let watch = dp.route_gen().and_then(|mut g| bpf::RouteWatch::spawn(move || g.bump()));
+            match watch {
+                Ok(w) => self.route_watch = Some(w),
+                Err(e) => tracing::warn!("next-hop cache off (every packet looked up): {e:#}"),
+            }
         }
         self.dp = Some(dp);
         Ok(())
@@ -425,6 +436,8 @@ impl Daemon {
 
     /// Undoes everything start() did.
     async fn cleanup(&mut self) {
+        // the cache off first: with pinned maps the fast path runs on without us
+        self.route_watch = None;
         if let Some(mut dp) = self.dp.take() {
             // uplinks first: packets stop being punted to a TUN about to close
             for u in &self.uplinks {

@@ -164,6 +164,8 @@ pub const REASONS: &[&str] = &[
     "egress_via_router",
     "egress_fib_fallback",
     "egress_balanced",
+    "egress_nh_hit",
+    "egress_nh_miss",
     "ingress_fast",
     "ingress_punt_userspace",
     "ingress_punt_lu",

@@ -10,6 +10,7 @@
 //! set_local_locators             ilnp_locals (replaced as a whole; receive stamps kept)
 //! local_last_rx                  per local locator: last packet delivered (ns, CLOCK_MONOTONIC)
 //! stats / peer_counters          reason counters (summed over CPUs), per-peer fast-path counters
+//! route_gen                      writer of ilnp_route_gen: the next-hop cache's generation
 //! shutdown                       detach all, delete the clsact qdiscs it created, unpin
 //! ```
 //!
@@ -19,6 +20,7 @@
 
 mod maps;
 mod pin;
+mod route_watch;
 mod tc;
 #[cfg(test)]
 mod tests;
@@ -36,6 +38,7 @@ use std::path::PathBuf;
 pub use maps::REASONS;
 use maps::{AnswerHintVal, BalanceVal, CfgVal, IlccVal, LocalVal, PlainPeerVal};
 use pin::Pins;
+pub use route_watch::RouteWatch;
 use tc::{AttachKind, Attachment};
 
 // aya's ELF parser wants the objects 8-byte aligned
@@ -49,6 +52,7 @@ const MAP_STATS: &str = "ilnp_stats";
 const MAP_BALANCE: &str = "ilnp_balance";
 const MAP_PLAIN_PEERS: &str = "ilnp_plain_peers";
 const MAP_ANSWER_HINTS: &str = "ilnp_answer_hints";
+const MAP_ROUTE_GEN: &str = "ilnp_route_gen";
 const MAP_NAMES: &[&str] = &[
     MAP_CFG,
     MAP_ILCC,
@@ -58,6 +62,8 @@ const MAP_NAMES: &[&str] = &[
     MAP_PLAIN_PEERS,
     MAP_ANSWER_HINTS,
     "ilnp_hint_tat", // the programs' own (the hint writes' budget): pinned, never read here
+    "ilnp_nh_cache", // the egress program's own (next hops): pinned, never read here
+    MAP_ROUTE_GEN,
 ];
 const PROG_EGRESS: &str = "ilnp_egress";
 const PROG_INGRESS: &str = "ilnp_ingress";
@@ -397,6 +403,18 @@ impl Datapath {
         Ok((out, key.map(Nid::from_bytes)))
     }
 
+    /// A writer of `ilnp_route_gen`, the generation the egress program's next-hop
+    /// cache (`ilnp_nh_cache`) is valid for, usable from another thread. While
+    /// nothing writes it, it is 0 and the cache is off.
+    pub fn route_gen(&self) -> Result<RouteGen> {
+        use std::os::fd::AsFd;
+        let fd = match self.bpf.map(MAP_ROUTE_GEN) {
+            Some(aya::maps::Map::Array(d)) => d.fd().as_fd().try_clone_to_owned()?,
+            _ => return Err(map_err(MAP_ROUTE_GEN)),
+        };
+        Ok(RouteGen { fd, last: 0 })
+    }
+
     /// Detaches every program, deletes the clsact qdiscs it created, removes
     /// the pinned maps. Goes on after an error and reports the first one.
     pub fn shutdown(mut self) -> Result<()> {
@@ -455,4 +473,70 @@ fn next_key(fd: std::os::fd::RawFd, key: Option<&[u8; 8]>) -> Result<Option<[u8;
         return Ok(None);
     }
     Err(anyhow!("BPF_MAP_GET_NEXT_KEY on ilnp_ilcc: {e}"))
+}
+
+/// Writes `ilnp_route_gen[0]` (see `Datapath::route_gen`). Dropping it writes 0:
+/// the cache is off whenever no one keeps it valid.
+pub struct RouteGen {
+    fd: std::os::fd::OwnedFd,
+    last: u64,
+}
+
+impl RouteGen {
+    /// Invalidates every cached next hop: a generation never written before
+    /// (CLOCK_MONOTONIC ns, or one more than the last; across an ilnpd restart
+    /// with pinned maps, too) and never 0.
+    pub fn bump(&mut self) {
+        let next = monotonic_ns().max(self.last + 1);
+        if let Err(e) = self.write(next) {
+            tracing::warn!("invalidating the next-hop cache: {e:#}");
+        }
+    }
+
+    fn write(&mut self, v: u64) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        #[repr(C)]
+        struct Attr {
+            map_fd: u32,
+            _pad: u32,
+            key: u64,
+            value: u64,
+            flags: u64,
+        }
+        const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+        let key = 0u32;
+        let attr = Attr {
+            map_fd: self.fd.as_raw_fd() as u32,
+            _pad: 0,
+            key: &key as *const u32 as u64,
+            value: &v as *const u64 as u64,
+            flags: 0,
+        };
+        // SAFETY: attr points at live key and value buffers of the map's sizes for the call's duration.
+        let r = unsafe {
+            libc::syscall(libc::SYS_bpf, BPF_MAP_UPDATE_ELEM, &attr as *const Attr, std::mem::size_of::<Attr>())
+        };
+        if r != 0 {
+            return Err(anyhow!("BPF_MAP_UPDATE_ELEM on {MAP_ROUTE_GEN}: {}", std::io::Error::last_os_error()));
+        }
+        self.last = v;
+        Ok(())
+    }
+}
+
+impl Drop for RouteGen {
+    fn drop(&mut self) {
+        if let Err(e) = self.write(0) {
+            tracing::warn!("turning the next-hop cache off: {e:#}");
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in ns: what bpf_ktime_get_ns() returns.
+pub fn monotonic_ns() -> u64 {
+    // SAFETY: a zeroed timespec is valid; clock_gettime only writes it.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -837,3 +837,183 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
         dp.shutdown().unwrap();
     });
 }
+
+// ------------------------------------------------------------------ next-hop cache
+
+/// AF_PACKET socket on dev with the link-layer header (SOCK_RAW): frames start
+/// with the Ethernet destination, so the next hop a frame went to shows.
+fn capture_l2(dev_index: u32) -> OwnedFd {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: socket(2) with constant arguments.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto as i32) };
+    assert!(fd >= 0, "AF_PACKET socket");
+    // SAFETY: fd was just created and is owned from here on.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_ll is plain data; zero is a valid start.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto;
+    sll.sll_ifindex = dev_index as i32;
+    let len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+    // SAFETY: sll is a valid sockaddr_ll of that length.
+    let rc = unsafe { libc::bind(fd.as_raw_fd(), (&sll as *const libc::sockaddr_ll).cast(), len) };
+    assert_eq!(rc, 0, "bind AF_PACKET");
+    fd
+}
+
+fn route_gen_value(dp: &Datapath) -> u64 {
+    let m: Array<_, u64> = Array::try_from(dp.bpf.map(MAP_ROUTE_GEN).unwrap()).unwrap();
+    m.get(&0, 0).unwrap()
+}
+
+/// Waits until the route watch wrote a generation other than `old`; returns it
+/// and how long it took.
+fn wait_new_gen(dp: &Datapath, old: u64) -> (u64, Duration) {
+    let t = Instant::now();
+    loop {
+        let g = route_gen_value(dp);
+        if g != old {
+            return (g, t.elapsed());
+        }
+        assert!(t.elapsed() < Duration::from_secs(2), "no new generation 2 s after a route change");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// The next-hop cache (ilnp_nh_cache) serves repeated packets (egress_nh_hit)
+/// and is invalidated by the kernel's changes as the route watch sees them:
+/// the first packet after a route is replaced goes to the new router, after a
+/// route moves to another uplink it leaves there, after an MTU change it is
+/// judged against the new MTU; off (0) once the watch is gone.
+#[test]
+fn next_hop_cache_follows_route_changes() {
+    if !can_run() {
+        return;
+    }
+    on_thread(|| {
+        const L2: Locator = Locator(0x2001_0db8_0002_0000);
+        const L3: Locator = Locator(0x2001_0db8_0003_0000);
+        const LB: Locator = Locator(0x2001_0db8_000b_0000);
+        const MAC1: [u8; 6] = [2, 0, 0, 0, 0, 0x11];
+        const MAC2: [u8; 6] = [2, 0, 0, 0, 0, 0x22];
+        const MAC3: [u8; 6] = [2, 0, 0, 0, 0, 0x33];
+        let (nm, nr) = (Netns::new("nh"), Netns::new("nhr"));
+        // no link-local addresses, so no DAD or ND of their own: the events the
+        // watch sees are this test's changes (fewer spurious misses)
+        for n in [&nm, &nr] {
+            n.exec("sysctl -qw net.ipv6.conf.default.addr_gen_mode=1");
+        }
+        for (m, r, l) in [("m2", "r2", L2), ("m3", "r3", L3)] {
+            nm.ip(&format!("link add {m} type veth peer name {r} netns {}", nr.name));
+            nm.ip(&format!("addr add {}/64 dev {m} nodad", ilnp_addr(l, NID_A)));
+            nm.ip(&format!("link set {m} up"));
+            nr.ip(&format!("link set {r} up"));
+        }
+        let mac = |m: [u8; 6]| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+        let (r1, r2, r3) = (ilnp_addr(L2, Nid(1)), ilnp_addr(L2, Nid(2)), ilnp_addr(L3, Nid(1)));
+        for (a, m, dev) in [(r1, MAC1, "m2"), (r2, MAC2, "m2"), (r3, MAC3, "m3")] {
+            nm.ip(&format!("-6 neigh add {a} lladdr {} dev {dev} nud permanent", mac(m)));
+        }
+        let dst = format!("{}/64", ilnp_addr(LB, Nid(0)));
+        nm.ip(&format!("-6 route add {dst} via {r1} dev m2"));
+        nm.enter();
+        let tun = open_tun("ilnp0", false);
+        nm.exec("sysctl -qw net.ipv6.conf.ilnp0.forwarding=1");
+        nm.ip("link set ilnp0 mtu 1484 up");
+        nm.ip(&format!("addr add {}/128 dev ilnp0 nodad", ilnp_addr(P, NID_A)));
+        nm.ip(&format!("route add {}/64 dev ilnp0", ilnp_addr(P, Nid(0))));
+        let (m2, m3) = (nm.ifindex("m2"), nm.ifindex("m3"));
+        let cfg = DatapathConfig {
+            mode: Mode::Ebpf,
+            ilnp0_ifindex: nm.ifindex("ilnp0"),
+            id_prefix: P,
+            local_nid: NID_A,
+            ilcc_max_entries: 64,
+            admit_socket: false,
+            pin_dir: None,
+        };
+        let mut dp = Datapath::load(&cfg).unwrap();
+        dp.attach_uplink(m2).unwrap();
+        // L2 on m2 with no router known: the main table decides, also off m2 (fallback)
+        let l2 = LocalLocator {
+            loc: L2,
+            ifindex: m2,
+            pref: 0,
+            lifetime_s: u32::MAX,
+            state: LocatorState::Active,
+            has_router: true,
+            deprecated: false,
+        };
+        dp.set_local_locators(&[l2]).unwrap();
+        dp.upsert_peer(&IlccSnapshot {
+            nid: NID_B,
+            local_loc: L2,
+            remote_loc: LB,
+            remote_locs: vec![LB],
+            nonce_tx: Nonce::N32(N_AB),
+            nonce_rx: Some(Nonce::N32(N_AB)),
+        })
+        .unwrap();
+        let (cap2, cap3) = (capture_l2(m2), capture_l2(m3));
+        let h = Host { ns: nm, nid: NID_A, tun, uplink: m2, dp };
+        let to_b = |p: &[u8]| p.len() > 54 && p[12..14] == [0x86, 0xdd] && p[38..54] == ilnp_addr(LB, NID_B).octets();
+        let sent = |cap: &OwnedFd, to: [u8; 6], len: usize, what: &str| {
+            udp_send(&h, NID_B, 5555, &vec![7u8; len]);
+            let p = wait_packet(cap, Duration::from_secs(2), to_b);
+            let p = p.unwrap_or_else(|| panic!("{what}: not sent there; stats {:?}", nonzero(&h.dp)));
+            assert_eq!(p[0..6], to, "{what}: to the wrong next hop");
+        };
+
+        // cache off until a watch writes a generation: every packet looked up
+        assert_eq!(route_gen_value(&h.dp), 0);
+        sent(&cap2, MAC1, 100, "before the watch");
+        assert_eq!((stat(&h.dp, "egress_nh_hit"), stat(&h.dp, "egress_nh_miss")), (0, 0));
+        let watch = RouteWatch::spawn({
+            let mut g = h.dp.route_gen().unwrap();
+            move || g.bump()
+        })
+        .unwrap();
+        let g0 = route_gen_value(&h.dp);
+        assert_ne!(g0, 0, "the watch writes a generation before it returns");
+        for i in 0..3 {
+            sent(&cap2, MAC1, 100, &format!("cached {i}"));
+        }
+        let (hit0, miss0) = (stat(&h.dp, "egress_nh_hit"), stat(&h.dp, "egress_nh_miss"));
+        assert!(hit0 >= 1 && miss0 >= 1 && hit0 + miss0 == 3, "hits {hit0}, misses {miss0}");
+
+        // another router on the same link: the first packet after the change goes there
+        h.ns.ip(&format!("-6 route replace {dst} via {r2} dev m2"));
+        let (g1, took1) = wait_new_gen(&h.dp, g0);
+        sent(&cap2, MAC2, 100, "router replaced");
+        sent(&cap2, MAC2, 100, "router replaced, cached");
+        assert!(stat(&h.dp, "egress_nh_miss") > miss0, "the change made a miss");
+        assert!(stat(&h.dp, "egress_nh_hit") + stat(&h.dp, "egress_nh_miss") == 5);
+
+        // the route moves to m3: out of m3 (the main table's uplink; L2's has no router)
+        h.ns.ip(&format!("-6 route replace {dst} via {r3} dev m3"));
+        let (g2, took2) = wait_new_gen(&h.dp, g1);
+        sent(&cap3, MAC3, 100, "route on m3");
+        assert_eq!(stat(&h.dp, "egress_fib_fallback"), 1);
+
+        // a smaller MTU on m3: a packet that fitted before is now the helper's FRAG_NEEDED
+        sent(&cap3, MAC3, 1300, "1300 bytes at MTU 1500");
+        h.ns.ip("link set m3 mtu 1280");
+        let (_, took3) = wait_new_gen(&h.dp, g2);
+        let punts = stat(&h.dp, "egress_punt_fib");
+        udp_send(&h, NID_B, 5555, &[7u8; 1300]);
+        let p = wait_packet(&h.tun, Duration::from_secs(2), |p| is_udp_to(p, ilnp_addr(P, NID_B)));
+        assert!(p.is_some(), "too big for m3's new MTU: punted to the TUN");
+        assert_eq!(stat(&h.dp, "egress_punt_fib"), punts + 1);
+        sent(&cap3, MAC3, 100, "small after the MTU change");
+        eprintln!("new generation after: route replaced {took1:?}, moved {took2:?}, MTU {took3:?}");
+
+        // the watch gone: cache off again
+        drop(watch);
+        assert_eq!(route_gen_value(&h.dp), 0);
+        let hits = stat(&h.dp, "egress_nh_hit");
+        sent(&cap3, MAC3, 100, "after the watch");
+        assert_eq!(stat(&h.dp, "egress_nh_hit"), hits);
+        let dp = h.dp;
+        dp.shutdown().unwrap();
+    });
+}

@@ -165,14 +165,7 @@ impl Daemon {
     }
 }
 
-/// CLOCK_MONOTONIC in ns: what bpf_ktime_get_ns() returns.
-pub(super) fn monotonic_ns() -> u64 {
-    // SAFETY: a zeroed timespec is valid; clock_gettime only writes it.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub(super) use crate::bpf::monotonic_ns;
 
 #[cfg(test)]
 mod tests {
