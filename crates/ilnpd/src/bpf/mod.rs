@@ -412,7 +412,9 @@ impl Datapath {
             Some(aya::maps::Map::Array(d)) => d.fd().as_fd().try_clone_to_owned()?,
             _ => return Err(map_err(MAP_ROUTE_GEN)),
         };
-        Ok(RouteGen { fd, last: 0 })
+        let data = aya::maps::MapData::from_fd(fd).with_context(|| format!("reopening {MAP_ROUTE_GEN}"))?;
+        let map = aya::maps::Array::try_from(aya::maps::Map::Array(data)).map_err(|_| map_err(MAP_ROUTE_GEN))?;
+        Ok(RouteGen { map, last: 0 })
     }
 
     /// Detaches every program, deletes the clsact qdiscs it created, removes
@@ -478,7 +480,7 @@ fn next_key(fd: std::os::fd::RawFd, key: Option<&[u8; 8]>) -> Result<Option<[u8;
 /// Writes `ilnp_route_gen[0]` (see `Datapath::route_gen`). Dropping it writes 0:
 /// the cache is off whenever no one keeps it valid.
 pub struct RouteGen {
-    fd: std::os::fd::OwnedFd,
+    map: aya::maps::Array<aya::maps::MapData, u64>,
     last: u64,
 }
 
@@ -494,31 +496,7 @@ impl RouteGen {
     }
 
     fn write(&mut self, v: u64) -> Result<()> {
-        use std::os::fd::AsRawFd;
-        #[repr(C)]
-        struct Attr {
-            map_fd: u32,
-            _pad: u32,
-            key: u64,
-            value: u64,
-            flags: u64,
-        }
-        const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
-        let key = 0u32;
-        let attr = Attr {
-            map_fd: self.fd.as_raw_fd() as u32,
-            _pad: 0,
-            key: &key as *const u32 as u64,
-            value: &v as *const u64 as u64,
-            flags: 0,
-        };
-        // SAFETY: attr points at live key and value buffers of the map's sizes for the call's duration.
-        let r = unsafe {
-            libc::syscall(libc::SYS_bpf, BPF_MAP_UPDATE_ELEM, &attr as *const Attr, std::mem::size_of::<Attr>())
-        };
-        if r != 0 {
-            return Err(anyhow!("BPF_MAP_UPDATE_ELEM on {MAP_ROUTE_GEN}: {}", std::io::Error::last_os_error()));
-        }
+        self.map.set(0, v, 0).with_context(|| format!("writing {MAP_ROUTE_GEN}"))?;
         self.last = v;
         Ok(())
     }
