@@ -135,6 +135,14 @@ impl Core {
     /// so a quiet period ends on what really arrived.
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Action> {
         let mut out = Vec::new();
+        self.handle_timeout_into(now, &mut out);
+        out
+    }
+
+    /// `handle_timeout` into a buffer of the caller's (cleared first), as
+    /// `handle_inbound_into`.
+    pub fn handle_timeout_into(&mut self, now: Instant, out: &mut Vec<Action>) {
+        out.clear();
         // a quiet period ended: the same rule as for a change the shell reports; the
         // LU leaves here
         if let Some(update) = self.local.reevaluate(now) {
@@ -169,11 +177,10 @@ impl Core {
             out.push(Action::Event(Event::PeerRemoved { nid, reason: "idle" }));
         }
         // peer-restart challenges nobody answered (`challenge.rs`)
-        self.challenges_due(now, &mut out);
+        self.challenges_due(now, out);
         self.ilcc.tidy();
-        self.challenges.mask(&mut out);
-        self.balance_follow(&mut out);
-        out
+        self.challenges.mask(out);
+        self.balance_follow(out);
     }
 }
 

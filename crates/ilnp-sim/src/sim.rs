@@ -203,6 +203,9 @@ pub struct Sim {
     free: Vec<u32>,
     /// `run_actions`' buffer of one call's wire packets (kept: no allocation per call)
     wire: Vec<Vec<u8>>,
+    /// the cores' action buffers, reused (calls nest: an echo is sent while the
+    /// request's actions are carried out)
+    bufs: Vec<Vec<Action>>,
     /// scratch for the applications' datagrams
     payload_buf: Vec<u8>,
     pkt_buf: Vec<u8>,
@@ -359,6 +362,7 @@ impl Sim {
             flight: Vec::new(),
             free: Vec::new(),
             wire: Vec::new(),
+            bufs: Vec::new(),
             payload_buf: Vec::new(),
             pkt_buf: Vec::new(),
             next_loc: s.network.len() as u64 + 1,
@@ -469,7 +473,8 @@ impl Sim {
                     }
                     self.hosts[host as usize].timer_at = None;
                     let now = self.instant();
-                    let out = self.hosts[host as usize].core.handle_timeout(now);
+                    let mut out = self.bufs.pop().unwrap_or_default();
+                    self.hosts[host as usize].core.handle_timeout_into(now, &mut out);
                     self.run_actions(host, out);
                 }
                 Kind::Arrive { slot } => {
@@ -675,9 +680,10 @@ impl Sim {
 
     // ------------------------------------------------------------ packets
 
-    fn run_actions(&mut self, h: u32, out: Vec<Action>) {
+    /// Carries out one core call's actions; `out` goes back to the pool of buffers.
+    fn run_actions(&mut self, h: u32, mut out: Vec<Action>) {
         let mut wire = std::mem::take(&mut self.wire);
-        for a in out {
+        for a in out.drain(..) {
             match a {
                 Action::SendWire { pkt, .. } => wire.push(pkt),
                 Action::DeliverLocal(pkt) => self.stack(h, &pkt),
@@ -694,6 +700,10 @@ impl Sim {
             self.send_wire(h, pkt);
         }
         self.wire = wire;
+        // (bounded: calls nest a few deep; setup's `set_local_locators` brings its own)
+        if self.bufs.len() < 8 {
+            self.bufs.push(out);
+        }
         self.schedule_timer(h);
     }
 
@@ -885,7 +895,8 @@ impl Sim {
             return;
         }
         let now = self.instant();
-        let out = self.hosts[h as usize].core.handle_inbound(now, &pkt, Csum::Complete);
+        let mut out = self.bufs.pop().unwrap_or_default();
+        self.hosts[h as usize].core.handle_inbound_into(now, &pkt, Csum::Complete, &mut out);
         self.run_actions(h, out);
     }
 
@@ -927,7 +938,8 @@ impl Sim {
         self.payload_buf = payload;
         self.m.app_sent(self.hosts[h as usize].group);
         let now = self.instant();
-        let out = self.hosts[h as usize].core.handle_outbound(now, &pkt, Csum::Complete);
+        let mut out = self.bufs.pop().unwrap_or_default();
+        self.hosts[h as usize].core.handle_outbound_into(now, &pkt, Csum::Complete, &mut |_| None, &mut out);
         self.pkt_buf = pkt;
         self.run_actions(h, out);
         if count == 0 || self.hosts[h as usize].sent < count {
@@ -952,7 +964,8 @@ impl Sim {
                 let mut reply = std::mem::take(&mut self.pkt_buf);
                 udp_packet_into(&mut reply, self.hosts[h as usize].nid, src_nid, dport, sport, &pkt[48..]);
                 let now = self.instant();
-                let out = self.hosts[h as usize].core.handle_outbound(now, &reply, Csum::Complete);
+                let mut out = self.bufs.pop().unwrap_or_default();
+                self.hosts[h as usize].core.handle_outbound_into(now, &reply, Csum::Complete, &mut |_| None, &mut out);
                 self.pkt_buf = reply;
                 self.run_actions(h, out);
             }
