@@ -14,11 +14,51 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Instant;
 
-/// Deadlines keyed by NID: a min-heap with lazy deletion.
+/// Where each NID's live item is kept. [`DeadlineIndex`] keeps its own map; the
+/// ILCC keeps it in the entry itself (`IlccEntry::indexed`), so that checking or
+/// moving an entry's item costs no lookup in a second table (with 10^5 entries, or
+/// 10^5 simulated cores, that lookup was a cache miss per packet).
+pub trait LiveItems {
+    /// The NID's live item.
+    fn live_item(&self, nid: &Nid) -> Option<Instant>;
+    /// Makes `at` the NID's live item (None: it has none); a NID the store does not
+    /// know is left alone.
+    fn set_live_item(&mut self, nid: &Nid, at: Option<Instant>);
+    /// At least the number of NIDs with a live item (compaction's measure).
+    fn live_bound(&self) -> usize;
+    /// Every live item.
+    fn live_items(&self) -> Vec<(Instant, Nid)>;
+}
+
+impl LiveItems for HashMap<Nid, Instant> {
+    fn live_item(&self, nid: &Nid) -> Option<Instant> {
+        self.get(nid).copied()
+    }
+    fn set_live_item(&mut self, nid: &Nid, at: Option<Instant>) {
+        match at {
+            Some(t) => {
+                self.insert(*nid, t);
+            }
+            None => {
+                self.remove(nid);
+            }
+        }
+    }
+    fn live_bound(&self) -> usize {
+        self.len()
+    }
+    fn live_items(&self) -> Vec<(Instant, Nid)> {
+        self.iter().map(|(n, t)| (*t, *n)).collect()
+    }
+}
+
+/// Deadlines keyed by NID: a min-heap with lazy deletion. The `*_in` methods take
+/// the live items from a store of the caller's; the others use the index's own map.
 #[derive(Debug, Default)]
 pub struct DeadlineIndex {
     heap: BinaryHeap<Reverse<(Instant, Nid)>>,
-    /// each NID's live item; a heap item that disagrees with it is stale
+    /// each NID's live item (the methods without `_in`); a heap item that
+    /// disagrees with its NID's live item is stale
     live: HashMap<Nid, Instant>,
     /// heap items looked at (tests bound it; never timed)
     visits: u64,
@@ -28,17 +68,28 @@ impl DeadlineIndex {
     /// Makes `at` the NID's deadline if it is earlier than its live one (or it has
     /// none); a later one is left for `fix_top` (the live item stays a lower bound).
     pub fn schedule(&mut self, nid: Nid, at: Option<Instant>) {
-        match (at, self.live.get(&nid)) {
-            (None, _) => {
-                self.live.remove(&nid);
-            }
-            (Some(t), Some(cur)) if *cur <= t => {}
+        let mut live = std::mem::take(&mut self.live);
+        self.schedule_in(&mut live, nid, at);
+        self.live = live;
+    }
+
+    /// `schedule` with the live items in `live`.
+    pub fn schedule_in(&mut self, live: &mut impl LiveItems, nid: Nid, at: Option<Instant>) {
+        match (at, live.live_item(&nid)) {
+            (None, _) => live.set_live_item(&nid, None),
+            (Some(t), Some(cur)) if cur <= t => {}
             (Some(t), _) => {
-                self.live.insert(nid, t);
-                self.heap.push(Reverse((t, nid)));
-                self.compact();
+                live.set_live_item(&nid, Some(t));
+                self.push(t, nid);
+                self.compact_in(live);
             }
         }
+    }
+
+    /// A heap item for a live item the caller has just set in its store (its
+    /// `compact_in` follows, once per batch).
+    pub fn push(&mut self, t: Instant, nid: Nid) {
+        self.heap.push(Reverse((t, nid)));
     }
 
     /// The NID's live item, if any.
@@ -64,20 +115,26 @@ impl DeadlineIndex {
     /// Drops stale items from the top and replaces a top lower bound by the real
     /// deadline `real(nid)` until the top is exact.
     pub fn fix_top(&mut self, mut real: impl FnMut(&Nid) -> Option<Instant>) {
+        let mut live = std::mem::take(&mut self.live);
+        self.fix_top_in(&mut live, |_, nid| real(nid));
+        self.live = live;
+    }
+
+    /// `fix_top` with the live items in `live` (`real` is given the store too).
+    pub fn fix_top_in<L: LiveItems>(&mut self, live: &mut L, mut real: impl FnMut(&L, &Nid) -> Option<Instant>) {
         while let Some(&Reverse((t, nid))) = self.heap.peek() {
             self.visits += 1;
-            if self.live.get(&nid) != Some(&t) {
+            if live.live_item(&nid) != Some(t) {
                 self.heap.pop();
                 continue;
             }
-            let d = real(&nid);
+            let d = real(live, &nid);
             if d == Some(t) {
                 return;
             }
             self.heap.pop();
-            self.live.remove(&nid);
+            live.set_live_item(&nid, d);
             if let Some(d) = d {
-                self.live.insert(nid, d);
                 self.heap.push(Reverse((d, nid)));
             }
         }
@@ -85,6 +142,14 @@ impl DeadlineIndex {
 
     /// Pops every live item due at `now`; their NIDs have no live item afterwards.
     pub fn take_due(&mut self, now: Instant) -> Vec<Nid> {
+        let mut live = std::mem::take(&mut self.live);
+        let due = self.take_due_in(&mut live, now);
+        self.live = live;
+        due
+    }
+
+    /// `take_due` with the live items in `live`.
+    pub fn take_due_in(&mut self, live: &mut impl LiveItems, now: Instant) -> Vec<Nid> {
         let mut due = Vec::new();
         while let Some(&Reverse((t, nid))) = self.heap.peek() {
             if t > now {
@@ -92,8 +157,8 @@ impl DeadlineIndex {
             }
             self.visits += 1;
             self.heap.pop();
-            if self.live.get(&nid) == Some(&t) {
-                self.live.remove(&nid);
+            if live.live_item(&nid) == Some(t) {
+                live.set_live_item(&nid, None);
                 due.push(nid);
             }
         }
@@ -101,10 +166,16 @@ impl DeadlineIndex {
     }
 
     /// Rebuilds the heap from the live items when stale ones dominate.
-    fn compact(&mut self) {
-        if self.heap.len() > 2 * self.live.len() + 64 {
-            self.heap = self.live.iter().map(|(n, t)| Reverse((*t, *n))).collect();
+    pub fn compact_in(&mut self, live: &impl LiveItems) {
+        if self.heap.len() > 2 * live.live_bound() + 64 {
+            self.heap = live.live_items().into_iter().map(Reverse).collect();
         }
+    }
+
+    /// Whether `(t, nid)` is an item of the heap (O(n): tests only).
+    #[cfg(test)]
+    pub(crate) fn holds(&self, t: Instant, nid: Nid) -> bool {
+        self.heap.iter().any(|Reverse(x)| *x == (t, nid))
     }
 
     pub fn visits(&self) -> u64 {
