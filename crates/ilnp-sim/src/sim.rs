@@ -162,7 +162,7 @@ pub(crate) struct Host {
     pub(crate) nid: Nid,
     core: Core,
     /// networks attached to, in joining order
-    nets: Vec<u32>,
+    nets: NetList,
     timer_at: Option<u64>,
     socket_admission: bool,
     traffic: Option<Traffic>,
@@ -174,6 +174,60 @@ pub(crate) struct Host {
     pub(crate) replies: u64,
     pub(crate) first_reply: Option<u64>,
     pub(crate) received: u64,
+}
+
+/// A host's networks: up to `NetList::INLINE` inside the `Host` (a separate
+/// allocation per host was a cache miss per packet sent, in `send_wire`), more in a
+/// `Vec` (then all of them: `more` non-empty is the list).
+#[derive(Default)]
+struct NetList {
+    len: u8,
+    inline: [u32; NetList::INLINE],
+    more: Vec<u32>,
+}
+
+impl NetList {
+    const INLINE: usize = 4;
+
+    fn as_slice(&self) -> &[u32] {
+        if self.more.is_empty() {
+            &self.inline[..self.len as usize]
+        } else {
+            &self.more
+        }
+    }
+
+    fn contains(&self, n: &u32) -> bool {
+        self.as_slice().contains(n)
+    }
+
+    fn set(&mut self, v: Vec<u32>) {
+        if v.len() <= Self::INLINE {
+            self.inline[..v.len()].copy_from_slice(&v);
+            self.len = v.len() as u8;
+            self.more = Vec::new();
+        } else {
+            self.more = v;
+        }
+    }
+
+    fn push(&mut self, n: u32) {
+        let mut v = self.as_slice().to_vec();
+        v.push(n);
+        self.set(v);
+    }
+
+    fn remove(&mut self, p: usize) {
+        let mut v = self.as_slice().to_vec();
+        v.remove(p);
+        self.set(v);
+    }
+
+    fn retain(&mut self, f: impl FnMut(&u32) -> bool) {
+        let mut v = self.as_slice().to_vec();
+        v.retain(f);
+        self.set(v);
+    }
 }
 
 pub(crate) struct Group {
@@ -335,7 +389,7 @@ impl Sim {
                     group: gi as u16,
                     nid,
                     core,
-                    nets: vec![],
+                    nets: NetList::default(),
                     timer_at: None,
                     socket_admission,
                     traffic,
@@ -516,7 +570,7 @@ impl Sim {
 
     fn locals_of(&self, h: u32) -> Vec<LocalLocator> {
         let mut v = Vec::new();
-        for &n in &self.hosts[h as usize].nets {
+        for &n in self.hosts[h as usize].nets.as_slice() {
             let net = &self.nets[n as usize];
             for &loc in &net.locs {
                 v.push(LocalLocator {
@@ -557,7 +611,7 @@ impl Sim {
 
     fn leave(&mut self, h: u32, net: u32) {
         let nid = self.hosts[h as usize].nid;
-        let Some(p) = self.hosts[h as usize].nets.iter().position(|&n| n == net) else { return };
+        let Some(p) = self.hosts[h as usize].nets.as_slice().iter().position(|&n| n == net) else { return };
         self.hosts[h as usize].nets.remove(p);
         self.detach(h, net, nid);
         self.refresh_locators(h);
@@ -593,7 +647,7 @@ impl Sim {
         }
         if let Some(to) = target {
             self.m.moves += 1;
-            let old: Vec<u32> = self.hosts[h as usize].nets.clone();
+            let old: Vec<u32> = self.hosts[h as usize].nets.as_slice().to_vec();
             let reachable = g.reachable;
             if m.kind == "make" {
                 self.join(h, to, reachable);
@@ -760,8 +814,12 @@ impl Sim {
         let (dst_loc, dst_nid) = split_addr(ip.dst());
         let bytes = pkt.len() as u64;
         // the uplink of the source locator (ingress filtering: no other)
-        let src_net =
-            self.hosts[h as usize].nets.iter().copied().find(|&n| self.nets[n as usize].locs.contains(&src_loc));
+        let src_net = self.hosts[h as usize]
+            .nets
+            .as_slice()
+            .iter()
+            .copied()
+            .find(|&n| self.nets[n as usize].locs.contains(&src_loc));
         let Some(sn) = src_net else {
             self.m.drop_no_uplink += 1;
             return;
