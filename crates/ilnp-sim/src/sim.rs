@@ -157,23 +157,27 @@ struct Traffic {
     count: u64,
 }
 
+/// `repr(C)`: the simulator's own fields first, in declaration order, then the
+/// core, so that `prefetch_next` can ask for the lines a visit touches first
+/// (these fields and the start of the core) as one range.
+#[repr(C)]
 pub(crate) struct Host {
-    pub(crate) group: u16,
-    pub(crate) nid: Nid,
-    core: Core,
-    /// networks attached to, in joining order
-    nets: NetList,
     timer_at: Option<u64>,
-    socket_admission: bool,
     traffic: Option<Traffic>,
-    mob_next: usize,
-    /// (peer NID, when attempt 1 of our current LU to it left)
-    pub(crate) lu_pending: Vec<(Nid, u64)>,
+    pub(crate) nid: Nid,
     pub(crate) sent: u64,
     pub(crate) first_sent: Option<u64>,
     pub(crate) replies: u64,
     pub(crate) first_reply: Option<u64>,
     pub(crate) received: u64,
+    mob_next: usize,
+    /// (peer NID, when attempt 1 of our current LU to it left)
+    pub(crate) lu_pending: Vec<(Nid, u64)>,
+    /// networks attached to, in joining order
+    nets: NetList,
+    pub(crate) group: u16,
+    socket_admission: bool,
+    core: Core,
 }
 
 /// A host's networks: up to `NetList::INLINE` inside the `Host` (a separate
@@ -471,7 +475,7 @@ impl Sim {
     }
 
     /// Starts loading the host the next event will touch while this one is handled
-    /// (its first lines: `PREFETCH_LINES`):
+    /// (its own fields and the start of its core: `PREFETCH_CORE_BYTES`):
     /// with 10^5 hosts (~0.4 GB) a host visited is seldom in any cache, and the
     /// first touch of its `Host` and `Core` was the largest single cost of a run.
     /// A hint to the CPU only: nothing observable depends on it.
@@ -485,7 +489,7 @@ impl Sim {
             _ => return,
         };
         if let Some(host) = self.hosts.get(h as usize) {
-            prefetch(host);
+            prefetch(host, std::mem::offset_of!(Host, core) + PREFETCH_CORE_BYTES);
         }
     }
 
@@ -1058,29 +1062,34 @@ impl Sim {
     }
 }
 
-/// Cache lines of a `Host` (1,824 bytes, 29 lines) that `prefetch_next` asks for:
-/// all 29 at once fill the CPU's line-fill buffers and the prefetches themselves
-/// stall the event being handled; the first 8 were the best of 2, 4, 8, 10, 12, 16
-/// and all (flash crowd, 10^5 hosts: ~3-7 % less CPU than all; 2 and none: more).
-const PREFETCH_LINES: usize = 8;
+/// How much of a host's `Core` (1,616 bytes) `prefetch_next` asks for, after the
+/// `Host`'s own fields (~210 bytes): its first 8 cache lines (in this build the
+/// admission state, the ILCC's tables and the local locators). The whole `Host` at
+/// once (29 lines) fills the CPU's line-fill buffers and the prefetches themselves
+/// stall the event being handled; of the sets tried (flash crowd, 10^5 hosts: the
+/// first 2, 4, 8, 10, 12, 16 lines or all of them; the host's fields plus 6, 8, 9
+/// or 16 lines of the core), this was the fastest, ~10 % less CPU than all.
+const PREFETCH_CORE_BYTES: usize = 512;
 
-/// Asks the CPU to bring the first `PREFETCH_LINES` cache lines of `*v` in (no
-/// effect but speed).
+/// Asks the CPU to bring the cache lines of `*v`'s first `len` bytes in (no effect
+/// but speed).
 #[inline]
-fn prefetch<T>(v: &T) {
+fn prefetch<T>(v: &T, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let p = v as *const T as *const i8;
-        let mut off = 0;
-        while off < std::mem::size_of::<T>().min(PREFETCH_LINES * 64) {
-            // SAFETY: prefetch never faults and the address is inside `*v`
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(off)) };
+        // from the line `*v` starts in
+        let mut off = -((p as usize % 64) as isize);
+        while off < len.min(std::mem::size_of::<T>()) as isize {
+            // SAFETY: a prefetch never faults, whatever the address (wrapping_offset: no
+            // in-bounds claim for the part of the first line before `*v`)
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_offset(off)) };
             off += 64;
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = v;
+    let _ = (v, len);
 }
 
 /// An identifier-form UDP datagram `P::src → P::dst`, checksum complete.
