@@ -2,7 +2,7 @@
 
 use crate::admission::Tier;
 use crate::event::ser_display;
-use crate::timers::{DeadlineIndex, LiveItems};
+use crate::timers::{DeadlineIndex, LiveItems, TopItem};
 use crate::{IlccSnapshot, LocatorState};
 use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{Locator, Nid, Nonce};
@@ -391,7 +391,12 @@ impl Ilcc {
     pub fn tidy(&mut self) {
         let idle = self.idle;
         let mut pushed = false;
+        let mut last = None;
         for nid in &self.dirty {
+            // (an entry handed out twice in a row is looked at once)
+            if last.replace(*nid) == Some(*nid) {
+                continue;
+            }
             let Some(e) = self.entries.get_mut(nid) else { continue };
             // `DeadlineIndex::schedule_in`, with the entry at hand
             match (e.next_deadline(idle), e.indexed) {
@@ -409,7 +414,17 @@ impl Ilcc {
         if pushed {
             self.deadlines.compact_in(&self.entries);
         }
-        self.deadlines.fix_top_in(&mut self.entries, |es, nid| es.get(nid).and_then(|e| e.next_deadline(idle)));
+        let entries = &mut self.entries;
+        self.deadlines.fix_top_with(|t, nid| match entries.get_mut(nid) {
+            Some(e) if e.indexed == Some(t) => match e.next_deadline(idle) {
+                d if d == Some(t) => TopItem::Exact,
+                d => {
+                    e.indexed = d;
+                    TopItem::Moved(d)
+                }
+            },
+            _ => TopItem::Stale,
+        });
     }
 
     /// The earliest deadline of any entry (exact after `tidy`).

@@ -52,6 +52,17 @@ impl LiveItems for HashMap<Nid, Instant> {
     }
 }
 
+/// What `DeadlineIndex::fix_top_with`'s caller says of the top item `(t, nid)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopItem {
+    /// not the NID's live item: dropped
+    Stale,
+    /// the live item and the NID's real deadline: the top is exact
+    Exact,
+    /// the live item, a lower bound: the real deadline (None: none) replaces it
+    Moved(Option<Instant>),
+}
+
 /// Deadlines keyed by NID: a min-heap with lazy deletion. The `*_in` methods take
 /// the live items from a store of the caller's; the others use the index's own map.
 #[derive(Debug, Default)]
@@ -122,20 +133,36 @@ impl DeadlineIndex {
 
     /// `fix_top` with the live items in `live` (`real` is given the store too).
     pub fn fix_top_in<L: LiveItems>(&mut self, live: &mut L, mut real: impl FnMut(&L, &Nid) -> Option<Instant>) {
+        self.fix_top_with(|t, nid| {
+            if live.live_item(nid) != Some(t) {
+                return TopItem::Stale;
+            }
+            let d = real(live, nid);
+            if d == Some(t) {
+                return TopItem::Exact;
+            }
+            live.set_live_item(nid, d);
+            TopItem::Moved(d)
+        });
+    }
+
+    /// `fix_top` for a caller that judges each top item `(t, nid)` itself in one
+    /// look at its store (the ILCC: one map lookup per item instead of three);
+    /// `Moved(d)`: the caller has made `d` the NID's live item.
+    pub fn fix_top_with(&mut self, mut judge: impl FnMut(Instant, &Nid) -> TopItem) {
         while let Some(&Reverse((t, nid))) = self.heap.peek() {
             self.visits += 1;
-            if live.live_item(&nid) != Some(t) {
-                self.heap.pop();
-                continue;
-            }
-            let d = real(live, &nid);
-            if d == Some(t) {
-                return;
-            }
-            self.heap.pop();
-            live.set_live_item(&nid, d);
-            if let Some(d) = d {
-                self.heap.push(Reverse((d, nid)));
+            match judge(t, &nid) {
+                TopItem::Exact => return,
+                TopItem::Stale => {
+                    self.heap.pop();
+                }
+                TopItem::Moved(d) => {
+                    self.heap.pop();
+                    if let Some(d) = d {
+                        self.heap.push(Reverse((d, nid)));
+                    }
+                }
             }
         }
     }
