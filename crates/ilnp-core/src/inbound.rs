@@ -12,65 +12,64 @@ use std::time::Instant;
 
 impl Core {
     /// `Core::handle_inbound` without the timer bookkeeping.
-    pub(crate) fn inbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
-        let mut out = Vec::new();
+    pub(crate) fn inbound(&mut self, now: Instant, pkt: &[u8], csum: Csum, out: &mut Vec<Action>) {
         let data = match classify(pkt) {
             Ok(Packet::Data(d) | Packet::NonceOnly(d)) => d,
             // an ICMPv6 error quoting one of ours (the nonce on the error itself, if
             // any, is checked against the sender's)
             Ok(Packet::IcmpError(e)) => {
-                self.handle_icmp_error(now, &e, &mut out);
-                return out;
+                self.handle_icmp_error(now, &e, out);
+                return;
             }
             Ok(Packet::Lu(lu)) if lu.nonce.is_some() => {
-                self.handle_lu(now, &lu, &mut out);
-                return out;
+                self.handle_lu(now, &lu, out);
+                return;
             }
             // no nonce: a fallback peer's plain packet (the fast path punts only
             // those), else not one of ours (an LU without a nonce cannot be verified)
-            Ok(Packet::Plain(p)) if self.fallback_inbound(now, &p, csum, &mut out) => return out,
+            Ok(Packet::Plain(p)) if self.fallback_inbound(now, &p, csum, out) => return,
             Ok(p @ (Packet::Plain(_) | Packet::Lu(_))) => {
-                self.drop(&mut out, DropReason::IcmpUnrelated, p.summary());
-                return out;
+                self.drop(out, DropReason::IcmpUnrelated, p.summary());
+                return;
             }
             Err(e) => {
-                self.classify_failed(&mut out, pkt, e);
-                return out;
+                self.classify_failed(out, pkt, e);
+                return;
             }
         };
         let summary = || format!("{} -> {}", data.ip.src, data.ip.dst);
         let (ident, meta) = match data.to_identifier(self.cfg.id_prefix, csum) {
             Ok(x) => x,
             Err(e) => {
-                self.drop(&mut out, DropReason::Malformed, format!("{e}: {}", summary()));
-                return out;
+                self.drop(out, DropReason::Malformed, format!("{e}: {}", summary()));
+                return;
             }
         };
         if meta.dst_nid != self.cfg.local_nid {
-            self.drop(&mut out, DropReason::NotForUs, summary());
-            return out;
+            self.drop(out, DropReason::NotForUs, summary());
+            return;
         }
         // soft handoff: a retired locator still accepts late packets (RFC 6740 §6)
         if let Err(reason) = self.local.accepts(meta.dst_loc) {
-            self.drop(&mut out, reason, summary());
-            return out;
+            self.drop(out, reason, summary());
+            return;
         }
         let nid = meta.src_nid;
         let mut answered = false;
         if self.ilcc.get(&nid).is_none() {
-            if !self.admit_responder(now, &meta, &mut out) {
-                self.drop(&mut out, DropReason::IlccFull, summary());
-                return out;
+            if !self.admit_responder(now, &meta, out) {
+                self.drop(out, DropReason::IlccFull, summary());
+                return;
             }
         } else {
             let e = self.ilcc.get_mut(&nid).expect("checked");
             match e.nonce_rx {
                 Some(n) if n != meta.nonce => {
                     let d = format!("{} (want {})", summary(), ilcc::hex(n.as_bytes()));
-                    self.drop(&mut out, DropReason::BadNonce, d);
+                    self.drop(out, DropReason::BadNonce, d);
                     // the peer may have restarted: ask the old one (`challenge.rs`)
-                    self.challenge_bad_nonce(now, nid, meta.nonce, meta.src_loc, ident, &mut out);
-                    return out;
+                    self.challenge_bad_nonce(now, nid, meta.nonce, meta.src_loc, ident, out);
+                    return;
                 }
                 Some(_) => answered = self.challenges.is_open(&nid),
                 None => {
@@ -95,13 +94,13 @@ impl Core {
                 out.extend(e.snapshot().map(Action::IlccUpsert));
             }
             // the right nonce again after our answer: the peer is there
-            self.maybe_promote(nid, &mut out);
+            self.maybe_promote(nid, out);
         }
         if answered {
-            self.challenge_answered(now, nid, &mut out);
+            self.challenge_answered(now, nid, out);
         }
         // the peer speaks ILNPv6: a fallback probe for it is moot
-        self.cancel_probe(nid, &mut out);
+        self.cancel_probe(nid, out);
         // a verified packet arrived on this locator: it is not quiet
         self.local.note_rx(meta.dst_loc, now);
         if self.local.is_retired(meta.dst_loc) {
@@ -117,10 +116,9 @@ impl Core {
         if meta.proto == ipv6::PROTO_NONE {
             // a nonce-only packet: nothing for the stack
             self.stats.bump(Outcome::NonceOnlyReceived);
-            return out;
+            return;
         }
         out.push(Action::DeliverLocal(ident));
-        out
     }
 
     /// Counts a packet `classify` refused where the old one-question-at-a-time walk

@@ -240,11 +240,19 @@ impl Core {
 
     /// A wire-form packet an uplink punted to the daemon.
     pub fn handle_inbound(&mut self, now: Instant, pkt: &[u8], csum: Csum) -> Vec<Action> {
-        let mut out = self.inbound(now, pkt, csum);
-        self.ilcc.tidy();
-        self.challenges.mask(&mut out);
-        self.balance_follow(&mut out);
+        let mut out = Vec::new();
+        self.handle_inbound_into(now, pkt, csum, &mut out);
         out
+    }
+
+    /// `handle_inbound` into a buffer of the caller's (cleared first): a shell
+    /// handling packet after packet keeps one allocation instead of one per call.
+    pub fn handle_inbound_into(&mut self, now: Instant, pkt: &[u8], csum: Csum, out: &mut Vec<Action>) {
+        out.clear();
+        self.inbound(now, pkt, csum, out);
+        self.ilcc.tidy();
+        self.challenges.mask(out);
+        self.balance_follow(out);
     }
 
     /// An identifier-form packet the kernel routed to ilnp0.
@@ -262,11 +270,26 @@ impl Core {
         csum: Csum,
         hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
     ) -> Vec<Action> {
-        let mut out = self.outbound(now, pkt, csum, hints);
-        self.ilcc.tidy();
-        self.challenges.mask(&mut out);
-        self.balance_follow(&mut out);
+        let mut out = Vec::new();
+        self.handle_outbound_into(now, pkt, csum, hints, &mut out);
         out
+    }
+
+    /// `handle_outbound_hinted` into a buffer of the caller's (cleared first), as
+    /// `handle_inbound_into`.
+    pub fn handle_outbound_into(
+        &mut self,
+        now: Instant,
+        pkt: &[u8],
+        csum: Csum,
+        hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
+        out: &mut Vec<Action>,
+    ) {
+        out.clear();
+        self.outbound(now, pkt, csum, hints, out);
+        self.ilcc.tidy();
+        self.challenges.mask(out);
+        self.balance_follow(out);
     }
 
     /// The fast path saw traffic for `nid`: keep the entry alive.

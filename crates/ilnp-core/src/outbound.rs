@@ -16,13 +16,13 @@ impl Core {
         pkt: &[u8],
         csum: Csum,
         hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
-    ) -> Vec<Action> {
-        let mut out = Vec::new();
+        out: &mut Vec<Action>,
+    ) {
         let p = match ipv6::Packet::new_checked(pkt) {
             Ok(p) => p,
             Err(e) => {
-                self.drop(&mut out, DropReason::OutMalformed, e.to_string());
-                return out;
+                self.drop(out, DropReason::OutMalformed, e.to_string());
+                return;
             }
         };
         let (dl, dn) = split_addr(p.dst());
@@ -30,28 +30,28 @@ impl Core {
         if dl != self.cfg.id_prefix || sl != self.cfg.id_prefix {
             // e.g. MLD reports the kernel sends on ilnp0: not ours to carry
             self.stats.bump(Outcome::OutNotIdentifier);
-            return out;
+            return;
         }
         // one walk: whether it is an ICMPv6 error our stack raised (a packet classify
         // refuses is still carried: to_wire below has the last word)
         let class = classify(pkt);
         let icmp_error = is_icmp_error(&class);
         // a correspondent that does not speak ILNPv6: plain IPv6 (fallback.rs)
-        if self.fallback_outbound(dn, pkt, csum, &mut out) {
-            return out;
+        if self.fallback_outbound(dn, pkt, csum, out) {
+            return;
         }
         if self.ilcc.get(&dn).is_none() {
             if self.cfg.admission == Admission::Socket && (icmp_error || p.is_tcp_rst()) {
                 // our stack's answer to a packet the fast path passed up without
                 // state (no socket took it): to the hinted locator, under the budget
-                self.answer_unadmitted(now, dn, pkt, csum, &class, hints, &mut out);
-                return out;
+                self.answer_unadmitted(now, dn, pkt, csum, &class, hints, out);
+                return;
             }
-            if let Err(reason) = self.create_initiator_entry(now, dn, &mut out) {
+            if let Err(reason) = self.create_initiator_entry(now, dn, out) {
                 self.stats.drop(reason);
                 out.push(Action::Event(Event::drop(reason, format!("packet to {}", p.dst()))));
-                unreachable_to_app(pkt, icmp_error, &mut out);
-                return out;
+                unreachable_to_app(pkt, icmp_error, out);
+                return;
             }
         }
         // the entry's source locator must still be ours and usable (it is moved to the
@@ -60,19 +60,19 @@ impl Core {
         if !usable {
             self.stats.drop(DropReason::NoLocalLocator);
             out.push(Action::Event(Event::drop(DropReason::NoLocalLocator, format!("packet to {}", p.dst()))));
-            unreachable_to_app(pkt, icmp_error, &mut out);
-            return out;
+            unreachable_to_app(pkt, icmp_error, out);
+            return;
         }
         let id_prefix = self.cfg.id_prefix;
         // balancing (crate::balance): the pair this packet takes; None = the entry's
-        let pair = if icmp_error { None } else { self.balance_choose(dn, pkt, &mut out) };
-        let Some(e) = self.ilcc.get_mut(&dn) else { return out };
+        let pair = if icmp_error { None } else { self.balance_choose(dn, pkt, out) };
+        let Some(e) = self.ilcc.get_mut(&dn) else { return };
         e.last_used = now;
         e.slow_pkts_out += 1;
         e.slow_bytes_out += pkt.len() as u64;
         let Some(best_remote) = e.best_remote().map(|r| r.loc) else {
-            self.drop(&mut out, DropReason::NoRemoteLocator, format!("{dn}"));
-            return out;
+            self.drop(out, DropReason::NoRemoteLocator, format!("{dn}"));
+            return;
         };
         let (local_loc, remote) = pair.unwrap_or((e.local_locator, best_remote));
         let res = match (&class, e.nonce_rx) {
@@ -95,11 +95,10 @@ impl Core {
         }
         match res {
             Ok(pkt) => out.push(Action::SendWire { pkt, uplink }),
-            Err(err) => self.drop(&mut out, DropReason::OutMalformed, format!("{err}: {}", packet_summary(pkt))),
+            Err(err) => self.drop(out, DropReason::OutMalformed, format!("{err}: {}", packet_summary(pkt))),
         }
         // still no word from the correspondent: is it there without ILNP?
-        self.maybe_probe(now, dn, &mut out);
-        out
+        self.maybe_probe(now, dn, out);
     }
 
     fn create_initiator_entry(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) -> Result<(), DropReason> {

@@ -14,11 +14,62 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::time::Instant;
 
-/// Deadlines keyed by NID: a min-heap with lazy deletion.
+/// Where each NID's live item is kept. [`DeadlineIndex`] keeps its own map; the
+/// ILCC keeps it in the entry itself (`IlccEntry::indexed`), so that checking or
+/// moving an entry's item costs no lookup in a second table (with 10^5 entries, or
+/// 10^5 simulated cores, that lookup was a cache miss per packet).
+pub trait LiveItems {
+    /// The NID's live item.
+    fn live_item(&self, nid: &Nid) -> Option<Instant>;
+    /// Makes `at` the NID's live item (None: it has none); a NID the store does not
+    /// know is left alone.
+    fn set_live_item(&mut self, nid: &Nid, at: Option<Instant>);
+    /// At least the number of NIDs with a live item (compaction's measure).
+    fn live_bound(&self) -> usize;
+    /// Every live item.
+    fn live_items(&self) -> Vec<(Instant, Nid)>;
+}
+
+impl LiveItems for HashMap<Nid, Instant> {
+    fn live_item(&self, nid: &Nid) -> Option<Instant> {
+        self.get(nid).copied()
+    }
+    fn set_live_item(&mut self, nid: &Nid, at: Option<Instant>) {
+        match at {
+            Some(t) => {
+                self.insert(*nid, t);
+            }
+            None => {
+                self.remove(nid);
+            }
+        }
+    }
+    fn live_bound(&self) -> usize {
+        self.len()
+    }
+    fn live_items(&self) -> Vec<(Instant, Nid)> {
+        self.iter().map(|(n, t)| (*t, *n)).collect()
+    }
+}
+
+/// What `DeadlineIndex::fix_top_with`'s caller says of the top item `(t, nid)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopItem {
+    /// not the NID's live item: dropped
+    Stale,
+    /// the live item and the NID's real deadline: the top is exact
+    Exact,
+    /// the live item, a lower bound: the real deadline (None: none) replaces it
+    Moved(Option<Instant>),
+}
+
+/// Deadlines keyed by NID: a min-heap with lazy deletion. The `*_in` methods take
+/// the live items from a store of the caller's; the others use the index's own map.
 #[derive(Debug, Default)]
 pub struct DeadlineIndex {
     heap: BinaryHeap<Reverse<(Instant, Nid)>>,
-    /// each NID's live item; a heap item that disagrees with it is stale
+    /// each NID's live item (the methods without `_in`); a heap item that
+    /// disagrees with its NID's live item is stale
     live: HashMap<Nid, Instant>,
     /// heap items looked at (tests bound it; never timed)
     visits: u64,
@@ -28,17 +79,28 @@ impl DeadlineIndex {
     /// Makes `at` the NID's deadline if it is earlier than its live one (or it has
     /// none); a later one is left for `fix_top` (the live item stays a lower bound).
     pub fn schedule(&mut self, nid: Nid, at: Option<Instant>) {
-        match (at, self.live.get(&nid)) {
-            (None, _) => {
-                self.live.remove(&nid);
-            }
-            (Some(t), Some(cur)) if *cur <= t => {}
+        let mut live = std::mem::take(&mut self.live);
+        self.schedule_in(&mut live, nid, at);
+        self.live = live;
+    }
+
+    /// `schedule` with the live items in `live`.
+    pub fn schedule_in(&mut self, live: &mut impl LiveItems, nid: Nid, at: Option<Instant>) {
+        match (at, live.live_item(&nid)) {
+            (None, _) => live.set_live_item(&nid, None),
+            (Some(t), Some(cur)) if cur <= t => {}
             (Some(t), _) => {
-                self.live.insert(nid, t);
-                self.heap.push(Reverse((t, nid)));
-                self.compact();
+                live.set_live_item(&nid, Some(t));
+                self.push(t, nid);
+                self.compact_in(live);
             }
         }
+    }
+
+    /// A heap item for a live item the caller has just set in its store (its
+    /// `compact_in` follows, once per batch).
+    pub fn push(&mut self, t: Instant, nid: Nid) {
+        self.heap.push(Reverse((t, nid)));
     }
 
     /// The NID's live item, if any.
@@ -64,27 +126,57 @@ impl DeadlineIndex {
     /// Drops stale items from the top and replaces a top lower bound by the real
     /// deadline `real(nid)` until the top is exact.
     pub fn fix_top(&mut self, mut real: impl FnMut(&Nid) -> Option<Instant>) {
+        let mut live = std::mem::take(&mut self.live);
+        self.fix_top_in(&mut live, |_, nid| real(nid));
+        self.live = live;
+    }
+
+    /// `fix_top` with the live items in `live` (`real` is given the store too).
+    pub fn fix_top_in<L: LiveItems>(&mut self, live: &mut L, mut real: impl FnMut(&L, &Nid) -> Option<Instant>) {
+        self.fix_top_with(|t, nid| {
+            if live.live_item(nid) != Some(t) {
+                return TopItem::Stale;
+            }
+            let d = real(live, nid);
+            if d == Some(t) {
+                return TopItem::Exact;
+            }
+            live.set_live_item(nid, d);
+            TopItem::Moved(d)
+        });
+    }
+
+    /// `fix_top` for a caller that judges each top item `(t, nid)` itself in one
+    /// look at its store (the ILCC: one map lookup per item instead of three);
+    /// `Moved(d)`: the caller has made `d` the NID's live item.
+    pub fn fix_top_with(&mut self, mut judge: impl FnMut(Instant, &Nid) -> TopItem) {
         while let Some(&Reverse((t, nid))) = self.heap.peek() {
             self.visits += 1;
-            if self.live.get(&nid) != Some(&t) {
-                self.heap.pop();
-                continue;
-            }
-            let d = real(&nid);
-            if d == Some(t) {
-                return;
-            }
-            self.heap.pop();
-            self.live.remove(&nid);
-            if let Some(d) = d {
-                self.live.insert(nid, d);
-                self.heap.push(Reverse((d, nid)));
+            match judge(t, &nid) {
+                TopItem::Exact => return,
+                TopItem::Stale => {
+                    self.heap.pop();
+                }
+                TopItem::Moved(d) => {
+                    self.heap.pop();
+                    if let Some(d) = d {
+                        self.heap.push(Reverse((d, nid)));
+                    }
+                }
             }
         }
     }
 
     /// Pops every live item due at `now`; their NIDs have no live item afterwards.
     pub fn take_due(&mut self, now: Instant) -> Vec<Nid> {
+        let mut live = std::mem::take(&mut self.live);
+        let due = self.take_due_in(&mut live, now);
+        self.live = live;
+        due
+    }
+
+    /// `take_due` with the live items in `live`.
+    pub fn take_due_in(&mut self, live: &mut impl LiveItems, now: Instant) -> Vec<Nid> {
         let mut due = Vec::new();
         while let Some(&Reverse((t, nid))) = self.heap.peek() {
             if t > now {
@@ -92,8 +184,8 @@ impl DeadlineIndex {
             }
             self.visits += 1;
             self.heap.pop();
-            if self.live.get(&nid) == Some(&t) {
-                self.live.remove(&nid);
+            if live.live_item(&nid) == Some(t) {
+                live.set_live_item(&nid, None);
                 due.push(nid);
             }
         }
@@ -101,10 +193,16 @@ impl DeadlineIndex {
     }
 
     /// Rebuilds the heap from the live items when stale ones dominate.
-    fn compact(&mut self) {
-        if self.heap.len() > 2 * self.live.len() + 64 {
-            self.heap = self.live.iter().map(|(n, t)| Reverse((*t, *n))).collect();
+    pub fn compact_in(&mut self, live: &impl LiveItems) {
+        if self.heap.len() > 2 * live.live_bound() + 64 {
+            self.heap = live.live_items().into_iter().map(Reverse).collect();
         }
+    }
+
+    /// Whether `(t, nid)` is an item of the heap (O(n): tests only).
+    #[cfg(test)]
+    pub(crate) fn holds(&self, t: Instant, nid: Nid) -> bool {
+        self.heap.iter().any(|Reverse(x)| *x == (t, nid))
     }
 
     pub fn visits(&self) -> u64 {
@@ -135,6 +233,14 @@ impl Core {
     /// so a quiet period ends on what really arrived.
     pub fn handle_timeout(&mut self, now: Instant) -> Vec<Action> {
         let mut out = Vec::new();
+        self.handle_timeout_into(now, &mut out);
+        out
+    }
+
+    /// `handle_timeout` into a buffer of the caller's (cleared first), as
+    /// `handle_inbound_into`.
+    pub fn handle_timeout_into(&mut self, now: Instant, out: &mut Vec<Action>) {
+        out.clear();
         // a quiet period ended: the same rule as for a change the shell reports; the
         // LU leaves here
         if let Some(update) = self.local.reevaluate(now) {
@@ -169,11 +275,10 @@ impl Core {
             out.push(Action::Event(Event::PeerRemoved { nid, reason: "idle" }));
         }
         // peer-restart challenges nobody answered (`challenge.rs`)
-        self.challenges_due(now, &mut out);
+        self.challenges_due(now, out);
         self.ilcc.tidy();
-        self.challenges.mask(&mut out);
-        self.balance_follow(&mut out);
-        out
+        self.challenges.mask(out);
+        self.balance_follow(out);
     }
 }
 
