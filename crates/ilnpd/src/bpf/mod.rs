@@ -442,9 +442,10 @@ impl Datapath {
             .ok_or_else(|| anyhow!("the eBPF object has no program {PROG_SOCKOPS}"))?;
         let p: &mut SockOps = p.try_into()?;
         p.load().with_context(|| format!("the verifier rejected {PROG_SOCKOPS}"))?;
-        // other namespaces' daemons attach theirs too (each filters by its namespace)
-        p.attach(root, CgroupAttachMode::AllowMultiple)
-            .context("attaching the sock_ops program to the cgroup v2 root")?;
+        // other namespaces' daemons attach theirs too (each filters by its namespace): aya
+        // attaches with a bpf_link (Linux >= 5.7), which always shares the cgroup with
+        // other programs and takes no flags (with BPF_F_ALLOW_MULTI the kernel says EINVAL)
+        p.attach(root, CgroupAttachMode::Single).context("attaching the sock_ops program to the cgroup v2 root")?;
         self.tcp_hints = true;
         Ok(())
     }
