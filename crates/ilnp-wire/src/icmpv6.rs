@@ -367,6 +367,8 @@ impl LocatorUpdate {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn tcp_no_route_hint_quotes_the_head_segment() {
         let local: Ipv6Addr = "fd00:1::a".parse().unwrap();
@@ -384,8 +386,6 @@ mod tests {
         assert_eq!(tcp[..8], [0x9c, 0x40, 0x14, 0x51, 0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(tcp[12] >> 4, 5, "data offset: a bare 20-byte header");
     }
-
-    use super::*;
 
     #[test]
     fn lu_literal_bytes() {
