@@ -115,6 +115,21 @@ struct {
 	ILNP_PINNING
 } ilnp_stats SEC(".maps");
 
+/* bpf/ilnp_sockops.c: never pinned (see ilnp_maps.h) */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ilnp_tcp_cfg);
+} ilnp_tcp_cfg SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ILNP_TCP_RTO_MAX);
+	__type(key, struct ilnp_tcp_key);
+	__type(value, struct ilnp_tcp_rto);
+} ilnp_tcp_rto SEC(".maps");
+
 static __always_inline void count(__u32 reason)
 {
 	__u64 *c = bpf_map_lookup_elem(&ilnp_stats, &reason);

@@ -221,6 +221,35 @@ struct ilnp_nh_val {
 
 /* ilnp_route_gen: ARRAY, one __u64 (key 0): see ilnp_nh_cache. */
 
+/* RFC 6069 hints (bpf/ilnp_sockops.c). Not pinned: a restarted ilnpd starts them
+ * empty (only hints are lost: the next retransmission timeout records them again).
+ *
+ * ilnp_tcp_cfg: ARRAY, one entry, key 0 (__u32), written by ilnpd before attaching;
+ * netns_cookie 0 = off (the program does nothing). */
+struct ilnp_tcp_cfg {
+	__u64 netns_cookie; /* SO_NETNS_COOKIE of ilnpd's namespace: only its connections */
+};
+
+/* ilnp_tcp_rto: LRU_HASH, key = a TCP connection to an identifier address (local
+ * and remote identifier addresses as in the socket, ports in host order), value =
+ * its last retransmission timeout. */
+#define ILNP_TCP_RTO_MAX 4096
+
+struct ilnp_tcp_key {
+	__u8 local[16];
+	__u8 remote[16];
+	__u16 lport;
+	__u16 rport;
+	__u32 _pad;
+};
+
+struct ilnp_tcp_rto {
+	__u64 ts_ns;       /* bpf_ktime_get_ns() of the timeout (CLOCK_MONOTONIC) */
+	__u32 snd_una;     /* the oldest unacknowledged sequence number then */
+	__u32 retransmits; /* icsk_retransmits before this timeout (the backoff so far) */
+};
+
+
 /*
  * ilnp_stats: PERCPU_ARRAY of __u64 indexed by reason. One X-macro list gives
  * the enum and the names ilnpd reports (the layout test checks both).

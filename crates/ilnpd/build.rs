@@ -1,11 +1,12 @@
-//! Compiles the eBPF data path (bpf/ilnp_dp.c = ilnp_egress.c + ilnp_ingress.c)
-//! with clang into $OUT_DIR, twice: `ilnp_dp.o` (maps not pinned) and
+//! Compiles the eBPF data path (bpf/ilnp_dp.c = ilnp_egress.c + ilnp_ingress.c +
+//! ilnp_sockops.c) with clang into $OUT_DIR, twice: `ilnp_dp.o` (maps not pinned) and
 //! `ilnp_dp_pin.o` (maps pinned by name, for a daemon with a pin directory).
 //! src/bpf/mod.rs embeds both.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SOURCES: &[&str] = &["ilnp_dp.c", "ilnp_egress.c", "ilnp_ingress.c", "ilnp_common.h", "ilnp_maps.h"];
+const SOURCES: &[&str] =
+    &["ilnp_dp.c", "ilnp_egress.c", "ilnp_ingress.c", "ilnp_sockops.c", "ilnp_common.h", "ilnp_maps.h"];
 
 fn main() {
     let bpf_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../bpf");

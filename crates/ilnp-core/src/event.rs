@@ -110,6 +110,8 @@ counter_enum! {
         IcmpErrorTranslated = "icmp_error_translated",
         LuReceived = "lu_received",
         LuLocatorsIgnored = "lu_locators_ignored",
+        /// an LU moved a peer's active locator: the shell was asked to nudge its TCP (RFC 6069)
+        TransportNudge = "transport_nudge",
         LuAcked = "lu_acked",
         LuDuplicateAck = "lu_duplicate_ack",
         LuFailed = "lu_failed",

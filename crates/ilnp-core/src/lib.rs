@@ -129,6 +129,12 @@ pub enum Action {
     LocalLocators(Vec<LocalLocator>),
     /// write/remove the fast path's balancing table of a correspondent (`ilnp_balance`)
     Balance(BalanceChange),
+    /// the peer came back on another locator (an LU changed its active one): its
+    /// transport connections to us may be waiting out a backed-off retransmission
+    /// timer (a hard handoff's outage). The shell hands the stack a hint per TCP
+    /// connection to the peer's identifier address that timed out (RFC 6069), so it
+    /// retransmits now; for connections not in backoff the stack ignores them.
+    NudgeTransport(Nid),
     Event(Event),
 }
 

@@ -119,6 +119,7 @@ impl Core {
                     })
                     .collect();
                 remote.sort_by_key(|r| r.pref);
+                let old_active = e.best_remote().map(|r| r.loc);
                 e.remote_locators = remote;
                 let best = e.best_remote().map(|r| r.loc).unwrap_or(src_loc);
                 e.activate_remote(best);
@@ -134,6 +135,12 @@ impl Core {
                     out.push(Action::SendWire { pkt: a, uplink: self.local.uplink_of(from) });
                 }
                 out.extend(e.snapshot().map(Action::IlccUpsert));
+                if old_active != Some(best) {
+                    // the path we were using is gone: what we sent on it may be stuck
+                    // in transport backoff (after the ack, so the peer hears it first)
+                    out.push(Action::NudgeTransport(nid));
+                    self.stats.bump(Outcome::TransportNudge);
+                }
                 self.stats.bump(Outcome::LuReceived);
                 if ignored > 0 {
                     self.stats.add(Outcome::LuLocatorsIgnored, ignored as u64);
@@ -185,7 +192,8 @@ pub(crate) fn lu_malformed_kind(e: &WireError) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{events, local, session, wire, LB2};
+    use crate::tests::{events, local, session, wire, LB2, NB};
+    use ilnp_wire::translate::Csum;
 
     #[test]
     fn malformed_lus_are_broken_down_by_wire_error() {
@@ -195,6 +203,26 @@ mod tests {
         assert_eq!(lu_malformed_kind(&WireError::MoreThanOneNonce), Outcome::LuMalformedOther);
         let e = [LuEntry { locator: Locator(0x2001_0db8_0000_0001), preference: 7, lifetime: 0 }];
         assert_eq!(loc_list(&e), ["2001:0db8:0000:0001|7"]);
+    }
+
+    #[test]
+    fn an_lu_that_moves_the_active_locator_nudges_transport_once() {
+        let (mut a, mut b, _, _) = session();
+        let t0 = Instant::now();
+        let lu = wire(&b.set_local_locators(t0, vec![local(LB2)])).pop().unwrap();
+        let out = a.handle_inbound(t0, &lu, Csum::Complete);
+        let nudges: Vec<_> = out.iter().filter(|x| matches!(x, Action::NudgeTransport(n) if *n == NB)).collect();
+        assert_eq!(nudges.len(), 1);
+        let pos = |f: fn(&Action) -> bool| out.iter().position(f).unwrap();
+        assert!(
+            pos(|x| matches!(x, Action::SendWire { .. })) < pos(|x| matches!(x, Action::NudgeTransport(_))),
+            "ack first"
+        );
+        assert_eq!(a.stats().get("transport_nudge"), 1);
+        // the same set again (a retransmitted LU): the active locator did not move
+        let out = a.handle_inbound(t0, &lu, Csum::Complete);
+        assert!(!out.iter().any(|x| matches!(x, Action::NudgeTransport(_))));
+        assert_eq!(a.stats().get("transport_nudge"), 1);
     }
 
     #[test]

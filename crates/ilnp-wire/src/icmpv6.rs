@@ -178,6 +178,41 @@ pub fn emit_error(msg_type: u8, code: u8, data_word: u32, invoking: &[u8], out: 
     Repr { msg_type, code, data_word, body }.emit(out)
 }
 
+/// The RFC 6069 (TCP-LD) hint ilnpd hands its own stack for a TCP connection in
+/// retransmission backoff whose peer is reachable again: a Destination Unreachable,
+/// no route (code 0), from `remote` to `local`, quoting the connection's oldest
+/// unacknowledged segment as the stack would have sent it: a fixed header
+/// `local` → `remote` (TCP) and a 20-byte TCP header with `local_port`,
+/// `remote_port` and sequence number `snd_una` (the only fields the stack
+/// matches: its `tcp_v6_err` finds the socket by address and ports and undoes one
+/// backoff step when the sequence number is its `snd_una`). Checksum filled.
+pub fn tcp_no_route_hint(
+    local: Ipv6Addr,
+    remote: Ipv6Addr,
+    local_port: u16,
+    remote_port: u16,
+    snd_una: u32,
+) -> Vec<u8> {
+    const TCP_HEADER_LEN: u16 = 20;
+    const TCP_DATA_OFFSET_5: u8 = 5 << 4;
+    const TCP_FLAG_ACK: u8 = 0x10;
+    let mut quoted = Vec::with_capacity(HEADER_LEN + usize::from(TCP_HEADER_LEN));
+    crate::ipv6::Repr {
+        src: local,
+        dst: remote,
+        next_header: crate::ipv6::PROTO_TCP,
+        payload_len: TCP_HEADER_LEN,
+        hop_limit: 64,
+    }
+    .emit(&mut quoted);
+    quoted.extend_from_slice(&local_port.to_be_bytes());
+    quoted.extend_from_slice(&remote_port.to_be_bytes());
+    quoted.extend_from_slice(&snd_una.to_be_bytes());
+    quoted.extend_from_slice(&[0; 4]); // acknowledgment number: not matched
+    quoted.extend_from_slice(&[TCP_DATA_OFFSET_5, TCP_FLAG_ACK, 0, 0, 0, 0, 0, 0]); // window, checksum, urgent
+    error_packet(remote, local, TYPE_DEST_UNREACH, UNREACH_NO_ROUTE, 0, &quoted)
+}
+
 /// LU Operation byte (RFC 6743 §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LuOperation {
@@ -333,6 +368,24 @@ impl LocatorUpdate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tcp_no_route_hint_quotes_the_head_segment() {
+        let local: Ipv6Addr = "fd00:1::a".parse().unwrap();
+        let remote: Ipv6Addr = "fd00:1::b".parse().unwrap();
+        let p = tcp_no_route_hint(local, remote, 40000, 5201, 0xdead_beef);
+        assert_eq!(p.len(), 40 + 8 + 40 + 20);
+        let ip = crate::ipv6::Packet::new_checked(&p[..]).unwrap();
+        assert_eq!((ip.src(), ip.dst(), ip.next_header()), (remote, local, PROTO_ICMPV6));
+        let icmp = ip.payload();
+        assert_eq!((icmp[0], icmp[1]), (TYPE_DEST_UNREACH, UNREACH_NO_ROUTE));
+        assert!(checksum::verify_icmpv6(&remote, &local, icmp));
+        let quoted = crate::ipv6::Packet::new_quoted(&icmp[8..]).unwrap();
+        assert_eq!((quoted.src(), quoted.dst(), quoted.next_header()), (local, remote, crate::ipv6::PROTO_TCP));
+        let tcp = &icmp[8 + 40..];
+        assert_eq!(tcp[..8], [0x9c, 0x40, 0x14, 0x51, 0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(tcp[12] >> 4, 5, "data offset: a bare 20-byte header");
+    }
 
     #[test]
     fn lu_literal_bytes() {

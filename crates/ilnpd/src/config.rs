@@ -70,6 +70,10 @@ pub struct FileConfig {
     /// no ILNP answer this long after a session began: probe the peer's L64:NID
     /// with a plain Echo Request (default 2000; 0 = only a Parameter Problem)
     pub fallback_probe_ms: Option<u64>,
+    /// hand TCP connections to a peer that came back on another locator an RFC 6069
+    /// hint, so they retransmit at once instead of at a backed-off timer (default
+    /// true; needs a cgroup v2 hierarchy, attaches a sock_ops program to its root)
+    pub tcp_hints: Option<bool>,
     /// "socket" (default): ILCC state only for packets a local socket takes, two
     /// tiers; "open": every new NID (the pre-policy baseline)
     pub admission: Option<String>,
@@ -201,6 +205,7 @@ pub struct Config {
     pub dns_update: Option<crate::dns::update::UpdateConfig>,
     pub fallback: bool,
     pub fallback_probe_after: Duration,
+    pub tcp_hints: bool,
     pub admission: Admission,
     pub ilcc_embryonic_max: u32,
     pub hello_rate_pps: u32,
@@ -460,6 +465,7 @@ impl Config {
             dns_update: dns.1,
             fallback: f.fallback.unwrap_or(true),
             fallback_probe_after: Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000)),
+            tcp_hints: f.tcp_hints.unwrap_or(true),
             admission,
             ilcc_embryonic_max,
             hello_rate_pps: f.hello_rate_pps.unwrap_or(100),
@@ -543,6 +549,8 @@ mod tests {
         assert!(!c.fallback);
         assert!(c.fallback_probe_after.is_zero());
         assert!(load("uplinks = [\"e\"]\nfallback = \"yes\"\n").unwrap_err().to_string().contains("fallback"));
+        assert!(load("uplinks = [\"e\"]\n").unwrap().tcp_hints, "RFC 6069 hints default on");
+        assert!(!load("uplinks = [\"e\"]\ntcp_hints = false\n").unwrap().tcp_hints);
     }
 
     #[test]

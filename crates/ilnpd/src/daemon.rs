@@ -21,6 +21,7 @@ use tokio::sync::{broadcast, mpsc};
 mod locators;
 mod requests;
 mod slowpath;
+mod tcp_hints;
 
 use locators::{is_identifier_overlap, solicited_node_member, Uplink};
 use slowpath::ShellCounter;
@@ -337,6 +338,14 @@ impl Daemon {
             match watch {
                 Ok(w) => self.route_watch = Some(w),
                 Err(e) => tracing::warn!("next-hop cache off (every packet looked up): {e:#}"),
+            }
+        }
+        if self.cfg.tcp_hints {
+            match dp.attach_tcp_hints() {
+                Ok(()) => {
+                    tracing::info!("TCP hints on (RFC 6069): timeouts of connections to identifier addresses recorded")
+                }
+                Err(e) => tracing::warn!("TCP hints off (a hard handoff's TCP waits for its own timer): {e:#}"),
             }
         }
         self.dp = Some(dp);

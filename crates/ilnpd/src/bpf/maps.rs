@@ -132,6 +132,37 @@ pub struct AnswerHintVal {
     pub _pad: [u8; 3],
 }
 
+/// `struct ilnp_tcp_cfg`: the RFC 6069 hints' sock_ops program (bpf/ilnp_sockops.c)
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpCfg {
+    pub netns_cookie: u64,
+}
+
+/// `struct ilnp_tcp_key`: a TCP connection to an identifier address (ports host order)
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpKey {
+    pub local: [u8; 16],
+    pub remote: [u8; 16],
+    pub lport: u16,
+    pub rport: u16,
+    pub _pad: u32,
+}
+
+/// `struct ilnp_tcp_rto`: the connection's last retransmission timeout
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpRto {
+    pub ts_ns: u64,
+    pub snd_una: u32,
+    pub retransmits: u32,
+}
+
+/// `ILNP_TCP_RTO_MAX` (checked against the header)
+#[cfg(test)]
+pub const TCP_RTO_MAX: usize = 4096;
+
 /// `ILNP_ANSWER_HINTS_MAX` (checked against the header)
 #[cfg(test)]
 pub const ANSWER_HINTS_MAX: usize = 4096;
@@ -148,6 +179,9 @@ unsafe impl Pod for LocalVal {}
 unsafe impl Pod for BalanceVal {}
 unsafe impl Pod for PlainPeerVal {}
 unsafe impl Pod for AnswerHintVal {}
+unsafe impl Pod for TcpCfg {}
+unsafe impl Pod for TcpKey {}
+unsafe impl Pod for TcpRto {}
 
 /// `ILNP_REASONS` in bpf/ilnp_maps.h, in enum order (index = `enum ilnp_reason`).
 pub const REASONS: &[&str] = &[
@@ -264,6 +298,10 @@ int main(void) {
   O(ilnp_answer_hint_val, ts_ns) O(ilnp_answer_hint_val, nonce) O(ilnp_answer_hint_val, nonce_len)
   O(ilnp_answer_hint_val, _pad)
   printf("const.ILNP_ANSWER_HINTS_MAX %d\n", ILNP_ANSWER_HINTS_MAX);
+  S(ilnp_tcp_cfg) O(ilnp_tcp_cfg, netns_cookie) S(ilnp_tcp_key) O(ilnp_tcp_key, local) O(ilnp_tcp_key, remote)
+  O(ilnp_tcp_key, lport) O(ilnp_tcp_key, rport) O(ilnp_tcp_key, _pad) S(ilnp_tcp_rto) O(ilnp_tcp_rto, ts_ns)
+  O(ilnp_tcp_rto, snd_una) O(ilnp_tcp_rto, retransmits)
+  printf("const.ILNP_TCP_RTO_MAX %d\n", ILNP_TCP_RTO_MAX);
   O(ilnp_cfg, id_prefix) O(ilnp_cfg, local_nid) O(ilnp_cfg, ilnp0_ifindex) O(ilnp_cfg, mode)
   O(ilnp_cfg, flags) O(ilnp_cfg, _pad)
   O(ilnp_ilcc_val, local_loc) O(ilnp_ilcc_val, remote_loc) O(ilnp_ilcc_val, remote_locs)
@@ -335,6 +373,19 @@ int main(void) {
             ("ilnp_answer_hint_val.nonce_len", offset_of!(AnswerHintVal, nonce_len)),
             ("ilnp_answer_hint_val._pad", offset_of!(AnswerHintVal, _pad)),
             ("const.ILNP_ANSWER_HINTS_MAX", ANSWER_HINTS_MAX),
+            ("sizeof.ilnp_tcp_cfg", size_of::<TcpCfg>()),
+            ("ilnp_tcp_cfg.netns_cookie", offset_of!(TcpCfg, netns_cookie)),
+            ("sizeof.ilnp_tcp_key", size_of::<TcpKey>()),
+            ("ilnp_tcp_key.local", offset_of!(TcpKey, local)),
+            ("ilnp_tcp_key.remote", offset_of!(TcpKey, remote)),
+            ("ilnp_tcp_key.lport", offset_of!(TcpKey, lport)),
+            ("ilnp_tcp_key.rport", offset_of!(TcpKey, rport)),
+            ("ilnp_tcp_key._pad", offset_of!(TcpKey, _pad)),
+            ("sizeof.ilnp_tcp_rto", size_of::<TcpRto>()),
+            ("ilnp_tcp_rto.ts_ns", offset_of!(TcpRto, ts_ns)),
+            ("ilnp_tcp_rto.snd_una", offset_of!(TcpRto, snd_una)),
+            ("ilnp_tcp_rto.retransmits", offset_of!(TcpRto, retransmits)),
+            ("const.ILNP_TCP_RTO_MAX", TCP_RTO_MAX),
             ("ilnp_cfg.id_prefix", offset_of!(CfgVal, id_prefix)),
             ("ilnp_cfg.local_nid", offset_of!(CfgVal, local_nid)),
             ("ilnp_cfg.ilnp0_ifindex", offset_of!(CfgVal, ilnp0_ifindex)),

@@ -11,6 +11,8 @@
 //! local_last_rx                  per local locator: last packet delivered (ns, CLOCK_MONOTONIC)
 //! stats / peer_counters          reason counters (summed over CPUs), per-peer fast-path counters
 //! route_gen                      writer of ilnp_route_gen: the next-hop cache's generation
+//! attach_tcp_hints               sock_ops on the cgroup v2 root: TCP timeouts to identifier addresses
+//! tcp_timeouts                   ilnp_tcp_rto: the recent timeouts of connections to one address
 //! shutdown                       detach all, delete the clsact qdiscs it created, unpin
 //! ```
 //!
@@ -22,12 +24,13 @@ mod maps;
 mod pin;
 mod route_watch;
 mod tc;
+mod tcp_hints;
 #[cfg(test)]
 mod tests;
 
 use anyhow::{anyhow, Context, Result};
 use aya::maps::{Array, HashMap, MapData, MapError, PerCpuArray};
-use aya::programs::{SchedClassifier, TcAttachType};
+use aya::programs::{CgroupAttachMode, SchedClassifier, SockOps, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
 use ilnp_core::{BalanceChange, IlccSnapshot, LocalLocator};
 use ilnp_wire::{Locator, Nid};
@@ -36,7 +39,7 @@ use std::net::Ipv6Addr;
 use std::path::PathBuf;
 
 pub use maps::REASONS;
-use maps::{AnswerHintVal, BalanceVal, CfgVal, IlccVal, LocalVal, PlainPeerVal};
+use maps::{AnswerHintVal, BalanceVal, CfgVal, IlccVal, LocalVal, PlainPeerVal, TcpCfg, TcpKey, TcpRto};
 use pin::Pins;
 pub use route_watch::RouteWatch;
 use tc::{AttachKind, Attachment};
@@ -65,6 +68,10 @@ const MAP_NAMES: &[&str] = &[
     "ilnp_nh_cache", // the egress program's own (next hops): pinned, never read here
     MAP_ROUTE_GEN,
 ];
+/// bpf/ilnp_sockops.c's maps: never pinned (hints only; a restart starts them empty)
+const MAP_TCP_CFG: &str = "ilnp_tcp_cfg";
+const MAP_TCP_RTO: &str = "ilnp_tcp_rto";
+const PROG_SOCKOPS: &str = "ilnp_sockops";
 const PROG_EGRESS: &str = "ilnp_egress";
 const PROG_INGRESS: &str = "ilnp_ingress";
 
@@ -129,6 +136,8 @@ pub struct Datapath {
     pins: Option<Pins>,
     /// default router per uplink ifindex (see `set_uplink_routers`)
     routers: BTreeMap<u32, Ipv6Addr>,
+    /// the sock_ops program is attached (`attach_tcp_hints`)
+    tcp_hints: bool,
 }
 
 /// aya reports a missing key on delete as the syscall's ENOENT, not KeyNotFound.
@@ -175,7 +184,8 @@ impl Datapath {
                 return Err(e).context("loading the eBPF object (needs CAP_BPF/CAP_NET_ADMIN and a kernel with BTF)");
             }
         };
-        let mut dp = Datapath { bpf, kind, egress: None, uplinks: Vec::new(), pins, routers: BTreeMap::new() };
+        let mut dp =
+            Datapath { bpf, kind, egress: None, uplinks: Vec::new(), pins, routers: BTreeMap::new(), tcp_hints: false };
         match dp.init(cfg) {
             Ok(()) => Ok(dp),
             Err(e) => {
@@ -417,6 +427,59 @@ impl Datapath {
         Ok(RouteGen { map, last: 0 })
     }
 
+    /// Loads bpf/ilnp_sockops.c and attaches it to the cgroup v2 root, for the TCP
+    /// connections of this network namespace only: from then on, connections to
+    /// identifier addresses established record their retransmission timeouts in
+    /// ilnp_tcp_rto. Detached when the object is dropped (shutdown, exit, crash).
+    pub fn attach_tcp_hints(&mut self) -> Result<()> {
+        let cookie = tcp_hints::netns_cookie()?;
+        let m = self.bpf.map_mut(MAP_TCP_CFG).ok_or_else(|| map_err(MAP_TCP_CFG))?;
+        Array::<_, TcpCfg>::try_from(m)?.set(0, TcpCfg { netns_cookie: cookie }, 0).context("writing ilnp_tcp_cfg")?;
+        let root = tcp_hints::cgroup2_root()?;
+        let p = self
+            .bpf
+            .program_mut(PROG_SOCKOPS)
+            .ok_or_else(|| anyhow!("the eBPF object has no program {PROG_SOCKOPS}"))?;
+        let p: &mut SockOps = p.try_into()?;
+        p.load().with_context(|| format!("the verifier rejected {PROG_SOCKOPS}"))?;
+        // other namespaces' daemons attach theirs too (each filters by its namespace): aya
+        // attaches with a bpf_link (Linux >= 5.7), which always shares the cgroup with
+        // other programs and takes no flags (with BPF_F_ALLOW_MULTI the kernel says EINVAL)
+        p.attach(root, CgroupAttachMode::Single).context("attaching the sock_ops program to the cgroup v2 root")?;
+        self.tcp_hints = true;
+        Ok(())
+    }
+
+    /// The connections to `remote` whose last retransmission timeout was at or
+    /// after `since_ns` (CLOCK_MONOTONIC), at most `max`.
+    pub fn tcp_timeouts(&self, remote: Ipv6Addr, since_ns: u64, max: usize) -> Result<Vec<TcpTimeout>> {
+        if !self.tcp_hints {
+            return Ok(Vec::new());
+        }
+        let m = self.bpf.map(MAP_TCP_RTO).ok_or_else(|| map_err(MAP_TCP_RTO))?;
+        let m: HashMap<_, TcpKey, TcpRto> = HashMap::try_from(m)?;
+        let mut out = Vec::new();
+        for kv in m.iter() {
+            let Ok((k, v)) = kv else { continue }; // an entry evicted while we walk
+            if k.remote != remote.octets() || v.ts_ns < since_ns {
+                continue;
+            }
+            out.push(TcpTimeout {
+                local: Ipv6Addr::from(k.local),
+                remote,
+                local_port: k.lport,
+                remote_port: k.rport,
+                snd_una: v.snd_una,
+                retransmits: v.retransmits,
+                ts_ns: v.ts_ns,
+            });
+            if out.len() >= max {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
     /// Detaches every program, deletes the clsact qdiscs it created, removes
     /// the pinned maps. Goes on after an error and reports the first one.
     pub fn shutdown(mut self) -> Result<()> {
@@ -441,6 +504,21 @@ impl Datapath {
         }
         first_err.map_or(Ok(()), Err)
     }
+}
+
+/// A TCP connection to an identifier address that timed out (`Datapath::tcp_timeouts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpTimeout {
+    pub local: Ipv6Addr,
+    pub remote: Ipv6Addr,
+    pub local_port: u16,
+    pub remote_port: u16,
+    /// its oldest unacknowledged sequence number at that timeout
+    pub snd_una: u32,
+    /// retransmissions before that timeout (its backoff)
+    pub retransmits: u32,
+    /// when (ns, CLOCK_MONOTONIC)
+    pub ts_ns: u64,
 }
 
 /// BPF_MAP_GET_NEXT_KEY on an 8-byte-key map: the key after `key` (None: the first),

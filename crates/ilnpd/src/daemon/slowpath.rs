@@ -31,6 +31,12 @@ pub(super) enum ShellCounter {
     SlowPathGsoSplit,
     /// a GSO super-packet that could not be cut
     SlowPathGsoBad,
+    /// RFC 6069 hints handed to our stack (`tcp_hints.rs`)
+    TcpHintSent,
+    /// TCP connections nudged (one or more hints each)
+    TcpHintConnections,
+    /// a nudge found more timed-out connections to the peer than it handles
+    TcpHintCapped,
 }
 
 impl ShellCounter {
@@ -44,6 +50,9 @@ impl ShellCounter {
             ShellCounter::TunMulticastIgnored => "tun_multicast_ignored",
             ShellCounter::SlowPathGsoSplit => "slow_path_gso_split",
             ShellCounter::SlowPathGsoBad => "slow_path_gso_bad",
+            ShellCounter::TcpHintSent => "tcp_hint_sent",
+            ShellCounter::TcpHintConnections => "tcp_hint_connections",
+            ShellCounter::TcpHintCapped => "tcp_hint_capped",
         }
     }
 }
@@ -78,7 +87,7 @@ impl Daemon {
         }
     }
 
-    fn bump(&mut self, k: ShellCounter) {
+    pub(super) fn bump(&mut self, k: ShellCounter) {
         *self.counters.entry(k).or_insert(0) += 1;
     }
 
@@ -138,6 +147,7 @@ impl Daemon {
                     }
                     self.emit(ev)
                 }
+                Action::NudgeTransport(nid) => self.nudge_transport(nid),
                 Action::Balance(c) => {
                     if let Some(dp) = self.dp.as_mut() {
                         if let Err(e) = dp.set_balance(&c) {
@@ -290,6 +300,9 @@ mod tests {
             ShellCounter::TunMulticastIgnored,
             ShellCounter::SlowPathGsoSplit,
             ShellCounter::SlowPathGsoBad,
+            ShellCounter::TcpHintSent,
+            ShellCounter::TcpHintConnections,
+            ShellCounter::TcpHintCapped,
         ]
         .into_iter()
         .map(ShellCounter::name)
@@ -303,7 +316,10 @@ mod tests {
                 "tun_runt",
                 "tun_multicast_ignored",
                 "slow_path_gso_split",
-                "slow_path_gso_bad"
+                "slow_path_gso_bad",
+                "tcp_hint_sent",
+                "tcp_hint_connections",
+                "tcp_hint_capped"
             ]
         );
     }
