@@ -403,21 +403,15 @@ struct Host {
     dp: Datapath,
 }
 
-/// One ILNP host: uplink `dev` with L:nid, ilnp0 with P:nid, both programs.
-fn host(ns: Netns, nid: Nid, dev: &str, vnet: bool) -> Host {
-    host_mode(ns, nid, dev, vnet, Mode::Ebpf)
-}
-
-fn host_mode(ns: Netns, nid: Nid, dev: &str, vnet: bool, mode: Mode) -> Host {
-    ns.ip(&format!("addr add {}/64 dev {dev} nodad", ilnp_addr(L, nid)));
-    ns.ip(&format!("link set {dev} up"));
+/// Enters `ns` and gives it ilnp0 (P:nid, the identifier route) and a loaded datapath,
+/// no uplink attached yet.
+fn ilnp0_datapath(ns: &Netns, nid: Nid, vnet: bool, mode: Mode) -> (OwnedFd, Datapath) {
     ns.enter();
     let tun = open_tun("ilnp0", vnet);
     ns.exec("sysctl -qw net.ipv6.conf.ilnp0.forwarding=1");
     ns.ip("link set ilnp0 mtu 1484 up"); // uplink 1500 - 16 (96-bit nonce)
     ns.ip(&format!("addr add {}/128 dev ilnp0 nodad", ilnp_addr(P, nid)));
     ns.ip(&format!("route add {}/64 dev ilnp0", ilnp_addr(P, Nid(0))));
-    let uplink = ns.ifindex(dev);
     let cfg = DatapathConfig {
         mode,
         ilnp0_ifindex: ns.ifindex("ilnp0"),
@@ -427,7 +421,19 @@ fn host_mode(ns: Netns, nid: Nid, dev: &str, vnet: bool, mode: Mode) -> Host {
         admit_socket: false,
         pin_dir: None,
     };
-    let mut dp = Datapath::load(&cfg).unwrap();
+    (tun, Datapath::load(&cfg).unwrap())
+}
+
+/// One ILNP host: uplink `dev` with L:nid, ilnp0 with P:nid, both programs.
+fn host(ns: Netns, nid: Nid, dev: &str, vnet: bool) -> Host {
+    host_mode(ns, nid, dev, vnet, Mode::Ebpf)
+}
+
+fn host_mode(ns: Netns, nid: Nid, dev: &str, vnet: bool, mode: Mode) -> Host {
+    ns.ip(&format!("addr add {}/64 dev {dev} nodad", ilnp_addr(L, nid)));
+    ns.ip(&format!("link set {dev} up"));
+    let (tun, mut dp) = ilnp0_datapath(&ns, nid, vnet, mode);
+    let uplink = ns.ifindex(dev);
     dp.attach_uplink(uplink).unwrap();
     dp.set_local_locators(&local_locs(uplink, LocatorState::Active)).unwrap();
     Host { ns, nid, tun, uplink, dp }
@@ -759,23 +765,8 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
         // the main table's choice: m2 (the lower metric)
         nm.ip(&format!("-6 route add default via {} dev m2 metric 100", ilnp_addr(L2, Nid(1))));
         nm.ip(&format!("-6 route add default via {} dev m3 metric 200", ilnp_addr(L3, Nid(1))));
-        nm.enter();
-        let tun = open_tun("ilnp0", false);
-        nm.exec("sysctl -qw net.ipv6.conf.ilnp0.forwarding=1");
-        nm.ip("link set ilnp0 mtu 1484 up");
-        nm.ip(&format!("addr add {}/128 dev ilnp0 nodad", ilnp_addr(P, NID_A)));
-        nm.ip(&format!("route add {}/64 dev ilnp0", ilnp_addr(P, Nid(0))));
+        let (tun, mut dp) = ilnp0_datapath(&nm, NID_A, false, Mode::Ebpf);
         let (m2, m3) = (nm.ifindex("m2"), nm.ifindex("m3"));
-        let cfg = DatapathConfig {
-            mode: Mode::Ebpf,
-            ilnp0_ifindex: nm.ifindex("ilnp0"),
-            id_prefix: P,
-            local_nid: NID_A,
-            ilcc_max_entries: 64,
-            admit_socket: false,
-            pin_dir: None,
-        };
-        let mut dp = Datapath::load(&cfg).unwrap();
         dp.attach_uplink(m2).unwrap();
         dp.attach_uplink(m3).unwrap();
         let loc = |loc, ifindex| LocalLocator {
@@ -916,23 +907,8 @@ fn next_hop_cache_follows_route_changes() {
         }
         let dst = format!("{}/64", ilnp_addr(LB, Nid(0)));
         nm.ip(&format!("-6 route add {dst} via {r1} dev m2"));
-        nm.enter();
-        let tun = open_tun("ilnp0", false);
-        nm.exec("sysctl -qw net.ipv6.conf.ilnp0.forwarding=1");
-        nm.ip("link set ilnp0 mtu 1484 up");
-        nm.ip(&format!("addr add {}/128 dev ilnp0 nodad", ilnp_addr(P, NID_A)));
-        nm.ip(&format!("route add {}/64 dev ilnp0", ilnp_addr(P, Nid(0))));
+        let (tun, mut dp) = ilnp0_datapath(&nm, NID_A, false, Mode::Ebpf);
         let (m2, m3) = (nm.ifindex("m2"), nm.ifindex("m3"));
-        let cfg = DatapathConfig {
-            mode: Mode::Ebpf,
-            ilnp0_ifindex: nm.ifindex("ilnp0"),
-            id_prefix: P,
-            local_nid: NID_A,
-            ilcc_max_entries: 64,
-            admit_socket: false,
-            pin_dir: None,
-        };
-        let mut dp = Datapath::load(&cfg).unwrap();
         dp.attach_uplink(m2).unwrap();
         // L2 on m2 with no router known: the main table decides, also off m2 (fallback)
         let l2 = LocalLocator {
