@@ -402,15 +402,20 @@ fn responder_sends_its_nonce_so_one_way_flows_can_be_updated() {
     assert_eq!(acks.len(), 1);
 }
 
+/// A sends B a datagram at t0; B's nonce-only answer reaches A 40 ms later: A's RTT
+/// estimate for B.
+fn rtt_40ms(a: &mut Core, b: &mut Core, t0: Instant) {
+    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+    let back = wire(&b.handle_inbound(t0, &w, Csum::Complete));
+    a.handle_inbound(t0 + Duration::from_millis(40), &back[0], Csum::Complete);
+}
+
 #[test]
 fn lu_timer_follows_measured_rtt_and_duplicate_acks_are_not_drops() {
     let t0 = Instant::now();
     let mut a = core(NA, LA, 1, Some((NB, LB)));
     let mut b = core(NB, LB, 2, None);
-    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
-    let back = wire(&b.handle_inbound(t0, &w, Csum::Complete));
-    // the responder's nonce-only packet comes back 40 ms later: A's RTT estimate
-    a.handle_inbound(t0 + Duration::from_millis(40), &back[0], Csum::Complete);
+    rtt_40ms(&mut a, &mut b, t0);
     assert_eq!(a.ilcc_entries().next().unwrap().srtt_us, Some(40_000));
     // A moves: its LU is retransmitted after 2 x 40 ms, not the 250 ms default
     let t1 = t0 + Duration::from_secs(1);
@@ -435,9 +440,7 @@ fn fixed_lu_timer_retransmits_every_interval_whatever_the_rtt() {
     let fixed = LuTimers { mode: LuTimerMode::Fixed(Duration::from_secs(1)), max_attempts: 5, ..LuTimers::default() };
     let mut a = core_with(NA, LA, 1, Some((NB, LB)), |c| c.lu = fixed);
     let mut b = core(NB, LB, 2, None);
-    let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
-    let back = wire(&b.handle_inbound(t0, &w, Csum::Complete));
-    a.handle_inbound(t0 + Duration::from_millis(40), &back[0], Csum::Complete);
+    rtt_40ms(&mut a, &mut b, t0);
     assert_eq!(a.ilcc_entries().next().unwrap().srtt_us, Some(40_000));
     let t1 = t0 + Duration::from_secs(1);
     assert_eq!(wire(&a.set_local_locators(t1, vec![local(Locator(0x2001_0db8_00aa_0000))])).len(), 1);
