@@ -214,15 +214,6 @@ fn capture(dev_index: u32) -> OwnedFd {
     fd
 }
 
-/// CLOCK_MONOTONIC in ns (bpf_ktime_get_ns()'s clock).
-fn monotonic_ns() -> u64 {
-    // SAFETY: a zeroed timespec is valid; clock_gettime only writes it.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 fn snapshot(peer: Nid, tx: Nonce, rx: Option<Nonce>) -> IlccSnapshot {
     IlccSnapshot { nid: peer, local_loc: L, remote_loc: L, remote_locs: vec![L], nonce_tx: tx, nonce_rx: rx }
 }
