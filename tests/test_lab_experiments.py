@@ -96,6 +96,25 @@ def test_reference_check_names_every_reason():
     assert reference_check({}) [0] == "no provenance recorded"
 
 
+def test_binary_freshness_counts_only_what_it_is_built_from(tmp_path):
+    """A test module (not compiled into ilnpd) changed after the build does not make the binary
+    stale; a source cargo's dep-info lists, an eBPF source or a manifest does."""
+    from ilnp_lab.runner import built_from
+    files = ["Cargo.toml", "crates/d/src/lib.rs", "crates/d/src/tests.rs", "bpf/dp.c", "bpf/cc/veno.c"]
+    for f in files:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("x")
+    ilnpd = tmp_path / "target" / "release" / "ilnpd"
+    ilnpd.parent.mkdir(parents=True)
+    ilnpd.write_text("elf")
+    ilnpd.with_name("ilnpd.d").write_text(f"{ilnpd}: {tmp_path}/crates/d/src/lib.rs \\\n {tmp_path}/Cargo.toml\n")
+    got = sorted(str(p.relative_to(tmp_path)) for p in built_from(tmp_path, ilnpd, files))
+    assert got == ["Cargo.toml", "bpf/dp.c", "crates/d/src/lib.rs"], got
+    ilnpd.with_name("ilnpd.d").write_text(f"{ilnpd}: /elsewhere/src/lib.rs\n")  # built in another tree
+    got = sorted(str(p.relative_to(tmp_path)) for p in built_from(tmp_path, ilnpd, files))
+    assert got == ["Cargo.toml", "bpf/dp.c", "crates/d/src/lib.rs", "crates/d/src/tests.rs"], got
+
+
 def png_ok(path: Path) -> bool:
     b = path.read_bytes()
     # signature, then the IHDR chunk with a non-zero width and height

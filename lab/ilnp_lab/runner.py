@@ -381,6 +381,29 @@ def ra_to_lu_ms(mn_pcap: str, t0: float, timeline: list[dict], ex: Experiment, l
     return round((after[0] - t_ra) * 1000, 3) if after else None
 
 
+def built_from(repo: Path, ilnpd: Path, tracked: list[str]) -> list[Path]:
+    """The tracked sources `ilnpd` is built from: the Rust files cargo's dep-info (`ilnpd.d`
+    beside the binary) lists for it, when every one of them is in `repo` (so test-only modules,
+    which are not compiled into the binary, do not count), plus the eBPF sources build.rs
+    compiles and the manifests; without usable dep-info, every tracked file under crates/ and
+    bpf/. bpf/cc/ is not built into ilnpd (the lab compiles it at load time: cc.py)."""
+    listed = None
+    try:
+        text = ilnpd.with_name(ilnpd.name + ".d").read_text()
+        deps = [Path(x) for x in text.split(":", 1)[1].replace("\\\n", " ").split()]
+        if deps and all(d.is_relative_to(repo) for d in deps):
+            listed = {str(d.relative_to(repo)) for d in deps}
+    except (OSError, IndexError, ValueError):
+        pass
+    out = []
+    for f in tracked:
+        if f.startswith("bpf/cc/") or not (repo / f).exists():
+            continue
+        if listed is None or f in listed or f.startswith("bpf/") or f.endswith(("Cargo.toml", "Cargo.lock", "build.rs")):
+            out.append(repo / f)
+    return out
+
+
 def provenance() -> dict:
     """Which code a run used: the commit, whether the work tree was clean (tracked files),
     the ilnpd binary (sha256) and whether it is newer than every tracked source it is built
@@ -397,9 +420,7 @@ def provenance() -> dict:
             return ""
     dirty = [l[3:] for l in git("status", "--porcelain", "--untracked-files=no").splitlines() if l.strip()]
     ilnpd = Path(binary("ilnpd"))
-    # bpf/cc/ is not built into ilnpd (the lab compiles it at load time: cc.py)
-    sources = [repo / f for f in git("ls-files", "crates", "bpf", "Cargo.lock", "Cargo.toml").split()
-               if (repo / f).exists() and not f.startswith("bpf/cc/")]
+    sources = built_from(repo, ilnpd, git("ls-files", "crates", "bpf", "Cargo.lock", "Cargo.toml").split())
     newest = max((f.stat().st_mtime for f in sources), default=0.0)
     return {"commit": git("rev-parse", "HEAD").strip() or None, "clean": not dirty and bool(sources),
             "dirty_files": dirty[:20], "ilnpd": str(ilnpd), "ilnpd_sha256": hashlib.sha256(ilnpd.read_bytes()).hexdigest(),
