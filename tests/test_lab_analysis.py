@@ -389,6 +389,16 @@ def test_summary():
     assert analysis.summary([5])["p25"] == 5.0
 
 
+def test_ci95_uses_student_t_for_the_sample_size():
+    # 12 samples (df 11): t = 2.201, not the normal 1.96 the old table fell back to beyond df 9
+    xs = [1.0] * 6 + [3.0] * 6
+    m, h = analysis.ci95(xs)
+    assert m == 2.0 and h == pytest.approx(2.201 * 1.0445 / 12 ** 0.5, rel=1e-3)
+    assert analysis.ci95([1.0, 3.0])[1] == pytest.approx(12.706 * 2 ** 0.5 / 2 ** 0.5, rel=1e-6)
+    assert analysis.ci95([4.0]) == (4.0, None)
+    assert analysis.ci95(list(map(float, range(500))))[1] == pytest.approx(1.96 * 144.48 / 500 ** 0.5, rel=1e-3)
+
+
 def test_results_are_json(basic):
     import json
 

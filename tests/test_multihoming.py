@@ -28,8 +28,8 @@ RATE = 200  # datagrams per second each way: 5 ms resolution
 
 def link_counters(node, iface: str) -> tuple[int, int]:
     """(rx_packets, tx_packets) of an interface."""
-    s = json.loads(node.ip("-s", "-j", "link", "show", iface).stdout)[0]["stats64"]
-    return s["rx"]["packets"], s["tx"]["packets"]
+    s = node.link_stats(iface)
+    return s["rx_packets"], s["tx_packets"]
 
 
 def default_route_pref(node, iface: str) -> str | None:

@@ -42,9 +42,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from . import runners, schemes
+from .analysis import ci95
 from .testbed import Testbed, stop_process, wait_for
 from .topology import build, load
-from .seed002 import REORDER_KEYS, ci95, nstat
+from .seed002 import REORDER_KEYS
 
 IPERF_PORT = 5201
 # case -> (scheme, policy, several flows?)
@@ -115,11 +116,7 @@ class Balanced(schemes.IlnpSoft):
 
 
 def rx_bytes(node) -> dict[str, int]:
-    out = {}
-    for dev in CELLS:
-        j = json.loads(node.ip("-s", "-j", "link", "show", dev).stdout)
-        out[dev] = j[0]["stats64"]["rx"]["bytes"]
-    return out
+    return {dev: node.link_stats(dev)["rx_bytes"] for dev in CELLS}
 
 
 def one(spec: Spec, cfg: dict, case: str, index: int, out: Path, tag: str) -> dict:
@@ -150,14 +147,14 @@ def one(spec: Spec, cfg: dict, case: str, index: int, out: Path, tag: str) -> di
         sender = cn
         srv = srv_node.spawn(*sch.wrap, "iperf3", "-s", "-1", *sch.server_bind(srv_addr), "-p", str(IPERF_PORT))
         srv_node.wait_listening(IPERF_PORT)
-        n0, b0, r0 = nstat(sender), rx_bytes(mn), nstat(mn)
+        n0, b0, r0 = sender.nstat(), rx_bytes(mn), mn.nstat()
         args = [*sch.wrap, "iperf3", "-c", srv_addr, "-p", str(IPERF_PORT), "-t", str(cfg["duration_s"]), "-J",
                 "-B", cli_addr, "-P", str(flows), "-C", cfg["cc"]]
         args += ["--cport", str(cfg["cport"])] if cfg.get("cport") else []
         args += ["-w", cfg["window"]] if cfg.get("window") else []
         args += ["-R"] if sch.reverse else []
         c = cli_node.run(*args, check=False, timeout=cfg["duration_s"] + 60)
-        n1, b1, r1 = nstat(sender), rx_bytes(mn), nstat(mn)
+        n1, b1, r1 = sender.nstat(), rx_bytes(mn), mn.nstat()
         if scheme_name == "ilnp":
             res["pairs"] = sch.daemons[ex.cn].ctl("policy").get("peers", [])
             res["datapath"] = {h: d.stats().get("datapath") for h, d in sch.daemons.items()}

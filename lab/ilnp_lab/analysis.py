@@ -1071,6 +1071,22 @@ def iperf_receiver(path: str | os.PathLike, kind: str) -> dict | None:
 # --------------------------------------------------------------------------- summary
 
 
+# Student's t, two-sided 95 %, by degrees of freedom (df 1-30, then conservative steps; 1.96 beyond 120)
+T95 = dict(zip(range(1, 31), (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+                              2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+                              2.060, 2.056, 2.052, 2.048, 2.045, 2.042))) | {40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def ci95(xs: list[float]) -> tuple[float, float | None]:
+    """Mean and half-width of its 95 % confidence interval (Student t), None for one sample."""
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return m, None
+    df = len(xs) - 1
+    t = T95[max(k for k in T95 if k <= df)] if df <= 120 else 1.96
+    return m, t * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
 def summary(values: Iterable[float | None]) -> dict:
     """n, median, quartiles, min, max of the values that are not None (all None if none)."""
     v = sorted(float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x)))

@@ -20,15 +20,14 @@ segments directly). Both hosts run ilnpd, per-packet policy, equal locator prefe
 from __future__ import annotations
 
 import json
-import math
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from . import pcap, runners
+from .analysis import ci95
 from .addr import identifier_address, lab_nid
 from .daemon import Ilnpd, Peer
 from .services import nic_segmentation, radvd
@@ -39,16 +38,6 @@ NETS = {"cafe": ("eth0", "2001:db8:cafe::/64", 0x2001_0DB8_CAFE_0000),
 VM1_NID, VM2_NID = lab_nid(0x21), lab_nid(0x22)
 ETH_IP6_UDP = 14 + 40 + 8
 NONCE_OPT = 16  # our Destination Options header (16 bytes for either nonce size: ilnp_wire::destopts)
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-
-
-def ci95(xs: list[float]) -> tuple[float, float | None]:
-    """Mean and half-width of the 95 % confidence interval (Student t), None for one sample."""
-    m = statistics.fmean(xs)
-    if len(xs) < 2:
-        return m, None
-    return m, T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / math.sqrt(len(xs))
-
 
 
 class Spec:
@@ -263,19 +252,9 @@ def run_sweep(nodes, cfg, ilnp: bool, ds=None) -> list[dict]:
     return res
 
 
-def nstat(node: Node) -> dict[str, int]:
-    out = node.run("nstat", "-azs", "--json").stdout
-    j = json.loads(out)
-    return {k: int(v) for k, v in (j.get("kernel") or j).items()}
-
-
 def rx_packets(node: Node) -> dict[str, int]:
     """Packets received on each segment's interface (which path the flow's packets took)."""
-    res = {}
-    for seg, (dev, _, _) in NETS.items():
-        j = json.loads(node.ip("-s", "-j", "link", "show", dev).stdout)
-        res[seg] = j[0]["stats64"]["rx"]["packets"]
-    return res
+    return {seg: node.link_stats(dev)["rx_packets"] for seg, (dev, _, _) in NETS.items()}
 
 
 REORDER_KEYS = ("TcpRetransSegs", "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder", "TcpExtTCPRenoReorder",
@@ -294,13 +273,13 @@ def reorder_run(policy: str, secs: float, delay_ms: float, workdir: Path, tag: s
         dst = identifier_address(VM2_NID)
         srv = vm2.spawn("iperf3", "-s", "-1", "-B", dst)
         vm2.wait_listening(5201)
-        before = {n.name: nstat(n) for n in (vm1, vm2)}
+        before = {n.name: n.nstat() for n in (vm1, vm2)}
         rx0 = rx_packets(vm2)
         cli = vm1.spawn("iperf3", "-c", dst, "-t", str(secs), "-J", stdout=subprocess.PIPE)
         time.sleep(secs / 2)
         ss = vm1.run("ss", "-tin", "state", "established", f"dst = [{dst}]:5201", check=False).stdout
         out, _ = cli.communicate(timeout=secs + 30)
-        after = {n.name: nstat(n) for n in (vm1, vm2)}
+        after = {n.name: n.nstat() for n in (vm1, vm2)}
         rx1 = rx_packets(vm2)
         stop_process(srv)
         pairs = ds[0].ctl("policy")

@@ -150,10 +150,6 @@ def cpu_s(pid: int | None) -> float:
     return (int(f[11]) + int(f[12])) / TICK  # utime, stime (fields 14, 15)
 
 
-def link_counter(node, dev: str, name: str) -> int:
-    return int(node.run("cat", f"/sys/class/net/{dev}/statistics/{name}").stdout)
-
-
 def udp_rcvbuf_errors(node) -> int:
     for line in node.run("cat", "/proc/net/snmp6").stdout.splitlines():
         if line.startswith("Udp6RcvbufErrors"):
@@ -237,7 +233,7 @@ def one_test(spec: Spec, bed, nodes, scenario: str, policy: str, test: int | str
             wait_for(lambda: dt.status()["admission"]["established"] >= 1, timeout=10, what="B established at T")
         progs = daemon_progs(dt.proc.pid)
         s0 = {"adm": dt.status()["admission"]["counters"], "hist": dt.stats().get("slow_path_ns", {}),
-              "ilnpd": cpu_s(dt.proc.pid), "echo": cpu_s(echo_pid), "rx": link_counter(t, "eth0", "rx_packets"),
+              "ilnpd": cpu_s(dt.proc.pid), "echo": cpu_s(echo_pid), "rx": t.link_stats("eth0")["rx_packets"],
               "rcvbuf": udp_rcvbuf_errors(t)}
         sampler = Sampler(dt)
         BPF_STATS.write_text("1")
@@ -268,7 +264,7 @@ def one_test(spec: Spec, bed, nodes, scenario: str, policy: str, test: int | str
         a1 = dt.status()["admission"]
         series.append([round(time.monotonic() - sampler.t0, 2), a1["established"], a1["embryonic"]])
         s1 = {"adm": a1["counters"], "hist": dt.stats().get("slow_path_ns", {}), "ilnpd": cpu_s(dt.proc.pid),
-              "echo": cpu_s(echo_pid), "rx": link_counter(t, "eth0", "rx_packets"), "rcvbuf": udp_rcvbuf_errors(t)}
+              "echo": cpu_s(echo_pid), "rx": t.link_stats("eth0")["rx_packets"], "rcvbuf": udp_rcvbuf_errors(t)}
         cl = json.loads(cl_out.read_text()) if client_pps else {"sent": 0, "received": 0, "per_s": []}
         bpf = {k: {"ns": p1[k][0] - p0[k][0], "runs": p1[k][1] - p0[k][1]} for k in progs}
         for v in bpf.values():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import json
 import os
 import secrets
 import shutil
@@ -135,6 +136,15 @@ class Node:
         burst = max(int(rate_mbit * 1e6 / 8 / 250), 16 * 1514)  # 4 ms of traffic, at least 16 frames
         self.nl.tc("add", "tbf", index=self.index(iface), handle="1:", rate=f"{rate_mbit}mbit", burst=burst,
                    latency="200ms")
+
+    def link_stats(self, iface: str) -> dict[str, int]:
+        """The interface's 64-bit counters (IFLA_STATS64: rx_bytes, rx_packets, tx_packets, ...)."""
+        return dict(self.nl.get_links(self.index(iface))[0].get_attr("IFLA_STATS64"))
+
+    def nstat(self) -> dict[str, int]:
+        """The namespace's kernel counters, absolute (`nstat -azs`: the history file untouched)."""
+        j = json.loads(self.run("nstat", "-azs", "--json").stdout)
+        return {k: int(v) for k, v in (j.get("kernel") or j).items()}
 
     # ---------- processes in the namespace
     def cmd(self, *args: str) -> list[str]:
