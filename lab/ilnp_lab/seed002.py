@@ -433,7 +433,8 @@ def report(out: Path, res: dict, meta: dict) -> Path:
           "of its locators carry traffic, weights split over our uplinks).", "",
           "## Overhead vs IPv6 (seed Figs. 8, 10; Table II)", "",
           "iperf3 UDP vm1 → vm2 (`-u -b RATE -l LEN`, frame size counted on the Ethernet wire; ILNPv6 frames carry "
-          "the 8-byte nonce header, so IPv6 gets 8 bytes more payload, as in the seed), ping of the same frame size "
+          f"the {NONCE_OPT}-byte nonce header (the seed's was 8), so IPv6 gets {NONCE_OPT} bytes more payload, as in the "
+          "seed), ping of the same frame size "
           "every 10 ms alongside (loaded RTT). IPv6: vm2's SLAAC address, no ilnpd running.", "",
           "| group | frame B | target Mbit/s | goodput Mbit/s | goodput/target | loss % | RTT ms (95 % CI) | "
           "vs IPv6 goodput |", "|---|---|---|---|---|---|---|---|"]
