@@ -22,6 +22,11 @@ ratios of medians against plain IPv6 of the same block:
                     (the share not delivered shows it)
   rr                ilnp-rr (Rust, crates/ilnp-flood) UDP 64-byte request/response,
                     median and p99 round trip, µs; ILNP minus plain
+  header floor      the UDP measurements run a third time, plain IPv6 to a third MN
+                    address (FLOOR_MN) with a 16-byte Destination Options header pushed on
+                    CN's uplink by a minimal tc program (bench/hdr_floor.bpf.c): the cost of
+                    carrying ILNPv6's header alone, with no translation and one transmit;
+                    what a design with a nonce on every packet cannot go below
   BPF ns/run        each program's run_time_ns / run_cnt over the ILNP measurement
                     (lab/ilnp_lab/bpfstats.py; kernel.bpf_stats_enabled=1 during the run,
                     restored after); for udp64 a run is one packet
@@ -54,6 +59,8 @@ from ilnp_lab.fixtures import CN_L64, MN_L64, MN_WIRE, three_node  # noqa: E402
 from ilnp_lab.testbed import Testbed, binary, stop_process  # noqa: E402
 
 PLAIN_MN = "2001:db8:b::d"
+FLOOR_MN = "2001:db8:b::e"  # plain IPv6 + a 16-byte DestOpts header pushed at CN's uplink (header floor)
+FLOOR_SRC = Path(__file__).resolve().parent / "hdr_floor.bpf.c"
 TESTS = ("tcp1", "tcp4", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv", "rr")
 
 
@@ -74,6 +81,17 @@ def build(bed, topo):
     cn.ip("-6", "route", "add", "default", "via", "2001:db8:b::d", "dev", "eth0")
     mn.ip("-6", "route", "add", "default", "via", "2001:db8:a::c", "dev", "eth0")
     return cn, cn, mn
+
+
+def header_floor(bed, cn, mn):
+    """Attach bench/hdr_floor.bpf.c at CN's uplink egress (a clsact filter beside ilnpd's tcx
+    programs) and give MN the FLOOR_MN address."""
+    obj = Path(bed.workdir) / "hdr_floor.o"
+    subprocess.run(["clang", "-O2", "-g", "-target", "bpf", "-DFLOOR_DST_LAST=0x0e", "-c", str(FLOOR_SRC), "-o", str(obj)],
+                   check=True)
+    mn.add_addr("eth0", f"{FLOOR_MN}/128")
+    cn.run("tc", "qdisc", "add", "dev", "eth0", "clsact")
+    cn.run("tc", "filter", "add", "dev", "eth0", "egress", "bpf", "da", "obj", str(obj), "sec", "tc")
 
 
 def iperf_tcp(cn, mn, dst, seconds, streams):
@@ -99,7 +117,7 @@ def iperf_udp(cn, mn, dst, seconds, size, senders):
     ports = [5201 + i for i in range(senders)]
     srvs = [mn.spawn("iperf3", "-s", "-1", "-B", dst, "-p", str(p)) for p in ports]
     time.sleep(0.3)
-    d0, t0 = udp6_delivered(mn), time.monotonic()
+    d0, t0, w0 = udp6_delivered(mn), time.monotonic(), cn.link_stats("eth0")
     clients = [cn.spawn("iperf3", "-c", dst, "-p", str(p), "-u", "-b", "0", "-l", str(size), "-t", str(seconds),
                         "-J", stdout=-1) for p in ports]
     outs = []
@@ -110,7 +128,7 @@ def iperf_udp(cn, mn, dst, seconds, size, senders):
             stop_process(c)
             out = b""
         outs.append(out)
-    d1, t1 = udp6_delivered(mn), time.monotonic()
+    d1, t1, w1 = udp6_delivered(mn), time.monotonic(), cn.link_stats("eth0")
     for s in srvs:
         try:
             s.wait(timeout=15)
@@ -130,7 +148,9 @@ def iperf_udp(cn, mn, dst, seconds, size, senders):
         return None
     # the senders' own time (iperf3 -t); the counter window adds the clients' start/stop
     return {"v": (d1 - d0) / max(secs), "app_pps": rx / max(secs), "loss": 1 - (d1 - d0) / max(sent, 1),
-            "app_loss": 1 - rx / max(sent, 1), "sent_pps": sent / max(secs), "window_s": t1 - t0}
+            "app_loss": 1 - rx / max(sent, 1), "sent_pps": sent / max(secs), "window_s": t1 - t0,
+            # frame bytes per packet on CN's uplink (iperf3's control packets are a few in 10^5)
+            "wire_bytes": (w1["tx_bytes"] - w0["tx_bytes"]) / max(w1["tx_packets"] - w0["tx_packets"], 1)}
 
 
 def rr(cn, mn, dst, count):
@@ -228,11 +248,14 @@ def block(bed_nodes, mode, sizes, a, topo):
                 t0 = time.monotonic()
                 have = fill(dmn, flooder, n, dst=MN_WIRE, deadline_s=a.fill_deadline)
                 print(f"  [{topo}/{mode}] filled MN's ILCC to {have} in {time.monotonic() - t0:.0f} s", flush=True)
-            res = {t: {"plain": [], "ilnp": [], "probe": [], "plain_probe": []} for t in TESTS}
+            res = {t: {"plain": [], "ilnp": [], "hdr": [], "probe": [], "plain_probe": []} for t in TESTS}
             with stats_enabled():
                 for _ in range(a.rounds):
                     for t in TESTS:
-                        for k, dst in (("plain", PLAIN_MN), ("ilnp", mn_id)):
+                        variants = [("plain", PLAIN_MN), ("ilnp", mn_id)]
+                        if mode == "ebpf" and t.startswith("udp"):
+                            variants.append(("hdr", FLOOR_MN))
+                        for k, dst in variants:
                             s0 = probe.snap()
                             prof = perf_start(a, t, k, topo, mode, n)
                             m = measure(t, cn, mn, dst, a)
@@ -240,7 +263,8 @@ def block(bed_nodes, mode, sizes, a, topo):
                             s1 = probe.snap()
                             pk = m["v"] * a.seconds if m and t.startswith("udp") else None
                             res[t][k].append(m)
-                            res[t]["probe" if k == "ilnp" else "plain_probe"].append(Probe.diff(s0, s1, pk))
+                            if k != "hdr":
+                                res[t]["probe" if k == "ilnp" else "plain_probe"].append(Probe.diff(s0, s1, pk))
             row = {"topo": topo, "mode": mode, "entries": have, "rss_mib": rss_mib(dmn.proc.pid), "tests": res}
             rows.append(row)
             print_row(row, a)
@@ -291,7 +315,7 @@ def print_row(row, a):
           f"{a.rounds} rounds x {a.seconds} s; median [min-max]", flush=True)
     for t in TESTS:
         r = row["tests"][t]
-        p, i = med(r["plain"]), med(r["ilnp"])
+        p, i, h = med(r["plain"]), med(r["ilnp"]), med(r.get("hdr", []))
         if t == "rr":
             p99p, p99i = med(r["plain"], "p99"), med(r["ilnp"], "p99")
             added = f"{i[0] - p[0]:+.1f} us median" if p and i else "-"
@@ -310,7 +334,8 @@ def print_row(row, a):
                         f"{max(li[0], 0) * 100 if li else float('nan'):.0f}%; sent {sp[0] / 1e3 if sp else 0:.0f}k/"
                         f"{si[0] / 1e3 if si else 0:.0f}k; iperf3 got {ap_[0] / 1e3 if ap_ else 0:.0f}k/"
                         f"{ai[0] / 1e3 if ai else 0:.0f}k)")
-            print(f"  {t:<13} plain {fmt(p, unit)} | ILNP {fmt(i, unit)} | {ratio}{loss}")
+            floor = f" | header floor {fmt(h, unit)} ({h[0] / p[0]:.2f}x)" if p and h and p[0] else ""
+            print(f"  {t:<13} plain {fmt(p, unit)} | ILNP {fmt(i, unit)} | {ratio}{loss}{floor}")
         pr = r["probe"]
         extra = ""
         cpu = [p.get("ilnpd_cpu_ns_per_pkt") for p in pr if p.get("ilnpd_cpu_ns_per_pkt") is not None]
@@ -350,16 +375,23 @@ def markdown(rows):
             out += f" (plain {statistics.median(plain):.0f})"
         return out + (f"; {statistics.median(cpu):.0f}" if cpu else "")
 
+    def floor(r):
+        p, h = med(r["udp64_snd"]["plain"]), med(r["udp64_snd"].get("hdr", []))
+        if not (p and h):
+            return "-"
+        return f"{h[0] / 1e3:.0f}k ({h[0] / p[0]:.2f}x)"
+
     lines = ["| topology | path | ILCC | TCP 1 stream Gbit/s | TCP 4 streams Gbit/s | UDP 64 B, 1 sender: delivered pps | "
              "UDP 64 B, 2 senders: iperf3 rx pps | UDP 1400 B, 1 sender: delivered pps | UDP 1400 B, 2 senders: iperf3 rx pps | "
-             "RR µs median (added); p99 | BPF ns/pkt CN egress / MN ingress; ilnpd CPU ns/pkt |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "RR µs median (added); p99 | BPF ns/pkt CN egress / MN ingress; ilnpd CPU ns/pkt | "
+             "header floor: UDP 64 B, 1 sender: delivered pps (vs plain) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         r = row["tests"]
         lines.append(f"| {row['topo']} | {row['mode']} | {row['entries']:,} | {cell('tcp1', r)} | {cell('tcp4', r)} | "
                      f"{cell('udp64_snd', r, unit='k')} | {cell('udp64_rcv', r, 'app_pps', 'k')} | "
                      f"{cell('udp1400_snd', r, unit='k')} | {cell('udp1400_rcv', r, 'app_pps', 'k')} | {rtt(r)} | "
-                     f"{bpf(r)} |")
+                     f"{bpf(r)} | {floor(r)} |")
     return "\n".join(lines)
 
 
@@ -392,7 +424,10 @@ def main():
         for mode in a.modes.split(","):
             with Testbed() as bed:
                 sizes = [int(x) for x in (a.userspace_sizes if mode == "userspace" else a.sizes).split(",")]
-                rows += block(build(bed, topo), mode, sizes, a, topo)
+                nodes = build(bed, topo)
+                if mode == "ebpf":
+                    header_floor(bed, nodes[0], nodes[2])
+                rows += block(nodes, mode, sizes, a, topo)
     print(f"\nplain IPv6 = the hosts' default offloads, daemons up; ratios are ILNP median / plain median of the "
           f"same block; run took {time.monotonic() - t0:.0f} s\n")
     print(markdown(rows))

@@ -2,7 +2,8 @@
 are the bench's, not asserted here): through a router with the hosts' default offloads,
 the eBPF path moves TCP and UDP (64- and 1400-byte) for plain IPv6 and ILNPv6, ilnp-rr
 times round trips with no loss, and the per-packet BPF time is read for the sender's
-egress and the receiver's ingress programs with one run per 64-byte datagram."""
+egress and the receiver's ingress programs with one run per 64-byte datagram; the header floor
+(plain IPv6 plus a 16-byte Destination Options header) is delivered and carries that header."""
 
 import json
 import subprocess
@@ -32,4 +33,10 @@ def test_datapath_bench_quick_routed_ebpf(tmp_path):
     # one egress run per datagram the sender's UDP layer handed to ilnp0 (plus iperf3's control)
     sent = tests["udp64_snd"]["ilnp"][0]["sent_pps"]
     assert probe["bpf_runs"]["cn.egress"] >= 0.5 * sent, (probe, sent)
-    assert "plain" in r.stdout and "udp64_snd" in r.stdout
+    # the header floor: plain IPv6 plus the 16-byte header, delivered; on the wire ILNPv6 and the
+    # floor both carry exactly 16 bytes more per 64-byte datagram than plain IPv6 (14 + 40 + 8 + 64)
+    for name in ("udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv"):
+        assert tests[name]["hdr"][0] and tests[name]["hdr"][0]["v"] > 0, (name, tests[name]["hdr"])
+    wire = {k: tests["udp64_snd"][k][0]["wire_bytes"] for k in ("plain", "ilnp", "hdr")}
+    assert abs(wire["plain"] - 126) < 1 and abs(wire["ilnp"] - 142) < 1 and abs(wire["hdr"] - 142) < 1, wire
+    assert "plain" in r.stdout and "udp64_snd" in r.stdout and "header floor" in r.stdout
