@@ -271,7 +271,9 @@ static __always_inline int eg_push_nonce(struct __sk_buff *skb, struct egress_ct
 static __always_inline int eg_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c)
 {
 	struct ipv6hdr *ip6 = &c->ip6;
+#ifndef ILNP_EXP_NONCE_OMITTED
 	__u32 hlen;
+#endif
 
 	/* checksum first, while the upper layer still sits right after the IPv6 header */
 	if (c->proto == NEXTHDR_ICMPV6) {
@@ -281,10 +283,12 @@ static __always_inline int eg_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cf
 	} else if (fix_l4_csum(skb, c->l4_off, c->proto, cfg->id_prefix, cfg->id_prefix, 0, 0)) {
 		return -1;
 	}
+#ifndef ILNP_EXP_NONCE_OMITTED /* measurement build: no header (docs/benchmarks.md § Without the nonce) */
 	if (eg_push_nonce(skb, c, &hlen))
 		return -1;
 	ip6->payload_len = bpf_htons(bpf_ntohs(ip6->payload_len) + hlen);
 	ip6->nexthdr = NEXTHDR_DEST;
+#endif
 	set_hi64(&ip6->saddr, c->local_loc);
 	set_hi64(&ip6->daddr, c->remote_loc);
 	return bpf_skb_store_bytes(skb, 0, ip6, sizeof(*ip6), BPF_F_RECOMPUTE_CSUM);

@@ -285,8 +285,8 @@ static __always_inline int in_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cf
 		return -1;
 	}
 	/* the checksums stay valid, so a NIC's CHECKSUM_UNNECESSARY may stay too */
-	if (bpf_skb_adjust_room(skb, -(__s32)c->hlen, BPF_ADJ_ROOM_NET,
-				BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_NO_CSUM_RESET))
+	if (c->hlen && bpf_skb_adjust_room(skb, -(__s32)c->hlen, BPF_ADJ_ROOM_NET,
+					   BPF_F_ADJ_ROOM_FIXED_GSO | BPF_F_ADJ_ROOM_NO_CSUM_RESET))
 		return -1;
 	ip6->payload_len = bpf_htons(bpf_ntohs(ip6->payload_len) - c->hlen);
 	ip6->nexthdr = c->next;
@@ -294,6 +294,40 @@ static __always_inline int in_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cf
 	set_hi64(&ip6->daddr, cfg->id_prefix);
 	return bpf_skb_store_bytes(skb, ETH_HLEN, ip6, sizeof(*ip6), BPF_F_RECOMPUTE_CSUM);
 }
+
+#ifdef ILNP_EXP_NONCE_OMITTED
+/*
+ * Measurement build only (docs/benchmarks.md § Without the nonce): a TCP/UDP
+ * packet without a header from an established peer's known locator to one of
+ * ours is taken as that session's. NOT a design: plain IPv6 between the same
+ * addresses would be taken too. -1 = not such a packet.
+ */
+static __always_inline int in_nonce_omitted(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c)
+{
+	struct ilnp_local_val *lv;
+	struct ilnp_ilcc_val *e;
+	__u64 nid_s = lo64(&c->ip6.saddr), loc_d = hi64(&c->ip6.daddr);
+
+	if (cfg->mode != ILNP_MODE_EBPF || (c->ip6.nexthdr != IPPROTO_TCP && c->ip6.nexthdr != IPPROTO_UDP))
+		return -1;
+	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
+	if (!e || e->nonce_rx_len == 0 || !in_src_loc_known(e, hi64(&c->ip6.saddr)))
+		return -1;
+	lv = bpf_map_lookup_elem(&ilnp_locals, &loc_d);
+	if (!lv || lv->state >= ILNP_LOC_AGED)
+		return -1;
+	c->dopt_off = ETH_HLEN + IPV6_HLEN;
+	c->hlen = 0;
+	c->next = c->ip6.nexthdr;
+	if (in_rewrite(skb, cfg, c))
+		return in_drop(ILNP_R_INGRESS_DROP_ERROR);
+	__sync_fetch_and_add(&e->rx_pkts, 1);
+	__sync_fetch_and_add(&e->rx_bytes, skb->len - ETH_HLEN);
+	in_note_local_rx(lv);
+	count(ILNP_R_INGRESS_FAST);
+	return TC_ACT_OK;
+}
+#endif
 
 SEC("classifier")
 int ilnp_ingress(struct __sk_buff *skb)
@@ -314,6 +348,11 @@ int ilnp_ingress(struct __sk_buff *skb)
 	if (c.ip6.nexthdr == NEXTHDR_ICMPV6)
 		return in_quotes_ilnp(skb, ETH_HLEN + IPV6_HLEN) ? in_punt(cfg, ILNP_R_INGRESS_PUNT_ICMP_ERROR)
 								  : in_plain(skb, cfg, &c);
+#ifdef ILNP_EXP_NONCE_OMITTED
+	r = in_nonce_omitted(skb, cfg, &c);
+	if (r >= 0)
+		return r;
+#endif
 	if (c.ip6.nexthdr != NEXTHDR_DEST)
 		return in_plain(skb, cfg, &c);
 

@@ -15,6 +15,10 @@ fn main() {
         println!("cargo:rerun-if-changed={}", bpf_dir.join(f).display());
     }
     println!("cargo:rerun-if-env-changed=CLANG");
+    // extra -D flags for a measurement build (docs/benchmarks.md § Without the nonce)
+    println!("cargo:rerun-if-env-changed=ILNP_BPF_DEFINES");
+    let extra = std::env::var("ILNP_BPF_DEFINES").unwrap_or_default();
+    let extra: Vec<&str> = extra.split_whitespace().collect();
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
     // <asm/types.h> lives in the multiarch directory on Debian/Ubuntu
     let triple = Command::new("gcc")
@@ -25,8 +29,9 @@ fn main() {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|| format!("{}-linux-gnu", std::env::var("CARGO_CFG_TARGET_ARCH").unwrap()));
-    compile(&clang, &triple, &bpf_dir, &out.join("ilnp_dp.o"), &[]);
-    compile(&clang, &triple, &bpf_dir, &out.join("ilnp_dp_pin.o"), &["-DILNP_PIN_MAPS"]);
+    compile(&clang, &triple, &bpf_dir, &out.join("ilnp_dp.o"), &extra);
+    let pin: Vec<&str> = extra.iter().copied().chain(["-DILNP_PIN_MAPS"]).collect();
+    compile(&clang, &triple, &bpf_dir, &out.join("ilnp_dp_pin.o"), &pin);
 }
 
 fn compile(clang: &str, triple: &str, bpf_dir: &Path, out: &Path, defines: &[&str]) {
