@@ -40,3 +40,19 @@ def test_datapath_bench_quick_routed_ebpf(tmp_path):
     wire = {k: tests["udp64_snd"][k][0]["wire_bytes"] for k in ("plain", "ilnp", "hdr")}
     assert abs(wire["plain"] - 126) < 1 and abs(wire["ilnp"] - 142) < 1 and abs(wire["hdr"] - 142) < 1, wire
     assert "plain" in r.stdout and "udp64_snd" in r.stdout and "header floor" in r.stdout
+
+
+def test_nonce_omitted_measurement_build_compiles(tmp_path):
+    """docs/benchmarks.md § Without the nonce: the measurement build's sources still compile
+    (as crates/ilnpd/build.rs compiles the data path, plus the define) and the define changes
+    the object, so the section's commands keep working as the programs change."""
+    bpf = Path(__file__).resolve().parents[1] / "bpf"
+    triple = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True, check=True).stdout.strip()
+    objs = {}
+    for name, extra in (("default", []), ("omitted", ["-DILNP_EXP_NONCE_OMITTED"])):
+        objs[name] = tmp_path / f"{name}.o"
+        r = subprocess.run(["clang", "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", *extra,
+                            f"-I/usr/include/{triple}", "-c", str(bpf / "ilnp_dp.c"), "-o", str(objs[name])],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, (name, r.stderr[-3000:])
+    assert objs["default"].read_bytes() != objs["omitted"].read_bytes()
