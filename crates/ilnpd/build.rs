@@ -19,6 +19,8 @@ fn main() {
     println!("cargo:rerun-if-env-changed=ILNP_BPF_DEFINES");
     let extra = std::env::var("ILNP_BPF_DEFINES").unwrap_or_default();
     let extra: Vec<&str> = extra.split_whitespace().collect();
+    // ilnpd warns at load when the data path is such a build
+    println!("cargo:rustc-env=ILNP_BPF_DEFINES={}", extra.join(" "));
     let clang = std::env::var("CLANG").unwrap_or_else(|_| "clang".into());
     // <asm/types.h> lives in the multiarch directory on Debian/Ubuntu
     let triple = Command::new("gcc")

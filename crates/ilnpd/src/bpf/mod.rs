@@ -161,6 +161,13 @@ impl Datapath {
     }
 
     pub(crate) fn load_with(cfg: &DatapathConfig, kind: AttachKind) -> Result<Datapath> {
+        let defines = env!("ILNP_BPF_DEFINES");
+        if !defines.is_empty() {
+            tracing::warn!(
+                "measurement build: the eBPF data path was compiled with {defines} \
+                 (docs/benchmarks.md § Without the nonce); not for use"
+            );
+        }
         let mut pins = cfg.pin_dir.as_deref().map(Pins::prepare).transpose()?;
         if let Some(p) = pins.as_mut() {
             p.use_layout(&layout_id(cfg.ilcc_max_entries.max(1)))?;
