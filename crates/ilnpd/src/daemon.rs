@@ -67,7 +67,8 @@ pub struct Daemon {
     counters: BTreeMap<ShellCounter, u64>,
     /// the state file is out of date since (written debounced, `state_due`)
     state_dirty: Option<Instant>,
-    state_written: Option<Instant>,
+    /// when the last write started and how long it took (`state::next_write`)
+    state_written: Option<(Instant, Duration)>,
     /// the resolver proxy, when `[dns]` is configured
     dns: Option<std::sync::Arc<crate::dns::Proxy>>,
     dns_learn: Option<mpsc::Receiver<crate::dns::Learn>>,
@@ -77,11 +78,6 @@ pub struct Daemon {
     /// slow-path time per packet (`stats` → `slow_path_ns`)
     slow_hist: slowpath::SlowPathHist,
 }
-
-/// A change is written this long after it happened (a burst of changes, one write)...
-const STATE_DEBOUNCE: Duration = Duration::from_millis(50);
-/// ...and at most this often (a packet storm creating entries: a few writes a second).
-const STATE_MIN_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Fast-path entries whose counters are read per 1 s tick (`refresh_activity`).
 const ACTIVITY_SWEEP_PER_TICK: usize = 20_000;
@@ -381,9 +377,7 @@ impl Daemon {
     /// When the state file is next due to be written (None: up to date, or no file).
     fn state_due(&self) -> Option<Instant> {
         self.cfg.state_file.as_ref()?;
-        let dirty = self.state_dirty?;
-        let after_last = self.state_written.map(|w| w + STATE_MIN_INTERVAL);
-        Some(after_last.map_or(dirty + STATE_DEBOUNCE, |t| t.max(dirty + STATE_DEBOUNCE)))
+        Some(crate::state::next_write(self.state_dirty?, self.state_written))
     }
 
     fn write_state(&mut self) {
@@ -399,7 +393,7 @@ impl Daemon {
             tracing::warn!("{e:#}");
         }
         self.state_dirty = None;
-        self.state_written = Some(now);
+        self.state_written = Some((now, now.elapsed()));
     }
 
     /// An LU to `nid` went unacknowledged at every known locator: if the peer has a

@@ -12,9 +12,29 @@ use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Bumped when the shell's part changes meaning (the core's has its own version).
 pub const STATE_FORMAT: u32 = 1;
+
+/// A change is written this long after it happened (a burst of changes, one write)...
+pub const DEBOUNCE: Duration = Duration::from_millis(50);
+/// ...and at most this often (a packet storm creating entries: a few writes a second)...
+pub const MIN_INTERVAL: Duration = Duration::from_millis(250);
+/// ...and never more than 1 / (1 + this) of the time: a write is O(entries) on the
+/// daemon's thread (0.5 s and more at 10^5-10^6 entries), so at a fixed interval a storm
+/// of new peers would leave the daemon nothing but writing.
+pub const IDLE_PER_WRITE_TIME: u32 = 9;
+
+/// When the state file is next due: `dirty` = out of date since, `last` = when the
+/// last write started and how long it took.
+pub fn next_write(dirty: Instant, last: Option<(Instant, Duration)>) -> Instant {
+    let debounced = dirty + DEBOUNCE;
+    match last {
+        None => debounced,
+        Some((at, took)) => debounced.max(at + took + MIN_INTERVAL.max(took * IDLE_PER_WRITE_TIME)),
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -91,6 +111,20 @@ pub fn remove(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_are_debounced_spaced_and_bounded_to_a_tenth_of_the_time() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        // first change: 50 ms later
+        assert_eq!(next_write(t0, None), t0 + ms(50));
+        // a cheap write 10 ms long: the next one 250 ms after it ended
+        assert_eq!(next_write(t0 + ms(20), Some((t0, ms(10)))), t0 + ms(260));
+        // a change long after: only debounced
+        assert_eq!(next_write(t0 + ms(5000), Some((t0, ms(10)))), t0 + ms(5050));
+        // a write that took 800 ms (10^6 entries): 7.2 s idle after it, 10 % of the time
+        assert_eq!(next_write(t0 + ms(900), Some((t0, ms(800)))), t0 + ms(800 + 7200));
+    }
 
     fn sample() -> StateFile {
         StateFile {
