@@ -74,6 +74,10 @@ def test_shipped_experiments_check_and_list():
     (["--dad", "sometimes"], "invalid choice: 'sometimes'"),
     (["--dad-transmits", "0"], "--dad-transmits 0"),
     (["--assoc-delay", "-1"], "--assoc-delay -1"),
+    (["--sysctl", "cn=1"], "expected NODE:KEY=VALUE"),
+    (["--sysctl", "moon:net.ipv4.tcp_frto=0"], "no node 'moon'"),
+    (["--sysctl", "cn:kernel.panic=1"], "not a network-namespace sysctl"),
+    (["--sysctl", "cn:net.ipv4.tcp_no_such_knob=1"], "this kernel has no net.ipv4.tcp_no_such_knob"),
 ])
 def test_bad_run_options_are_refused_before_anything_is_created(tmp_path, args, expect):
     r = lab("run", "seed000-tcp", "--quick", "--out", str(tmp_path / "out"), *args)
@@ -359,3 +363,18 @@ def test_dad_knob_sets_the_host_sysctls():
     assert dict(dad_sysctls("off", 1))["accept_dad"] == 0
     with pytest.raises(ValueError, match="dad 'maybe'"):
         dad_sysctls("maybe", 1)
+
+
+def test_sysctl_knob_is_set_in_the_node_namespace_only(bed):
+    """`--sysctl NODE:KEY=VALUE` reaches that node's namespace (a global and a per-interface
+    key) and leaves the host's value alone."""
+    from ilnp_lab.topology import build, load, parse_sysctl
+    ex = load("dime-handoff")
+    host_frto = Path("/proc/sys/net/ipv4/tcp_frto").read_text().strip()
+    ex.sysctls = [parse_sysctl(ex, "cn:net.ipv4.tcp_frto=1"),  # a new namespace starts at the default, 2
+                  parse_sysctl(ex, "mn:net.ipv6.conf.eth-r1.hop_limit=33")]
+    nodes = build(bed, ex, "hard", start_radvd=False)
+    assert nodes["cn"].run("sysctl", "-n", "net.ipv4.tcp_frto").stdout.strip() == "1"
+    assert nodes["r1"].run("sysctl", "-n", "net.ipv4.tcp_frto").stdout.strip() == "2"
+    assert nodes["mn"].run("sysctl", "-n", "net.ipv6.conf.eth-r1.hop_limit").stdout.strip() == "33"
+    assert Path("/proc/sys/net/ipv4/tcp_frto").read_text().strip() == host_frto

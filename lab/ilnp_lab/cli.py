@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from . import runners
-from .topology import DAD_MODES, EXPERIMENTS, SCHEMES, SpecError, load
+from .topology import DAD_MODES, EXPERIMENTS, SCHEMES, SpecError, load, parse_sysctl
 
 
 def main(argv=None) -> int:
@@ -54,6 +54,9 @@ def main(argv=None) -> int:
     r.add_argument("--dad-transmits", type=int, default=1, metavar="N", help="DAD probes per address (default 1)")
     r.add_argument("--assoc-delay", type=float, default=0.0, metavar="S",
                    help="seconds between the MN's 'join' event and its link coming up (Wi-Fi association; default 0)")
+    r.add_argument("--sysctl", action="append", metavar="NODE:KEY=VALUE",
+                   help="set a network-namespace sysctl in one node of the testbed after it is built (repeatable; "
+                        "a diagnosis, recorded in the report), e.g. cn:net.ipv4.tcp_frto=0")
     r.add_argument("--json", action="store_true", help="print the per-run results as JSON on stdout")
     r.add_argument("--no-scale", action="store_true", help="seed004-ilcc: without the extra row at this machine's rate")
     rp = sub.add_parser("report", help="rebuild report.md, results.csv and plots from a run folder")
@@ -144,6 +147,7 @@ def run(args) -> int:
     if args.cc:
         ex.ccs = args.cc
     ex.dad, ex.dad_transmits, ex.assoc_delay_s = args.dad, args.dad_transmits, args.assoc_delay
+    ex.sysctls = [parse_sysctl(ex, s) for s in args.sysctl or ()]
     todo, notes = runner.cells(ex, args.scenario, args.scheme)
     if not todo:
         print(f"ilnp-lab run: nothing to run: {'; '.join(notes)}", file=sys.stderr)
@@ -158,6 +162,7 @@ def run(args) -> int:
             "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "quick": args.quick,
             "duration_s": duration, "runs_per_cell": runs, "jobs": args.jobs, "cores": cores, "seed": args.seed,
             "dad": args.dad, "dad_transmits": args.dad_transmits, "assoc_delay_s": args.assoc_delay,
+            "sysctls": [f"{n}:{k}={v}" for n, k, v in ex.sysctls],
             "versions": runner.versions(), "provenance_start": runner.provenance(), "notes": notes}
     for n in notes:
         print(f"note: {n}", file=sys.stderr)

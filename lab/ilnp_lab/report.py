@@ -224,6 +224,9 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
         lines[-3:-3] = [f"DAD on the hosts' SLAAC interfaces: {meta['dad']} ({meta['dad_transmits']} probe(s)); "
                         f"association delay before the MN's link to a joined network comes up: "
                         f"{meta['assoc_delay_s']:g} s."]
+    if meta.get("sysctls"):
+        lines[-3:-3] = ["Set in the testbed's namespaces after it was built (`--sysctl`, not the kernel's defaults): "
+                        + ", ".join(f"`{s}`" for s in meta["sysctls"]) + "."]
     lines += [f"* {k}: {v}" for k, v in meta["versions"].items()]
     lines += [f"* congestion control {k}: {v}" for k, v in (meta.get("cc_impl") or {}).items()]
     for n in meta.get("notes", []):

@@ -44,7 +44,7 @@ RUNNERS = {"aggregation": "ilnp_lab.aggregation", "seed002": "ilnp_lab.seed002",
 COMMON = {"quick", "out", "json", "seed"}
 # `ilnp-lab run` options and their defaults, to tell which ones the user gave
 RUN_DEFAULTS = {"runs": None, "scenario": None, "scheme": None, "cc": None, "jobs": 1, "dad": "optimistic",
-                "dad_transmits": 1, "assoc_delay": 0.0, "no_scale": False}
+                "dad_transmits": 1, "assoc_delay": 0.0, "sysctl": None, "no_scale": False}
 
 
 def experiment_path(name: str) -> Path:

@@ -137,6 +137,9 @@ class Experiment:
     dad: str = "optimistic"
     dad_transmits: int = 1
     assoc_delay_s: float = 0.0
+    # `--sysctl NODE:KEY=VALUE`: set in that node's namespace after the network is built (a
+    # diagnosis, e.g. cn:net.ipv4.tcp_frto=0; only the testbed's namespaces, never the host's)
+    sysctls: list[tuple[str, str, str]] = field(default_factory=list)
 
     def events_for(self, move: str) -> list[EventSpec]:
         """The timeline of `move`: its own `events`, else the file's [[event]]s."""
@@ -573,6 +576,26 @@ def dad_sysctls(mode: str, transmits: int) -> list[tuple[str, int]]:
             ("optimistic_dad", optimistic), ("use_optimistic", optimistic)]
 
 
+def parse_sysctl(ex: Experiment, spec: str) -> tuple[str, str, str]:
+    """`NODE:KEY=VALUE` (`ilnp-lab run --sysctl`) -> (node, key, value), checked against the
+    experiment's nodes and this kernel's network-namespace sysctls (net.*, present in /proc/sys)."""
+    node, sep, kv = spec.partition(":")
+    key, eq, value = kv.partition("=")
+    key, value = key.strip(), value.strip()
+    if not sep or not eq or not node or not key or not value:
+        raise ValueError(f"--sysctl {spec!r}: expected NODE:KEY=VALUE, e.g. cn:net.ipv4.tcp_frto=0")
+    if node not in ex.nodes:
+        raise ValueError(f"--sysctl {spec!r}: no node {node!r} in {ex.name} (nodes: {', '.join(ex.nodes)})")
+    if not key.startswith("net.") or not re.fullmatch(r"[A-Za-z0-9_.\-]+", key) or ".." in key:
+        raise ValueError(f"--sysctl {spec!r}: {key!r} is not a network-namespace sysctl (net.*)")
+    parts = key.split(".")
+    if len(parts) >= 5 and parts[2] in ("conf", "neigh"):
+        parts[3] = "default"  # a per-interface key: the interface is the testbed's, check the template
+    if not Path("/proc/sys", *parts).is_file():
+        raise ValueError(f"--sysctl {spec!r}: this kernel has no {key}")
+    return node, key, value
+
+
 def build(bed: Testbed, ex: Experiment, move: str, seed: int = 1, overrides: dict[str, dict] | None = None,
           start_radvd: bool = True) -> dict[str, Node]:
     """Creates the experiment's network for `move` in `bed`; returns {name: Node}.
@@ -604,6 +627,8 @@ def build(bed: Testbed, ex: Experiment, move: str, seed: int = 1, overrides: dic
                 slaac += [f"net.ipv6.conf.{iface}.{k}={v}" for k, v in dad_sysctls(ex.dad, ex.dad_transmits)]
         if slaac:
             nodes[name].sysctl(*slaac)
+    for node, key, value in ex.sysctls:
+        nodes[node].sysctl(f"{key}={value}")
     for r in ex.radvd if start_radvd else ():
         radvd(nodes[r.node], r.iface, r.prefix, r.min_ra, r.max_ra, r.pref, r.valid, r.preferred)
     for l in ex.links:
