@@ -340,6 +340,38 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path):
             assert not os.path.exists(f"/proc/{pid}"), pid
 
 
+def test_process_group_kill_of_a_parallel_run_leaves_nothing_behind(tmp_path):
+    # `kill -- -PGID` (or a terminal's Ctrl-C) reaches the parent and its --jobs workers at once,
+    # and the parent then terminates the workers too: that second signal must not cut a worker's
+    # testbed cleanup short (it once left a testbed running and the run hung)
+    p = subprocess.Popen([*LAB, "run", "seed000-tcp", "--quick", "--scenario", "lan-lan", "--scheme", "ilnp-soft",
+                          "--scheme", "plain", "--jobs", "2", "--out", str(tmp_path / "out")], stdout=subprocess.PIPE,
+                         stderr=open(tmp_path / "err", "w"), text=True, start_new_session=True)
+    children = lambda: {int(c) for c in Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()}  # noqa: E731
+    try:
+        wait_for(lambda: len(list((tmp_path / "out").glob("runs/*/run01/iperf-client.err"))) == 2 or p.poll() is not None,
+                 timeout=90, what="both flows started")
+        assert p.poll() is None, (tmp_path / "err").read_text()
+        workers = children()
+        ours = {n for w in workers for n in namespaces(w)}
+        assert len(ours) >= 10, ours  # two testbeds of five or more namespaces
+        time.sleep(1)
+        os.killpg(p.pid, signal.SIGTERM)
+        p.communicate(timeout=90)
+        err = (tmp_path / "err").read_text()
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert "interrupted" in err, err[-2000:]
+    assert not ours & set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split())
+    gone = lambda pid: not os.path.exists(f"/proc/{pid}") or "State:\tZ" in Path(f"/proc/{pid}/status").read_text()  # noqa: E731
+    assert all(gone(w) for w in workers), {w: Path(f"/proc/{w}/cmdline").read_text() for w in workers if not gone(w)}
+    for pidfile in (tmp_path / "out").rglob("*.pid"):
+        pid = int(pidfile.read_text().split()[0]) if pidfile.read_text().strip() else None
+        if pid:
+            assert not os.path.exists(f"/proc/{pid}"), pidfile
+
+
 def test_run_failing_midway_reports_the_step_and_leaves_nothing(tmp_path):
     # valid as a file, impossible to build: R1's route via a gateway on no link of R1's
     bad = edited(tmp_path, 'via = "2001:db8:12::2"', 'via = "2001:db8:99::2"')

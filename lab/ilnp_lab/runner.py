@@ -503,7 +503,8 @@ def run_all(ex: Experiment, todo: list[Cell], runs: int, duration: float, out: P
         else:
             import concurrent.futures as cf
             import multiprocessing as mp
-            with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=install_sigterm) as pool:
+            with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=install_sigterm,
+                                        initargs=(True,)) as pool:
                 futs = {pool.submit(_one, ex, cell, i, duration, out, seed): k for k, (cell, i) in enumerate(work)}
                 try:
                     for f in cf.as_completed(futs):
@@ -540,13 +541,24 @@ def reanalyse(outdir: Path, results: list[dict], ex: Experiment) -> list[dict]:
     return out
 
 
-def install_sigterm() -> None:
-    """SIGTERM ends a run like Ctrl-C: the testbed's cleanup runs. Only in this process:
-    pyroute2's forked helpers inherit the handler and are stopped with SIGTERM."""
+def install_sigterm(worker: bool = False) -> None:
+    """SIGTERM ends a run like Ctrl-C: the testbed's cleanup runs, and runs once: the first
+    signal turns further SIGTERMs (and Ctrl-Cs) off, because a second one would cut that cleanup
+    short and leave the testbed behind (a process-group kill reaches a --jobs worker, then the
+    parent terminates it too). A worker ignores SIGINT: the parent takes the terminal's Ctrl-C
+    and stops its workers with SIGTERM. Only in this process: pyroute2's forked helpers
+    inherit the handler and are stopped by it."""
     main = os.getpid()
 
     def handler(signum, frame):
         if os.getpid() != main:
             os._exit(0)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if signal.getsignal(signal.SIGINT) is handler:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, handler)
+    if worker:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    elif signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started with SIGINT ignored
+        signal.signal(signal.SIGINT, handler)
