@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,6 +193,7 @@ class Run:
             except subprocess.TimeoutExpired:
                 stop_process(p)
         stop_process(srv)
+        sender = tcp_counters(cn) if ex.kind == "tcp" else None  # the data flows CN -> MN in every scheme
         stats = scheme.counters()
         extra = scheme.extra()
         scheme.stop()
@@ -199,7 +201,7 @@ class Run:
         for p in caps.values():
             stop_process(p)
         raw = {"t0": t0, "timeline": timeline, "stats": stats, "notes": self.notes, "rtt_ms": rtt,
-               "mn_nid": scheme.mn_nid, "extra": extra}
+               "mn_nid": scheme.mn_nid, "extra": extra, "tcp_sender": sender}
         (d / "run.json").write_text(json.dumps(raw, indent=1))
         self.step = "analyse"
         return self.analyse(raw)
@@ -266,10 +268,32 @@ class Run:
         except ValueError:
             res["iperf_error"] = "no JSON from iperf3 client"
         res["stats"] = stats
+        res["tcp_sender"] = raw.get("tcp_sender")  # None: a UDP run, or one from before the counters were read
         res["extra"] = raw.get("extra")  # what the scheme recorded besides its counters (ilnp-soft-dns: names, BIND)
         res["notes"] = self.notes
         (d / "result.json").write_text(json.dumps(res, indent=1))
         return res
+
+
+# The data sender's TCP recovery, from its kernel (`/proc/net/netstat`, TcpExt, the CN's
+# namespace: its only TCP is the run's iperf3 data and control connections): RTO timeouts;
+# undos of an RTO's cwnd reduction (TCPLossUndo), of which F-RTO judged the RTO spurious
+# (TCPSpuriousRTOs: an ack of data never retransmitted arrived after it; RFC 5682); fast
+# recoveries entered on SACK (TCPSackRecovery); duplicate SACKs received (TCPDSACKRecv).
+TCP_COUNTERS = ("TCPTimeouts", "TCPLossUndo", "TCPSpuriousRTOs", "TCPSackRecovery", "TCPDSACKRecv")
+
+
+def parse_netstat(text: str, keys: Sequence[str] = TCP_COUNTERS) -> dict[str, int]:
+    """`keys` of /proc/net/netstat's TcpExt lines (a header line of names, then one of values)."""
+    rows = [line.split() for line in text.splitlines() if line.startswith("TcpExt:")]
+    if len(rows) != 2 or len(rows[0]) != len(rows[1]):
+        raise ValueError("/proc/net/netstat: no TcpExt header and value lines")
+    got = dict(zip(rows[0][1:], rows[1][1:]))
+    return {k: int(got[k]) for k in keys if k in got}
+
+
+def tcp_counters(node) -> dict[str, int]:
+    return parse_netstat(node.run("cat", "/proc/net/netstat").stdout)
 
 
 def path_rtts_ms(ex: Experiment, nodes: dict) -> dict[str, float]:
