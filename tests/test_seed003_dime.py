@@ -67,6 +67,10 @@ def test_dime_handoff_quick(tmp_path):
             assert leave["first_control"]["kind"] == ("lu" if scheme == "ilnp-soft" else "remove_addr"), leave
         else:
             assert lat(x, "leave")["first_control"] is None  # no path left to signal on
+    # the sender's kernel counters: the outage timed the CN's TCP out; a soft handoff never does
+    assert by[("hard", "ilnp-soft")]["tcp_sender"]["TCPTimeouts"] >= 1, by[("hard", "ilnp-soft")]["tcp_sender"]
+    assert by[("soft", "ilnp-soft")]["tcp_sender"]["TCPTimeouts"] == 0, by[("soft", "ilnp-soft")]["tcp_sender"]
+    assert "The CN's TCP recovery" in report
     soft = by[("soft", "ilnp-soft")]
     assert soft["control"]["by_kind"]["lu"]["messages"] >= 2 and "lu_ack" in soft["control"]["by_kind"]
     assert by[("soft", "mptcp-client")]["control"]["by_kind"]["mp_join_ack4"]["messages"] >= 1

@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -275,25 +274,17 @@ class Run:
         return res
 
 
-# The data sender's TCP recovery, from its kernel (`/proc/net/netstat`, TcpExt, the CN's
-# namespace: its only TCP is the run's iperf3 data and control connections): RTO timeouts;
-# undos of an RTO's cwnd reduction (TCPLossUndo), of which F-RTO judged the RTO spurious
-# (TCPSpuriousRTOs: an ack of data never retransmitted arrived after it; RFC 5682); fast
-# recoveries entered on SACK (TCPSackRecovery); duplicate SACKs received (TCPDSACKRecv).
+# The data sender's TCP recovery, from its kernel (nstat's TcpExt counters in the CN's
+# namespace, whose only TCP is the run's iperf3 data and control connections), kept without
+# the "TcpExt" prefix: RTO timeouts; undos of an RTO's cwnd reduction (TCPLossUndo), of which
+# F-RTO judged the RTO spurious (TCPSpuriousRTOs: an ack of data never retransmitted came after
+# it; RFC 5682); fast recoveries entered on SACK (TCPSackRecovery); duplicate SACKs received.
 TCP_COUNTERS = ("TCPTimeouts", "TCPLossUndo", "TCPSpuriousRTOs", "TCPSackRecovery", "TCPDSACKRecv")
 
 
-def parse_netstat(text: str, keys: Sequence[str] = TCP_COUNTERS) -> dict[str, int]:
-    """`keys` of /proc/net/netstat's TcpExt lines (a header line of names, then one of values)."""
-    rows = [line.split() for line in text.splitlines() if line.startswith("TcpExt:")]
-    if len(rows) != 2 or len(rows[0]) != len(rows[1]):
-        raise ValueError("/proc/net/netstat: no TcpExt header and value lines")
-    got = dict(zip(rows[0][1:], rows[1][1:]))
-    return {k: int(got[k]) for k in keys if k in got}
-
-
 def tcp_counters(node) -> dict[str, int]:
-    return parse_netstat(node.run("cat", "/proc/net/netstat").stdout)
+    n = node.nstat()
+    return {k: n.get("TcpExt" + k, 0) for k in TCP_COUNTERS}
 
 
 def path_rtts_ms(ex: Experiment, nodes: dict) -> dict[str, float]:
