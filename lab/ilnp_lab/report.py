@@ -176,7 +176,8 @@ def sender_table(by_scheme: dict[str, list[dict]]) -> list[str]:
         return []
     out = ["", "The CN's TCP recovery (its kernel's TcpExt counters, the CN's namespace): *RTO undone* = runs with "
            "TCPLossUndo > 0: acks after a timeout showed that data sent before it had arrived (F-RTO, RFC 5682: an "
-           "ack of data never retransmitted, counted in TCPSpuriousRTOs; or the timestamp echo, RFC 3522), so the RTO "
+           "ack of data never retransmitted, counted in TCPSpuriousRTOs; or the kernel's D-SACK and timestamp-echo "
+           "undo), so the RTO "
            "was judged spurious and the window before it restored; *data* = median [IQR] MB delivered in the runs "
            "with and without an RTO undone:", "",
            "| scheme | runs | RTO timeouts | RTO undone (of which F-RTO) | data, RTO undone (MB) "
