@@ -12,53 +12,8 @@ mod state;
 mod tun;
 
 use clap::Parser;
-use std::path::PathBuf;
+use ilnpd::cli::Args;
 use std::process::ExitCode;
-
-/// ILNPv6 host daemon. Runs in the foreground; SIGTERM removes everything it created.
-#[derive(Parser, Debug)]
-#[command(version, about)]
-struct Args {
-    /// TOML configuration file (see dist/ilnpd.toml)
-    #[arg(short, long)]
-    config: Option<PathBuf>,
-    /// uplink interface (repeatable); overrides `uplinks` in the file
-    #[arg(short, long = "uplink")]
-    uplinks: Vec<String>,
-    /// data path: ebpf (fast path) or userspace (reference)
-    #[arg(long)]
-    datapath: Option<String>,
-    /// this node's NID (xxxx:xxxx:xxxx:xxxx) or "auto"
-    #[arg(long)]
-    nid: Option<String>,
-    /// control socket path
-    #[arg(short = 's', long)]
-    control_socket: Option<PathBuf>,
-    /// error, warn, info, debug or trace (RUST_LOG overrides)
-    #[arg(long)]
-    log_level: Option<String>,
-    /// host-local identifier /64 (default fd69:6c6e:7000::/64)
-    #[arg(long, value_name = "PREFIX/64")]
-    identifier_prefix: Option<String>,
-    /// name of the TUN device (default ilnp0)
-    #[arg(long, value_name = "NAME")]
-    tun_name: Option<String>,
-    /// nonce option size: 32 or 96
-    #[arg(long, value_name = "BITS")]
-    nonce_bits: Option<u32>,
-    /// static peers in the seeds' hosts-file form
-    #[arg(long, value_name = "PATH")]
-    hosts_file: Option<PathBuf>,
-    /// soft or hard
-    #[arg(long)]
-    handoff: Option<String>,
-    /// bound on ILCC entries
-    #[arg(long, value_name = "N")]
-    ilcc_max_entries: Option<u32>,
-    /// seconds without traffic before an ILCC entry is aged out
-    #[arg(long, value_name = "SECONDS")]
-    idle_timeout_s: Option<u64>,
-}
 
 fn main() -> ExitCode {
     let args = Args::parse();
