@@ -177,6 +177,7 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::path::PathBuf;
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("ilnpctl").chain(args.iter().copied()))
