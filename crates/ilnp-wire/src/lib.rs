@@ -15,8 +15,10 @@ pub mod rdata;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 pub mod translate;
+pub mod unicast;
 
 pub use classify::{classify, ClassifyError, Packet};
+pub use unicast::{LocatorError, LocatorPref, LocatorPrefError, NidError};
 
 /// Why a packet or record could not be parsed or built. Parsers never panic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
