@@ -27,7 +27,7 @@ pub use fallback::{FallbackReason, FallbackView, PeerState};
 pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
 pub use ilnp_wire::{Locator, Nid, Nonce};
 pub use local::{derive_local_locators, locator_preference, KernelAddress, LocalLocators, UplinkFacts};
-pub use peers::{PeerLocator, PeerRecord};
+pub use peers::{PeerError, PeerLocator, PeerRecord};
 /// The randomness the core takes (re-exported so shells and fuzzers use the same trait).
 pub use rand_core::{Error as RngError, RngCore};
 pub use snapshot::{CoreSnapshot, RestoreError, SNAPSHOT_VERSION};
