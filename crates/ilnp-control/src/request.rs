@@ -1,6 +1,6 @@
 //! Requests: `{"cmd": NAME, ...fields}`.
 
-use ilnp_wire::{Locator, Nid};
+use ilnp_wire::{Locator, LocatorPref, Nid};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
@@ -62,6 +62,17 @@ pub struct PeerLocatorArg {
     pub pref: u16,
 }
 
+impl PeerLocatorArg {
+    /// A locator argument as people type it, `L64[/PREF]` or `L64|PREF`
+    /// (`ilnp_wire::LocatorPref`: `2001:0db8:000b:0000/20`, `2001:db8:b::/64/20`;
+    /// `2001:db8:b::/48` is refused, not read as preference 48). The locator keeps
+    /// its spelling.
+    pub fn parse(arg: &str) -> Result<PeerLocatorArg, String> {
+        let p = LocatorPref::parse(arg, DEFAULT_PREF).map_err(|e| e.to_string())?;
+        Ok(PeerLocatorArg { l64: Spelled { value: p.loc, text: p.text }, pref: p.pref })
+    }
+}
+
 fn default_pref() -> u16 {
     DEFAULT_PREF
 }
@@ -121,19 +132,29 @@ impl Request {
             return Err(RequestError(format!("unknown command {cmd:?} (known: {})", Request::COMMANDS.join(", "))));
         }
         let req: Request = serde_json::from_value(v).map_err(|e| RequestError(format!("{cmd}: {e}")))?;
-        if let Request::PeerAdd { locators, .. } = &req {
-            if locators.is_empty() {
-                return Err(RequestError("peer_add: at least one locator is needed".into()));
-            }
-        }
-        if let Request::PolicySet { policy, .. } = &req {
-            if !["failover", "per-flow", "per-packet"].contains(&policy.as_str()) {
-                return Err(RequestError(format!(
-                    "policy_set: unknown policy {policy:?} (failover, per-flow or per-packet)"
-                )));
-            }
-        }
+        req.check().map_err(|e| RequestError(format!("{cmd}: {e}")))?;
         Ok(req)
+    }
+
+    /// What a request's fields must satisfy beyond their types, without knowing the
+    /// daemon's state: `peer_add` has a locator and a unicast NID
+    /// (`ilnp_wire::Nid::check_unicast`; its locators were checked as they
+    /// parsed), `policy_set` names a policy. `from_line` (the daemon) and ilnpctl
+    /// (before it asks) both check with this.
+    pub fn check(&self) -> Result<(), String> {
+        match self {
+            Request::PeerAdd { nid, locators, .. } => {
+                nid.value.check_unicast().map_err(|e| format!("{} {e}", Nid::NAME))?;
+                if locators.is_empty() {
+                    return Err("at least one locator is needed".into());
+                }
+            }
+            Request::PolicySet { policy, .. } if !["failover", "per-flow", "per-packet"].contains(&policy.as_str()) => {
+                return Err(format!("unknown policy {policy:?} (failover, per-flow or per-packet)"));
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The request as one line (with its newline).
@@ -157,14 +178,25 @@ impl std::error::Error for RequestError {}
 /// The JSON field a value travels in (named in parse errors).
 pub trait Field: FromStr<Err = String> {
     const NAME: &'static str;
+    /// The value of the field's text; the error quotes the text.
+    fn parse_field(text: &str) -> Result<Self, String> {
+        text.parse()
+    }
 }
 
+/// Any NID that parses (`peer_del` must reach whatever is there); `peer_add`'s is
+/// checked by [`Request::check`].
 impl Field for Nid {
     const NAME: &'static str = "nid";
 }
 
+/// A routable /64 (`ilnp_wire::Locator::parse_unicast`): no other prefix length,
+/// no multicast, link-local or ::/64 prefix.
 impl Field for Locator {
     const NAME: &'static str = "l64";
+    fn parse_field(text: &str) -> Result<Self, String> {
+        Locator::parse_unicast(text).map_err(|e| e.to_string())
+    }
 }
 
 /// A NID or locator as the client spelled it (`2001:db8:b::/64` or
@@ -178,7 +210,7 @@ pub struct Spelled<T> {
 
 impl<T: Field> Spelled<T> {
     pub fn parse(text: &str) -> Result<Spelled<T>, String> {
-        match text.parse::<T>() {
+        match T::parse_field(text) {
             Ok(value) => Ok(Spelled { value, text: text.to_string() }),
             Err(e) => Err(format!("{} {e}", T::NAME)),
         }

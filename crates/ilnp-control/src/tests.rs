@@ -225,3 +225,58 @@ fn events_round_trip_with_the_tag_first() {
     }
     assert_eq!(Event::Lagged { missed: 3 }.to_line(), "{\"event\":\"lagged\",\"missed\":3}\n");
 }
+
+/// `peer_add` refuses what ilnp-wire's unicast rules refuse, with their words.
+#[test]
+fn peer_add_refuses_what_cannot_name_a_peer() {
+    let add = |nid: &str, l64: &str| {
+        let line = json!({"cmd": "peer_add", "nid": nid, "locators": [{"l64": l64}]}).to_string();
+        Request::from_line(&line).map(|_| ()).map_err(|e| e.to_string())
+    };
+    let good = "2001:db8:b::/64";
+    assert_eq!(add("0200:00ff:fe00:000d", good), Ok(()));
+    assert_eq!(
+        add("0300:0000:0000:0001", good).unwrap_err(),
+        "peer_add: nid 0300:0000:0000:0001: the group (g) bit is set; a unicast NID needs g = 0 (RFC 6740 §3.1.2)"
+    );
+    assert_eq!(add("0:0:0:0", good).unwrap_err(), format!("peer_add: nid {}", ilnp_wire::NidError::Zero));
+    assert_eq!(
+        add("ffff:ffff:ffff:ffff", good).unwrap_err(),
+        format!("peer_add: nid {}", ilnp_wire::NidError::AllOnes)
+    );
+    let nid = "0200:00ff:fe00:000d";
+    let e = add(nid, "2001:db8:b::/48").unwrap_err();
+    assert!(e.starts_with("peer_add: l64 \"2001:db8:b::/48\": prefix length /48; a locator is a /64 prefix"), "{e}");
+    let e = add(nid, "ff02::/64").unwrap_err();
+    assert!(e.starts_with("peer_add: l64 ff02:0000:0000:0000: a multicast prefix (ff00::/8)"), "{e}");
+    let e = add(nid, "fe80::").unwrap_err();
+    assert!(e.starts_with("peer_add: l64 fe80:0000:0000:0000: a link-local prefix (fe80::/10)"), "{e}");
+    let e = add(nid, "::/64").unwrap_err();
+    assert!(e.starts_with("peer_add: l64 0000:0000:0000:0000: the all-zero locator"), "{e}");
+    // peer_del takes any NID that parses: the daemon says whether it has that peer
+    assert!(Request::from_line(r#"{"cmd":"peer_del","nid":"0300:0000:0000:0001"}"#).is_ok());
+}
+
+#[test]
+fn client_checks_are_the_daemons() {
+    let r =
+        Request::PeerAdd { name: "x".into(), nid: nid("0100:0000:0000:0001"), locators: vec![l64("2001:db8::", 1)] };
+    let client = r.check().unwrap_err();
+    let daemon = Request::from_line(&r.to_line()).unwrap_err().to_string();
+    assert_eq!(daemon, format!("peer_add: {client}"));
+    assert!(client.starts_with("nid 0100:0000:0000:0001: the group (g) bit"), "{client}");
+}
+
+#[test]
+fn locator_arguments() {
+    let a = |s: &str| PeerLocatorArg::parse(s).map(|p| (p.l64.text, p.l64.value.0, p.pref));
+    let b = 0x2001_0db8_000b_0000;
+    assert_eq!(a("2001:0db8:000b:0000/20"), Ok(("2001:0db8:000b:0000".into(), b, 20)));
+    assert_eq!(a("2001:db8:b::/64"), Ok(("2001:db8:b::/64".into(), b, DEFAULT_PREF)));
+    assert_eq!(a("2001:db8:b::/64/5"), Ok(("2001:db8:b::/64".into(), b, 5)));
+    assert_eq!(a("2001:0db8:000b:0000|7"), Ok(("2001:0db8:000b:0000".into(), b, 7)));
+    let e = a("2001:db8:b::/48").unwrap_err();
+    assert!(e.starts_with("l64 \"2001:db8:b::/48\": prefix length /48"), "{e}");
+    assert!(a("2001:0db8:000b:0000/x").unwrap_err().contains("preference \"x\""));
+    assert!(a("a/b/c/d").unwrap_err().contains("expected L64[/PREF]"));
+}
