@@ -9,11 +9,16 @@
 //!   is the name; further words are aliases (accepted, not used). L64 and NID use the
 //!   RFC 6742 presentation form (four 16-bit hex groups; an L64 may also be written
 //!   as an IPv6 prefix, `2001:db8:b::/64`); pref is 0-65535, lower preferred.
-//!   A NID with the group bit set, or defined twice in one file, is an error.
 //! * TOML: `[[peer]] name = "mn"`, `nid = "0200:00ff:fe00:000d"`,
 //!   `locators = [{ l64 = "2001:0db8:000b:0000", pref = 10 }]`.
+//!
+//! Both forms follow the rules `ilnpctl peer add` follows, from the same functions
+//! (`ilnp_wire::unicast`, `ilnp_core::PeerRecord::check_unicast`), with the same
+//! words: a unicast NID (not all-zero, not all-ones, group bit clear), locators that
+//! are routable /64s. A NID defined twice in one file is an error too.
 
 use ilnp_core::{Locator, Nid, PeerLocator, PeerRecord};
+use ilnp_wire::LocatorPref;
 use serde::Deserialize;
 use std::fmt;
 
@@ -35,10 +40,16 @@ impl std::error::Error for PeerFileError {}
 
 /// Parses a locator `L64|pref` token.
 fn parse_loc_pref(tok: &str) -> Result<PeerLocator, String> {
-    let (l, p) = tok.split_once('|').ok_or_else(|| format!("{tok:?}: expected L64|pref"))?;
-    let loc: Locator = l.parse()?;
-    let pref: u16 = p.parse().map_err(|_| format!("{tok:?}: preference {p:?} is not a number 0-65535"))?;
-    Ok(PeerLocator { loc, pref })
+    if !tok.contains('|') {
+        return Err(format!("{tok:?}: expected L64|pref"));
+    }
+    let p = LocatorPref::parse(tok, ilnp_core::DEFAULT_LOCATOR_PREF).map_err(|e| e.to_string())?;
+    Ok(PeerLocator { loc: p.loc, pref: p.pref })
+}
+
+/// The NID's text: any four groups (the rules are `PeerRecord::check_unicast`'s).
+fn parse_nid(text: &str) -> Result<Nid, String> {
+    text.parse::<Nid>().map_err(|e| format!("nid {e}"))
 }
 
 /// Parses the seeds' hosts-file form.
@@ -69,21 +80,20 @@ pub fn load_hosts_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerF
             }
             locators.push(parse_loc_pref(tok).map_err(err)?);
         }
-        let nid = last.parse::<Nid>().map_err(|e| err(format!("NID {e}")))?;
-        check_nid(nid, &seen).map_err(err)?;
+        let nid = parse_nid(last).map_err(err)?;
+        let r = PeerRecord { name: name.to_string(), nid, locators };
+        r.check_unicast().map_err(|e| err(e.to_string()))?;
+        check_once(nid, &seen).map_err(err)?;
         seen.push((nid, i + 1));
-        out.push(PeerRecord { name: name.to_string(), nid, locators });
+        out.push(r);
     }
     Ok(out)
 }
 
-/// A peer NID must be an individual identifier (RFC 6741 §2.1) and defined once.
-fn check_nid(nid: Nid, seen: &[(Nid, usize)]) -> Result<(), String> {
-    if nid.is_group() {
-        return Err(format!("NID {nid} has the group bit set"));
-    }
+/// A peer is defined once per file.
+fn check_once(nid: Nid, seen: &[(Nid, usize)]) -> Result<(), String> {
     if let Some((_, l)) = seen.iter().find(|(n, _)| *n == nid) {
-        return Err(format!("NID {nid} already defined at line {l}"));
+        return Err(format!("nid {nid} already defined at line {l}"));
     }
     Ok(())
 }
@@ -118,24 +128,20 @@ fn default_pref() -> u16 {
 impl TomlPeer {
     /// Validates one `[[peer]]` table (also used by ilnpd for peers inline in its config).
     pub fn to_record(&self) -> Result<PeerRecord, String> {
-        let nid: Nid = self.nid.parse().map_err(|e| format!("peer {:?}: nid {e}", self.name))?;
-        if nid.is_group() {
-            return Err(format!("peer {:?}: nid {nid} has the group bit set", self.name));
-        }
-        if self.locators.is_empty() {
-            return Err(format!("peer {:?}: no locators", self.name));
-        }
+        let err = |e: String| format!("peer {:?}: {e}", self.name);
+        let nid = parse_nid(&self.nid).map_err(err)?;
         let locators = self
             .locators
             .iter()
             .map(|l| {
-                l.l64
-                    .parse::<Locator>()
+                Locator::parse_unicast(&l.l64)
                     .map(|loc| PeerLocator { loc, pref: l.pref })
-                    .map_err(|e| format!("peer {:?}: l64 {e}", self.name))
+                    .map_err(|e| err(format!("l64 {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(PeerRecord { name: self.name.clone(), nid, locators })
+        let r = PeerRecord { name: self.name.clone(), nid, locators };
+        r.check_unicast().map_err(|e| err(e.to_string()))?;
+        Ok(r)
     }
 }
 
@@ -152,7 +158,7 @@ pub fn load_toml_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerFi
         let line = text[..p.span().start.min(text.len())].matches('\n').count() + 1;
         let err = |message: String| PeerFileError { origin: origin.to_string(), line, message };
         let r = p.get_ref().to_record().map_err(err)?;
-        check_nid(r.nid, &seen).map_err(|m| err(format!("peer {:?}: {m}", r.name)))?;
+        check_once(r.nid, &seen).map_err(|m| err(format!("peer {:?}: {m}", r.name)))?;
         seen.push((r.nid, line));
         out.push(r);
     }
@@ -194,7 +200,7 @@ mod tests {
         let e = load_hosts_str("2001:0db8:000b:0000|99999,0200:00ff:fe00:000d mn\n", "h").unwrap_err();
         assert!(e.message.contains("\"99999\""), "{e}");
         let e = load_hosts_str("2001:0db8:000b:0000|10,0300:00ff:fe00:000d mn\n", "h").unwrap_err();
-        assert!(e.message.contains("group bit"), "{e}");
+        assert!(e.message.contains("group (g) bit"), "{e}");
         let two =
             "2001:0db8:000b:0000|10,0200:00ff:fe00:000d mn\n# x\n2001:0db8:000c:0000|10,0200:00ff:fe00:000d mn2\n";
         let e = load_hosts_str(two, "hosts").unwrap_err();
@@ -215,7 +221,7 @@ mod tests {
             "p",
         )
         .unwrap_err();
-        assert!(e.message.contains("group bit") && e.line == 1, "{e}");
+        assert!(e.message.contains("group (g) bit") && e.line == 1, "{e}");
         let two = "[[peer]]\nname = \"a\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{l64=\"2001:db8::/64\"}]\n\n\
                    [[peer]]\nname = \"b\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{l64=\"2001:db8::/64\"}]\n";
         let e = load_toml_str(two, "p").unwrap_err();

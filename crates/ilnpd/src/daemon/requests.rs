@@ -8,7 +8,7 @@ use crate::config;
 use anyhow::{anyhow, bail, Result};
 use ilnp_control::{self as ctl, Data, Reply, Request};
 use ilnp_core::{Action, Event, HandoffMode, LocatorState, PeerLocator, PeerRecord, Policy, RouterPreference};
-use ilnp_wire::{ilnp_addr, Nid, Nonce};
+use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
@@ -87,10 +87,9 @@ impl Daemon {
                     .collect(),
             ),
             Request::PeerAdd { name, nid, locators } => {
-                // Request::from_line checked the fields and that there is a locator
-                let locators = locators.iter().map(|l| PeerLocator { loc: l.l64.value, pref: l.pref }).collect();
-                let nid = nid.value;
-                self.core.add_peer(PeerRecord { name, nid, locators });
+                let r = peer_record(name, &nid, &locators, self.local_nid, self.cfg.id_prefix)?;
+                let nid = r.nid;
+                self.core.add_peer(r);
                 Data::PeerAdded(ctl::PeerAdded { added: nid.to_string() })
             }
             Request::PeerDel { nid } => {
@@ -326,6 +325,23 @@ impl Daemon {
     }
 }
 
+/// `peer add`'s record, if it may be a peer of this host. `Request::from_line`
+/// checked what the config file's peers are checked for (the same functions);
+/// this adds what only the daemon knows: not our NID, not our identifier prefix
+/// (`ilnp_core::PeerRecord::check`).
+fn peer_record(
+    name: String,
+    nid: &ctl::Spelled<Nid>,
+    locators: &[ctl::PeerLocatorArg],
+    local_nid: Nid,
+    id_prefix: Locator,
+) -> Result<PeerRecord> {
+    let locators = locators.iter().map(|l| PeerLocator { loc: l.l64.value, pref: l.pref }).collect();
+    let r = PeerRecord { name, nid: nid.value, locators };
+    r.check(local_nid, id_prefix).map_err(|e| anyhow!("peer add: {e}"))?;
+    Ok(r)
+}
+
 fn locator_state(s: LocatorState) -> ctl::LocatorState {
     match s {
         LocatorState::Valid => ctl::LocatorState::Valid,
@@ -385,7 +401,65 @@ pub(super) fn monitor_event(ev: &Event) -> ctl::Event {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ilnp_wire::Locator;
+    use crate::config::peers::{load_hosts_str, load_toml_str};
+
+    const ME: Nid = Nid(0x0200_00ff_fe00_000c);
+    const ID_PREFIX: Locator = Locator(0xfd69_6c6e_7000_0000);
+
+    /// `peer add NAME NID L64` as the daemon answers it: the request line parsed,
+    /// then the record checked.
+    fn peer_add(nid: &str, l64: &str) -> Result<PeerRecord, String> {
+        let line = serde_json::json!({"cmd": "peer_add", "name": "mn", "nid": nid, "locators": [{"l64": l64}]});
+        match Request::from_line(&line.to_string()).map_err(|e| e.to_string())? {
+            Request::PeerAdd { name, nid, locators } => {
+                peer_record(name, &nid, &locators, ME, ID_PREFIX).map_err(|e| format!("{e:#}"))
+            }
+            r => panic!("{r:?}"),
+        }
+    }
+
+    /// The rule's words, without the entry point's prefix (`peer_add: `, `peer add: `).
+    fn rule(e: &str) -> &str {
+        e.split_once(": ").map_or(e, |(_, r)| r)
+    }
+
+    #[test]
+    fn peer_add_refuses_what_is_not_a_peer_of_ours() {
+        assert!(peer_add("0200:00ff:fe00:000d", "2001:db8:b::/64").is_ok());
+        let own = peer_add("0200:00ff:fe00:000c", "2001:db8:b::/64").unwrap_err();
+        assert_eq!(own, "peer add: nid 0200:00ff:fe00:000c: this host's own NID; a peer is another node");
+        let idp = peer_add("0200:00ff:fe00:000d", "fd69:6c6e:7000::/64").unwrap_err();
+        assert!(idp.starts_with("peer add: l64 fd69:6c6e:7000:0000: this host's identifier prefix"), "{idp}");
+    }
+
+    /// The config file's peers (TOML `[[peer]]`, hosts form) and `peer add` refuse
+    /// the same inputs with the same words.
+    #[test]
+    fn config_and_peer_add_refuse_the_same_inputs_alike() {
+        let good_nid = "0200:00ff:fe00:000d";
+        let good_l64 = "2001:db8:b::/64";
+        let bad = [
+            ("0300:0000:0000:0001", good_l64, "the group (g) bit is set"),
+            ("0000:0000:0000:0000", good_l64, "the all-zero NID"),
+            ("ffff:ffff:ffff:ffff", good_l64, "the all-ones NID"),
+            ("zz", good_l64, "expected four colon-separated"),
+            (good_nid, "2001:db8:b::/48", "prefix length /48"),
+            (good_nid, "ff02::/64", "multicast prefix"),
+            (good_nid, "fe80::/64", "link-local prefix"),
+            (good_nid, "::/64", "the all-zero locator"),
+            (good_nid, "2001:db8:b::1/64", "lower 64 bits"),
+        ];
+        for (nid, l64, why) in bad {
+            let ctl = peer_add(nid, l64).unwrap_err();
+            let want = rule(&ctl);
+            assert!(want.contains(why) && (want.contains(nid) || want.contains(l64) || !want.contains('"')), "{ctl}");
+            let toml = format!("[[peer]]\nname = \"mn\"\nnid = \"{nid}\"\nlocators = [{{ l64 = \"{l64}\" }}]\n");
+            let t = load_toml_str(&toml, "p.toml").unwrap_err();
+            assert_eq!(t.message, format!("peer \"mn\": {want}"), "TOML {nid} {l64}");
+            let h = load_hosts_str(&format!("{l64}|10,{nid} mn\n"), "hosts").unwrap_err();
+            assert_eq!(h.message, want, "hosts {nid} {l64}");
+        }
+    }
 
     #[test]
     fn monitor_events_keep_the_core_serialisation() {
