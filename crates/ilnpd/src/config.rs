@@ -338,16 +338,8 @@ impl Config {
         )?;
         let nid = match ov.nid.as_deref().or(f.nid.as_deref()) {
             None | Some("auto") => None,
-            Some(s) => {
-                let n: Nid = s.parse().map_err(|e| anyhow!("nid: {e}"))?;
-                if n.is_group() {
-                    bail!("nid: {n} has the group (g) bit set; a unicast NID needs g = 0 (RFC 6740 §3.1.2)");
-                }
-                if n.0 == 0 {
-                    bail!("nid: the all-zero NID is not usable");
-                }
-                Some(n)
-            }
+            // the rules every NID of a node follows (ilnp-wire `unicast`, as for peers)
+            Some(s) => Some(Nid::parse_unicast(s).map_err(|e| anyhow!("nid: {e}"))?),
         };
         let datapath = match ov.datapath.as_deref().or(f.datapath.as_deref()).unwrap_or("ebpf") {
             "ebpf" => Datapath::Ebpf,
