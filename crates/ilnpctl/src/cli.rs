@@ -6,18 +6,40 @@ use std::path::PathBuf;
 
 pub const DEFAULT_SOCKET: &str = "/run/ilnp/ilnpd.sock";
 
+/// Seconds to wait for the daemon's reply unless `--timeout` says otherwise.
+pub const DEFAULT_TIMEOUT_S: f64 = 5.0;
+
 /// Control and inspect the ILNPv6 daemon (ilnpd).
 #[derive(Parser, Debug)]
 #[command(version, about, propagate_version = true)]
 pub struct Cli {
     /// control socket of the daemon
-    #[arg(short = 's', long = "socket", value_name = "PATH", default_value = DEFAULT_SOCKET, env = "ILNPD_SOCKET")]
+    #[arg(
+        short = 's',
+        long = "socket",
+        value_name = "PATH",
+        default_value = DEFAULT_SOCKET,
+        env = "ILNPD_SOCKET",
+        global = true
+    )]
     pub socket: PathBuf,
     /// print the daemon's JSON instead of tables
     #[arg(short = 'j', long, global = true)]
     pub json: bool,
+    /// seconds to wait for the daemon to connect and reply (0: no limit); `monitor`
+    /// waits this long for its first reply, then for events without a limit
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_TIMEOUT_S, value_parser = seconds, global = true)]
+    pub timeout: f64,
     #[command(subcommand)]
     pub object: Object,
+}
+
+/// A `--timeout`: a finite number of seconds, 0 or more.
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1e9).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds (0 or more; 0 waits forever)")),
+    }
 }
 
 #[derive(Subcommand, Debug, PartialEq, Eq)]
@@ -103,9 +125,10 @@ pub enum PeerVerb {
     Add {
         /// a name for logs and tables
         name: String,
-        /// the peer's NID, xxxx:xxxx:xxxx:xxxx
+        /// the peer's NID, xxxx:xxxx:xxxx:xxxx (unicast: g bit 0, not all-zero or all-ones)
         nid: String,
-        /// locators: L64[/PREF] (L64 as xxxx:xxxx:xxxx:xxxx or an IPv6 /64 prefix; PREF default 10, lower preferred)
+        /// locators: L64[/PREF] or L64|PREF (L64 as xxxx:xxxx:xxxx:xxxx or an IPv6 /64 prefix,
+        /// e.g. 2001:db8:b::/64/20; PREF default 10, lower preferred)
         #[arg(required = true, value_name = "L64[/PREF]")]
         locators: Vec<String>,
     },

@@ -8,50 +8,22 @@
 mod show;
 
 use clap::Parser;
-use ilnpctl::cli::*;
 use ilnp_control::{Data, PeerLocatorArg, Reply, Request, Spelled};
+use ilnpctl::cli::*;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// Default preference of a locator given without one (as in the peer files).
-pub const DEFAULT_PREF: u16 = ilnp_control::DEFAULT_PREF;
-
-/// Splits `L64[/PREF]` (or the hosts-file form `L64|PREF`) into the locator text
-/// and its preference. An IPv6 prefix may carry its own `/64`:
-/// `2001:db8:b::/64` → (`2001:db8:b::/64`, 10), `2001:db8:b::/64/20` → pref 20,
-/// `2001:0db8:000b:0000/20` → pref 20.
-pub fn parse_locator_arg(s: &str) -> Result<(String, u16), String> {
-    let pref = |p: &str| -> Result<u16, String> {
-        p.parse::<u16>().map_err(|_| format!("{s:?}: preference {p:?} is not a number 0-65535"))
-    };
-    if let Some((l, p)) = s.split_once('|') {
-        return Ok((l.to_string(), pref(p)?));
-    }
-    let parts: Vec<&str> = s.split('/').collect();
-    match parts.as_slice() {
-        [l] if !l.is_empty() => Ok((l.to_string(), DEFAULT_PREF)),
-        [l, p] if !l.is_empty() => {
-            // an IPv6 prefix (has "::" or fewer than four groups) followed by /64 is
-            // a prefix length, not a preference
-            let groups = l.split(':').count();
-            if *p == "64" && (l.contains("::") || groups != 4) {
-                Ok((format!("{l}/64"), DEFAULT_PREF))
-            } else {
-                Ok((l.to_string(), pref(p)?))
-            }
-        }
-        [l, "64", p] if !l.is_empty() => Ok((format!("{l}/64"), pref(p)?)),
-        _ => Err(format!("{s:?}: expected L64[/PREF], e.g. 2001:0db8:000b:0000/10 or 2001:db8:b::/64/10")),
-    }
-}
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// The request for a command (docs/control-protocol.md). NIDs and locators are
-/// checked here, so a typo is reported before the daemon is asked.
+/// checked here with the daemon's own rules (`Request::check`, ilnp-wire's
+/// `unicast`), so a typo is reported before the daemon is asked; what needs the
+/// daemon's state (its own NID, its identifier prefix) it checks itself.
 pub fn request(obj: &Object) -> Result<Request, String> {
-    Ok(match obj {
+    let req = match obj {
         Object::Status => Request::Status,
         Object::Ilcc { verb: None | Some(IlccVerb::Show) } => Request::IlccShow,
         Object::Ilcc { verb: Some(IlccVerb::Flush) } => Request::IlccFlush,
@@ -65,54 +37,113 @@ pub fn request(obj: &Object) -> Result<Request, String> {
                 .map_err(|_| format!("locator set {dev} weight: {value:?} is not a number 0-4294967295"))?;
             Request::LocatorSet { dev: dev.clone(), weight }
         }
-        Object::Policy { args } => {
-            const POLICIES: [&str; 3] = ["failover", "per-flow", "per-packet"];
-            let check = |p: &String| {
-                if POLICIES.contains(&p.as_str()) {
-                    Ok(p.clone())
-                } else {
-                    Err(format!("policy: unknown policy {p:?} (failover, per-flow or per-packet)"))
-                }
-            };
-            match args.as_slice() {
-                [] => Request::PolicyShow,
-                [p] => Request::PolicySet { peer: None, policy: check(p)? },
-                [peer, p] => Request::PolicySet { peer: Some(peer.clone()), policy: check(p)? },
-                _ => return Err("policy: at most PEER and POLICY".into()),
-            }
-        }
+        Object::Policy { args } => match args.as_slice() {
+            [] => Request::PolicyShow,
+            [p] => Request::PolicySet { peer: None, policy: p.clone() },
+            [peer, p] => Request::PolicySet { peer: Some(peer.clone()), policy: p.clone() },
+            _ => return Err("policy: at most PEER and POLICY".into()),
+        },
         Object::Peer { verb: None | Some(PeerVerb::Show) } => Request::PeerShow,
         Object::Peer { verb: Some(PeerVerb::Add { name, nid, locators }) } => {
-            let locators = locators
-                .iter()
-                .map(|a| {
-                    let (l64, pref) = parse_locator_arg(a)?;
-                    Ok(PeerLocatorArg { l64: Spelled::parse(&l64)?, pref })
-                })
-                .collect::<Result<Vec<_>, String>>()?;
-            Request::PeerAdd { name: name.clone(), nid: Spelled::parse(nid)?, locators }
+            let nid = Spelled::parse(nid)?;
+            let locators = locators.iter().map(|a| PeerLocatorArg::parse(a)).collect::<Result<Vec<_>, _>>()?;
+            Request::PeerAdd { name: name.clone(), nid, locators }
         }
         Object::Peer { verb: Some(PeerVerb::Del { nid }) } => Request::PeerDel { nid: Spelled::parse(nid)? },
         Object::Stats => Request::Stats,
         Object::Monitor => Request::Monitor,
         Object::Dns { .. } => Request::DnsStatus,
-    })
+    };
+    req.check().map_err(|e| match &req {
+        Request::PolicySet { .. } => format!("policy: {e}"),
+        _ => e,
+    })?;
+    Ok(req)
 }
 
-/// Opens the control socket, naming the likely cause when that fails.
-fn connect(path: &Path) -> Result<UnixStream, String> {
-    UnixStream::connect(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => {
-            format!("ilnpd is not running: no control socket at {} (use -s PATH for another)", path.display())
+/// How a command failed: a message for stderr, or quietly (stdout was closed,
+/// as by `| head`: what was wanted has been read).
+#[derive(Debug, PartialEq, Eq)]
+enum Failure {
+    Msg(String),
+    StdoutClosed,
+}
+
+impl From<String> for Failure {
+    fn from(m: String) -> Failure {
+        Failure::Msg(m)
+    }
+}
+
+/// Writes a line to stdout; a closed pipe (EPIPE) ends the command quietly.
+fn say(out: &mut impl Write, text: &str) -> Result<(), Failure> {
+    match writeln!(out, "{text}").and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => Err(Failure::StdoutClosed),
+        Err(e) => Err(Failure::Msg(format!("writing to stdout: {e}"))),
+    }
+}
+
+/// `5 s`, `0.5 s`.
+fn secs(t: Duration) -> String {
+    format!("{} s", t.as_secs_f64())
+}
+
+/// Why the control socket cannot be reached, in the operator's terms: no such
+/// file, not a socket, nobody listening, or not allowed.
+fn connect_error(path: &Path, e: &std::io::Error) -> String {
+    use std::os::unix::fs::FileTypeExt;
+    let p = path.display();
+    if let Ok(m) = std::fs::metadata(path) {
+        let t = m.file_type();
+        if !t.is_socket() {
+            let what = if t.is_file() {
+                "a regular file"
+            } else if t.is_dir() {
+                "a directory"
+            } else if t.is_fifo() {
+                "a FIFO"
+            } else if t.is_char_device() || t.is_block_device() {
+                "a device"
+            } else {
+                "not a socket"
+            };
+            return format!("{p} is not a socket ({what}); ilnpd's control socket is its `control_socket`, by default {DEFAULT_SOCKET}");
         }
-        std::io::ErrorKind::ConnectionRefused => {
-            format!("ilnpd is not running at {} (stale socket: connection refused)", path.display())
+    }
+    match e.kind() {
+        ErrorKind::NotFound => {
+            format!("no such file: {p} (ilnpd not running? another daemon's socket: -s PATH)")
         }
-        std::io::ErrorKind::PermissionDenied => {
-            format!("permission denied on {}: run as root or as a member of the socket's group", path.display())
+        ErrorKind::ConnectionRefused => format!("stale socket {p} (nothing listening: ilnpd not running?)"),
+        ErrorKind::PermissionDenied => {
+            format!("permission denied on {p}: ilnpctl needs root or membership of the `ilnp` group")
         }
-        _ => format!("cannot connect to ilnpd at {}: {e}", path.display()),
-    })
+        _ if e.raw_os_error() == Some(20) => format!("{p}: a component of the path is not a directory"),
+        _ => format!("cannot connect to ilnpd at {p}: {e}"),
+    }
+}
+
+/// Opens the control socket within `timeout` (None: no limit), naming the likely
+/// cause when that fails. (A listener that never accepts can hold `connect`.)
+fn connect(path: &Path, timeout: Option<Duration>) -> Result<UnixStream, String> {
+    let Some(t) = timeout else {
+        return UnixStream::connect(path).map_err(|e| connect_error(path, &e));
+    };
+    let (tx, rx) = mpsc::channel();
+    let p: PathBuf = path.to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(UnixStream::connect(&p));
+    });
+    match rx.recv_timeout(t) {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(connect_error(path, &e)),
+        Err(_) => Err(format!(
+            "{} accepts no connection within {} (--timeout): ilnpd stuck, or not ilnpd's socket?",
+            path.display(),
+            secs(t)
+        )),
+    }
 }
 
 /// Unwraps a `{"ok": .., "data"|"error": ..}` reply: the data as sent.
@@ -120,34 +151,72 @@ pub fn reply_data(line: &str) -> Result<Value, String> {
     Reply::envelope(line).map_err(|e| e.to_string())?
 }
 
-fn read_line(r: &mut impl BufRead, path: &Path) -> Result<Option<String>, String> {
-    let mut line = String::new();
-    match r.read_line(&mut line) {
-        Ok(0) => Ok(None),
-        Ok(_) => Ok(Some(line)),
-        Err(e) => Err(format!("reading from {}: {e}", path.display())),
+/// Lines from the daemon, each read before a deadline or without one.
+struct Lines<'a> {
+    stream: UnixStream,
+    path: &'a Path,
+    buf: Vec<u8>,
+}
+
+impl Lines<'_> {
+    /// The next line (None: the daemon closed), waiting at most `timeout` for all
+    /// of it.
+    fn next(&mut self, timeout: Option<Duration>) -> Result<Option<String>, String> {
+        let deadline = timeout.map(|t| (Instant::now() + t, t));
+        let mut chunk = [0u8; 8192];
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                return Ok(Some(String::from_utf8_lossy(&line).into_owned()));
+            }
+            let timed_out = |t: Duration| {
+                format!(
+                    "no reply from {} within {} (--timeout): ilnpd stuck, or not ilnpd's socket?",
+                    self.path.display(),
+                    secs(t)
+                )
+            };
+            let wait = match deadline {
+                None => None,
+                Some((d, t)) => match d.checked_duration_since(Instant::now()).filter(|l| !l.is_zero()) {
+                    Some(left) => Some(left),
+                    None => return Err(timed_out(t)),
+                },
+            };
+            self.stream.set_read_timeout(wait).map_err(|e| format!("{}: {e}", self.path.display()))?;
+            match self.stream.read(&mut chunk) {
+                Ok(0) if self.buf.is_empty() => return Ok(None),
+                Ok(0) => return Ok(Some(String::from_utf8_lossy(&std::mem::take(&mut self.buf)).into_owned())),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(timed_out(deadline.map_or(Duration::ZERO, |(_, t)| t)));
+                }
+                Err(e) => return Err(format!("reading from {}: {e}", self.path.display())),
+            }
+        }
     }
 }
 
-fn run(cli: &Cli) -> Result<(), String> {
+fn run(cli: &Cli) -> Result<(), Failure> {
     let req = request(&cli.object)?;
-    let stream = connect(&cli.socket)?;
-    let mut w = stream.try_clone().map_err(|e| e.to_string())?;
-    w.write_all(req.to_line().as_bytes()).map_err(|e| format!("writing to {}: {e}", cli.socket.display()))?;
-    let mut r = BufReader::new(stream);
-    let first = read_line(&mut r, &cli.socket)?
-        .ok_or_else(|| format!("ilnpd at {} closed the connection without a reply", cli.socket.display()))?;
+    let timeout = (cli.timeout > 0.0).then(|| Duration::from_secs_f64(cli.timeout));
+    let stream = connect(&cli.socket, timeout)?;
+    let path = cli.socket.display();
+    stream.set_write_timeout(timeout).map_err(|e| format!("{path}: {e}"))?;
+    (&stream).write_all(req.to_line().as_bytes()).map_err(|e| format!("writing to {path}: {e}"))?;
+    let mut lines = Lines { stream, path: &cli.socket, buf: Vec::new() };
+    let first = lines.next(timeout)?.ok_or_else(|| format!("ilnpd at {path} closed the connection without a reply"))?;
     let data = reply_data(&first)?;
+    let mut out = std::io::stdout().lock();
     if cli.object == Object::Monitor {
-        // the first reply confirms the subscription; events follow, one per line
-        let mut out = std::io::stdout().lock();
-        while let Some(line) = read_line(&mut r, &cli.socket)? {
+        // the first reply confirms the subscription; events follow, one per line,
+        // for as long as they come
+        while let Some(line) = lines.next(None)? {
             let text = if cli.json { line.trim_end().to_string() } else { show::event_line(line.trim_end()) };
-            if writeln!(out, "{text}").and_then(|_| out.flush()).is_err() {
-                return Ok(()); // stdout closed (e.g. `| head`)
-            }
+            say(&mut out, &text)?;
         }
-        return Err("ilnpd closed the monitor stream (daemon stopped?)".into());
+        return Err(Failure::Msg("ilnpd closed the monitor stream (daemon stopped?)".into()));
     }
     let text = if cli.json {
         serde_json::to_string_pretty(&data).unwrap_or_default()
@@ -157,7 +226,7 @@ fn run(cli: &Cli) -> Result<(), String> {
         show::render(&cli.object, &typed)
     };
     if !text.is_empty() {
-        println!("{text}");
+        say(&mut out, &text)?;
     }
     Ok(())
 }
@@ -165,9 +234,10 @@ fn run(cli: &Cli) -> Result<(), String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(&cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ilnpctl: {e}");
+        Ok(()) | Err(Failure::StdoutClosed) => ExitCode::SUCCESS,
+        Err(Failure::Msg(e)) => {
+            // stderr may be closed too: nothing more to say then
+            let _ = writeln!(std::io::stderr(), "ilnpctl: {e}");
             ExitCode::FAILURE
         }
     }
@@ -250,15 +320,35 @@ mod tests {
     }
 
     #[test]
-    fn locator_argument_forms() {
-        assert_eq!(parse_locator_arg("2001:0db8:000b:0000").unwrap(), ("2001:0db8:000b:0000".into(), 10));
-        assert_eq!(parse_locator_arg("2001:0db8:000b:0000/64").unwrap(), ("2001:0db8:000b:0000".into(), 64));
-        assert_eq!(parse_locator_arg("2001:0db8:000b:0000|7").unwrap(), ("2001:0db8:000b:0000".into(), 7));
-        assert_eq!(parse_locator_arg("2001:db8:b::").unwrap(), ("2001:db8:b::".into(), 10));
-        assert!(parse_locator_arg("2001:0db8:000b:0000/x").unwrap_err().contains("\"x\""));
-        assert!(parse_locator_arg("2001:0db8:000b:0000/70000").is_err());
-        assert!(parse_locator_arg("a/b/c/d").is_err());
-        assert!(parse_locator_arg("").is_err());
+    fn peer_add_refuses_before_asking_what_the_daemon_would_refuse() {
+        let e = |args: &[&str]| request(&parse(args).unwrap().object).unwrap_err();
+        let add = |nid: &str, l64: &str| e(&["peer", "add", "mn", nid, l64]);
+        let good = "2001:db8:b::/64";
+        assert_eq!(
+            add("0300:0000:0000:0001", good),
+            "nid 0300:0000:0000:0001: the group (g) bit is set; a unicast NID needs g = 0 (RFC 6740 §3.1.2)"
+        );
+        assert!(add("0000:0000:0000:0000", good).starts_with("nid 0000:0000:0000:0000: the all-zero NID"));
+        assert!(add("ffff:ffff:ffff:ffff", good).starts_with("nid ffff:ffff:ffff:ffff: the all-ones NID"));
+        let nid = "0200:00ff:fe00:000d";
+        // was taken as preference 48
+        assert!(add(nid, "2001:db8:b::/48").starts_with("l64 \"2001:db8:b::/48\": prefix length /48"));
+        assert!(add(nid, "2001:db8:b::/48/5").starts_with("l64 \"2001:db8:b::/48\": prefix length /48"));
+        assert!(add(nid, "ff02::/64").starts_with("l64 ff02:0000:0000:0000: a multicast prefix"));
+        assert!(add(nid, "fe80::/64/1").starts_with("l64 fe80:0000:0000:0000: a link-local prefix"));
+        assert!(add(nid, "::/64").starts_with("l64 0000:0000:0000:0000: the all-zero locator"));
+        assert!(add(nid, "2001:0db8:000b:0000/x").contains("preference \"x\""));
+        assert!(add(nid, "a/b/c/d").contains("expected L64[/PREF]"));
+        // the same words as the daemon's (ilnp_control::Request::check)
+        let r = Request::PeerAdd {
+            name: "mn".into(),
+            nid: Spelled::parse("0300:0000:0000:0001").unwrap(),
+            locators: vec![PeerLocatorArg::parse(good).unwrap()],
+        };
+        assert_eq!(
+            Request::from_line(&r.to_line()).unwrap_err().to_string(),
+            format!("peer_add: {}", add("0300:0000:0000:0001", good))
+        );
     }
 
     #[test]
@@ -277,7 +367,89 @@ mod tests {
         assert!(c.json);
         let c = parse(&["ilcc", "show", "--json"]).unwrap();
         assert!(c.json, "--json is accepted after the verb too");
-        assert_eq!(parse(&["status"]).unwrap().socket, PathBuf::from(DEFAULT_SOCKET));
+        let d = parse(&["status"]).unwrap();
+        assert_eq!((d.socket, d.timeout), (PathBuf::from(DEFAULT_SOCKET), DEFAULT_TIMEOUT_S));
+        // anywhere on the line
+        let c = parse(&["status", "-s", "/tmp/y.sock", "--timeout", "1.5"]).unwrap();
+        assert_eq!((c.socket, c.timeout), (PathBuf::from("/tmp/y.sock"), 1.5));
+        let c = parse(&["peer", "show", "--socket", "/tmp/z.sock", "--timeout", "0"]).unwrap();
+        assert_eq!((c.socket, c.timeout), (PathBuf::from("/tmp/z.sock"), 0.0));
+        assert!(parse(&["--timeout", "-1", "status"]).is_err());
+        assert!(parse(&["--timeout", "soon", "status"]).is_err());
+        assert!(parse(&["--timeout", "inf", "status"]).is_err());
+    }
+
+    fn cli(socket: &Path, timeout: f64) -> Cli {
+        let mut c = parse(&["status"]).unwrap();
+        c.socket = socket.to_path_buf();
+        c.timeout = timeout;
+        c
+    }
+
+    fn dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("ilnpctl-test-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_daemon_that_never_answers_times_out_naming_the_socket() {
+        let d = dir("silent");
+        let sock = d.join("silent.sock");
+        let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        // accepts, reads nothing, answers nothing
+        std::thread::spawn(move || {
+            let conn = l.accept();
+            std::thread::sleep(Duration::from_secs(3));
+            drop(conn);
+        });
+        let t0 = Instant::now();
+        let Err(Failure::Msg(e)) = run(&cli(&sock, 0.3)) else { panic!("no timeout") };
+        let took = t0.elapsed();
+        assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(2), "{took:?}");
+        assert!(e.contains(&sock.display().to_string()) && e.contains("within 0.3 s"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn what_is_at_the_socket_path_is_named() {
+        let d = dir("kinds");
+        let e = connect(&d.join("none.sock"), None).unwrap_err();
+        assert!(e.starts_with("no such file: ") && e.contains("none.sock"), "{e}");
+        let file = d.join("file");
+        std::fs::write(&file, "x").unwrap();
+        let e = connect(&file, Some(Duration::from_secs(1))).unwrap_err();
+        assert!(e.contains("is not a socket (a regular file)"), "{e}");
+        let e = connect(&d, None).unwrap_err();
+        assert!(e.contains("is not a socket (a directory)"), "{e}");
+        // a socket file nobody listens on: what a killed daemon leaves
+        let stale = d.join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        let e = connect(&stale, None).unwrap_err();
+        assert!(e.starts_with("stale socket ") && e.contains("nothing listening"), "{e}");
+        let e = connect_error(&stale, &std::io::Error::from(ErrorKind::PermissionDenied));
+        assert!(e.contains("root or membership of the `ilnp` group"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A stdout whose reader has gone.
+    struct ClosedPipe;
+    impl Write for ClosedPipe {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_stdout_ends_quietly() {
+        assert_eq!(say(&mut ClosedPipe, "x"), Err(Failure::StdoutClosed));
+        let mut v = Vec::new();
+        assert_eq!(say(&mut v, "x"), Ok(()));
+        assert_eq!(v, b"x\n");
     }
 
     #[test]
@@ -289,7 +461,7 @@ mod tests {
 
     #[test]
     fn missing_socket_says_daemon_not_running() {
-        let e = connect(Path::new("/nonexistent/ilnpd.sock")).unwrap_err();
+        let e = connect(Path::new("/nonexistent/ilnpd.sock"), None).unwrap_err();
         assert!(e.contains("not running") && e.contains("/nonexistent/ilnpd.sock"), "{e}");
     }
 }
