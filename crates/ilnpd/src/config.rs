@@ -214,11 +214,16 @@ pub struct Config {
 
 /// The default pin directory: one per daemon instance, named after its control
 /// socket (two daemons on one host, e.g. in two network namespaces, cannot share
-/// a socket path): `/run/ilnp/ilnpd.sock` → `/sys/fs/bpf/ilnp/run_ilnp_ilnpd.sock`.
+/// a socket path): `/run/ilnp/ilnpd.sock` → `/sys/fs/bpf/ilnp/run_ilnp_ilnpd_sock`.
+/// Only letters, digits, `-` and `_` are kept: bpffs refuses names with a dot
+/// (the kernel's `bpf_lookup`), so `ilnpd.sock` as it is could never be created.
 pub fn default_pin_dir(control_socket: &Path) -> PathBuf {
     let s = control_socket.to_string_lossy();
-    let name: String =
-        s.trim_start_matches('/').chars().map(|c| if c == '/' || c.is_whitespace() { '_' } else { c }).collect();
+    let name: String = s
+        .trim_start_matches('/')
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .collect();
     Path::new("/sys/fs/bpf/ilnp").join(name)
 }
 
@@ -283,6 +288,25 @@ fn key_line(text: &str, key: &str) -> Option<usize> {
         .map(|i| i + 1)
 }
 
+/// Why a /64 cannot be the identifier prefix, if it cannot: the kernel gives these
+/// ranges meanings of their own (RFC 4291 §2.4), so routing one to ilnp0 fails or
+/// takes over traffic that is not ILNP's. (Overlap with the host's own prefixes is
+/// checked at start, against the addresses the host has then.)
+pub fn reserved_identifier_prefix(p: Locator) -> Option<&'static str> {
+    let top = (p.0 >> 48) as u16;
+    if top & 0xff00 == 0xff00 {
+        Some("multicast (ff00::/8)")
+    } else if top & 0xffc0 == 0xfe80 {
+        Some("link-local (fe80::/10)")
+    } else if top & 0xffc0 == 0xfec0 {
+        Some("site-local, deprecated by RFC 3879 (fec0::/10)")
+    } else if p.0 == 0 {
+        Some("the unspecified, loopback and IPv4-mapped range (::/64)")
+    } else {
+        None
+    }
+}
+
 fn parse_prefix64(key: &str, s: &str) -> Result<Locator> {
     let (addr, len) = s.split_once('/').unwrap_or((s, "64"));
     if len != "64" {
@@ -332,10 +356,21 @@ impl Config {
         if uplinks.is_empty() {
             bail!("uplinks: at least one uplink interface is required (config key `uplinks` or --uplink)");
         }
+        for (i, u) in uplinks.iter().enumerate() {
+            if uplinks[..i].contains(u) {
+                bail!("uplinks: {u:?} is listed twice");
+            }
+            if u.is_empty() || u.len() >= 16 || u.contains(['/', ' ']) {
+                bail!("uplinks: {u:?} is not an interface name (1-15 characters, no '/' or space)");
+            }
+        }
         let id_prefix = parse_prefix64(
             "identifier_prefix",
             ov.identifier_prefix.as_deref().or(f.identifier_prefix.as_deref()).unwrap_or(DEFAULT_ID_PREFIX),
         )?;
+        if let Some(why) = reserved_identifier_prefix(id_prefix) {
+            bail!("identifier_prefix: {}::/64 is {why}; use a unique local /64 (fd00::/8, e.g. the default {DEFAULT_ID_PREFIX})", id_prefix.prefix());
+        }
         let nid = match ov.nid.as_deref().or(f.nid.as_deref()) {
             None | Some("auto") => None,
             // the rules every NID of a node follows (ilnp-wire `unicast`, as for peers)
@@ -477,10 +512,14 @@ mod tests {
     #[test]
     fn pinning_and_state_are_on_by_default_one_place_per_instance() {
         let c = load("uplinks = [\"e\"]\ncontrol_socket = \"/run/ilnp-lab/ns1.sock\"\n").unwrap();
-        assert_eq!(c.pin_dir.as_deref(), Some(Path::new("/sys/fs/bpf/ilnp/run_ilnp-lab_ns1.sock")));
+        assert_eq!(c.pin_dir.as_deref(), Some(Path::new("/sys/fs/bpf/ilnp/run_ilnp-lab_ns1_sock")));
         assert_eq!(c.state_file.as_deref(), Some(Path::new("/run/ilnp-lab/ns1.state")));
         let d = load("uplinks = [\"e\"]\n").unwrap();
-        assert_eq!(d.pin_dir.as_deref(), Some(Path::new("/sys/fs/bpf/ilnp/run_ilnp_ilnpd.sock")));
+        assert_eq!(d.pin_dir.as_deref(), Some(Path::new("/sys/fs/bpf/ilnp/run_ilnp_ilnpd_sock")));
+        for c in [&c, &d] {
+            let name = c.pin_dir.as_ref().unwrap().file_name().unwrap().to_string_lossy().into_owned();
+            assert!(!name.contains('.'), "bpffs refuses names with a dot: {name}");
+        }
         assert_ne!(c.pin_dir, d.pin_dir);
         let off = load("uplinks = [\"e\"]\npin_dir = \"\"\nstate_file = \"\"\n").unwrap();
         assert_eq!((off.pin_dir, off.state_file), (None, None));
@@ -526,6 +565,13 @@ mod tests {
             ("uplinks = [\"e\"]\n[dns]\nupstream = \"::1\"\nlisten = [\"x\"]\n", "listen"),
             ("uplinks = [\"e\"]\n[dns]\nupstream = \"::1\"\ntimeout_ms = 0\n", "timeout_ms"),
             ("uplinks = [\"e\"]\n[dns]\nupstream = \"::1\"\nbogus = 1\n", "bogus"),
+            ("uplinks = [\"eth0\", \"eth0\"]\n", "uplinks"),
+            ("uplinks = [\"eth0/1\"]\n", "uplinks"),
+            ("uplinks = [\"\"]\n", "uplinks"),
+            ("uplinks = [\"e\"]\nidentifier_prefix = \"ff02::/64\"\n", "identifier_prefix"),
+            ("uplinks = [\"e\"]\nidentifier_prefix = \"fe80::/64\"\n", "identifier_prefix"),
+            ("uplinks = [\"e\"]\nidentifier_prefix = \"febf:1::/64\"\n", "identifier_prefix"),
+            ("uplinks = [\"e\"]\nidentifier_prefix = \"::/64\"\n", "identifier_prefix"),
         ] {
             let e = load(t).unwrap_err().to_string();
             assert!(e.contains(key), "{t:?}: {e}");

@@ -11,6 +11,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
+/// The group that may use the control socket besides root (socket mode 0660).
+pub const CONTROL_GROUP: &str = "ilnp";
+
 /// A request for the main loop, with where to send the answer.
 pub struct Pending {
     pub req: Request,
@@ -31,6 +34,16 @@ pub fn start(path: &Path, tx: mpsc::Sender<Pending>, events: broadcast::Sender<S
     }
     let l = UnixListener::bind(path).with_context(|| format!("binding control socket {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    // members of the `ilnp` group (the package creates it) use ilnpctl without root
+    match nix::unistd::Group::from_name(CONTROL_GROUP) {
+        Ok(Some(g)) => {
+            if let Err(e) = nix::unistd::chown(path, None, Some(g.gid)) {
+                tracing::warn!("control socket {}: giving it to group {CONTROL_GROUP}: {e}", path.display());
+            }
+        }
+        Ok(None) => tracing::debug!("no group {CONTROL_GROUP}: the control socket is for root only"),
+        Err(e) => tracing::warn!("looking up group {CONTROL_GROUP}: {e}"),
+    }
     tokio::spawn(async move {
         loop {
             match l.accept().await {

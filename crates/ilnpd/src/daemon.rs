@@ -21,15 +21,20 @@ use tokio::sync::{broadcast, mpsc};
 mod locators;
 mod requests;
 mod slowpath;
+pub mod startup;
 mod tcp_hints;
+
+use startup::{FaultPlan, InstanceLock, Step};
 
 use locators::{is_identifier_overlap, solicited_node_member, Uplink};
 use slowpath::ShellCounter;
 
-/// SIGTERM and SIGINT streams (both mean: clean up and exit 0).
+/// SIGTERM and SIGINT streams (both mean: clean up and exit 0); SIGUSR2: hand over
+/// to the next ilnpd (`Daemon::handover`).
 pub struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -37,6 +42,7 @@ impl Signals {
         Ok(Signals {
             term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
             int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            usr2: signal(SignalKind::user_defined2()).context("installing the SIGUSR2 handler")?,
         })
     }
 }
@@ -77,15 +83,123 @@ pub struct Daemon {
         Option<(std::sync::Arc<crate::dns::update::Updater>, tokio::sync::watch::Sender<crate::dns::update::Wanted>)>,
     /// slow-path time per packet (`stats` → `slow_path_ns`)
     slow_hist: slowpath::SlowPathHist,
+    /// ilnp0 was created by this run (false: adopted from an earlier one)
+    tun_created: bool,
+    /// one daemon per control socket (`startup::InstanceLock`)
+    lock: Option<InstanceLock>,
+    /// what an earlier ilnpd left and this start found: a failed start leaves it
+    found: Found,
+    /// the control socket file is ours to remove
+    control_bound: bool,
+}
+
+/// What start-up found from an earlier ilnpd (crashed or handed over), so that a
+/// failed start puts back only what it changed itself (`Daemon::rollback`).
+#[derive(Debug, Default)]
+struct Found {
+    state_file: bool,
+    /// pinned maps and links (the fast path that kept running)
+    datapath: bool,
+    /// the earlier run's L64:NID addresses (from its state file)
+    added: BTreeSet<(u32, Ipv6Addr)>,
+    /// how many of `saved_sysctls` are the earlier run's
+    sysctls: usize,
+    /// the directories and bpffs mount the earlier run created (removed on a clean stop)
+    created: crate::state::Created,
+}
+
+/// How `run` ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// SIGTERM/SIGINT: everything removed
+    Stopped,
+    /// SIGUSR2: the data path, ilnp0, the pins and the state file left for the next
+    /// ilnpd (an upgrade), which adopts them as after a crash
+    HandedOver,
+}
+
+/// Exit status of a handover (EX_TEMPFAIL): not 0, so systemd's `Restart=on-failure`
+/// starts the next ilnpd at once.
+pub const HANDOVER_EXIT: u8 = 75;
+
+/// ilnp0's sysctls, MTU, link state, identifier address and route (Step::TunConfig).
+/// Returns its ifindex.
+async fn configure_tun(nl: &Netlink, cfg: &Config, min_mtu: u32, my_id: Ipv6Addr) -> Result<u32> {
+    let tl = nl.link(&cfg.tun_name).await?;
+    let mtu = min_mtu.saturating_sub(ilnp_wire::destopts::header_len(cfg.nonce_len) as u32).max(1280);
+    // forwarding on ilnp0 only: bpf_fib_lookup() refuses to route for an
+    // interface without it; packets are still never forwarded between
+    // interfaces (that needs net.ipv6.conf.all.forwarding).
+    for (k, v) in [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1"), ("forwarding", "1")]
+    {
+        let p = format!("/proc/sys/net/ipv6/conf/{}/{k}", cfg.tun_name);
+        // forwarding: only if ilnp0 did not get it from `default` (writing it purges, above)
+        if k == "forwarding" && std::fs::read_to_string(&p).is_ok_and(|x| x.trim() == v) {
+            continue;
+        }
+        let _ = std::fs::write(&p, v);
+    }
+    nl.set_link_up(tl.index, mtu).await?;
+    nl.add_address(tl.index, my_id, 128).await?;
+    nl.add_route(cfg.id_prefix.prefix(), 64, tl.index).await?;
+    Ok(tl.index)
+}
+
+/// The protocol core with the configuration's settings, peers and policies.
+fn build_core(cfg: &Config, local_nid: Nid, uplinks: &[Uplink]) -> Result<Core> {
+    let mut cc = CoreConfig::new(cfg.id_prefix, local_nid);
+    cc.nonce_len = cfg.nonce_len;
+    cc.ilcc_max_entries = cfg.ilcc_max_entries as usize;
+    cc.idle_timeout = cfg.idle_timeout;
+    cc.handoff = cfg.handoff;
+    cc.soft_quiet_period = cfg.soft_quiet_period;
+    cc.fallback = cfg.fallback;
+    cc.fallback_probe_after = cfg.fallback_probe_after;
+    cc.admission = cfg.admission;
+    cc.ilcc_embryonic_max = cfg.ilcc_embryonic_max as usize;
+    cc.hello_rate_pps = f64::from(cfg.hello_rate_pps);
+    cc.hello_burst = cfg.hello_burst;
+    cc.lu = LuTimers {
+        initial_rto: cfg.lu_initial_rto,
+        max_attempts: cfg.lu_max_attempts,
+        mode: cfg.lu_timer,
+        ..LuTimers::default()
+    };
+    let rng: Box<dyn rand_core_compat::RngCore + Send> = match cfg.rng_seed {
+        Some(s) => Box::new(rand::rngs::StdRng::seed_from_u64(s)),
+        None => Box::new(rand::rngs::StdRng::from_entropy()),
+    };
+    let mut core = Core::new(cc, rng);
+    for p in &cfg.peers {
+        core.add_peer(p.clone());
+    }
+    // load balancing (ilnp-core `balance`); no entries yet, so no actions
+    if let Some(seed) = cfg.flow_hash_seed {
+        core.set_flow_seed(seed);
+    }
+    core.set_policy(None, cfg.balance_policy).map_err(|e| anyhow::anyhow!("balance_policy: {e}"))?;
+    for (nid, p) in &cfg.peer_policy {
+        core.set_policy(Some(*nid), *p).map_err(|e| anyhow::anyhow!("peer_policy: {e}"))?;
+    }
+    for u in uplinks {
+        if let Some(&w) = cfg.locator_weight.get(&u.name) {
+            core.set_uplink_weight(u.index, w).map_err(|e| anyhow::anyhow!("locator_weight.{}: {e}", u.name))?;
+        }
+    }
+    Ok(core)
 }
 
 /// Fast-path entries whose counters are read per 1 s tick (`refresh_activity`).
 const ACTIVITY_SWEEP_PER_TICK: usize = 20_000;
 
 impl Daemon {
-    /// Everything that can fail on bad configuration is checked before anything
-    /// is created, so a failed start leaves the host untouched.
+    /// Start-up: first the checks that change nothing (uplinks, identifier prefix,
+    /// NID, raw socket), then the host changes of `startup::Step`, in order, each
+    /// recorded with how to undo it. A failure at any step (real, or injected with
+    /// `ILNPD_FAIL_AT`) undoes the steps before it (`rollback`), so a failed start
+    /// leaves the host as it found it.
     pub async fn start(cfg: Config) -> Result<(Daemon, mpsc::Receiver<Pending>)> {
+        let fault = FaultPlan::from_env()?;
         let nl = Netlink::connect()?;
         let mut uplinks = Vec::new();
         let mut macs = Vec::new();
@@ -103,14 +217,17 @@ impl Daemon {
                 gateway: None,
             });
         }
-        // an existing ilnp0 is one a crashed ilnpd left (persistent, adopted below:
-        // TUNSETIFF attaches to it) or one in use (TUNSETIFF fails with EBUSY)
-        let adopting = std::path::Path::new(&format!("/sys/class/net/{}", cfg.tun_name)).exists();
+        // an existing ilnp0 is one a crashed (or handed-over) ilnpd left, persistent,
+        // adopted below (TUNSETIFF attaches to it), or one in use (TUNSETIFF: EBUSY).
+        // Asked of netlink, not /sys: in the host's mount namespace with another
+        // network namespace (nsenter --net, a unit with NetworkNamespacePath=) /sys
+        // shows the host's devices
+        let old_tun = nl.link(&cfg.tun_name).await.ok().map(|l| l.index);
+        let adopting = old_tun.is_some();
         if adopting && cfg.pin_dir.is_none() && cfg.state_file.is_none() {
             bail!("tun_name: interface {} already exists (another ilnpd?)", cfg.tun_name);
         }
         // the identifier address on an ilnp0 being adopted is ours, not an overlap
-        let old_tun = if adopting { nl.link(&cfg.tun_name).await.ok().map(|l| l.index) } else { None };
         for a in nl.addresses().await? {
             if a.global
                 && a.ifindex != 0
@@ -139,7 +256,26 @@ impl Daemon {
         let raw = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::from(libc::IPPROTO_RAW)))
             .context("opening a raw IPv6 socket (needs CAP_NET_RAW)")?;
 
-        // ---- from here on we change the host; cleanup() undoes it
+        // ---- Step::Lock: from here on, every failure undoes what came before it
+        let lock = InstanceLock::acquire(&cfg.control_socket)?;
+        let early = |lock: InstanceLock, e: anyhow::Error| -> Result<(Daemon, mpsc::Receiver<Pending>)> {
+            lock.release();
+            Err(e)
+        };
+        if let Err(e) = fault.after(Step::Lock) {
+            return early(lock, e);
+        }
+        // ---- Step::DnsListen: the proxy's ports, before anything changes (a busy port 53)
+        let dns = match cfg.dns.as_ref().map(|dc| crate::dns::start(dc, cfg.id_prefix)).transpose() {
+            Ok(d) => d,
+            Err(e) => return early(lock, e),
+        };
+        if let Err(e) = fault.after(Step::DnsListen) {
+            return early(lock, e);
+        }
+        // ---- Step::Tun
+        let state_existed = cfg.state_file.as_deref().is_some_and(|p| p.exists());
+        let restored = cfg.state_file.as_deref().and_then(crate::state::load);
         let ebpf = cfg.datapath == config::Datapath::Ebpf;
         // ilnp0 needs forwarding=1 (below), but writing 1 to any interface's
         // `forwarding` makes the kernel purge every RA-learned default route of the
@@ -157,7 +293,10 @@ impl Daemon {
         if let Some(v) = old_dflt.as_deref().filter(|v| v.trim() != "1") {
             let _ = std::fs::write(dflt_fwd, v.trim());
         }
-        let tun = tun?;
+        let tun = match tun {
+            Ok(t) => t,
+            Err(e) => return early(lock, e),
+        };
         if adopting {
             tracing::warn!("{} left by an ilnpd that did not stop cleanly: adopting it", cfg.tun_name);
         }
@@ -168,73 +307,47 @@ impl Daemon {
                 tracing::warn!("{e:#}: a crash will remove {} and break sessions", cfg.tun_name);
             }
         }
-        let tl = nl.link(&cfg.tun_name).await?;
-        let mtu = min_mtu.saturating_sub(ilnp_wire::destopts::header_len(cfg.nonce_len) as u32).max(1280);
-        // forwarding on ilnp0 only: bpf_fib_lookup() refuses to route for an
-        // interface without it; packets are still never forwarded between
-        // interfaces (that needs net.ipv6.conf.all.forwarding).
-        for (k, v) in
-            [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1"), ("forwarding", "1")]
-        {
-            let p = format!("/proc/sys/net/ipv6/conf/{}/{k}", cfg.tun_name);
-            // forwarding: only if ilnp0 did not get it from `default` (writing it purges, above)
-            if k == "forwarding" && std::fs::read_to_string(&p).is_ok_and(|x| x.trim() == v) {
-                continue;
+        // undoing Step::Tun: a device we created goes with its address and route
+        // when it stops being persistent and its fd closes; an adopted one stays
+        let drop_tun = |tun: Tun, lock: InstanceLock, e: anyhow::Error| {
+            if !adopting {
+                let _ = tun.set_persist(false);
             }
-            let _ = std::fs::write(&p, v);
+            drop(tun);
+            early(lock, e)
+        };
+        if let Err(e) = fault.after(Step::Tun) {
+            return drop_tun(tun, lock, e);
         }
-        nl.set_link_up(tl.index, mtu).await?;
+        // ---- Step::TunConfig
         let my_id = ilnp_addr(cfg.id_prefix, local_nid);
-        nl.add_address(tl.index, my_id, 128).await?;
-        nl.add_route(cfg.id_prefix.prefix(), 64, tl.index).await?;
-
-        let mut cc = CoreConfig::new(cfg.id_prefix, local_nid);
-        cc.nonce_len = cfg.nonce_len;
-        cc.ilcc_max_entries = cfg.ilcc_max_entries as usize;
-        cc.idle_timeout = cfg.idle_timeout;
-        cc.handoff = cfg.handoff;
-        cc.soft_quiet_period = cfg.soft_quiet_period;
-        cc.fallback = cfg.fallback;
-        cc.fallback_probe_after = cfg.fallback_probe_after;
-        cc.admission = cfg.admission;
-        cc.ilcc_embryonic_max = cfg.ilcc_embryonic_max as usize;
-        cc.hello_rate_pps = f64::from(cfg.hello_rate_pps);
-        cc.hello_burst = cfg.hello_burst;
-        cc.lu = LuTimers {
-            initial_rto: cfg.lu_initial_rto,
-            max_attempts: cfg.lu_max_attempts,
-            mode: cfg.lu_timer,
-            ..LuTimers::default()
+        let tun_index = match configure_tun(&nl, &cfg, min_mtu, my_id).await {
+            Ok(i) => i,
+            Err(e) => return drop_tun(tun, lock, e),
         };
-        let rng: Box<dyn rand_core_compat::RngCore + Send> = match cfg.rng_seed {
-            Some(s) => Box::new(rand::rngs::StdRng::seed_from_u64(s)),
-            None => Box::new(rand::rngs::StdRng::from_entropy()),
+        if let Err(e) = fault.after(Step::TunConfig) {
+            return drop_tun(tun, lock, e);
+        }
+        let core = match build_core(&cfg, local_nid, &uplinks) {
+            Ok(c) => c,
+            Err(e) => return drop_tun(tun, lock, e),
         };
-        let mut core = Core::new(cc, rng);
-        for p in &cfg.peers {
-            core.add_peer(p.clone());
-        }
-        // load balancing (ilnp-core `balance`); no entries yet, so no actions
-        if let Some(seed) = cfg.flow_hash_seed {
-            core.set_flow_seed(seed);
-        }
-        core.set_policy(None, cfg.balance_policy).map_err(|e| anyhow::anyhow!("balance_policy: {e}"))?;
-        for (nid, p) in &cfg.peer_policy {
-            core.set_policy(Some(*nid), *p).map_err(|e| anyhow::anyhow!("peer_policy: {e}"))?;
-        }
-        for u in &uplinks {
-            if let Some(&w) = cfg.locator_weight.get(&u.name) {
-                core.set_uplink_weight(u.index, w).map_err(|e| anyhow::anyhow!("locator_weight.{}: {e}", u.name))?;
-            }
-        }
-        let nd_group = solicited_node_member(local_nid, &uplinks)?;
+        let nd_group = match solicited_node_member(local_nid, &uplinks) {
+            Ok(g) => g,
+            Err(e) => return drop_tun(tun, lock, e),
+        };
         let (events, _) = broadcast::channel(1024);
+        let (dns, dns_learn) = match dns {
+            Some((p, rx)) => (Some(p), Some(rx)),
+            None => (None, None),
+        };
         let mut d = Daemon {
             cfg,
             nl,
             core,
             tun,
-            tun_index: tl.index,
+            tun_index,
+            tun_created: !adopting,
             raw,
             _nd_group: nd_group,
             dp: None,
@@ -249,75 +362,80 @@ impl Daemon {
             counters: BTreeMap::new(),
             state_dirty: None,
             state_written: None,
-            dns: None,
-            dns_learn: None,
+            dns,
+            dns_learn,
             dns_update: None,
             slow_hist: Default::default(),
+            lock: Some(lock),
+            found: Found { state_file: state_existed, ..Found::default() },
+            control_bound: false,
         };
-        let restored = d.cfg.state_file.as_deref().and_then(crate::state::load);
         if let Some(s) = &restored {
             // what the previous run changed is put back on a clean stop, with the
             // values from before that run
             d.added = s.added.iter().copied().collect();
             d.saved_sysctls = s.saved_sysctls.clone();
+            d.found.added = d.added.clone();
+            d.found.sysctls = d.saved_sysctls.len();
+            d.found.created = s.created.clone();
         }
-        d.uplink_sysctls();
-        if let Err(e) = d.attach_datapath() {
-            d.cleanup().await;
-            return Err(e);
-        }
-        d.restore_core(restored.map(|s| s.core));
-        if let Err(e) = d.sync_locators().await {
-            d.cleanup().await;
-            return Err(e);
-        }
-        let (tx, rx) = mpsc::channel(64);
-        match control::start(&d.cfg.control_socket, tx, d.events.clone()) {
-            Ok(()) => {}
+        let restored_core = restored.map(|s| s.core);
+        let fresh = restored_core.is_none();
+        match d.setup(fault, fresh, restored_core).await {
+            Ok(rx) => {
+                tracing::info!(
+                    "ilnpd up: NID {} identifier address {} on {} ({:?} data path), uplinks {:?}",
+                    d.local_nid,
+                    my_id,
+                    d.tun.name,
+                    d.cfg.datapath,
+                    d.cfg.uplinks
+                );
+                Ok((d, rx))
+            }
             Err(e) => {
-                d.cleanup().await;
-                return Err(e);
+                tracing::info!("start-up failed: undoing what it changed");
+                d.rollback().await;
+                Err(e)
             }
         }
-        if let Some(dc) = d.cfg.dns.clone() {
-            match crate::dns::start(&dc, d.cfg.id_prefix) {
-                Ok((p, rx)) => {
-                    d.dns = Some(p);
-                    d.dns_learn = Some(rx);
-                }
-                Err(e) => {
-                    d.cleanup().await;
-                    return Err(e);
-                }
-            }
+    }
+
+    /// The steps from Step::UplinkSysctls on; `rollback` undoes them.
+    async fn setup(
+        &mut self,
+        fault: FaultPlan,
+        fresh: bool,
+        restored: Option<ilnp_core::CoreSnapshot>,
+    ) -> Result<mpsc::Receiver<Pending>> {
+        // write-ahead only when there is no earlier run's state to lose (the core
+        // is restored after the data path)
+        self.uplink_sysctls(fresh)?;
+        fault.after(Step::UplinkSysctls)?;
+        self.attach_datapath()?;
+        fault.after(Step::Datapath)?;
+        self.restore_core(restored);
+        self.sync_locators().await?;
+        fault.after(Step::Locators)?;
+        self.write_state_now()?;
+        fault.after(Step::StateFile)?;
+        let (tx, rx) = mpsc::channel(64);
+        control::start(&self.cfg.control_socket, tx, self.events.clone())?;
+        self.control_bound = true;
+        fault.after(Step::ControlSocket)?;
+        if let Some(uc) = self.cfg.dns_update.clone() {
+            let u = crate::dns::update::start(uc)?;
+            self.dns_update = Some(u);
+            let now = self.core.local_locators().to_vec();
+            self.dns_locators_changed(&now);
         }
-        if let Some(uc) = d.cfg.dns_update.clone() {
-            match crate::dns::update::start(uc) {
-                Ok(u) => {
-                    d.dns_update = Some(u);
-                    let now = d.core.local_locators().to_vec();
-                    d.dns_locators_changed(&now);
-                }
-                Err(e) => {
-                    d.cleanup().await;
-                    return Err(e);
-                }
-            }
-        }
-        tracing::info!(
-            "ilnpd up: NID {} identifier address {} on {} ({:?} data path), uplinks {:?}",
-            d.local_nid,
-            my_id,
-            d.tun.name,
-            d.cfg.datapath,
-            d.cfg.uplinks
-        );
-        Ok((d, rx))
+        fault.after(Step::DnsUpdate)?;
+        Ok(rx)
     }
 
     fn attach_datapath(&mut self) -> Result<()> {
         let mode = if self.cfg.datapath == config::Datapath::Ebpf { bpf::Mode::Ebpf } else { bpf::Mode::Userspace };
-        let mut dp = Datapath::load(&DatapathConfig {
+        let dp = Datapath::load(&DatapathConfig {
             mode,
             ilnp0_ifindex: self.tun_index,
             id_prefix: self.cfg.id_prefix,
@@ -326,6 +444,9 @@ impl Daemon {
             admit_socket: self.cfg.admission == Admission::Socket,
             pin_dir: self.cfg.pin_dir.clone(),
         })?;
+        self.found.datapath = dp.adopted();
+        // from here on `dp` is ours to undo: kept in `self` before anything else can fail
+        let dp = self.dp.insert(dp);
         for u in &self.uplinks {
             dp.attach_uplink(u.index)?;
         }
@@ -337,14 +458,13 @@ impl Daemon {
             }
         }
         if self.cfg.tcp_hints {
-            match dp.attach_tcp_hints() {
+            match self.dp.as_mut().expect("just set").attach_tcp_hints() {
                 Ok(()) => {
                     tracing::info!("TCP hints on (RFC 6069): timeouts of connections to identifier addresses recorded")
                 }
                 Err(e) => tracing::warn!("TCP hints off (a hard handoff's TCP waits for its own timer): {e:#}"),
             }
         }
-        self.dp = Some(dp);
         Ok(())
     }
 
@@ -380,20 +500,29 @@ impl Daemon {
         Some(crate::state::next_write(self.state_dirty?, self.state_written))
     }
 
+    /// The debounced write of the running daemon: a failure is logged (and the
+    /// next change tries again).
     fn write_state(&mut self) {
-        let Some(path) = self.cfg.state_file.clone() else { return };
+        if let Err(e) = self.write_state_now() {
+            tracing::warn!("{e:#}");
+        }
+    }
+
+    /// Writes the state file now (no file configured: nothing to do).
+    fn write_state_now(&mut self) -> Result<()> {
+        let Some(path) = self.cfg.state_file.clone() else { return Ok(()) };
         let now = Instant::now();
         let s = crate::state::StateFile {
             format: crate::state::STATE_FORMAT,
             core: self.core.snapshot(now),
             added: self.added.iter().copied().collect(),
             saved_sysctls: self.saved_sysctls.clone(),
+            created: self.created(),
         };
-        if let Err(e) = crate::state::save(&path, &s) {
-            tracing::warn!("{e:#}");
-        }
+        let r = crate::state::save(&path, &s).with_context(|| format!("state_file {}", path.display()));
         self.state_dirty = None;
         self.state_written = Some((now, now.elapsed()));
+        r
     }
 
     /// An LU to `nid` went unacknowledged at every known locator: if the peer has a
@@ -437,7 +566,8 @@ impl Daemon {
         }
     }
 
-    /// Undoes everything start() did.
+    /// A clean stop: undoes everything start() did, and what an earlier run this
+    /// one adopted had done (its addresses and sysctls came with its state file).
     async fn cleanup(&mut self) {
         // the cache off first: with pinned maps the fast path runs on without us
         self.route_watch = None;
@@ -470,14 +600,105 @@ impl Daemon {
         if let Some(p) = &self.cfg.state_file {
             crate::state::remove(p);
         }
+        self.release_instance();
+        // what the earlier run we adopted created (this run's own went with the pins and the lock)
+        self.found.created.remove();
+    }
+
+    /// A failed start: undoes what this start changed, in reverse order, and leaves
+    /// what it found from an earlier ilnpd (`Found`) as it was.
+    async fn rollback(&mut self) {
+        self.dns_update = None;
+        if self.control_bound {
+            let _ = std::fs::remove_file(&self.cfg.control_socket);
+            self.control_bound = false;
+        }
+        if !self.found.state_file {
+            if let Some(p) = &self.cfg.state_file {
+                crate::state::remove(p);
+            }
+        }
+        let ours: Vec<(u32, Ipv6Addr)> = self.added.difference(&self.found.added).copied().collect();
+        for (idx, a) in ours {
+            if let Err(e) = self.nl.del_address(idx, a, 64).await {
+                tracing::warn!("{e:#}");
+            }
+        }
+        self.route_watch = None;
+        if let Some(mut dp) = self.dp.take() {
+            let r = if self.found.datapath {
+                dp.abandon()
+            } else {
+                for u in &self.uplinks {
+                    let _ = dp.detach_uplink(u.index);
+                }
+                dp.shutdown()
+            };
+            if let Err(e) = r {
+                tracing::warn!("undoing the data path: {e:#}");
+            }
+        }
+        for (p, v) in self.saved_sysctls.drain(self.found.sysctls..).rev() {
+            if let Err(e) = std::fs::write(&p, &v) {
+                tracing::warn!("restoring {p} to {v}: {e}");
+            }
+        }
+        if self.tun_created {
+            if let Err(e) = self.tun.set_persist(false) {
+                tracing::warn!("{e:#}");
+            }
+        }
+        self.release_instance();
+    }
+
+    /// SIGUSR2: exit for an upgrade. The state file is written; ilnp0 (persistent),
+    /// the pinned maps and links (the fast path carries on), the addresses and
+    /// sysctls stay for the next ilnpd, which adopts them as after a crash. Needs
+    /// pins and a state file: without them this is a clean stop.
+    fn handover(&mut self) -> Result<()> {
+        if self.cfg.pin_dir.is_none() || self.cfg.state_file.is_none() {
+            bail!("a handover needs pin_dir and state_file");
+        }
+        self.write_state_now()?;
+        self.route_watch = None;
+        if let Some(dp) = self.dp.take() {
+            dp.abandon()?;
+        }
         let _ = std::fs::remove_file(&self.cfg.control_socket);
+        if let Some(l) = self.lock.take() {
+            l.keep_for_successor();
+        }
+        Ok(())
+    }
+
+    fn release_instance(&mut self) {
+        if self.control_bound {
+            let _ = std::fs::remove_file(&self.cfg.control_socket);
+        }
+        if let Some(l) = self.lock.take() {
+            l.release();
+        }
+    }
+
+    /// Directories and the bpffs mount an ilnpd made for this instance: this run's
+    /// and those of the earlier run it adopted.
+    fn created(&self) -> crate::state::Created {
+        let mut c = self.found.created.clone();
+        if let Some(dp) = &self.dp {
+            let (dirs, mount) = dp.pins_created();
+            c.merge(&dirs, mount.as_ref());
+        }
+        if let Some(d) = self.lock.as_ref().and_then(InstanceLock::created_dir) {
+            c.merge(std::slice::from_ref(d), None);
+        }
+        c
     }
 
     /// `signals` are installed by the caller before `start()`, so a SIGTERM that
     /// arrives while the host is being set up waits here and cleans up instead of
     /// killing the process half-way (default action) and leaving ilnp0 behind.
-    pub async fn run(mut self, mut requests: mpsc::Receiver<Pending>, signals: Signals) -> Result<()> {
-        let Signals { mut term, mut int } = signals;
+    pub async fn run(mut self, mut requests: mpsc::Receiver<Pending>, signals: Signals) -> Result<Exit> {
+        let Signals { mut term, mut int, mut usr2 } = signals;
         let mut events = match netlink::subscribe() {
             Ok(e) => e,
             Err(e) => {
@@ -485,6 +706,8 @@ impl Daemon {
                 return Err(e);
             }
         };
+        startup::notify_ready();
+        let mut exit = Exit::Stopped;
         let mut buf = vec![0u8; 65536 + crate::tun::VNET_HDR_LEN];
         let mut sweep: Option<Nid> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -557,10 +780,24 @@ impl Daemon {
                 }
                 _ = term.recv() => { tracing::info!("SIGTERM: cleaning up"); break; }
                 _ = int.recv() => { tracing::info!("SIGINT: cleaning up"); break; }
+                _ = usr2.recv() => {
+                    startup::notify_stopping();
+                    match self.handover() {
+                        Ok(()) => {
+                            tracing::info!("SIGUSR2: handed over (data path, ilnp0, pins and state file kept for the next ilnpd)");
+                            exit = Exit::HandedOver;
+                            break;
+                        }
+                        Err(e) => { tracing::warn!("SIGUSR2: {e:#}: stopping cleanly instead"); break; }
+                    }
+                }
             }
         }
-        self.cleanup().await;
-        Ok(())
+        if exit == Exit::Stopped {
+            startup::notify_stopping();
+            self.cleanup().await;
+        }
+        Ok(exit)
     }
 }
 

@@ -7,6 +7,7 @@ mod control;
 mod daemon;
 mod dns;
 mod gso;
+mod logging;
 mod netlink;
 mod state;
 mod tun;
@@ -16,6 +17,7 @@ use ilnpd::cli::Args;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    logging::ensure_stdio();
     let args = Args::parse();
     let ov = config::Overrides {
         uplinks: args.uplinks,
@@ -34,41 +36,35 @@ fn main() -> ExitCode {
     let cfg = match config::Config::load(args.config.as_deref(), &ov) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("ilnpd: {e:#}");
+            logging::say(&format!("{e:#}"));
             return ExitCode::from(2);
         }
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("ilnpd={0},ilnp_core={0}", cfg.log_level)));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    logging::init(&cfg.log_level);
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("ilnpd: starting the runtime: {e}");
+            logging::say(&format!("starting the runtime: {e}"));
             return ExitCode::FAILURE;
         }
+    };
+    let fail = |e: anyhow::Error| {
+        logging::fatal(&e);
+        ExitCode::FAILURE
     };
     rt.block_on(async {
         let signals = match daemon::Signals::install() {
             Ok(s) => s,
-            Err(e) => {
-                eprintln!("ilnpd: {e:#}");
-                return ExitCode::FAILURE;
-            }
+            Err(e) => return fail(e),
         };
         let (d, req) = match daemon::Daemon::start(cfg).await {
             Ok(x) => x,
-            Err(e) => {
-                eprintln!("ilnpd: {e:#}");
-                return ExitCode::FAILURE;
-            }
+            Err(e) => return fail(e),
         };
         match d.run(req, signals).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("ilnpd: {e:#}");
-                ExitCode::FAILURE
-            }
+            Ok(daemon::Exit::Stopped) => ExitCode::SUCCESS,
+            Ok(daemon::Exit::HandedOver) => ExitCode::from(daemon::HANDOVER_EXIT),
+            Err(e) => fail(e),
         }
     })
 }

@@ -45,6 +45,44 @@ pub struct StateFile {
     pub added: Vec<(u32, Ipv6Addr)>,
     /// uplink sysctls ilnpd changed, with the value to put back on a clean stop
     pub saved_sysctls: Vec<(String, String)>,
+    /// directories and the bpffs mount ilnpd created (pin and control-socket
+    /// directories): a clean stop removes them if empty, also after a crash
+    #[serde(default)]
+    pub created: Created,
+}
+
+/// Directories (outermost first) and a bpffs mount an ilnpd created.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Created {
+    pub dirs: Vec<PathBuf>,
+    pub bpffs: Option<PathBuf>,
+}
+
+impl Created {
+    pub fn merge(&mut self, dirs: &[PathBuf], bpffs: Option<&PathBuf>) {
+        for d in dirs {
+            if !self.dirs.contains(d) {
+                self.dirs.push(d.clone());
+            }
+        }
+        if self.bpffs.is_none() {
+            self.bpffs = bpffs.cloned();
+        }
+    }
+
+    /// Removes the directories that are empty (innermost first), then unmounts
+    /// the bpffs if nothing is left on it.
+    pub fn remove(&self) {
+        let mut dirs = self.dirs.clone();
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        for d in dirs {
+            let _ = std::fs::remove_dir(d);
+        }
+        if let Some(m) = &self.bpffs {
+            crate::bpf::unmount_if_empty(m);
+        }
+    }
 }
 
 /// The file at `path`, if there is one and it is good; otherwise None, after a
@@ -137,6 +175,7 @@ mod tests {
             },
             added: vec![(3, "2001:db8:1::200:ff:fe00:a".parse().unwrap())],
             saved_sysctls: vec![("/proc/sys/net/ipv6/conf/e/ignore_routes_with_linkdown".into(), "0".into())],
+            created: Created { dirs: vec!["/sys/fs/bpf/ilnp".into()], bpffs: Some("/sys/fs/bpf".into()) },
         }
     }
 

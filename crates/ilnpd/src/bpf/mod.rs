@@ -22,6 +22,7 @@
 
 mod maps;
 mod pin;
+pub use pin::unmount_if_empty;
 mod route_watch;
 mod tc;
 mod tcp_hints;
@@ -485,6 +486,30 @@ impl Datapath {
             }
         }
         Ok(out)
+    }
+
+    /// Directories and the bpffs mount the pin directory needed (`pin::created`).
+    pub fn pins_created(&self) -> (Vec<std::path::PathBuf>, Option<std::path::PathBuf>) {
+        self.pins.as_ref().map(pin::created).unwrap_or_default()
+    }
+
+    /// The maps were pinned by an earlier ilnpd, whose sessions this one adopts.
+    pub fn adopted(&self) -> bool {
+        self.pins.as_ref().is_some_and(|p| p.adopted)
+    }
+
+    /// Lets go of the data path without detaching anything: the pinned maps and
+    /// links keep the fast path running for the next ilnpd (a handover for an
+    /// upgrade, or a failed start that found them and leaves them as they were).
+    /// Without pins, this is a shutdown.
+    pub fn abandon(mut self) -> Result<()> {
+        if self.pins.is_none() {
+            return self.shutdown();
+        }
+        self.pins = None;
+        self.uplinks.clear(); // pinned tcx links: the pins hold them
+        self.egress = None;
+        Ok(())
     }
 
     /// Detaches every program, deletes the clsact qdiscs it created, removes

@@ -15,6 +15,10 @@ pub(crate) struct Pins {
     /// where the maps are pinned (`use_layout`)
     pub maps: PathBuf,
     mounted: Option<PathBuf>,
+    /// directories this run created, outermost first (removed again if empty)
+    created: Vec<PathBuf>,
+    /// the maps were pinned by an earlier ilnpd (its sessions are being adopted)
+    pub adopted: bool,
 }
 
 fn cpath(p: &Path) -> Result<CString> {
@@ -62,8 +66,16 @@ impl Pins {
                 ));
             }
         }
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating pin directory {}", dir.display()))?;
-        Ok(Pins { maps: dir.clone(), dir, mounted })
+        let created: Vec<PathBuf> =
+            dir.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect::<Vec<_>>().into_iter().rev().collect();
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            let dotted = created.iter().any(|d| d.file_name().is_some_and(|n| n.to_string_lossy().contains('.')));
+            let hint = if dotted { " (bpffs refuses names with a dot: choose a pin_dir without one)" } else { "" };
+            let err = anyhow!("creating pin directory {}: {e}{hint}", dir.display());
+            Pins { maps: dir.clone(), dir, mounted, created, adopted: false }.remove(&[]).ok();
+            return Err(err);
+        }
+        Ok(Pins { maps: dir.clone(), dir, mounted, created, adopted: false })
     }
 
     /// The maps of layout `id` are pinned in `maps-<id>/` (bpffs holds BPF objects
@@ -92,6 +104,7 @@ impl Pins {
             std::fs::remove_dir(&old).with_context(|| format!("removing {}", old.display()))?;
         }
         self.maps = self.dir.join(want);
+        self.adopted = self.maps.is_dir();
         std::fs::create_dir_all(&self.maps).with_context(|| format!("creating {}", self.maps.display()))
     }
 
@@ -120,18 +133,32 @@ impl Pins {
         }
         // also when an earlier run (that crashed) created it; kept if anything else is in it
         let _ = std::fs::remove_dir(&self.dir);
+        // and the parents this run created (e.g. /sys/fs/bpf/ilnp), innermost first
+        for d in self.created.iter().rev().filter(|d| **d != self.dir) {
+            let _ = std::fs::remove_dir(d);
+        }
         if let Some(m) = self.mounted {
-            // a fresh bpffs holds the kernel's preloaded iterators, nothing else
-            let preload = |n: &std::ffi::OsStr| n == "maps.debug" || n == "progs.debug";
-            let empty = std::fs::read_dir(&m)
-                .map(|d| d.filter_map(|e| e.ok()).all(|e| preload(&e.file_name())))
-                .unwrap_or(false);
-            if empty {
-                let c = cpath(&m)?;
-                // SAFETY: c is a valid NUL-terminated path.
-                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            }
+            unmount_if_empty(&m);
         }
         first_err.map_or(Ok(()), Err)
+    }
+}
+
+/// What `prepare` created that outlives the process: directories (outermost first)
+/// and the bpffs it mounted. Kept in the state file, so that the clean stop of a
+/// daemon that adopted them after a crash removes them too.
+pub fn created(p: &Pins) -> (Vec<PathBuf>, Option<PathBuf>) {
+    (p.created.clone(), p.mounted.clone())
+}
+
+/// Unmounts a bpffs that holds nothing but the kernel's preloaded iterators.
+pub fn unmount_if_empty(m: &Path) {
+    let preload = |n: &std::ffi::OsStr| n == "maps.debug" || n == "progs.debug";
+    let empty = std::fs::read_dir(m).map(|d| d.filter_map(|e| e.ok()).all(|e| preload(&e.file_name()))).unwrap_or(false);
+    if empty && is_bpffs(m) {
+        if let Ok(c) = cpath(m) {
+            // SAFETY: c is a valid NUL-terminated path.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+        }
     }
 }

@@ -64,21 +64,32 @@ impl Daemon {
     /// failover and the data from the new locator would leave through the dead
     /// link until the route expires (seconds). `ignore_routes_with_linkdown` makes
     /// the kernel (and bpf_fib_lookup) skip such routes. Restored on exit.
-    pub(super) fn uplink_sysctls(&mut self) {
+    /// `write_ahead`: the old values reach the state file before the change, so a
+    /// crash right after it still lets the next ilnpd's clean stop put them back.
+    pub(super) fn uplink_sysctls(&mut self, write_ahead: bool) -> Result<()> {
+        let mut todo = Vec::new();
         for u in &self.uplinks {
             let p = format!("/proc/sys/net/ipv6/conf/{}/ignore_routes_with_linkdown", u.name);
             match std::fs::read_to_string(&p) {
-                Ok(old) if old.trim() != "1" => {
-                    if let Err(e) = std::fs::write(&p, "1") {
-                        tracing::warn!("{p}: {e} (a failover over an uplink that lost carrier may be slow)");
-                    } else {
-                        self.saved_sysctls.push((p, old.trim().to_string()));
-                    }
-                }
+                Ok(old) if old.trim() != "1" => todo.push((p, old.trim().to_string())),
                 Ok(_) => {}
                 Err(e) => tracing::warn!("{p}: {e}"),
             }
         }
+        if todo.is_empty() {
+            return Ok(());
+        }
+        self.saved_sysctls.extend(todo.iter().cloned());
+        if write_ahead {
+            self.write_state_now()?;
+        }
+        for (p, old) in todo {
+            if let Err(e) = std::fs::write(&p, "1") {
+                tracing::warn!("{p}: {e} (a failover over an uplink that lost carrier may be slow)");
+                self.saved_sysctls.retain(|(q, v)| !(q == &p && v == &old));
+            }
+        }
+        Ok(())
     }
 
     /// Re-reads the kernel's links, default routes and addresses; the core derives
