@@ -28,6 +28,65 @@ def ilnp_pair(bed, datapath="ebpf", on_mn=True, nonce_bits=32, mtu_mn=None, extr
     return cn, r1, mn, dcn, dmn
 
 
+def host_snapshot(node) -> dict[str, set[str]]:
+    """The host state ilnpd may touch, one set of lines per kind: in the node's network
+    namespace (addresses, routes, rules, sysctls, multicast groups, links, qdiscs and tc
+    filters, nftables) and in the host's mount namespace (ilnpd's default directories,
+    bpffs mounts and pins). `bpf_link` is host-wide: compare it with `new_bpf_links`."""
+    sysctls = node.sh("sysctl -a 2>/dev/null | grep -E '^net\\.ipv6\\.conf\\.'", check=False).stdout
+    links = [l.split(":")[1].strip().split("@")[0] for l in node.ip("-o", "link", "show").stdout.splitlines()]
+    filters = set()
+    for dev in links:
+        for hook in ("ingress", "egress"):
+            out = node.run("tc", "filter", "show", "dev", dev, hook, check=False).stdout
+            filters |= {f"{dev} {hook} {l}" for l in out.splitlines()}
+    files = subprocess.run(["find", "/run/ilnp", "/sys/fs/bpf"], capture_output=True, text=True).stdout
+    with open("/proc/self/mounts") as f:
+        mounts = {l for l in f if " bpf " in l and l.split()[1].startswith("/sys/fs/bpf")}  # where ilnpd mounts one
+    return {
+        "addr": set(node.ip("-6", "-o", "addr", "show").stdout.splitlines()),
+        "route": set(node.ip("-6", "route", "show", "table", "all").stdout.splitlines()),
+        "rule": set(node.ip("-6", "rule", "show").stdout.splitlines()),
+        "sysctl": set(sysctls.splitlines()),
+        "maddr": maddr(node),
+        "link": {l.split("link/")[0] for l in node.ip("-o", "link", "show").stdout.splitlines()},
+        "qdisc": set(node.run("tc", "qdisc", "show").stdout.splitlines()),
+        "tc_filter": filters,
+        "nft": set(node.run("nft", "list", "ruleset").stdout.splitlines()),
+        "files": set(files.splitlines()),
+        "bpf_mounts": mounts,
+        "bpf_link": bpf_links(),
+    }
+
+
+def bpf_links() -> set[str]:
+    """Every BPF link of the machine (tcx, cgroup sock_ops, ...) as "id type" lines."""
+    out = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True).stdout
+    return {f"{l['id']} {l.get('type')}" for l in json.loads(out or "[]")}
+
+
+def snapshot_diff(before: dict[str, set[str]], after: dict[str, set[str]]) -> dict[str, list[str]]:
+    """What differs between two host snapshots; BPF links only count if new (other
+    namespaces' daemons may remove theirs meanwhile)."""
+    out = {}
+    for k in before:
+        d = sorted(after[k] - before[k]) if k == "bpf_link" else sorted(before[k] ^ after[k])
+        if d:
+            out[k] = d
+    return out
+
+
+def maddr(node) -> set[str]:
+    """`ip -6 maddr` as "device group [users N]" lines."""
+    out, dev = set(), "?"
+    for l in node.ip("-6", "maddr", "show").stdout.splitlines():
+        if not l.startswith((" ", "\t")):
+            dev = l.split(":")[1].strip()
+        else:
+            out.add(f"{dev} {l.strip()}")
+    return out
+
+
 class Capture:
     """tcpdump on one interface of a node, written to a pcap."""
 

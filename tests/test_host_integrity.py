@@ -14,6 +14,7 @@ import time
 
 from ilnp_lab.daemon import Ilnpd
 from ilnp_lab.testbed import stop_process
+from ilnp_test_util import host_snapshot as snapshot, snapshot_diff
 
 A, B = "2001:db8:5::a", "2001:db8:5::b"
 
@@ -109,32 +110,6 @@ def test_plain_ipv6_source_selection_with_ilnpd(bed):
     db.stop()
 
 
-def snapshot(node) -> dict[str, set[str]]:
-    """The host state ilnpd may touch, one set of lines per kind."""
-    sysctls = node.sh("sysctl -a 2>/dev/null | grep -E '^net\\.ipv6\\.conf\\.'", check=False).stdout
-    return {
-        "addr": set(node.ip("-6", "-o", "addr", "show").stdout.splitlines()),
-        "route": set(node.ip("-6", "route", "show", "table", "all").stdout.splitlines()),
-        "rule": set(node.ip("-6", "rule", "show").stdout.splitlines()),
-        "sysctl": set(sysctls.splitlines()),
-        "maddr": maddr(node),
-        "link": {l.split("link/")[0] for l in node.ip("-o", "link", "show").stdout.splitlines()},
-        "qdisc": set(node.run("tc", "qdisc", "show").stdout.splitlines()),
-        "nft": set(node.run("nft", "list", "ruleset").stdout.splitlines()),
-    }
-
-
-def maddr(node) -> set[str]:
-    """`ip -6 maddr` as "device group [users N]" lines."""
-    out, dev = set(), "?"
-    for l in node.ip("-6", "maddr", "show").stdout.splitlines():
-        if not l.startswith((" ", "\t")):
-            dev = l.split(":")[1].strip()
-        else:
-            out.add(f"{dev} {l.strip()}")
-    return out
-
-
 def test_host_state_inventory_and_clean_stop(bed):
     """Before start / while running / after a clean stop: while running, only the
     documented items differ (and plain IPv6 to the host works); after the stop,
@@ -176,7 +151,5 @@ def test_host_state_inventory_and_clean_stop(bed):
     # plain IPv6 from the other host to this one while it runs (both run ilnpd)
     plain_ipv6_checks(bed, b, a, a_addr=B, b_addr=A)
     assert da.stop() == 0, da.log.read_text()[-2000:]
-    after = snapshot(a)
-    for k in before:
-        assert after[k] == before[k], (k, sorted(after[k] ^ before[k]))
+    assert snapshot_diff(before, snapshot(a)) == {}
     db.stop()

@@ -253,13 +253,17 @@ impl Daemon {
                 ),
             },
         };
+        // the peer files' rules that need the NID ("auto" is known only now)
+        for p in &cfg.peers {
+            p.check(local_nid, cfg.id_prefix).map_err(|e| anyhow::anyhow!("peer {}: {e}", p.name))?;
+        }
         let raw = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::from(libc::IPPROTO_RAW)))
             .context("opening a raw IPv6 socket (needs CAP_NET_RAW)")?;
 
         // ---- Step::Lock: from here on, every failure undoes what came before it
         let lock = InstanceLock::acquire(&cfg.control_socket)?;
         let early = |lock: InstanceLock, e: anyhow::Error| -> Result<(Daemon, mpsc::Receiver<Pending>)> {
-            lock.release();
+            lock.release_rollback();
             Err(e)
         };
         if let Err(e) = fault.after(Step::Lock) {
@@ -648,7 +652,9 @@ impl Daemon {
                 tracing::warn!("{e:#}");
             }
         }
-        self.release_instance();
+        if let Some(l) = self.lock.take() {
+            l.release_rollback();
+        }
     }
 
     /// SIGUSR2: exit for an upgrade. The state file is written; ilnp0 (persistent),

@@ -112,6 +112,8 @@ impl FaultPlan {
 pub struct InstanceLock {
     file: File,
     path: PathBuf,
+    /// the lock file was there before (a crashed ilnpd's): a failed start leaves it
+    existed: bool,
     /// the directory we created for it (removed on release if empty)
     created_dir: Option<PathBuf>,
 }
@@ -137,6 +139,7 @@ impl InstanceLock {
                 let _ = std::fs::remove_dir(d);
             }
         };
+        let existed = path.exists();
         let mut file = match std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)
         {
             Ok(f) => f,
@@ -163,13 +166,25 @@ impl InstanceLock {
         let _ = file.set_len(0);
         let _ = file.rewind();
         let _ = writeln!(file, "{}", std::process::id());
-        Ok(InstanceLock { file, path, created_dir })
+        Ok(InstanceLock { file, path, existed, created_dir })
     }
 
-    /// Removes the lock file (still holding the lock, so no one else has it), then
-    /// the directory if we created it and it is empty.
+    /// A stop: removes the lock file (still holding the lock, so no one else has
+    /// it), then the directory if we created it and it is empty.
     pub fn release(self) {
         let _ = std::fs::remove_file(&self.path);
+        self.release_dir();
+    }
+
+    /// A failed start: removes the lock file only if this start created it.
+    pub fn release_rollback(self) {
+        if !self.existed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        self.release_dir();
+    }
+
+    fn release_dir(self) {
         drop(self.file);
         if let Some(d) = &self.created_dir {
             let _ = std::fs::remove_dir(d);
