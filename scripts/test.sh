@@ -4,6 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
+
+# --system: only the Debian package and its unit under a real systemd, booted in a
+# container (tests/system/test_systemd.py; docs/deployment.md). Extra arguments go to pytest.
+if [ "${1:-}" = --system ]; then
+  shift
+  echo "== system test: package + unit under systemd-nspawn"
+  ILNP_SYSTEM_TEST=1 exec .venv/bin/python -m pytest -q -s tests/system "$@"
+fi
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 
 echo "== cargo test"
