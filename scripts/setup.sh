@@ -8,7 +8,7 @@ if [ "$(id -u)" != 0 ]; then echo "setup.sh: run as root (namespaces, BPF, apt-g
 
 export DEBIAN_FRONTEND=noninteractive
 need_apt=0
-for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl ping mptcpize unshare named dig tsig-keygen; do
+for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl ping mptcpize unshare named dig tsig-keygen debootstrap systemd-nspawn; do
   command -v "$b" >/dev/null 2>&1 || need_apt=1
 done
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_apt=1
@@ -19,7 +19,7 @@ if [ "$need_apt" = 1 ]; then
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   apt-get install -y -q clang llvm libbpf-dev bpftool linux-libc-dev gcc-multilib \
     tshark tcpdump radvd iperf3 socat netcat-openbsd ethtool nftables curl python3-venv iputils-ping \
-    mptcpize util-linux bind9 bind9-utils bind9-dnsutils
+    mptcpize util-linux bind9 bind9-utils bind9-dnsutils debootstrap systemd-container
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
@@ -34,6 +34,12 @@ fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "== cargo install cargo-fuzz"
   cargo install cargo-fuzz --locked --quiet
+fi
+
+# cargo-deb: scripts/package.sh builds the Debian package with it (scripts/test.sh --system)
+if ! cargo deb --version >/dev/null 2>&1; then
+  echo "== cargo install cargo-deb"
+  cargo install cargo-deb --locked --quiet
 fi
 
 echo "== python venv (.venv) with the lab package"
