@@ -268,6 +268,7 @@ def test_package_and_unit_under_systemd(debs, tmp_path):
         st = json.loads(m.run("ilnpctl --json status").stdout)
         nid = st["nid"]
         assert L64 in json.dumps(st["locators"]), st
+        assert "TCP hints on" in m.journal(), m.journal()[-3000:]  # sock_ops attached under the sandbox
         assert m.run("stat -c '%U:%G %a' /run/ilnp").stdout.strip() == "root:ilnp 750"
         assert m.run("stat -c '%U:%G %a' /run/ilnp/ilnpd.sock").stdout.strip() == "root:ilnp 660"
 
