@@ -86,6 +86,36 @@ pub struct FileConfig {
     pub peer: Vec<TomlPeer>,
     /// the resolver proxy (RFC 6742 names); absent = off
     pub dns: Option<FileDns>,
+    /// the OpenMetrics endpoint for Prometheus; absent = off
+    pub metrics: Option<FileMetrics>,
+}
+
+/// `[metrics]` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileMetrics {
+    /// addresses of `GET /metrics` ("addr:port", "[v6]:port"), e.g. ["127.0.0.1:9469"]
+    pub listen: Option<Vec<String>>,
+    /// per-peer series for the busiest N peers (default 10; 0 = none)
+    pub top_peers: Option<u32>,
+}
+
+impl FileMetrics {
+    fn validate(&self) -> Result<crate::metrics::MetricsConfig> {
+        let listen: Vec<std::net::SocketAddr> = match &self.listen {
+            None => bail!("listen: [metrics] needs `listen` (e.g. [\"127.0.0.1:9469\"])"),
+            Some(l) if l.is_empty() => bail!("listen: [metrics] needs at least one address"),
+            Some(l) => l
+                .iter()
+                .map(|a| a.parse().map_err(|_| anyhow!("listen: {a:?} is not addr:port or [v6]:port")))
+                .collect::<Result<_>>()?,
+        };
+        let top_peers = self.top_peers.unwrap_or(10);
+        if top_peers > 1000 {
+            bail!("top_peers: {top_peers} is more than 1000 (one series per peer and counter)");
+        }
+        Ok(crate::metrics::MetricsConfig { listen, top_peers: top_peers as usize })
+    }
 }
 
 /// `[dns]` as written.
@@ -203,6 +233,7 @@ pub struct Config {
     pub state_file: Option<PathBuf>,
     pub dns: Option<crate::dns::DnsConfig>,
     pub dns_update: Option<crate::dns::update::UpdateConfig>,
+    pub metrics: Option<crate::metrics::MetricsConfig>,
     pub fallback: bool,
     pub fallback_probe_after: Duration,
     pub tcp_hints: bool,
@@ -446,6 +477,7 @@ impl Config {
             bail!("locator_weight: every uplink has weight 0: nothing to balance onto");
         }
         let dns = f.dns.as_ref().map(FileDns::validate).transpose()?.unwrap_or((None, None));
+        let metrics = f.metrics.as_ref().map(FileMetrics::validate).transpose()?;
         let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(DEFAULT_ILCC_MAX_ENTRIES);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
@@ -490,6 +522,7 @@ impl Config {
             state_file,
             dns: dns.0,
             dns_update: dns.1,
+            metrics,
             fallback: f.fallback.unwrap_or(true),
             fallback_probe_after: Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000)),
             tcp_hints: f.tcp_hints.unwrap_or(true),
@@ -572,6 +605,9 @@ mod tests {
             ("uplinks = [\"e\"]\nidentifier_prefix = \"fe80::/64\"\n", "identifier_prefix"),
             ("uplinks = [\"e\"]\nidentifier_prefix = \"febf:1::/64\"\n", "identifier_prefix"),
             ("uplinks = [\"e\"]\nidentifier_prefix = \"::/64\"\n", "identifier_prefix"),
+            ("uplinks = [\"e\"]\n[metrics]\ntop_peers = 5\n", "listen"),
+            ("uplinks = [\"e\"]\n[metrics]\nlisten = [\"localhost:9469\"]\n", "listen"),
+            ("uplinks = [\"e\"]\n[metrics]\nlisten = [\"127.0.0.1:9469\"]\ntop_peers = 100000\n", "top_peers"),
         ] {
             let e = load(t).unwrap_err().to_string();
             assert!(e.contains(key), "{t:?}: {e}");

@@ -19,6 +19,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{broadcast, mpsc};
 
 mod locators;
+mod metrics;
 mod requests;
 mod slowpath;
 pub mod startup;
@@ -87,6 +88,9 @@ pub struct Daemon {
     tun_created: bool,
     /// one daemon per control socket (`startup::InstanceLock`)
     lock: Option<InstanceLock>,
+    /// the metrics endpoint's histograms and scrapes (`[metrics]`)
+    histograms: Option<crate::metrics::Histograms>,
+    scrapes: Option<mpsc::Receiver<crate::metrics::Scrape>>,
     /// what an earlier ilnpd left and this start found: a failed start leaves it
     found: Found,
     /// the control socket file is ours to remove
@@ -277,6 +281,13 @@ impl Daemon {
         if let Err(e) = fault.after(Step::DnsListen) {
             return early(lock, e);
         }
+        let scrapes = match cfg.metrics.as_ref().map(crate::metrics::start).transpose() {
+            Ok(s) => s,
+            Err(e) => return early(lock, e),
+        };
+        if let Err(e) = fault.after(Step::MetricsListen) {
+            return early(lock, e);
+        }
         // ---- Step::Tun
         let state_existed = cfg.state_file.as_deref().is_some_and(|p| p.exists());
         let restored = cfg.state_file.as_deref().and_then(crate::state::load);
@@ -371,6 +382,8 @@ impl Daemon {
             dns_update: None,
             slow_hist: Default::default(),
             lock: Some(lock),
+            histograms: scrapes.as_ref().map(|_| crate::metrics::Histograms::default()),
+            scrapes,
             found: Found { state_file: state_existed, ..Found::default() },
             control_bound: false,
         };
@@ -719,6 +732,7 @@ impl Daemon {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut activity: HashMap<Nid, u64> = HashMap::new();
         let mut dns_learn = self.dns_learn.take();
+        let mut scrapes = self.scrapes.take();
         loop {
             let deadline = self.core.poll_timeout().map(tokio::time::Instant::from_std);
             let timer = async {
@@ -741,7 +755,11 @@ impl Daemon {
                             let t = std::time::Instant::now();
                             let pkt = buf[off..off + n].to_vec();
                             self.on_tun_packet(&pkt, meta);
-                            self.slow_hist.record(t.elapsed().as_nanos() as u64);
+                            let took = t.elapsed();
+                            self.slow_hist.record(took.as_nanos() as u64);
+                            if let Some(h) = &self.histograms {
+                                h.slow_path.observe(took.as_secs_f64());
+                            }
                         }
                         Err(e) => { tracing::error!("reading {}: {e:#}", self.tun.name); break; }
                     }
@@ -780,6 +798,9 @@ impl Daemon {
                         }
                     }
                 }
+                Some(scrape) = opt_recv(&mut scrapes) => {
+                    let _ = scrape.reply.send(self.metrics_text());
+                }
                 Some(req) = requests.recv() => {
                     let reply = self.handle_request(req.req);
                     let _ = req.reply.send(reply);
@@ -808,6 +829,11 @@ impl Daemon {
 }
 
 async fn dns_recv(rx: &mut Option<mpsc::Receiver<crate::dns::Learn>>) -> Option<crate::dns::Learn> {
+    opt_recv(rx).await
+}
+
+/// The next message of an optional channel (none: never).
+async fn opt_recv<T>(rx: &mut Option<mpsc::Receiver<T>>) -> Option<T> {
     match rx {
         Some(r) => r.recv().await,
         None => futures::future::pending().await,

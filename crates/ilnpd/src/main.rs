@@ -8,6 +8,7 @@ mod daemon;
 mod dns;
 mod gso;
 mod logging;
+mod metrics;
 mod netlink;
 mod state;
 mod tun;

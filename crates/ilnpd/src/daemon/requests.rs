@@ -291,7 +291,7 @@ impl Daemon {
         st
     }
 
-    fn locator_view(&mut self) -> Vec<ctl::LocatorInfo> {
+    pub(super) fn locator_view(&mut self) -> Vec<ctl::LocatorInfo> {
         self.feed_local_activity();
         let now = Instant::now();
         self.core

@@ -40,6 +40,19 @@ pub(super) enum ShellCounter {
 }
 
 impl ShellCounter {
+    pub(super) const ALL: [ShellCounter; 10] = [
+        ShellCounter::SendUplinkFallback,
+        ShellCounter::SendError,
+        ShellCounter::DeliverError,
+        ShellCounter::TunRunt,
+        ShellCounter::TunMulticastIgnored,
+        ShellCounter::SlowPathGsoSplit,
+        ShellCounter::SlowPathGsoBad,
+        ShellCounter::TcpHintSent,
+        ShellCounter::TcpHintConnections,
+        ShellCounter::TcpHintCapped,
+    ];
+
     /// The counter's name in `ilnpctl stats` (JSON).
     pub(super) fn name(self) -> &'static str {
         match self {
@@ -144,6 +157,9 @@ impl Daemon {
                 Action::Event(ev) => {
                     if let Event::LuFailed { nid, .. } = &ev {
                         self.dns_recover(*nid);
+                    }
+                    if let Event::LuAcked { rtt_us, attempts, .. } = &ev {
+                        self.observe_lu_acked(*rtt_us, *attempts);
                     }
                     self.emit(ev)
                 }

@@ -22,6 +22,8 @@ pub enum Step {
     Lock,
     /// the resolver proxy's sockets (`[dns]`): bound before anything changes
     DnsListen,
+    /// the metrics endpoint's sockets (`[metrics]`), likewise
+    MetricsListen,
     /// ilnp0 created (or an earlier run's adopted)
     Tun,
     /// ilnp0's sysctls, MTU, up, identifier address and route
@@ -41,9 +43,10 @@ pub enum Step {
 }
 
 impl Step {
-    pub const ALL: [Step; 10] = [
+    pub const ALL: [Step; 11] = [
         Step::Lock,
         Step::DnsListen,
+        Step::MetricsListen,
         Step::Tun,
         Step::TunConfig,
         Step::UplinkSysctls,
@@ -58,6 +61,7 @@ impl Step {
         match self {
             Step::Lock => "lock",
             Step::DnsListen => "dns-listen",
+            Step::MetricsListen => "metrics-listen",
             Step::Tun => "tun",
             Step::TunConfig => "tun-config",
             Step::UplinkSysctls => "uplink-sysctls",
