@@ -17,7 +17,7 @@
 
 use crate::destopts::{self, NonceHeader};
 use crate::icmpv6::{self, LuMessage, Message};
-use crate::ipv6::{self, Repr, UpperLayer, HEADER_LEN, PROTO_DSTOPTS, PROTO_ICMPV6, PROTO_NONE};
+use crate::ipv6::{self, Repr, UpperLayer, HEADER_LEN, PROTO_DSTOPTS, PROTO_FRAGMENT, PROTO_ICMPV6, PROTO_NONE};
 use crate::translate::{self, data, icmp_error, Csum, QuotedMeta, WireMeta};
 use crate::{checksum, split_addr, Error, Locator, Nid, Nonce};
 use core::fmt;
@@ -77,6 +77,8 @@ pub struct Data<'a> {
     /// the nonce and its Destination Options header (holding nothing else)
     pub nonce: NonceHeader,
     pub upper: UpperLayer,
+    /// the nonce header follows a Fragment header (a first fragment, FreeBSD's layout)
+    pub after_fragment: bool,
 }
 
 /// A Locator Update packet.
@@ -132,6 +134,17 @@ pub fn classify(pkt: &[u8]) -> Result<Packet<'_>, ClassifyError> {
     } else {
         None
     };
+    // RFC 8200 allows the Destination Options header after a Fragment header (FreeBSD
+    // ILNP6 puts the nonce there, `ip6po_dest2`): only in the first fragment
+    let after_fragment = if nonce.is_none() && ip.next_header == PROTO_FRAGMENT {
+        nonce_after_fragment(packet.payload()).map_err(fail(Kind::Header))?
+    } else {
+        None
+    };
+    let (nonce, after_fragment) = match after_fragment {
+        Some(n) => (Some(n), true),
+        None => (nonce, false),
+    };
     let body_kind = if nonce.is_some() { Kind::Data } else { Kind::Plain };
     let upper = ipv6::upper_layer_info(pkt).map_err(fail(body_kind))?;
     let upper_bytes = packet.packet_slice().get(upper.offset..).unwrap_or_default();
@@ -161,8 +174,20 @@ pub fn classify(pkt: &[u8]) -> Result<Packet<'_>, ClassifyError> {
     if !nonce.only_nonce {
         return Err(fail(kind)(Error::UnsupportedOptions));
     }
-    let d = Data { packet, ip, nonce, upper };
+    let d = Data { packet, ip, nonce, upper, after_fragment };
     Ok(if kind == Kind::NonceOnly { Packet::NonceOnly(d) } else { Packet::Data(d) })
+}
+
+/// The nonce header of a first fragment whose Fragment header (directly after the
+/// fixed header: `payload`) is followed by a Destination Options header; `Ok(None)`
+/// for a later fragment or another layout.
+fn nonce_after_fragment(payload: &[u8]) -> Result<Option<NonceHeader>, Error> {
+    let Some(frag) = payload.get(..ipv6::FRAGMENT_HEADER_LEN) else { return Ok(None) };
+    let offset = u16::from_be_bytes([frag[2], frag[3]]) >> 3;
+    if frag[0] != PROTO_DSTOPTS || offset != 0 {
+        return Ok(None);
+    }
+    destopts::find_nonce_in_header(&payload[ipv6::FRAGMENT_HEADER_LEN..], HEADER_LEN + ipv6::FRAGMENT_HEADER_LEN)
 }
 
 fn quoted(m: &Message<&[u8]>) -> Option<Quoted> {
@@ -217,8 +242,14 @@ impl Data<'_> {
     pub fn bytes(&self) -> &[u8] {
         self.packet.packet_bytes()
     }
-    /// Wire form → identifier form, without walking the packet again.
+    /// Wire form → identifier form, without walking the packet again. A first
+    /// fragment whose nonce header follows the Fragment header keeps that header,
+    /// its options turned into padding (removing it would shift the offsets of the
+    /// fragments that follow), for the kernel to reassemble.
     pub fn to_identifier(&self, id_prefix: Locator, csum: Csum) -> Result<(Vec<u8>, WireMeta), Error> {
+        if self.after_fragment {
+            return data::identifier_form_padded(&self.packet, &self.nonce, id_prefix, csum);
+        }
         data::identifier_form(&self.packet, &self.nonce, id_prefix, csum)
     }
 }
@@ -270,6 +301,20 @@ impl Plain<'_> {
     /// The whole packet (fixed header + payload_len, link padding excluded).
     pub fn bytes(&self) -> &[u8] {
         self.packet.packet_bytes()
+    }
+    /// A later fragment (offset > 0, directly after the fixed header: no transport
+    /// header, no nonce) of a datagram whose first fragment carried the nonce after
+    /// its Fragment header.
+    pub fn is_later_fragment(&self) -> bool {
+        self.ip.next_header == ipv6::PROTO_FRAGMENT && self.upper.fragment.is_some_and(|(off, _)| off > 0)
+    }
+    /// Such a later fragment in identifier form: the addresses only (the checksum
+    /// it contributes to is adjusted in the first fragment).
+    pub fn later_fragment_to_identifier(&self, id_prefix: Locator) -> Result<Vec<u8>, Error> {
+        if !self.is_later_fragment() {
+            return Err(Error::Malformed("not a later fragment"));
+        }
+        data::later_fragment_identifier_form(&self.packet, id_prefix)
     }
 }
 

@@ -149,7 +149,8 @@ impl<'a> Iterator for Options<'a> {
         };
         let Some(data) = self.buf.get(self.pos + 2..self.pos + 2 + len as usize) else {
             self.done = true;
-            return Some(Err(Error::Truncated));
+            // its own error: the FreeBSD 96-bit reflection (Error::NonceOverrun)
+            return Some(Err(if t == OPT_NONCE { Error::NonceOverrun } else { Error::Truncated }));
         };
         self.pos += 2 + len as usize;
         let opt = match t {
@@ -291,7 +292,11 @@ mod tests {
 
     #[test]
     fn truncated_option() {
+        // FreeBSD ILNP6's reflected 96-bit nonce: an 8-byte header, a 14-byte option
         let p = pkt_with(&[17, 0, 0x8b, 12, 1, 2, 3, 4]);
+        assert_eq!(find_nonce(&p).unwrap_err(), Error::NonceOverrun);
+        // another option cut short is plain truncation
+        let p = pkt_with(&[17, 0, 0x3e, 9, 1, 2, 3, 4]);
         assert_eq!(find_nonce(&p).unwrap_err(), Error::Truncated);
     }
 

@@ -9,6 +9,8 @@ pub const PROTO_TCP: u8 = 6;
 pub const PROTO_UDP: u8 = 17;
 pub const PROTO_ROUTING: u8 = 43;
 pub const PROTO_FRAGMENT: u8 = 44;
+/// The Fragment header's length (RFC 8200 §4.5).
+pub const FRAGMENT_HEADER_LEN: usize = 8;
 pub const PROTO_ICMPV6: u8 = 58;
 pub const PROTO_NONE: u8 = 59;
 pub const PROTO_DSTOPTS: u8 = 60;
@@ -278,6 +280,12 @@ pub fn upper_layer_info(pkt: &[u8]) -> Result<UpperLayer, Error> {
                 fragment = Some((fo >> 3, fo & 1 != 0));
                 nh = pkt[off];
                 off += 8;
+                if fo >> 3 != 0 {
+                    // a later fragment: what follows is data, not the headers its
+                    // Next Header names (a FreeBSD datagram's nonce header is in the
+                    // first fragment only)
+                    return Ok(UpperLayer { proto: nh, offset: off, fragment });
+                }
             }
             _ => return Ok(UpperLayer { proto: nh, offset: off, fragment }),
         }

@@ -35,6 +35,10 @@ pub enum Error {
     LuNoLocators,
     LuLengthMismatch { num_locs: u8, len: usize },
     UnknownLuOperation { code: u8, operation: u8 },
+    /// a nonce option running past the end of its header: FreeBSD ILNP6 reflects a
+    /// 96-bit nonce in an 8-byte header (`ilnp6_nonce_output_mbuf` sets
+    /// `ip6d_len = 0`), so only 4 of the 12 nonce bytes are on the wire
+    NonceOverrun,
 }
 
 impl Error {
@@ -53,6 +57,7 @@ impl Error {
             Error::LuNoLocators => "lu_no_locators",
             Error::LuLengthMismatch { .. } => "lu_length_mismatch",
             Error::UnknownLuOperation { .. } => "lu_unknown_operation",
+            Error::NonceOverrun => "nonce_overrun",
         }
     }
 }
@@ -76,6 +81,7 @@ impl fmt::Display for Error {
             Error::UnknownLuOperation { code, operation } => {
                 write!(f, "Locator Update with code {code} operation {operation}")
             }
+            Error::NonceOverrun => write!(f, "nonce option runs past its Destination Options header"),
         }
     }
 }

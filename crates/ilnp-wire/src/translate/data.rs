@@ -121,3 +121,44 @@ pub(crate) fn identifier_form(
     fix_upper_checksum(&mut out, p.src(), p.dst(), true, false, csum)?;
     Ok((out, WireMeta { src_loc, src_nid, dst_loc, dst_nid, nonce: nh.nonce, proto }))
 }
+
+/// A first fragment whose nonce header `nh` follows the Fragment header → identifier
+/// form: the header stays (its length is part of the fragmentable part, so removing
+/// it would shift every later fragment's offset), its options become one PadN, which
+/// the kernel skips after reassembly; addresses and checksum as `identifier_form`.
+pub(crate) fn identifier_form_padded(
+    p: &ipv6::Packet<&[u8]>,
+    nh: &NonceHeader,
+    id_prefix: Locator,
+    csum: Csum,
+) -> Result<(Vec<u8>, WireMeta), Error> {
+    let (src_loc, src_nid) = split_addr(p.src());
+    let (dst_loc, dst_nid) = split_addr(p.dst());
+    let mut out = p.packet_bytes().to_vec();
+    // the header starts 2 bytes before its first option; the nonce option is its first
+    // or follows pads: pad everything after the two header bytes
+    let hdr = ipv6::HEADER_LEN + ipv6::FRAGMENT_HEADER_LEN;
+    let opts = out.get_mut(hdr + 2..hdr + nh.header_len).ok_or(Error::Truncated)?;
+    opts.fill(0);
+    opts[0] = destopts::OPT_PADN;
+    opts[1] = (opts.len() - 2) as u8;
+    {
+        let mut q = ipv6::Packet::new_checked(&mut out[..])?;
+        q.set_src(ilnp_addr(id_prefix, src_nid));
+        q.set_dst(ilnp_addr(id_prefix, dst_nid));
+    }
+    let proto = ipv6::upper_layer_info(&out)?.proto;
+    fix_upper_checksum(&mut out, p.src(), p.dst(), true, false, csum)?;
+    Ok((out, WireMeta { src_loc, src_nid, dst_loc, dst_nid, nonce: nh.nonce, proto }))
+}
+
+/// A later fragment (no transport header, no nonce) → identifier form: addresses only.
+pub(crate) fn later_fragment_identifier_form(p: &ipv6::Packet<&[u8]>, id_prefix: Locator) -> Result<Vec<u8>, Error> {
+    let (_, src_nid) = split_addr(p.src());
+    let (_, dst_nid) = split_addr(p.dst());
+    let mut out = p.packet_bytes().to_vec();
+    let mut q = ipv6::Packet::new_checked(&mut out[..])?;
+    q.set_src(ilnp_addr(id_prefix, src_nid));
+    q.set_dst(ilnp_addr(id_prefix, dst_nid));
+    Ok(out)
+}
