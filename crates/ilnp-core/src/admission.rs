@@ -284,6 +284,7 @@ impl Core {
         }
         // socket: the nonce a refusal to this peer would have carried (see answer_unadmitted)
         let nonce_tx = match self.cfg.admission {
+            _ if self.cfg.adopt_initiator_nonce => meta.nonce,
             Admission::Socket => self.responder_nonce(nid, meta.src_loc, &meta.nonce),
             Admission::Open => self.new_nonce(),
         };
@@ -358,6 +359,10 @@ impl Core {
     /// without the key; bound to the locator, so a spoofer that claims a NID from
     /// its own locator learns a nonce worthless for that NID's session elsewhere.
     pub(crate) fn responder_nonce(&mut self, nid: Nid, loc: Locator, peer_nonce: &Nonce) -> Nonce {
+        if self.cfg.adopt_initiator_nonce {
+            // one nonce both ways: the refusal carries the one the entry will use
+            return *peer_nonce;
+        }
         let rng = &mut self.rng;
         let key = *self.admission.key.get_or_insert_with(|| [rng.next_u64(), rng.next_u64()]);
         let mut msg = Vec::with_capacity(29);

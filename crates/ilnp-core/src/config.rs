@@ -105,6 +105,12 @@ pub struct CoreConfig {
     /// the nonce-only hellos to unconfirmed sources: tokens per second and burst
     pub hello_rate_pps: f64,
     pub hello_burst: u32,
+    /// As responder, use the initiator's nonce for our own packets too (one nonce per
+    /// correspondent, as FreeBSD ILNP6 and the Linux 4.9 code do) instead of one of
+    /// our own (RFC 6744 §2's per-direction nonces, the default). Either way a
+    /// correspondent's packets may carry its nonce or ours reflected
+    /// (`IlccEntry::accepts_nonce`); docs/architecture.md § Nonce models.
+    pub adopt_initiator_nonce: bool,
 }
 
 impl CoreConfig {
@@ -130,6 +136,7 @@ impl CoreConfig {
             ilcc_embryonic_max: 1024,
             hello_rate_pps: 100.0,
             hello_burst: 100,
+            adopt_initiator_nonce: false,
         }
     }
 }

@@ -90,6 +90,17 @@ counter_enum! {
         /// ... with a hint, but the global budget towards unconfirmed sources had
         /// no token: not sent
         AnswerRateLimited = "answer_rate_limited",
+        /// a Destination Options header whose nonce option runs past the header's
+        /// end: FreeBSD ILNP6's reflected ICMPv6 with a 96-bit nonce (an 8-byte header
+        /// holding a 14-byte option, `ilnp6.c` `ilnp6_nonce_output_mbuf`); only 4 of
+        /// its 12 nonce bytes are on the wire, so it cannot be verified as 96-bit.
+        /// BPF: `ingress_drop_nonce_overrun`
+        NonceOverrun = "nonce_overrun",
+        /// a later fragment (no nonce: RFC 8200 puts a Destination Options header after
+        /// the Fragment header only in the first) from a known correspondent that did
+        /// not come from one of its known locators to one of ours, or before its nonce
+        /// is known
+        FragmentUnverified = "fragment_unverified",
     }
 }
 
@@ -167,6 +178,17 @@ counter_enum! {
         /// admission = socket: our stack's refusal (TCP RST, ICMPv6 error) of a
         /// packet no socket took, sent to the hinted locator with no state
         AnswerSent = "answer_sent",
+        /// a packet from a correspondent carrying *our* nonce for it, not its own: a
+        /// shared-nonce implementation (FreeBSD ILNP6, the Linux 4.9 code) reflecting
+        /// it in an Echo Reply, LU, LU ack or error; accepted (docs/architecture.md
+        /// § Nonce models)
+        NonceReflectedAccepted = "nonce_reflected_accepted",
+        /// a first fragment whose nonce sits in a Destination Options header after the
+        /// Fragment header (FreeBSD's `ip6po_dest2`), translated
+        FragmentNonceAfterFrag = "fragment_nonce_after_frag",
+        /// a later fragment of such a datagram (no nonce) from a known correspondent's
+        /// known locator, translated for the kernel to reassemble
+        FragmentAccepted = "fragment_accepted",
     }
 }
 

@@ -205,6 +205,20 @@ impl IlccEntry {
             .min()
     }
 
+    /// Whether `n` may be on a packet from this correspondent: its own nonce (RFC
+    /// 6744), or ours for it reflected (a shared-nonce implementation answers with
+    /// the nonce of the packet it answers and authenticates with one value both
+    /// ways). Both are secrets of this session towards an off-path attacker; the
+    /// peer's own must be known first (nothing is accepted before the peer showed it).
+    pub fn accepts_nonce(&self, n: &Nonce) -> bool {
+        self.nonce_rx.is_some_and(|rx| rx == *n || self.nonce_tx == *n)
+    }
+
+    /// `n` is accepted only as ours reflected (not the peer's own).
+    pub fn is_reflected(&self, n: &Nonce) -> bool {
+        self.nonce_rx.is_some_and(|rx| rx != *n) && self.nonce_tx == *n
+    }
+
     pub fn has_remote(&self, loc: Locator) -> bool {
         self.remote_locators.iter().any(|r| r.loc == loc && r.state != LocatorState::Expired)
     }

@@ -28,6 +28,11 @@ impl Core {
             // no nonce: a fallback peer's plain packet (the fast path punts only
             // those), else not one of ours (an LU without a nonce cannot be verified)
             Ok(Packet::Plain(p)) if self.fallback_inbound(now, &p, csum, out) => return,
+            // a later fragment of a datagram whose nonce is in its first fragment
+            Ok(Packet::Plain(p)) if p.is_later_fragment() => {
+                self.later_fragment(now, &p, out);
+                return;
+            }
             Ok(p @ (Packet::Plain(_) | Packet::Lu(_))) => {
                 self.drop(out, DropReason::IcmpUnrelated, p.summary());
                 return;
@@ -64,14 +69,20 @@ impl Core {
         } else {
             let e = self.ilcc.get_mut(&nid).expect("checked");
             match e.nonce_rx {
-                Some(n) if n != meta.nonce => {
-                    let d = format!("{} (want {})", summary(), ilcc::hex(n.as_bytes()));
+                Some(_) if !e.accepts_nonce(&meta.nonce) => {
+                    let want = e.nonce_rx.map(|n| ilcc::hex(n.as_bytes())).unwrap_or_default();
+                    let d = format!("{} (want {want})", summary());
                     self.drop(out, DropReason::BadNonce, d);
                     // the peer may have restarted: ask the old one (`challenge.rs`)
                     self.challenge_bad_nonce(now, nid, meta.nonce, meta.src_loc, ident, out);
                     return;
                 }
-                Some(_) => answered = self.challenges.is_open(&nid),
+                Some(_) => {
+                    if e.is_reflected(&meta.nonce) {
+                        self.stats.bump(Outcome::NonceReflectedAccepted);
+                    }
+                    answered = self.challenges.is_open(&nid);
+                }
                 None => {
                     // the responder's first packet: learn its nonce (RFC 6744 §6);
                     // it answers our first packet at once, so this is an RTT sample
@@ -113,12 +124,45 @@ impl Core {
         if let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == meta.src_loc) {
             r.last_heard = Some(now);
         }
+        if data.after_fragment {
+            self.stats.bump(Outcome::FragmentNonceAfterFrag);
+        }
         if meta.proto == ipv6::PROTO_NONE {
             // a nonce-only packet: nothing for the stack
             self.stats.bump(Outcome::NonceOnlyReceived);
             return;
         }
         out.push(Action::DeliverLocal(ident));
+    }
+
+    /// A later fragment (no nonce: the first fragment carried it after its Fragment
+    /// header, RFC 8200 §4.5, FreeBSD's layout). Believed only from a correspondent
+    /// whose nonce we know, from one of its known locators to one of ours; the kernel
+    /// reassembles it with the first fragment, whose nonce was checked (an off-path
+    /// forger of a later fragment must also guess the 32-bit fragment identification,
+    /// as for any IPv6 fragment; docs/architecture.md § Nonce models).
+    fn later_fragment(&mut self, now: Instant, p: &ilnp_wire::classify::Plain, out: &mut Vec<Action>) {
+        let ((src_loc, nid), (dst_loc, dst_nid)) = ilnp_wire::classify::endpoints(&p.ip);
+        let summary = format!("{} -> {} (later fragment)", p.ip.src, p.ip.dst);
+        if dst_nid != self.cfg.local_nid {
+            return self.drop(out, DropReason::NotForUs, summary);
+        }
+        if let Err(reason) = self.local.accepts(dst_loc) {
+            return self.drop(out, reason, summary);
+        }
+        let Some(e) = self.ilcc.get_mut(&nid).filter(|e| e.nonce_rx.is_some() && e.has_remote(src_loc)) else {
+            return self.drop(out, DropReason::FragmentUnverified, summary);
+        };
+        match p.later_fragment_to_identifier(self.cfg.id_prefix) {
+            Ok(ident) => {
+                e.last_used = now;
+                e.slow_pkts_in += 1;
+                e.slow_bytes_in += p.bytes().len() as u64;
+                self.stats.bump(Outcome::FragmentAccepted);
+                out.push(Action::DeliverLocal(ident));
+            }
+            Err(err) => self.drop(out, DropReason::Malformed, format!("{err}: {summary}")),
+        }
     }
 
     /// Counts a packet `classify` refused where the old one-question-at-a-time walk
@@ -131,6 +175,7 @@ impl Core {
             Kind::Header if e.error == WireError::MoreThanOneNonce => {
                 return self.drop(out, DropReason::MultiNonce, packet_summary(pkt))
             }
+            Kind::Header if e.error == WireError::NonceOverrun => DropReason::NonceOverrun,
             Kind::Header | Kind::Data | Kind::NonceOnly => DropReason::Malformed,
             Kind::Plain | Kind::IcmpError => DropReason::IcmpUnrelated,
             // an LU without a nonce was never looked at as an LU: not ours

@@ -87,9 +87,13 @@ impl Core {
             self.drop(out, DropReason::LuEmbryonic, summary());
             return;
         }
-        if nonce.is_none() || nonce != e.nonce_rx {
+        // the peer's own nonce, or ours reflected (a shared-nonce peer's LU and ack)
+        let Some(n) = nonce.filter(|n| e.accepts_nonce(n)) else {
             self.drop(out, DropReason::LuBadNonce, summary());
             return;
+        };
+        if e.is_reflected(&n) {
+            self.stats.bump(Outcome::NonceReflectedAccepted);
         }
         self.local.note_rx(dst_loc, now);
         if let Some(p) = self.peers.get_mut(&nid) {

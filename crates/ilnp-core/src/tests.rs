@@ -1122,3 +1122,204 @@ fn zero_quiet_period_keeps_todays_behaviour() {
     assert!(retired(&out).is_empty() && wire(&out).is_empty());
     assert!(b.local_locators().iter().all(|l| l.state == LocatorState::Active));
 }
+
+/// Shared-nonce correspondents (FreeBSD ILNP6, the Linux 4.9 code): one nonce both
+/// ways, our own reflected in replies, LUs and acks; the nonce after a Fragment
+/// header; the truncated 96-bit reflection (docs/architecture.md § Nonce models).
+mod shared_nonce {
+    use super::*;
+    use ilnp_wire::checksum;
+
+    /// `pkt` with its nonce replaced by `n` (same length; no checksum covers it).
+    fn renonce(pkt: &[u8], n: &Nonce) -> Vec<u8> {
+        let off = ilnp_wire::destopts::find_nonce_in_header(&pkt[40..], 40).unwrap().unwrap().option_offset;
+        let mut v = pkt.to_vec();
+        v[off + 2..off + 2 + n.len()].copy_from_slice(n.as_bytes());
+        v
+    }
+
+    /// B (the FreeBSD side) opens the session to A (ilnpd, the responder): returns
+    /// (A, B, B's nonce, A's nonce as its hello carried it).
+    fn b_opens(adopt: bool) -> (Core, Core, Nonce, Nonce) {
+        let now = Instant::now();
+        let mut a = core_with(NA, LA, 1, None, |c| c.adopt_initiator_nonce = adopt);
+        let mut b = core(NB, LB, 2, Some((NA, LA)));
+        let ba = wire(&b.handle_outbound(now, &udp(NB, NA, b"syn"), Csum::Complete)).pop().unwrap();
+        let out = a.handle_inbound(now, &ba, Csum::Complete);
+        assert_eq!(delivered(&out).len(), 1);
+        let hello = wire(&out).pop().expect("nonce-only hello");
+        (a, b, nonce_of(&ba), nonce_of(&hello))
+    }
+
+    #[test]
+    fn our_nonce_reflected_is_accepted_on_data_lu_and_errors_a_third_is_not() {
+        let now = Instant::now();
+        let (mut a, mut b, nb, na) = b_opens(false);
+        assert_ne!(nb, na, "own mode: per-direction nonces");
+        // FreeBSD's data: its socket's nonce
+        let d = wire(&b.handle_outbound(now, &udp(NB, NA, b"data"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&a.handle_inbound(now, &d, Csum::Complete)).len(), 1);
+        // its Echo Reply (or anything answering us) reflects ours: accepted, no challenge
+        let refl = renonce(&d, &na);
+        let out = a.handle_inbound(now, &refl, Csum::Complete);
+        assert_eq!(delivered(&out).len(), 1, "reflected nonce delivered");
+        assert!(wire(&out).is_empty(), "no challenge echo");
+        assert_eq!(a.stats().outcome(Outcome::NonceReflectedAccepted), 1);
+        assert_eq!(a.stats().dropped(DropReason::BadNonce), 0);
+        assert_eq!(a.stats().outcome(Outcome::PeerChallengeSent), 0);
+        let e = a.ilcc_entry(NB).unwrap();
+        assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), na), "nothing replaced");
+        // its LU carries its entry's nonce, which it overwrote with ours
+        let lu = LocatorUpdate {
+            operation: LuOperation::Advertisement,
+            entries: vec![LuEntry { locator: LB2, preference: 10, lifetime: 300 }],
+        };
+        let pkt = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &na, &lu).unwrap();
+        let out = a.handle_inbound(now, &pkt, Csum::Complete);
+        assert_eq!(a.stats().dropped(DropReason::LuBadNonce), 0);
+        assert_eq!(a.stats().outcome(Outcome::LuReceived), 1);
+        assert_eq!(parse_lu(&wire(&out).pop().expect("ack")).lu.operation, LuOperation::Acknowledgement);
+        assert_eq!(a.ilcc_entry(NB).unwrap().best_remote().unwrap().loc, LB2, "its move is learned");
+        // a third value is still a wrong nonce: dropped, counted, challenged
+        let forged = renonce(&d, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]));
+        let out = a.handle_inbound(now, &forged, Csum::Complete);
+        assert!(delivered(&out).is_empty());
+        assert_eq!(a.stats().dropped(DropReason::BadNonce), 1);
+        assert_eq!(a.stats().outcome(Outcome::PeerChallengeSent), 1);
+        // ... and so is an LU with it
+        let bad = translate::lu_packet(ilnp_addr(LB2, NB), ilnp_addr(LA, NA), &Nonce::N32([1, 1, 1, 1]), &lu).unwrap();
+        a.handle_inbound(now, &bad, Csum::Complete);
+        assert_eq!(a.stats().dropped(DropReason::LuBadNonce), 1);
+    }
+
+    #[test]
+    fn a_reflected_answer_to_a_challenge_is_the_live_peer_not_a_restart() {
+        let now = Instant::now();
+        let (mut a, mut b, nb, na) = b_opens(false);
+        let d = wire(&b.handle_outbound(now, &udp(NB, NA, b"data"), Csum::Complete)).pop().unwrap();
+        a.handle_inbound(now, &d, Csum::Complete);
+        // a forgery opens a challenge; the FreeBSD peer answers the echo reflecting ours
+        let forged = renonce(&d, &Nonce::N32([9, 9, 9, 9]));
+        let echo = wire(&a.handle_inbound(now, &forged, Csum::Complete)).pop().expect("challenge echo");
+        assert_eq!(nonce_of(&echo), na);
+        let Ok(ilnp_wire::Packet::Data(req)) = classify(&echo) else { panic!() };
+        let body = &echo[req.upper.offset..];
+        let mut reply = body.to_vec();
+        reply[0] = icmpv6::TYPE_ECHO_REPLY;
+        let (src, dst) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
+        ts::set_icmpv6_checksum(&src, &dst, &mut reply, 0);
+        let pkt = ts::with_nonce(src, dst, &na, ilnp_wire::ipv6::PROTO_ICMPV6, &reply);
+        a.handle_inbound(now, &pkt, Csum::Complete);
+        assert_eq!(a.stats().outcome(Outcome::PeerChallengeAnswered), 1, "the live peer answered");
+        assert_eq!(a.stats().outcome(Outcome::PeerRestartReplaced), 0);
+        let e = a.ilcc_entry(NB).unwrap();
+        assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), na), "our own nonce never becomes the peer's");
+    }
+
+    #[test]
+    fn adopt_mode_uses_the_initiators_nonce_both_ways() {
+        let now = Instant::now();
+        let (mut a, mut b, nb, na) = b_opens(true);
+        assert_eq!(na, nb, "the hello carries the initiator's nonce");
+        let e = a.ilcc_entry(NB).unwrap();
+        assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), nb));
+        let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+        assert_eq!(nonce_of(&w), nb);
+        // B (an RFC peer) learns our nonce = its own and keeps talking
+        let out = b.handle_inbound(now, &w, Csum::Complete);
+        assert_eq!(delivered(&out).len(), 1);
+        assert_eq!(b.stats().dropped(DropReason::BadNonce), 0);
+    }
+
+    /// A UDP datagram `NB@LB -> NA@LA` as FreeBSD fragments it: IPv6 | Fragment |
+    /// DestOpts(nonce) | UDP...; the transport checksum with locators zeroed.
+    fn freebsd_fragments(n: &Nonce, payload: &[u8], first_len: usize) -> (Vec<u8>, Vec<u8>) {
+        let (src, dst) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
+        let mut u = Vec::new();
+        u.extend_from_slice(&0x9c41u16.to_be_bytes());
+        u.extend_from_slice(&0x1770u16.to_be_bytes());
+        u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        u.extend_from_slice(&[0, 0]);
+        u.extend_from_slice(payload);
+        let c = checksum::compute(&checksum::nid_only(&src), &checksum::nid_only(&dst), 17, &u);
+        checksum::write_field(&mut u, 6, c);
+        let mut frag_part = vec![17, 0, 0x8b, n.len() as u8];
+        frag_part.extend_from_slice(n.as_bytes());
+        frag_part.resize(ilnp_wire::destopts::header_len(n.len()).max(8), 0);
+        frag_part.truncate(4 + n.len() + (8 - (4 + n.len()) % 8) % 8);
+        if frag_part.len() > 4 + n.len() {
+            let pad = frag_part.len() - 4 - n.len();
+            frag_part[4 + n.len()] = if pad == 1 { 0 } else { 1 };
+            if pad > 1 {
+                frag_part[5 + n.len()] = (pad - 2) as u8;
+            }
+        }
+        frag_part.extend_from_slice(&u);
+        let frag = |off: usize, more: bool, data: &[u8]| {
+            let mut body = vec![60, 0];
+            body.extend_from_slice(&(((off / 8) << 3) as u16 | more as u16).to_be_bytes());
+            body.extend_from_slice(&0x1234_5678u32.to_be_bytes());
+            body.extend_from_slice(data);
+            ts::ipv6_packet(src, dst, 44, &body)
+        };
+        (frag(0, true, &frag_part[..first_len]), frag(first_len, false, &frag_part[first_len..]))
+    }
+
+    #[test]
+    fn a_nonce_after_the_fragment_header_is_recognised_and_later_fragments_follow() {
+        let now = Instant::now();
+        let (mut a, mut b, nb, _) = b_opens(false);
+        let payload: Vec<u8> = (0..200u8).collect();
+        let (f1, f2) = freebsd_fragments(&nb, &payload, 96);
+        let out = a.handle_inbound(now, &f1, Csum::Complete);
+        let d1 = delivered(&out).pop().expect("first fragment delivered");
+        assert_eq!(a.stats().outcome(Outcome::FragmentNonceAfterFrag), 1);
+        let out = a.handle_inbound(now, &f2, Csum::Complete);
+        let d2 = delivered(&out).pop().expect("later fragment delivered");
+        assert_eq!(a.stats().outcome(Outcome::FragmentAccepted), 1);
+        // identifier form, and reassembled it is the datagram with a PadN-only header
+        // and an identifier-form checksum the kernel accepts
+        let (s, d) = (ilnp_addr(P, NB), ilnp_addr(P, NA));
+        for f in [&d1, &d2] {
+            let p = ilnp_wire::ipv6::Packet::new_checked(&f[..]).unwrap();
+            assert_eq!((p.src(), p.dst(), p.next_header()), (s, d, 44));
+        }
+        let mut whole = d1[48..].to_vec();
+        whole.extend_from_slice(&d2[48..]);
+        assert_eq!(whole.len() % 8, (8 + 8 + payload.len()) % 8);
+        let h = ilnp_wire::destopts::find_nonce_in_header(&whole, 0).unwrap();
+        assert!(h.is_none(), "the nonce is gone: {h:?}");
+        assert_eq!(&whole[2..4], &[1, 4], "PadN over the option");
+        assert!(checksum::verify(&s, &d, 17, &whole[8..]), "UDP checksum for the identifier addresses");
+        // a later fragment from a locator the peer never used: not believed
+        let mut stray = f2.clone();
+        stray[8..16].copy_from_slice(&LB2.0.to_be_bytes());
+        let out = a.handle_inbound(now, &stray, Csum::Complete);
+        assert!(delivered(&out).is_empty());
+        assert_eq!(a.stats().dropped(DropReason::FragmentUnverified), 1);
+        // a first fragment with a wrong nonce is a wrong nonce
+        let (g1, _) = freebsd_fragments(&Nonce::N32([7, 7, 7, 7]), &payload, 96);
+        assert!(delivered(&a.handle_inbound(now, &g1, Csum::Complete)).is_empty());
+        assert_eq!(a.stats().dropped(DropReason::BadNonce), 1);
+        let _ = &mut b;
+    }
+
+    #[test]
+    fn a_96_bit_nonce_truncated_in_an_8_byte_header_has_its_own_drop_reason() {
+        let now = Instant::now();
+        let mut a = core_with(NA, LA, 1, Some((NB, LB)), |c| c.nonce_len = 12);
+        let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"ping"), Csum::Complete)).pop().unwrap();
+        let na = nonce_of(&w);
+        // FreeBSD's icmp6_reflect: ip6d_len = 0, the 14-byte option cut after 4 nonce bytes
+        let (src, dst) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
+        let mut reply = ts::icmpv6(src, dst, icmpv6::TYPE_ECHO_REPLY, 0, 0x0001_0001, b"x")[40..].to_vec();
+        ts::set_icmpv6_checksum(&src, &dst, &mut reply, 0);
+        let mut body = vec![58, 0, 0x8b, 12];
+        body.extend_from_slice(&na.as_bytes()[..4]);
+        let pkt = ts::with_destopts(src, dst, &body, &reply);
+        let out = a.handle_inbound(now, &pkt, Csum::Complete);
+        assert!(delivered(&out).is_empty());
+        assert_eq!(a.stats().dropped(DropReason::NonceOverrun), 1);
+        assert_eq!(a.stats().dropped(DropReason::Malformed), 0);
+    }
+}
