@@ -21,6 +21,7 @@ enum opts_verdict {
 	OPTS_OTHER,     /* a nonce, but also other options (or after them), or a big header */
 	OPTS_MULTI,     /* more than one nonce option */
 	OPTS_MALFORMED, /* a nonce option that is truncated or of another length */
+	OPTS_OVERRUN,   /* a nonce option running past its header (FreeBSD's 96-bit reflection) */
 };
 
 struct ingress_ctx {
@@ -122,7 +123,7 @@ static __always_inline int in_parse_opts(struct __sk_buff *skb, struct ingress_c
 		}
 		l = tl[1];
 		if (i + 2 + l > end)
-			goto truncated;
+			return tl[0] == ILNP_OPT_NONCE ? OPTS_OVERRUN : (nonces ? OPTS_MALFORMED : OPTS_NOT_ILNP);
 		if (tl[0] == ILNP_OPT_NONCE) {
 			if (nonces)
 				return OPTS_MULTI; /* RFC 6744 §2 */
@@ -169,24 +170,33 @@ static __always_inline int in_check_proto(struct __sk_buff *skb, struct ingress_
 	return ILNP_R_INGRESS_PUNT_PROTO; /* incl. No Next Header: a nonce-only packet */
 }
 
-/* Is the packet's nonce the one the peer uses towards us? Constant-size compares. */
+/* Is the packet's nonce one the peer may put on packets to us: its own, or ours
+ * reflected (a shared-nonce implementation, docs/architecture.md § Nonce models;
+ * the core accepts the same two, IlccEntry::accepts_nonce)? Constant-size compares. */
+static __always_inline int in_nonce_eq(const struct ingress_ctx *c, const __u8 *v, __u8 len)
+{
+	__u32 want[ILNP_NONCE_MAX / 4];
+
+	if (len != c->nonce_len)
+		return 0;
+	__builtin_memcpy(want, v, sizeof(want));
+	if (len == 4)
+		return c->nonce[0] == want[0];
+	return c->nonce[0] == want[0] && c->nonce[1] == want[1] && c->nonce[2] == want[2];
+}
+
 static __always_inline int in_nonce_ok(struct __sk_buff *skb, struct ingress_ctx *c,
 				       const struct ilnp_ilcc_val *e)
 {
-	__u32 want[ILNP_NONCE_MAX / 4];
 	__u32 off = c->dopt_off + c->nonce_at + 2;
 
-	if (e->nonce_rx_len != c->nonce_len)
-		return 0;
-	__builtin_memcpy(want, e->nonce_rx, sizeof(want));
 	if (c->nonce_len == 4) {
 		if (bpf_skb_load_bytes(skb, off, c->nonce, 4) < 0)
 			return 0;
-		return c->nonce[0] == want[0];
-	}
-	if (bpf_skb_load_bytes(skb, off, c->nonce, 12) < 0)
+	} else if (bpf_skb_load_bytes(skb, off, c->nonce, 12) < 0) {
 		return 0;
-	return c->nonce[0] == want[0] && c->nonce[1] == want[1] && c->nonce[2] == want[2];
+	}
+	return in_nonce_eq(c, e->nonce_rx, e->nonce_rx_len) || in_nonce_eq(c, e->nonce_tx, e->nonce_tx_len);
 }
 
 static __always_inline int in_src_loc_known(const struct ilnp_ilcc_val *e, __u64 loc)
@@ -353,6 +363,16 @@ int ilnp_ingress(struct __sk_buff *skb)
 	if (r >= 0)
 		return r;
 #endif
+	/* RFC 8200 lets the nonce's Destination Options header follow a Fragment header
+	 * (FreeBSD ILNP6 puts it there, ip6po_dest2), and later fragments carry none:
+	 * a known correspondent's fragments go to ilnpd, which checks the first one's
+	 * nonce and the others' locators and hands them to the kernel to reassemble */
+	if (c.ip6.nexthdr == NEXTHDR_FRAGMENT) {
+		nid_s = lo64(&c.ip6.saddr);
+		if (bpf_map_lookup_elem(&ilnp_ilcc, &nid_s))
+			return in_punt(cfg, ILNP_R_INGRESS_PUNT_FRAGMENT);
+		return in_plain(skb, cfg, &c);
+	}
 	if (c.ip6.nexthdr != NEXTHDR_DEST)
 		return in_plain(skb, cfg, &c);
 
@@ -364,6 +384,8 @@ int ilnp_ingress(struct __sk_buff *skb)
 		return in_drop(ILNP_R_INGRESS_DROP_MULTI_NONCE); /* RFC 6744 §2 */
 	case OPTS_MALFORMED:
 		return in_drop(ILNP_R_INGRESS_DROP_MALFORMED);
+	case OPTS_OVERRUN:
+		return in_drop(ILNP_R_INGRESS_DROP_NONCE_OVERRUN);
 	case OPTS_OTHER:
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_OPTIONS);
 	}

@@ -290,7 +290,10 @@ struct ilnp_tcp_rto {
 	X(INGRESS_PUNT_PLAIN_PEER, "ingress_punt_plain_peer") /* plain, from a fallback peer */ \
 	X(INGRESS_ADMIT_SOCKET, "ingress_admit_socket")     /* unknown NID, a socket takes it: punt */  \
 	X(INGRESS_NO_SOCKET, "ingress_no_socket")           /* unknown NID, no socket: passed up */     \
-	                                                    /* statelessly, no ILCC state */
+	                                                    /* statelessly, no ILCC state */            \
+	X(INGRESS_PUNT_FRAGMENT, "ingress_punt_fragment")   /* Fragment header first, known NID: */     \
+	                                                    /* a nonce after it (FreeBSD), ilnpd's */   \
+	X(INGRESS_DROP_NONCE_OVERRUN, "ingress_drop_nonce_overrun") /* nonce runs past its header */
 
 #define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {

@@ -217,6 +217,8 @@ pub const REASONS: &[&str] = &[
     "ingress_punt_plain_peer",
     "ingress_admit_socket",
     "ingress_no_socket",
+    "ingress_punt_fragment",
+    "ingress_drop_nonce_overrun",
 ];
 
 /// `ILNP_CFG_F_ADMIT_SOCKET` (ilnp_cfg.flags)
