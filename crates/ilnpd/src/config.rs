@@ -30,6 +30,10 @@ pub struct FileConfig {
     pub tun_name: Option<String>,
     pub datapath: Option<String>,
     pub nonce_bits: Option<u32>,
+    /// our nonce towards a correspondent that opened the session: "own" (default,
+    /// RFC 6744's per-direction nonces) or "adopt" (the initiator's, one nonce both
+    /// ways as FreeBSD ILNP6 does); docs/architecture.md § Nonce models
+    pub responder_nonce: Option<String>,
     pub control_socket: Option<PathBuf>,
     pub hosts_file: Option<PathBuf>,
     pub peers_file: Option<PathBuf>,
@@ -241,6 +245,8 @@ pub struct Config {
     pub ilcc_embryonic_max: u32,
     pub hello_rate_pps: u32,
     pub hello_burst: u32,
+    /// `responder_nonce = "adopt"`
+    pub adopt_initiator_nonce: bool,
 }
 
 /// The default pin directory: one per daemon instance, named after its control
@@ -530,6 +536,11 @@ impl Config {
             ilcc_embryonic_max,
             hello_rate_pps: f.hello_rate_pps.unwrap_or(100),
             hello_burst: f.hello_burst.unwrap_or(100),
+            adopt_initiator_nonce: match f.responder_nonce.as_deref() {
+                None | Some("own") => false,
+                Some("adopt") => true,
+                Some(o) => bail!("responder_nonce: {o:?} is not \"own\" or \"adopt\""),
+            },
         })
     }
 }
@@ -556,6 +567,15 @@ mod tests {
         assert_ne!(c.pin_dir, d.pin_dir);
         let off = load("uplinks = [\"e\"]\npin_dir = \"\"\nstate_file = \"\"\n").unwrap();
         assert_eq!((off.pin_dir, off.state_file), (None, None));
+    }
+
+    #[test]
+    fn responder_nonce_own_by_default_adopt_on_request() {
+        assert!(!load("uplinks = [\"e\"]\n").unwrap().adopt_initiator_nonce);
+        assert!(!load("uplinks = [\"e\"]\nresponder_nonce = \"own\"\n").unwrap().adopt_initiator_nonce);
+        assert!(load("uplinks = [\"e\"]\nresponder_nonce = \"adopt\"\n").unwrap().adopt_initiator_nonce);
+        let e = load("uplinks = [\"e\"]\nresponder_nonce = \"shared\"\n").unwrap_err().to_string();
+        assert!(e.contains("responder_nonce") && e.contains("shared"), "{e}");
     }
 
     #[test]

@@ -163,6 +163,7 @@ fn build_core(cfg: &Config, local_nid: Nid, uplinks: &[Uplink]) -> Result<Core> 
     cc.ilcc_embryonic_max = cfg.ilcc_embryonic_max as usize;
     cc.hello_rate_pps = f64::from(cfg.hello_rate_pps);
     cc.hello_burst = cfg.hello_burst;
+    cc.adopt_initiator_nonce = cfg.adopt_initiator_nonce;
     cc.lu = LuTimers {
         initial_rto: cfg.lu_initial_rto,
         max_attempts: cfg.lu_max_attempts,
