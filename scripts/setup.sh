@@ -8,7 +8,7 @@ if [ "$(id -u)" != 0 ]; then echo "setup.sh: run as root (namespaces, BPF, apt-g
 
 export DEBIAN_FRONTEND=noninteractive
 need_apt=0
-for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl ping mptcpize unshare named dig tsig-keygen debootstrap systemd-nspawn; do
+for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl ping mptcpize unshare named dig tsig-keygen debootstrap systemd-nspawn prometheus; do
   command -v "$b" >/dev/null 2>&1 || need_apt=1
 done
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_apt=1
@@ -17,9 +17,20 @@ if [ "$need_apt" = 1 ]; then
   apt-get update -q
   # tshark asks about non-root capture on install; answer no
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  # packages with a service (bind9, prometheus) must not start one on this host: the tests
+  # run their own, in namespaces (policy-rc.d 101 = "not now", Debian policy §9.3.3)
+  policy=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    policy=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"
+    trap 'rm -f "$policy"' EXIT
+  fi
   apt-get install -y -q clang llvm libbpf-dev bpftool linux-libc-dev gcc-multilib \
     tshark tcpdump radvd iperf3 socat netcat-openbsd ethtool nftables curl python3-venv iputils-ping \
     mptcpize util-linux bind9 bind9-utils bind9-dnsutils debootstrap systemd-container
+  # the metrics test's scraper (tests/test_metrics.py); its web UI's JS packages are not needed
+  apt-get install -y -q --no-install-recommends prometheus
+  if [ -n "$policy" ]; then rm -f "$policy"; fi
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use ilnp_core::CoreSnapshot;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -129,7 +130,14 @@ pub fn save(path: &Path, s: &StateFile) -> Result<()> {
     }
     let tmp = tmp_path(path);
     let bytes = serde_json::to_vec(s).context("serialising the state")?;
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    // 0600: the file holds every session's nonces (RFC 6744: as secret as the sessions)
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("writing {}", tmp.display()))?;
     f.write_all(&bytes).with_context(|| format!("writing {}", tmp.display()))?;
     f.sync_data().with_context(|| format!("syncing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
@@ -185,6 +193,9 @@ mod tests {
         let p = d.path().join("sub/ilnpd.state");
         save(&p, &sample()).unwrap();
         assert!(!tmp_path(&p).exists(), "temporary file renamed away");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the nonces are readable by others: {mode:o}");
         assert_eq!(load(&p), Some(sample()));
         remove(&p);
         assert!(!p.exists());
