@@ -1,0 +1,483 @@
+"""A correspondent that speaks ILNPv6 the way the protocol authors' FreeBSD 14 ILNP6
+does (github.com/ilnp/ilnp-freebsd14, commit cd3ca6af1), for the lab and the tests.
+Written by us from reading that code (file:line below); no code of it is copied.
+
+What it reproduces (docs/interop.md has the matrix):
+  * one nonce per correspondent, both directions (`ilnp6.h:320-323`: `n_lnonce` and
+    `n_rnonce` are the same field `n_nonce`): an initiator draws it at random
+    (`ilnp6.c:1366-1369`) and overwrites it with the first nonce it receives
+    (`ilnp6.c:1713-1724`); a responder takes the initiator's (`ilnp6.c:1614-1633`);
+  * a connected socket keeps the nonce copied at connect time (`ip6_setpktopts_ilnp_nonce`,
+    `ip6_output.c:2536-2541`): its data carry that one, whatever the entry holds later;
+  * data are never dropped for a wrong or unknown nonce (`ilnp6.c:1700-1740`); only
+    LUs are authenticated, against the entry's nonce (`foreignnid_lookup_nonce`,
+    `ilnp6.c:1441-1458`);
+  * ICMPv6 replies (Echo Reply, LU ack) reflect the nonce of the packet they answer,
+    in a header built with `ip6d_len = 0` (`ilnp6_nonce_output_mbuf`, `ilnp6.c:2152-2178`,
+    called from `icmp6_reflect`, `icmp6.c:2222-2231`): with a 12-byte nonce only the
+    first 8 bytes of the 16-byte option header reach the wire;
+  * its own headers are unpadded: 8 bytes for a 4-byte nonce, 16 for 12
+    (`ilnp6.c:2196-2200`), in the final-destination position `ip6po_dest2`, i.e.
+    after a Fragment header when the datagram is fragmented (`ip6_output.c:546-548`);
+  * TCP/UDP checksum with locators zeroed (`ilnp6.c:3309-3429`), ICMPv6 over full
+    addresses; Locator Update: type 156, code 0, byte 4 = number of L64s, byte 5 =
+    operation (1 advertisement, 2 ack), entries {L64, pref u16, lifetime u16}, every
+    local L64 listed with preference 10 (`nd6_rtr.c:528-531`) and lifetime 300 s; retransmitted
+    up to 7 times at n x 1 s (`ilnp6.c:2792-2968`); the ack is the advertisement reflected
+    with operation 2 (`icmp6.c:878-926`);
+  * the listener bug: a listening socket looked up for one ILNP host is connected to
+    that host's entry (`in6_pcb.c:1344-1360`), and every socket accepted later copies
+    its options (`tcp_syncache.c:912-927`): a second host's connection is sent the
+    first host's nonce. Here: a UDP service port replies from one listener socket
+    whose nonce is set by the first peer it hears.
+
+Run in a network namespace (`FreeBsdPeer.start`), controlled over a Unix datagram
+socket with JSON commands: connect, send, ping, lu, frag, listen, state, log, quit.
+It receives with an AF_PACKET socket (everything to its L64:NID, before netfilter)
+and sends with a raw IPPROTO_RAW socket; an nftables rule keeps the Linux stack of
+its namespace from answering ILNP packets itself (the kernel would send a
+Parameter Problem for option 0x8B).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import secrets
+import select
+import socket
+import struct
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .addr import address, groups64, nid_value, upper64
+
+OPT_NONCE = 0x8B
+PROTO_UDP, PROTO_ICMPV6, PROTO_NONE, PROTO_DSTOPTS, PROTO_FRAG = 17, 58, 59, 60, 44
+ECHO_REQUEST, ECHO_REPLY, LOCATOR_UPDATE = 128, 129, 156
+LU_ADVERT, LU_ACK = 1, 2
+ETH_P_IPV6 = 0x86DD
+PACKET_OUTGOING = 4
+LU_TTL = 300  # net.inet6.ilnp6.luttl
+LU_MAX_RETRANS = 7  # net.inet6.ilnp6.lumaxretrans
+LOCAL_PREF = 10  # every RA prefix (nd6_rtr.c)
+
+
+def csum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+def l4_checksum(src: bytes, dst: bytes, proto: int, body: bytes) -> int:
+    pseudo = src + dst + struct.pack("!IxxxB", len(body), proto)
+    c = 0xFFFF - csum(pseudo + body)
+    return 0xFFFF if (c == 0 and proto == PROTO_UDP) else c
+
+
+def nid_only(a: bytes) -> bytes:
+    return b"\0" * 8 + a[8:]
+
+
+def ip6(src: bytes, dst: bytes, nh: int, payload: bytes, hlim: int = 64) -> bytes:
+    return struct.pack("!IHBB", 0x60000000, len(payload), nh, hlim) + src + dst + payload
+
+
+def nonce_header(nxt: int, nonce: bytes, reflected: bool = False) -> bytes:
+    """FreeBSD's DestOpts header: the option alone, unpadded; a reflected one says
+    ip6d_len = 0 whatever the nonce's size, and only 8 bytes are sent."""
+    opt = bytes([nxt, 0, OPT_NONCE, len(nonce)]) + nonce
+    if reflected:
+        return opt[:8]
+    return bytes([nxt, len(opt) // 8 - 1]) + opt[2:]
+
+
+def icmp6(src: bytes, dst: bytes, typ: int, code: int, rest: bytes) -> bytes:
+    m = bytes([typ, code, 0, 0]) + rest
+    c = l4_checksum(src, dst, PROTO_ICMPV6, m)
+    return m[:2] + struct.pack("!H", c) + m[4:]
+
+
+def udp(src: bytes, dst: bytes, sport: int, dport: int, payload: bytes) -> bytes:
+    u = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    c = l4_checksum(nid_only(src), nid_only(dst), PROTO_UDP, u)  # RFC 6740/6741 rule
+    return u[:6] + struct.pack("!H", c) + u[8:]
+
+
+def a16(s: str) -> bytes:
+    return ipaddress.IPv6Address(s).packed
+
+
+@dataclass
+class Entry:
+    """`struct foreignnid`: one per correspondent."""
+    nid: int
+    l64s: list[int]
+    nonce: bytes
+    nonce_set: bool = False
+    lu_pending: dict | None = None
+
+
+@dataclass
+class Parsed:
+    src: bytes
+    dst: bytes
+    nonce: bytes | None = None
+    nonce_truncated: bool = False
+    frag: tuple[int, bool, int] | None = None  # (offset, more, id)
+    proto: int = 0
+    body: bytes = b""
+
+
+def parse(pkt: bytes) -> Parsed | None:
+    if len(pkt) < 40 or pkt[0] >> 4 != 6:
+        return None
+    plen, nh = struct.unpack("!HB", pkt[4:7])
+    p = Parsed(src=pkt[8:24], dst=pkt[24:40])
+    end, off = 40 + plen, 40
+    for _ in range(8):
+        if nh == PROTO_DSTOPTS:
+            hl = (pkt[off + 1] + 1) * 8
+            i = off + 2
+            while i < off + hl:
+                t = pkt[i]
+                if t == 0:
+                    i += 1
+                    continue
+                ln = pkt[i + 1]
+                if t == OPT_NONCE:
+                    p.nonce = bytes(pkt[i + 2:i + 2 + ln])
+                    p.nonce_truncated = i + 2 + ln > off + hl
+                i += 2 + ln
+            nh, off = pkt[off], off + hl
+        elif nh == PROTO_FRAG:
+            fo, ident = struct.unpack("!HI", pkt[off + 2:off + 8])
+            p.frag = (fo >> 3, bool(fo & 1), ident)
+            nh, off = pkt[off], off + 8
+            if fo >> 3:
+                break
+        else:
+            break
+    p.proto, p.body = nh, bytes(pkt[off:end])
+    return p
+
+
+@dataclass
+class FreeBsdNode:
+    iface: str
+    nid: int
+    l64s: list[int]
+    nonce_size: int = 4
+    entries: dict[int, Entry] = field(default_factory=dict)
+    sockets: dict[tuple[int, int], bytes] = field(default_factory=dict)  # (peer nid, port) -> socket nonce
+    listeners: dict[int, bytes | None] = field(default_factory=dict)  # port -> listener's nonce
+    log: list[dict] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self):
+        self.tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        self.rx = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IPV6))
+        self.rx.bind((self.iface, ETH_P_IPV6))
+
+    # addresses
+    def addr(self, l64: int | None = None) -> bytes:
+        return ((l64 if l64 is not None else self.l64s[0]) << 64 | self.nid).to_bytes(16, "big")
+
+    def peer_addr(self, e: Entry) -> bytes:
+        return (e.l64s[0] << 64 | e.nid).to_bytes(16, "big")
+
+    def send(self, pkt: bytes) -> None:
+        self.tx.sendto(pkt, (str(ipaddress.IPv6Address(pkt[24:40])), 0))
+
+    def note(self, **kw) -> None:
+        kw["t"] = time.monotonic()
+        if isinstance(kw.get("nid"), int):
+            kw["nid"] = groups64(kw["nid"])
+        self.log.append(kw)
+
+    # the initiator's side
+    def connect(self, nid: int, l64s: list[int], port: int) -> Entry:
+        """`ilnp6_pcbconnect`: an entry from the hosts line (random nonce) unless one
+        exists; the socket copies the entry's nonce now."""
+        e = self.entries.get(nid)
+        if e is None:
+            e = Entry(nid, list(l64s), secrets.token_bytes(self.nonce_size))
+            self.entries[nid] = e
+        self.sockets[(nid, port)] = e.nonce
+        return e
+
+    def send_udp(self, nid: int, sport: int, dport: int, payload: bytes, nonce: bytes | None = None) -> None:
+        e = self.entries[nid]
+        n = nonce or self.sockets.get((nid, sport)) or e.nonce
+        src, dst = self.addr(), self.peer_addr(e)
+        self.send(ip6(src, dst, PROTO_DSTOPTS, nonce_header(PROTO_UDP, n) + udp(src, dst, sport, dport, payload)))
+
+    def send_frag(self, nid: int, sport: int, dport: int, payload: bytes, mtu: int = 1280) -> int:
+        """One UDP datagram in fragments: IPv6 | Fragment | DestOpts(nonce) | UDP... in the
+        first, IPv6 | Fragment | data in the others (the nonce is `ip6po_dest2`)."""
+        e = self.entries[nid]
+        n = self.sockets.get((nid, sport)) or e.nonce
+        src, dst = self.addr(), self.peer_addr(e)
+        part = nonce_header(PROTO_UDP, n) + udp(src, dst, sport, dport, payload)
+        ident, chunk, off, count = secrets.randbits(32), (mtu - 48) // 8 * 8, 0, 0
+        while off < len(part):
+            data = part[off:off + chunk]
+            more = off + chunk < len(part)
+            fh = struct.pack("!BBHI", PROTO_DSTOPTS, 0, (off // 8) << 3 | int(more), ident)
+            self.send(ip6(src, dst, PROTO_FRAG, fh + data))
+            off, count = off + chunk, count + 1
+        return count
+
+    def ping(self, nid: int, ident: int, seq: int) -> None:
+        e = self.entries[nid]
+        src, dst = self.addr(), self.peer_addr(e)
+        m = icmp6(src, dst, ECHO_REQUEST, 0, struct.pack("!HH", ident, seq) + b"freebsd-ping")
+        self.send(ip6(src, dst, PROTO_DSTOPTS, nonce_header(PROTO_ICMPV6, e.nonce) + m))
+
+    # Locator Updates
+    def lu_body(self, op: int, l64s: list[int]) -> bytes:
+        body = struct.pack("!BBH", len(l64s), op, 0)
+        for l in l64s:
+            body += struct.pack("!QHH", l, LOCAL_PREF, LU_TTL)
+        return body
+
+    def send_lu(self, nid: int, attempt: int = 1) -> None:
+        e = self.entries[nid]
+        src, dst = self.addr(), self.peer_addr(e)
+        m = icmp6(src, dst, LOCATOR_UPDATE, 0, self.lu_body(LU_ADVERT, self.l64s))
+        self.send(ip6(src, dst, PROTO_DSTOPTS, nonce_header(PROTO_ICMPV6, e.nonce) + m))
+        e.lu_pending = {"attempt": attempt, "next": time.monotonic() + attempt * 1.0}
+        self.note(kind="lu_sent", nid=nid, nonce=e.nonce.hex(), attempt=attempt)
+
+    def move(self, l64s: list[int]) -> None:
+        """New local L64s (an RA): an LU to every correspondent."""
+        self.l64s = list(l64s)
+        for nid in list(self.entries):
+            self.send_lu(nid)
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        for e in self.entries.values():
+            p = e.lu_pending
+            if p and now >= p["next"]:
+                if p["attempt"] >= LU_MAX_RETRANS:
+                    e.lu_pending = None
+                    self.note(kind="lu_failed", nid=e.nid)
+                else:
+                    self.send_lu(e.nid, p["attempt"] + 1)
+
+    # input
+    def nonce_input(self, src_nid: int, src_l64: int, nonce: bytes) -> Entry:
+        """`ilnp6_nonce_input`: store the nonce; never a reason to drop."""
+        e = self.entries.get(src_nid)
+        if e is None:  # a responder: the initiator's nonce both ways
+            e = Entry(src_nid, [src_l64], nonce, nonce_set=True)
+            self.entries[src_nid] = e
+        elif not e.nonce_set:  # an initiator: the first nonce it receives
+            e.nonce, e.nonce_set = nonce, True
+        if src_l64 not in e.l64s:
+            e.l64s.append(src_l64)
+        return e
+
+    def reflect(self, p: Parsed, typ: int, rest: bytes) -> None:
+        """`icmp6_reflect`: back to the source, the received nonce in a header of
+        `ip6d_len = 0`."""
+        src, dst = p.dst, p.src
+        m = icmp6(src, dst, typ, 0, rest)
+        self.send(ip6(src, dst, PROTO_DSTOPTS, nonce_header(PROTO_ICMPV6, p.nonce, reflected=True) + m))
+
+    def input(self, pkt: bytes) -> None:
+        p = parse(pkt)
+        if p is None or int.from_bytes(p.dst[8:], "big") != self.nid:
+            return
+        src_l64, src_nid = int.from_bytes(p.src[:8], "big"), int.from_bytes(p.src[8:], "big")
+        if p.frag and p.frag[0] > 0:
+            self.note(kind="fragment", nid=src_nid)
+            return
+        if p.nonce is None:
+            self.note(kind="plain", nid=src_nid, proto=p.proto)
+            return
+        e = self.nonce_input(src_nid, src_l64, p.nonce)
+        nonce = p.nonce.hex()
+        if p.proto == PROTO_UDP and len(p.body) >= 8:
+            sport, dport = struct.unpack("!HH", p.body[:4])
+            payload = p.body[8:]
+            self.note(kind="udp", nid=src_nid, nonce=nonce, sport=sport, dport=dport, payload=payload.decode(errors="replace"))
+            if dport in self.listeners:  # the echo service, from one listener socket
+                if self.listeners[dport] is None:
+                    self.listeners[dport] = p.nonce  # connected to the first host's entry
+                self.send_udp(src_nid, dport, sport, payload, nonce=self.listeners[dport])
+        elif p.proto == PROTO_ICMPV6 and p.body:
+            t = p.body[0]
+            if t == ECHO_REQUEST:
+                self.note(kind="echo_request", nid=src_nid, nonce=nonce)
+                self.reflect(p, ECHO_REPLY, p.body[4:])
+            elif t == ECHO_REPLY:
+                self.note(kind="echo_reply", nid=src_nid, nonce=nonce)
+            elif t == LOCATOR_UPDATE and len(p.body) >= 8:
+                num, op = p.body[4], p.body[5]
+                if num == 0 or len(p.body) < 8 + 12 * num:
+                    return
+                # authenticated: <NID, nonce> must match the entry (foreignnid_lookup_nonce)
+                ok = e.nonce_set and p.nonce == e.nonce
+                l64s = [struct.unpack("!Q", p.body[8 + 12 * i:16 + 12 * i])[0] for i in range(num)]
+                self.note(kind="lu" if op == LU_ADVERT else "lu_ack", nid=src_nid, nonce=nonce, accepted=ok,
+                          l64s=[groups64(l) for l in l64s])
+                if not ok:
+                    return
+                if op == LU_ADVERT:
+                    e.l64s = l64s  # the whole list replaced
+                    self.reflect(p, LOCATOR_UPDATE, bytes([num, LU_ACK]) + p.body[6:])
+                elif op == LU_ACK:
+                    e.lu_pending = None
+        elif p.proto == PROTO_NONE:
+            self.note(kind="nonce_only", nid=src_nid, nonce=nonce)
+
+    def state(self) -> dict:
+        return {
+            "l64s": [groups64(l) for l in self.l64s],
+            "entries": {groups64(n): {"l64s": [groups64(l) for l in e.l64s], "nonce": e.nonce.hex(),
+                                      "nonce_set": e.nonce_set, "lu_pending": e.lu_pending is not None}
+                        for n, e in self.entries.items()},
+            "sockets": {f"{groups64(n)}/{port}": v.hex() for (n, port), v in self.sockets.items()},
+            "listeners": {str(k): (v.hex() if v else None) for k, v in self.listeners.items()},
+        }
+
+    def command(self, c: dict) -> dict:
+        op = c["op"]
+        if op == "connect":
+            e = self.connect(nid_value(c["nid"]), [upper64(l) for l in c["l64s"]], c["sport"])
+            return {"nonce": e.nonce.hex()}
+        if op == "send":
+            self.send_udp(nid_value(c["nid"]), c["sport"], c["dport"], c["payload"].encode())
+            return {}
+        if op == "frag":
+            payload = (c["payload"] * (c["size"] // len(c["payload"]) + 1))[:c["size"]].encode()
+            return {"fragments": self.send_frag(nid_value(c["nid"]), c["sport"], c["dport"], payload)}
+        if op == "ping":
+            self.ping(nid_value(c["nid"]), c.get("ident", 0x4242), c.get("seq", 1))
+            return {}
+        if op == "move":
+            self.move([upper64(l) for l in c["l64s"]])
+            return {}
+        if op == "listen":
+            self.listeners[c["port"]] = None
+            return {}
+        if op == "state":
+            return self.state()
+        if op == "log":
+            return {"log": self.log}
+        raise ValueError(f"unknown op {op!r}")
+
+
+def serve(node: FreeBsdNode, control: str) -> None:
+    if os.path.exists(control):
+        os.unlink(control)
+    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ctl.bind(control)
+    while True:
+        r, _, _ = select.select([node.rx, ctl], [], [], 0.05)
+        if node.rx in r:
+            pkt, info = node.rx.recvfrom(65535)
+            if info[2] != PACKET_OUTGOING:
+                node.input(pkt)
+        if ctl in r:
+            data, peer = ctl.recvfrom(65535)
+            c = json.loads(data)
+            if c.get("op") == "quit":
+                ctl.sendto(b"{}", peer)
+                return
+            try:
+                reply = {"ok": True, **node.command(c)}
+            except Exception as ex:  # an error for the test to read, not a dead peer
+                reply = {"ok": False, "error": f"{type(ex).__name__}: {ex}"}
+            ctl.sendto(json.dumps(reply).encode(), peer)
+        node.tick()
+
+
+class FreeBsdPeer:
+    """The test side: the FreeBSD-behaviour node in `node` (a lab Node), at `l64:nid` on
+    `iface`, driven over its control socket."""
+
+    def __init__(self, node, iface: str, nid: str, l64: str, nonce_bits: int = 32):
+        self.node, self.iface, self.nid, self.l64, self.nonce_bits = node, iface, nid, l64, nonce_bits
+        self.control = f"/run/ilnp-lab/fbsd-{node.ns}.sock"
+        self.proc = None
+
+    @property
+    def wire(self) -> str:
+        return address(self.l64, self.nid)
+
+    def start(self) -> "FreeBsdPeer":
+        Path("/run/ilnp-lab").mkdir(exist_ok=True)
+        self.add_locator(self.l64)
+        log = open(self.node.bed.workdir / f"fbsd-{self.node.name}.log", "w")
+        self.proc = self.node.spawn(sys.executable, "-m", "ilnp_lab.freebsd", "--iface", self.iface, "--nid", self.nid,
+                                    "--l64", self.l64, "--nonce-bits", str(self.nonce_bits), "--control", self.control,
+                                    stderr=log, env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.control):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"freebsd peer did not start: {log.name}")
+            time.sleep(0.05)
+        return self
+
+    def add_locator(self, l64: str) -> None:
+        """`L64:NID` on the interface (ND answers for it) and the stack kept out of it."""
+        a = address(l64, self.nid)
+        self.node.add_addr(self.iface, f"{a}/64")
+        self.node.sh(f"nft add table ip6 fbsd; nft add chain ip6 fbsd in '{{ type filter hook input priority -300 ; }}'; "
+                     f"nft add rule ip6 fbsd in ip6 daddr {a} icmpv6 type '{{ nd-neighbor-solicit, nd-neighbor-advert }}' accept; "
+                     f"nft add rule ip6 fbsd in ip6 daddr {a} drop")
+
+    def cmd(self, op: str, timeout: float = 5, **kw) -> dict:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        me = f"{self.control}.{os.getpid()}.{threading.get_ident()}"
+        if os.path.exists(me):
+            os.unlink(me)
+        s.bind(me)
+        try:
+            s.settimeout(timeout)
+            s.sendto(json.dumps({"op": op, **kw}).encode(), self.control)
+            reply = json.loads(s.recv(1 << 20))
+        finally:
+            s.close()
+            os.unlink(me)
+        if op != "quit" and not reply.get("ok"):
+            raise RuntimeError(f"freebsd peer: {op}: {reply.get('error')}")
+        return reply
+
+    def log(self, kind: str | None = None) -> list[dict]:
+        return [e for e in self.cmd("log")["log"] if kind is None or e["kind"] == kind]
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            try:
+                self.cmd("quit", timeout=2)
+            except OSError:
+                pass
+            self.proc.wait(timeout=5)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iface", required=True)
+    ap.add_argument("--nid", required=True)
+    ap.add_argument("--l64", required=True, action="append")
+    ap.add_argument("--nonce-bits", type=int, default=32, choices=(32, 96))
+    ap.add_argument("--control", required=True)
+    a = ap.parse_args()
+    node = FreeBsdNode(a.iface, nid_value(a.nid), [upper64(l) for l in a.l64], a.nonce_bits // 8)
+    serve(node, a.control)
+
+
+if __name__ == "__main__":
+    main()
