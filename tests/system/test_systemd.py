@@ -11,8 +11,8 @@ ilnp only, `systemctl stop` leaving nothing, remove and purge leaving what Debia
 says. The second host is a network namespace holding the container's veth peer
 (ve-<machine>) and an ilnpd from target/release.
 
-Runs only with ILNP_SYSTEM_TEST=1 (scripts/test.sh --system): it builds the package and,
-on the first run, a Debian root (about 1.5 min, debootstrap from deb.debian.org).
+Runs only with ILNP_SYSTEM_TEST=1 (scripts/test.sh sets it; --system runs this test alone): it builds the package and,
+on the first run, a Debian root (about 1.5 min, debootstrap from the host's apt mirror).
 Everything it creates (container, namespace, veth, bpffs mount, work directory) is
 removed at the end, whether it passed or not; the cached root is kept.
 
