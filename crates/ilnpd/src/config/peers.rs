@@ -9,6 +9,13 @@
 //!   is the name; further words are aliases (accepted, not used). L64 and NID use the
 //!   RFC 6742 presentation form (four 16-bit hex groups; an L64 may also be written
 //!   as an IPv6 prefix, `2001:db8:b::/64`); pref is 0-65535, lower preferred.
+//!   The same file may hold FreeBSD ILNP6's `/etc/hosts` lines (its libc
+//!   `getaddrinfo.c:2510-2543`), so one file serves a site running both:
+//!   `LLLL-LLLL-LLLL-LLLL.NNNN+NNNN+NNNN+NNNN name [alias...]`, one locator per line
+//!   (several lines with the same NID and name add locators, as FreeBSD registers each
+//!   line's I-LV), preference `DEFAULT_LOCATOR_PREF`; like FreeBSD, a locator outside
+//!   2000::/3 makes the line "not ILNP" (skipped, not an error), and so do ordinary
+//!   hosts lines (`::1 localhost`, `192.0.2.1 name`): the file can be `/etc/hosts`.
 //! * TOML: `[[peer]] name = "mn"`, `nid = "0200:00ff:fe00:000d"`,
 //!   `locators = [{ l64 = "2001:0db8:000b:0000", pref = 10 }]`.
 //!
@@ -56,6 +63,7 @@ fn parse_nid(text: &str) -> Result<Nid, String> {
 pub fn load_hosts_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerFileError> {
     let mut out = Vec::new();
     let mut seen: Vec<(Nid, usize)> = Vec::new();
+    let mut freebsd_lines: Vec<Nid> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let err = |m: String| PeerFileError { origin: origin.to_string(), line: i + 1, message: m };
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -64,7 +72,29 @@ pub fn load_hosts_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerF
         }
         let mut words = line.split_whitespace();
         let ilv = words.next().unwrap_or("");
+        if ilv.parse::<std::net::IpAddr>().is_ok() {
+            continue; // an ordinary hosts line
+        }
         let name = words.next().ok_or_else(|| err(format!("{ilv:?}: missing host name after the I-LV")))?;
+        if let Some(parsed) = freebsd_ilv(ilv) {
+            let Some((loc, nid)) = parsed.map_err(err)? else { continue };
+            let pl = PeerLocator { loc, pref: ilnp_core::DEFAULT_LOCATOR_PREF };
+            if let Some(r) = out.iter_mut().find(|r: &&mut PeerRecord| r.nid == nid && r.name == name) {
+                if freebsd_lines.contains(&nid) {
+                    if !r.locators.iter().any(|l| l.loc == loc) {
+                        r.locators.push(pl);
+                    }
+                    continue;
+                }
+            }
+            let r = PeerRecord { name: name.to_string(), nid, locators: vec![pl] };
+            r.check_unicast().map_err(|e| err(e.to_string()))?;
+            check_once(nid, &seen).map_err(err)?;
+            seen.push((nid, i + 1));
+            freebsd_lines.push(nid);
+            out.push(r);
+            continue;
+        }
         let mut toks: Vec<&str> = ilv.split(',').collect();
         let last = toks.pop().unwrap_or("");
         if last.contains('|') {
@@ -88,6 +118,28 @@ pub fn load_hosts_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerF
         out.push(r);
     }
     Ok(out)
+}
+
+/// FreeBSD ILNP6's I-LV word, `LLLL-LLLL-LLLL-LLLL.NNNN+NNNN+NNNN+NNNN`: None if the
+/// word is not in that form; `Ok(None)` for a locator outside 2000::/3 (FreeBSD takes
+/// only those for ILNP, `getaddrinfo.c:2536`); else the locator and NID, by the
+/// `ilnp_wire::unicast` rules (the NID's are `PeerRecord::check_unicast`'s).
+fn freebsd_ilv(word: &str) -> Option<Result<Option<(Locator, Nid)>, String>> {
+    let (l, n) = word.split_once('.')?;
+    let groups = |s: &str, sep: char| {
+        let g: Vec<&str> = s.split(sep).collect();
+        (g.len() == 4 && g.iter().all(|x| (1..=4).contains(&x.len()) && x.chars().all(|c| c.is_ascii_hexdigit())))
+            .then(|| g.iter().map(|x| format!("{x:0>4}")).collect::<Vec<_>>().join(":"))
+    };
+    let (l64, nid) = (groups(l, '-')?, groups(n, '+')?);
+    Some((|| {
+        let loc = Locator::parse_unicast(&l64).map_err(|e| format!("{word:?}: l64 {e}"))?;
+        if loc.0 >> 61 != 0b001 {
+            return Ok(None);
+        }
+        let nid = parse_nid(&nid).map_err(|e| format!("{word:?}: {e}"))?;
+        Ok(Some((loc, nid)))
+    })())
 }
 
 /// A peer is defined once per file.
@@ -179,6 +231,42 @@ mod tests {
         assert_eq!(p[0].nid, Nid(0x0200_00ff_fe00_000d));
         assert_eq!(p[0].locators[1], PeerLocator { loc: Locator(0x2001_0db8_000c_0000), pref: 20 });
         assert_eq!(p[1].locators[0].pref, 5);
+    }
+
+    #[test]
+    fn freebsd_hosts_lines_beside_ours() {
+        // one /etc/hosts for a site running both: FreeBSD's I-LV lines, ours, ordinary ones
+        let t = "127.0.0.1 localhost\n::1 localhost\n2001:db8::53 ns\n\
+                 2001-0db8-000a-0000.0211+22ff+fe33+4455 fbsd fbsd.example\n\
+                 2001-db8-b-0.211+22ff+fe33+4455 fbsd\n\
+                 fd00-0-0-1.0211+22ff+fe33+0001 ula # not ILNP to FreeBSD: skipped\n\
+                 2001:0db8:000b:0000|10,0200:00ff:fe00:000d mn\n";
+        let p = load_hosts_str(t, "hosts").unwrap();
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert_eq!((p[0].name.as_str(), p[0].nid), ("fbsd", Nid(0x0211_22ff_fe33_4455)));
+        let locs: Vec<_> = p[0].locators.iter().map(|l| (l.loc, l.pref)).collect();
+        assert_eq!(
+            locs,
+            [
+                (Locator(0x2001_0db8_000a_0000), ilnp_core::DEFAULT_LOCATOR_PREF),
+                (Locator(0x2001_0db8_000b_0000), ilnp_core::DEFAULT_LOCATOR_PREF)
+            ]
+        );
+        assert_eq!(p[1].name, "mn");
+        // the unicast rules are the same: the group bit, an all-zero NID
+        let e = load_hosts_str("2001-0db8-000a-0000.0300+00ff+fe00+000d x\n", "h").unwrap_err();
+        assert!(e.message.contains("group (g) bit"), "{e}");
+        let e = load_hosts_str("2001-0db8-000a-0000.0+0+0+0 x\n", "h").unwrap_err();
+        assert_eq!(e.line, 1, "{e}");
+        // the same NID in both forms, or under two names, is defined twice
+        let e = load_hosts_str("2001-0db8-000a-0000.0211+22ff+fe33+4455 a\n2001-0db8-000b-0000.0211+22ff+fe33+4455 b\n", "h")
+            .unwrap_err();
+        assert!(e.message.contains("line 1"), "{e}");
+        let e = load_hosts_str("2001:0db8:000b:0000|10,0211:22ff:fe33:4455 a\n2001-0db8-000a-0000.0211+22ff+fe33+4455 a\n", "h")
+            .unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        // not the FreeBSD form (a word without '.', five groups): our grammar's errors
+        assert!(load_hosts_str("2001-0db8-000a-0000-1.0211+22ff+fe33+4455 x\n", "h").is_err());
     }
 
     #[test]
