@@ -240,6 +240,10 @@ def test_two_ilnpd_hosts_and_one_freebsd_listener(bed, tmp_path):
         fb.cmd("move", l64s=[FB_L64_2])
         for d in (dcn, dc2):
             wait_for(lambda d=d: FB_L64_2 in [r["l64"] for r in entry(d, FB_NID)["remote_locators"]], what="move learned")
+        # still talking after the ping's reflected reply and the LU (the old ilnpd took the
+        # reflected reply for a restart, replaced the nonce and dropped the data after it)
+        assert ask(c2, c2_id, FB_ID, FB_PORT, "after the move", sport=40003) == "after the move"
+        assert ask(cn, CN_ID, FB_ID, FB_PORT, "first host again", sport=40004) == "first host again"
         assert core(dc2, "nonce_reflected_accepted") >= 1
         for d in (dcn, dc2):
             assert d.proc.poll() is None
