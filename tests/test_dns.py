@@ -284,3 +284,26 @@ def test_both_ends_move_session_recovers_by_re_resolution(bed):
     assert "re-targeted to its re-resolved locators" in dcn.log.read_text()
     ilcc = [e for e in dmn.ctl("ilcc", "show") if e["nid"] == CN_NID][0]
     assert "2001:0db8:00a2:0000" in json.dumps(ilcc), "MN learned CN's new locator from CN's LU"
+
+
+def test_dns_learned_peers_show_their_ttl_state_and_expiry(bed):
+    """A DNS-learned peer shows when its records stop being used; past their TTL it is
+    marked expired (its locators may be stale), in JSON and in the table."""
+    cn, r1, mn = three_node(bed)
+    ns = dns_server(bed, r1)
+    Bind(ns, DNS_ADDR, zone_hosts(), ttl=3).start()
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, extra={"dns": {"upstream": f"[{DNS_ADDR}]:53"}}).start()
+    resolv_conf(cn, "127.0.0.1")
+    assert getent(cn, f"mn.{ZONE}")[0] == [MN_ID]
+    (p,) = dcn.ctl("peer", "show")
+    assert p["ttl_s"] == 3 and 0 <= p["expires_in_s"] <= 3 and not p.get("expired"), p
+    assert "expires in" in dcn.ctl_raw("peer", "show").stdout
+    wait_for(lambda: dcn.ctl("peer", "show")[0].get("expired"), timeout=6, what="the record's TTL to run out")
+    (p,) = dcn.ctl("peer", "show")
+    assert p["expires_in_s"] <= 0, p
+    assert "EXPIRED" in dcn.ctl_raw("peer", "show").stdout
+    # a static peer has neither field; a runtime peer is said not to be kept
+    r = dcn.ctl_raw("peer", "add", "cn2", OTHER_NID, "2001:db8:c::/64")
+    assert "for this run only: not kept across a restart" in r.stdout, r.stdout
+    static = [x for x in dcn.ctl("peer", "show") if x["nid"] == OTHER_NID][0]
+    assert "expires_in_s" not in static and "expired" not in static, static

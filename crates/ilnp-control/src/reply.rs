@@ -425,6 +425,14 @@ pub struct PeerInfo {
     /// DNS records: the answer's TTL in seconds
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_s: Option<u32>,
+    /// DNS records: seconds until the record stops being used for new sessions
+    /// (negative: that long ago; a session already open keeps its locators, which
+    /// its Locator Updates keep current)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_in_s: Option<i64>,
+    /// DNS records: the TTL has run out (the locators shown may be stale)
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub expired: bool,
     /// how it is reached: `ilnp`, `probing` (no ILNP answer yet, a plain Echo
     /// Request is out), `fallback` (plain IPv6), `non-ilnp` (fallback off: fails)
     /// (absent from daemons before the fallback)
@@ -461,6 +469,11 @@ pub struct PeerLocator {
 pub struct PeerAdded {
     /// the NID added
     pub added: String,
+    /// whether the peer outlives a restart of ilnpd: a peer added at run time is kept
+    /// in memory only (false); peers that persist live in the configuration
+    /// (`[[peer]]`, `hosts_file`, `peers_file`); absent = false
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub persistent: bool,
 }
 
 /// `peer_del`.

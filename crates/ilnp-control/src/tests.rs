@@ -142,7 +142,7 @@ fn captured_replies_decode_and_serialise_unchanged() {
     let add = every_request()[4].clone();
     assert_eq!(
         same_again(&add, "peer_add"),
-        Reply::Ok(Data::PeerAdded(PeerAdded { added: "0200:00ff:fe00:00ee".into() }))
+        Reply::Ok(Data::PeerAdded(PeerAdded { added: "0200:00ff:fe00:00ee".into(), persistent: false }))
     );
     same_again(&every_request()[5], "peer_del");
     assert_eq!(same_again(&Request::IlccFlush, "ilcc_flush"), Reply::Ok(Data::Flushed(Flushed { flushed: 1 })));

@@ -3,7 +3,7 @@
 //! stay readable across versions.
 
 use crate::{Object, PeerVerb};
-use ilnp_control::{BalanceInfo, Data, DnsStatus, IlccEntry, LocatorInfo, PeerInfo, Stats, Status};
+use ilnp_control::{BalanceInfo, Data, DnsStatus, IlccEntry, LocatorInfo, PeerAdded, PeerInfo, Stats, Status};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -80,8 +80,8 @@ pub fn render(obj: &Object, data: &Data) -> String {
         Data::Locators(d) => locators(d),
         Data::Peers(d) => peers(d),
         Data::PeerAdded(a) => match obj {
-            Object::Peer { verb: Some(PeerVerb::Add { name, .. }) } => format!("peer {name} ({}) added", a.added),
-            _ => format!("peer {} added", a.added),
+            Object::Peer { verb: Some(PeerVerb::Add { name, .. }) } => format!("peer {name} ({}) added{}", a.added, kept(a)),
+            _ => format!("peer {} added{}", a.added, kept(a)),
         },
         Data::PeerDeleted(d) => format!("peer {} deleted", d.deleted),
         Data::Stats(d) => stats(d),
@@ -252,6 +252,16 @@ fn dns(d: &DnsStatus) -> String {
     out
 }
 
+/// What `peer add` tells about keeping the peer.
+fn kept(a: &PeerAdded) -> &'static str {
+    if a.persistent {
+        ""
+    } else {
+        " for this run only: not kept across a restart of ilnpd (to keep it, add it to the \
+         configuration: a [[peer]] table, hosts_file or peers_file)"
+    }
+}
+
 fn peers(p: &[PeerInfo]) -> String {
     if p.is_empty() {
         return "no peers".into();
@@ -260,9 +270,11 @@ fn peers(p: &[PeerInfo]) -> String {
         .iter()
         .map(|x| {
             let locs: Vec<String> = x.locators.iter().map(|l| format!("{}|{}", l.l64, l.pref)).collect();
-            let src = match x.ttl_s {
-                Some(t) => format!("{} (TTL {t} s)", x.source),
-                None => x.source.clone(),
+            let src = match (x.ttl_s, x.expires_in_s) {
+                (Some(t), Some(e)) if x.expired => format!("{} (TTL {t} s, EXPIRED {} s ago: locators may be stale)", x.source, -e),
+                (Some(t), Some(e)) => format!("{} (TTL {t} s, expires in {e} s)", x.source),
+                (Some(t), None) => format!("{} (TTL {t} s)", x.source),
+                _ => x.source.clone(),
             };
             let state = match (&x.fallback, x.state.as_str()) {
                 (Some(f), _) => format!(

@@ -72,6 +72,15 @@ impl Daemon {
                             ilnp_core::PeerSource::Dns => "dns".into(),
                         },
                         ttl_s: p.ttl_s,
+                        expires_in_s: p.expires.map(|e| {
+                            let now = Instant::now();
+                            if e >= now {
+                                e.duration_since(now).as_secs() as i64
+                            } else {
+                                -(now.duration_since(e).as_secs() as i64)
+                            }
+                        }),
+                        expired: p.expires.is_some_and(|e| e <= Instant::now()),
                         state: serde_json::to_value(self.core.peer_state(p.record.nid))
                             .ok()
                             .and_then(|v| v.as_str().map(str::to_string))
@@ -90,7 +99,7 @@ impl Daemon {
                 let r = peer_record(name, &nid, &locators, self.local_nid, self.cfg.id_prefix)?;
                 let nid = r.nid;
                 self.core.add_peer(r);
-                Data::PeerAdded(ctl::PeerAdded { added: nid.to_string() })
+                Data::PeerAdded(ctl::PeerAdded { added: nid.to_string(), persistent: false })
             }
             Request::PeerDel { nid } => {
                 let nid = nid.value;
