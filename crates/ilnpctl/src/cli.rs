@@ -11,7 +11,7 @@ pub const DEFAULT_TIMEOUT_S: f64 = 5.0;
 
 /// Control and inspect the ILNPv6 daemon (ilnpd).
 #[derive(Parser, Debug)]
-#[command(version, about, propagate_version = true)]
+#[command(version, propagate_version = true)]
 pub struct Cli {
     /// control socket of the daemon
     #[arg(

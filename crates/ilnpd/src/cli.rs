@@ -4,9 +4,15 @@
 use clap::Parser;
 use std::path::PathBuf;
 
-/// ILNPv6 host daemon. Runs in the foreground; SIGTERM removes everything it created.
+/// ILNPv6 host daemon: ILNPv6 sessions for unmodified applications (eBPF fast path).
+///
+/// Runs in the foreground (under systemd: ilnpd.service, Type=notify). SIGTERM or
+/// SIGINT: a clean stop that removes everything it changed on the host. SIGUSR2:
+/// exit (status 75) leaving the data path, the pins and the state file to the next
+/// ilnpd, which adopts the running sessions (package upgrades). A start that fails
+/// undoes what it did. Configuration errors exit with status 2.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version)]
 pub struct Args {
     /// TOML configuration file (see dist/ilnpd.toml)
     #[arg(short, long)]
