@@ -247,10 +247,19 @@ impl Data<'_> {
     /// its options turned into padding (removing it would shift the offsets of the
     /// fragments that follow), for the kernel to reassemble.
     pub fn to_identifier(&self, id_prefix: Locator, csum: Csum) -> Result<(Vec<u8>, WireMeta), Error> {
+        self.to_identifier_rule(id_prefix, csum, checksum::ChecksumRule::Rfc6741)
+    }
+    /// `to_identifier` for a correspondent whose TCP/UDP checksums follow `rule`.
+    pub fn to_identifier_rule(
+        &self,
+        id_prefix: Locator,
+        csum: Csum,
+        rule: checksum::ChecksumRule,
+    ) -> Result<(Vec<u8>, WireMeta), Error> {
         if self.after_fragment {
-            return data::identifier_form_padded(&self.packet, &self.nonce, id_prefix, csum);
+            return data::identifier_form_padded(&self.packet, &self.nonce, id_prefix, csum, rule);
         }
-        data::identifier_form(&self.packet, &self.nonce, id_prefix, csum)
+        data::identifier_form(&self.packet, &self.nonce, id_prefix, csum, rule)
     }
 }
 

@@ -33,8 +33,14 @@ pub enum Error {
     NotIdentifierForm,
     BadChecksum,
     LuNoLocators,
-    LuLengthMismatch { num_locs: u8, len: usize },
-    UnknownLuOperation { code: u8, operation: u8 },
+    LuLengthMismatch {
+        num_locs: u8,
+        len: usize,
+    },
+    UnknownLuOperation {
+        code: u8,
+        operation: u8,
+    },
     /// a nonce option running past the end of its header: FreeBSD ILNP6 reflects a
     /// 96-bit nonce in an 8-byte header (`ilnp6_nonce_output_mbuf` sets
     /// `ip6d_len = 0`), so only 4 of the 12 nonce bytes are on the wire

@@ -1,7 +1,7 @@
 //! Data packets: identifier form ⇄ wire form.
 
-use super::{adjust_checksum, identifier_nids, pseudo_addrs, Csum};
-use crate::checksum;
+use super::{adjust_checksum, identifier_nids, pseudo_addrs_rule, Csum};
+use crate::checksum::{self, ChecksumRule};
 use crate::destopts::{self, NonceHeader};
 use crate::ipv6::{self, PROTO_DSTOPTS, PROTO_ICMPV6};
 use crate::{ilnp_addr, split_addr, Error, Locator, Nid, Nonce};
@@ -31,6 +31,19 @@ pub(super) fn fix_upper_checksum(
     new_wire: bool,
     csum: Csum,
 ) -> Result<(), Error> {
+    let rule = |w: bool| w.then_some(ChecksumRule::Rfc6741);
+    fix_upper_checksum_rule(pkt, old_src, old_dst, rule(old_wire), rule(new_wire), csum)
+}
+
+/// `fix_upper_checksum` with the wire form's rule: `None` = identifier form.
+pub(super) fn fix_upper_checksum_rule(
+    pkt: &mut [u8],
+    old_src: Ipv6Addr,
+    old_dst: Ipv6Addr,
+    old_wire: Option<ChecksumRule>,
+    new_wire: Option<ChecksumRule>,
+    csum: Csum,
+) -> Result<(), Error> {
     let ul = ipv6::upper_layer_info(pkt)?;
     let (proto, off) = (ul.proto, ul.offset);
     let Some(field) = checksum::field_offset(proto) else { return Ok(()) };
@@ -49,7 +62,7 @@ pub(super) fn fix_upper_checksum(
         return Err(Error::Truncated);
     }
     let at = off + field;
-    let new = pseudo_addrs(proto, new_src, new_dst, new_wire);
+    let new = pseudo_addrs_rule(proto, new_src, new_dst, new_wire);
     if csum == Csum::Partial && proto != PROTO_ICMPV6 {
         // ICMPv6 is adjusted, never recomputed, so a corrupt checksum stays corrupt
         checksum::write_field(pkt, at, 0);
@@ -58,7 +71,7 @@ pub(super) fn fix_upper_checksum(
         checksum::write_field(pkt, at, c);
         return Ok(());
     }
-    adjust_checksum(pkt, at, proto, pseudo_addrs(proto, old_src, old_dst, old_wire), new);
+    adjust_checksum(pkt, at, proto, pseudo_addrs_rule(proto, old_src, old_dst, old_wire), new);
     Ok(())
 }
 
@@ -71,6 +84,19 @@ pub fn to_wire(
     dst_loc: Locator,
     nonce: &Nonce,
     csum: Csum,
+) -> Result<Vec<u8>, Error> {
+    to_wire_rule(pkt, id_prefix, src_loc, dst_loc, nonce, csum, ChecksumRule::Rfc6741)
+}
+
+/// `to_wire` for a correspondent whose TCP/UDP checksums follow `rule`.
+pub fn to_wire_rule(
+    pkt: &[u8],
+    id_prefix: Locator,
+    src_loc: Locator,
+    dst_loc: Locator,
+    nonce: &Nonce,
+    csum: Csum,
+    rule: ChecksumRule,
 ) -> Result<Vec<u8>, Error> {
     let p = ipv6::Packet::new_checked(pkt)?;
     let (sn, dn) = identifier_nids(p.src(), p.dst(), id_prefix)?;
@@ -91,7 +117,7 @@ pub fn to_wire(
         q.set_src(ilnp_addr(src_loc, sn));
         q.set_dst(ilnp_addr(dst_loc, dn));
     }
-    fix_upper_checksum(&mut out, p.src(), p.dst(), false, true, csum)?;
+    fix_upper_checksum_rule(&mut out, p.src(), p.dst(), None, Some(rule), csum)?;
     Ok(out)
 }
 
@@ -103,6 +129,7 @@ pub(crate) fn identifier_form(
     nh: &NonceHeader,
     id_prefix: Locator,
     csum: Csum,
+    rule: ChecksumRule,
 ) -> Result<(Vec<u8>, WireMeta), Error> {
     let (src_loc, src_nid) = split_addr(p.src());
     let (dst_loc, dst_nid) = split_addr(p.dst());
@@ -118,7 +145,7 @@ pub(crate) fn identifier_form(
         q.set_dst(ilnp_addr(id_prefix, dst_nid));
     }
     let (proto, _) = ipv6::upper_layer(&out)?;
-    fix_upper_checksum(&mut out, p.src(), p.dst(), true, false, csum)?;
+    fix_upper_checksum_rule(&mut out, p.src(), p.dst(), Some(rule), None, csum)?;
     Ok((out, WireMeta { src_loc, src_nid, dst_loc, dst_nid, nonce: nh.nonce, proto }))
 }
 
@@ -131,6 +158,7 @@ pub(crate) fn identifier_form_padded(
     nh: &NonceHeader,
     id_prefix: Locator,
     csum: Csum,
+    rule: ChecksumRule,
 ) -> Result<(Vec<u8>, WireMeta), Error> {
     let (src_loc, src_nid) = split_addr(p.src());
     let (dst_loc, dst_nid) = split_addr(p.dst());
@@ -148,7 +176,7 @@ pub(crate) fn identifier_form_padded(
         q.set_dst(ilnp_addr(id_prefix, dst_nid));
     }
     let proto = ipv6::upper_layer_info(&out)?.proto;
-    fix_upper_checksum(&mut out, p.src(), p.dst(), true, false, csum)?;
+    fix_upper_checksum_rule(&mut out, p.src(), p.dst(), Some(rule), None, csum)?;
     Ok((out, WireMeta { src_loc, src_nid, dst_loc, dst_nid, nonce: nh.nonce, proto }))
 }
 

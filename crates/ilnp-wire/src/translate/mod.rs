@@ -26,11 +26,11 @@ pub mod plain;
 mod tests;
 
 pub use build::{lu_packet, nonce_only_packet, unreachable_to_app};
-pub use data::{to_wire, WireMeta};
+pub use data::{to_wire, to_wire_rule, WireMeta};
 pub use icmp_error::{quoted_nonce, QuotedMeta};
 pub use plain::{from_plain, to_plain, PlainMeta};
 
-use crate::checksum;
+use crate::checksum::{self, ChecksumRule};
 use crate::ipv6::{PROTO_ICMPV6, PROTO_UDP};
 use std::net::Ipv6Addr;
 
@@ -62,7 +62,13 @@ fn identifier_nids(
 /// rule zeroes the locators (RFC 6744 §3); ICMPv6, and everything in the
 /// identifier form, covers the full addresses.
 fn pseudo_addrs(proto: u8, src: Ipv6Addr, dst: Ipv6Addr, wire: bool) -> (Ipv6Addr, Ipv6Addr) {
-    if wire && proto != PROTO_ICMPV6 {
+    pseudo_addrs_rule(proto, src, dst, wire.then_some(ChecksumRule::Rfc6741))
+}
+
+/// `pseudo_addrs` for a form: `None` the identifier form (full addresses), `Some(rule)`
+/// the wire form under a correspondent's transport checksum rule.
+fn pseudo_addrs_rule(proto: u8, src: Ipv6Addr, dst: Ipv6Addr, wire: Option<ChecksumRule>) -> (Ipv6Addr, Ipv6Addr) {
+    if wire == Some(ChecksumRule::Rfc6741) && proto != PROTO_ICMPV6 {
         (checksum::nid_only(&src), checksum::nid_only(&dst))
     } else {
         (src, dst)

@@ -427,3 +427,51 @@ fn plain_fallback_completes_a_partial_checksum() {
     let w = to_plain(&partial, P, LA, LB, Csum::Partial).unwrap();
     assert_eq!(w, to_plain(&id, P, LA, LB, Csum::Complete).unwrap());
 }
+
+/// Golden values for both transport checksum rules (issue #25 item 3): the same
+/// identifier-form segment on the wire `LA:NA -> LB:NB`, checksums computed
+/// independently (Python, `lab/ilnp_lab/freebsd.py`'s `l4_checksum`).
+#[test]
+fn golden_checksums_for_both_rules() {
+    use crate::checksum::ChecksumRule::{FullAddress, Rfc6741};
+    let (s, d) = (ilnp_addr(P, NA), ilnp_addr(P, NB));
+    let nonce = Nonce::N32([1, 2, 3, 4]);
+    // (segment, identifier-form value, RFC 6741 value, full-address value)
+    let cases = [
+        (ts::udp(s, d, 40001, 7000, b"golden"), PROTO_UDP, 0x592c, 0x0cde, 0xb156),
+        (ts::tcp(s, d, 40001, 7000, b"golden"), PROTO_TCP, 0x0920, 0xbcd1, 0x614a),
+    ];
+    for (id, proto, v_id, v_rfc, v_full) in cases {
+        let at = 40 + csum_field(proto).unwrap();
+        assert_eq!(u16::from_be_bytes([id[at], id[at + 1]]), v_id);
+        // identifier -> wire, complete and partial (the pseudo-header sum only) checksums
+        let mut partial = id.clone();
+        let ph = checksum::fold(checksum::pseudo_header(&s, &d, proto, (id.len() - 40) as u32));
+        partial[at..at + 2].copy_from_slice(&ph.to_be_bytes());
+        for (rule, want) in [(Rfc6741, v_rfc), (FullAddress, v_full)] {
+            for (pkt, csum) in [(&id, Csum::Complete), (&partial, Csum::Partial)] {
+                let w = to_wire_rule(pkt, P, LA, LB, &nonce, csum, rule).unwrap();
+                let at_w = at + 16; // our 16-byte nonce header
+                assert_eq!(u16::from_be_bytes([w[at_w], w[at_w + 1]]), want, "{rule:?} {csum:?} proto {proto}");
+                // and back: the identifier-form value again
+                let Ok(crate::Packet::Data(dd)) = crate::classify(&w) else { panic!() };
+                let (back, _) = dd.to_identifier_rule(P, Csum::Complete, rule).unwrap();
+                assert_eq!(back, id, "{rule:?} round trip");
+            }
+        }
+        // the RFC 6741 default is what `to_wire` has always produced
+        assert_eq!(
+            to_wire(&id, P, LA, LB, &nonce, Csum::Complete).unwrap(),
+            to_wire_rule(&id, P, LA, LB, &nonce, Csum::Complete, Rfc6741).unwrap()
+        );
+        // two ends on different rules: the receiver's transport checksum is wrong
+        let w = to_wire_rule(&id, P, LA, LB, &nonce, Csum::Complete, FullAddress).unwrap();
+        let Ok(crate::Packet::Data(dd)) = crate::classify(&w) else { panic!() };
+        let (back, _) = dd.to_identifier_rule(P, Csum::Complete, Rfc6741).unwrap();
+        assert!(!checksum::verify(&s, &d, proto, &back[40..]), "a rule mismatch must not verify");
+        assert!(checksum::verify(&s, &d, proto, &id[40..]));
+    }
+    assert_eq!(crate::checksum::ChecksumRule::parse("full-address"), Ok(FullAddress));
+    assert_eq!(crate::checksum::ChecksumRule::parse("rfc6741"), Ok(Rfc6741));
+    assert!(crate::checksum::ChecksumRule::parse("ipv6").is_err());
+}
