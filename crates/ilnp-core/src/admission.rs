@@ -303,6 +303,7 @@ impl Core {
             now,
         );
         e.tier = tier;
+        e.checksum_rule = self.checksum_rule(nid);
         if tier == Tier::Embryonic {
             e.emb_seq = self.admission.order.push(meta.src_loc, nid);
             self.sweep_order();
@@ -417,6 +418,7 @@ impl Core {
         };
         self.admission.hello.take(now); // there is one (has_token above, same `now`)
         let nonce = self.responder_nonce(nid, h.remote_loc, &h.peer_nonce);
+        let rule = self.checksum_rule(nid);
         let id_prefix = self.cfg.id_prefix;
         let res = match class {
             Ok(Packet::IcmpError(err)) if csum == Csum::Complete => {
@@ -424,7 +426,7 @@ impl Core {
             }
             // an ICMPv6 error classify refused: not sent, as for an established peer
             Err(c) if crate::icmp::is_icmp_error(class) => Err(c.error),
-            _ => translate::to_wire(pkt, id_prefix, local, h.remote_loc, &nonce, csum),
+            _ => translate::to_wire_rule(pkt, id_prefix, local, h.remote_loc, &nonce, csum, rule),
         };
         match res {
             Ok(pkt) => {

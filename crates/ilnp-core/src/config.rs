@@ -2,6 +2,7 @@
 
 use crate::admission::Admission;
 use crate::{Locator, Nid};
+use ilnp_wire::checksum::ChecksumRule;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -111,6 +112,11 @@ pub struct CoreConfig {
     /// correspondent's packets may carry its nonce or ours reflected
     /// (`IlccEntry::accepts_nonce`); docs/architecture.md § Nonce models.
     pub adopt_initiator_nonce: bool,
+    /// TCP/UDP checksum rule on the wire towards correspondents without an entry in
+    /// `peer_checksum` (default RFC 6741: locators zeroed)
+    pub transport_checksum: ChecksumRule,
+    /// per correspondent (docs/interop.md: how to tell which rule a peer uses)
+    pub peer_checksum: std::collections::HashMap<Nid, ChecksumRule>,
 }
 
 impl CoreConfig {
@@ -137,6 +143,8 @@ impl CoreConfig {
             hello_rate_pps: 100.0,
             hello_burst: 100,
             adopt_initiator_nonce: false,
+            transport_checksum: ChecksumRule::Rfc6741,
+            peer_checksum: Default::default(),
         }
     }
 }

@@ -4,6 +4,7 @@ use crate::admission::Tier;
 use crate::event::ser_display;
 use crate::timers::{DeadlineIndex, LiveItems, TopItem};
 use crate::{IlccSnapshot, LocatorState};
+use ilnp_wire::checksum::ChecksumRule;
 use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{Locator, Nid, Nonce};
 use serde::Serialize;
@@ -42,6 +43,10 @@ fn ser_state<S: serde::Serializer>(v: &LocatorState, s: S) -> Result<S::Ok, S::E
         LocatorState::Aged => "aged",
         LocatorState::Expired => "expired",
     })
+}
+
+fn ser_rule<S: serde::Serializer>(v: &ChecksumRule, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.as_str())
 }
 
 fn ser_nonce<S: serde::Serializer>(v: &Nonce, s: S) -> Result<S::Ok, S::Error> {
@@ -109,6 +114,9 @@ pub struct IlccEntry {
     /// admission order of an embryonic entry (eviction takes the oldest)
     #[serde(skip)]
     pub emb_seq: u64,
+    /// TCP/UDP checksum rule on the wire with this peer (`Core::checksum_rule`)
+    #[serde(serialize_with = "ser_rule")]
+    pub checksum_rule: ChecksumRule,
     /// this NID's live item in the ILCC's `DeadlineIndex` (the index keeps no map
     /// of its own for the ILCC: checking or moving an entry's item costs no second
     /// lookup); None: no live item (its heap items, if any, are stale)
@@ -146,6 +154,7 @@ impl IlccEntry {
             tier: Tier::Established,
             answered: false,
             emb_seq: 0,
+            checksum_rule: ChecksumRule::Rfc6741,
             indexed: None,
         }
     }
@@ -255,6 +264,7 @@ impl IlccEntry {
                 .collect(),
             nonce_tx: self.nonce_tx,
             nonce_rx: self.nonce_rx,
+            full_address_checksum: self.checksum_rule == ChecksumRule::FullAddress,
         })
     }
 }

@@ -43,7 +43,11 @@ impl Core {
             }
         };
         let summary = || format!("{} -> {}", data.ip.src, data.ip.dst);
-        let (ident, meta) = match data.to_identifier(self.cfg.id_prefix, csum) {
+        let rule = self
+            .ilcc
+            .get(&ilnp_wire::split_addr(data.ip.src).1)
+            .map_or_else(|| self.checksum_rule(ilnp_wire::split_addr(data.ip.src).1), |e| e.checksum_rule);
+        let (ident, meta) = match data.to_identifier_rule(self.cfg.id_prefix, csum, rule) {
             Ok(x) => x,
             Err(e) => {
                 self.drop(out, DropReason::Malformed, format!("{e}: {}", summary()));

@@ -25,6 +25,7 @@ pub use dns::{DnsPeer, DnsPeerResult, PeerSource};
 pub use event::{DropReason, Event, Outcome, Stats};
 pub use fallback::{FallbackReason, FallbackView, PeerState};
 pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
+pub use ilnp_wire::checksum::ChecksumRule;
 pub use ilnp_wire::{Locator, Nid, Nonce};
 pub use local::{derive_local_locators, locator_preference, KernelAddress, LocalLocators, UplinkFacts};
 pub use peers::{PeerError, PeerLocator, PeerRecord};
@@ -101,6 +102,9 @@ pub struct IlccSnapshot {
     pub nonce_tx: Nonce,
     /// nonce the peer puts on packets to us; None until learned
     pub nonce_rx: Option<Nonce>,
+    /// the peer's TCP/UDP checksums include the locators (`ChecksumRule::FullAddress`):
+    /// the fast path leaves its packets to the slow path
+    pub full_address_checksum: bool,
 }
 
 /// Something the shell must do.
@@ -200,6 +204,11 @@ impl Core {
     /// The preferred usable local locator.
     pub fn best_local(&self) -> Option<Locator> {
         self.local.best()
+    }
+
+    /// The TCP/UDP checksum rule towards `nid`: its own setting, else the default.
+    pub(crate) fn checksum_rule(&self, nid: Nid) -> ChecksumRule {
+        self.cfg.peer_checksum.get(&nid).copied().unwrap_or(self.cfg.transport_checksum)
     }
 
     fn drop(&mut self, out: &mut Vec<Action>, reason: DropReason, detail: String) {

@@ -84,7 +84,7 @@ impl Core {
             }
             // an ICMPv6 error classify refused (e.g. a bad checksum): as before, not sent
             (Err(c), Some(_)) if icmp_error && csum == Csum::Complete => Err(c.error),
-            _ => translate::to_wire(pkt, id_prefix, local_loc, remote, &e.nonce_tx, csum),
+            _ => translate::to_wire_rule(pkt, id_prefix, local_loc, remote, &e.nonce_tx, csum, e.checksum_rule),
         };
         let uplink = self.local.uplink_of(local_loc);
         if res.is_ok() && e.tier == Tier::Embryonic {
@@ -116,6 +116,7 @@ impl Core {
             peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
         remote.sort_by_key(|r| r.pref);
         let mut e = IlccEntry::new(nid, remote, local, nonce_tx, None, true, now);
+        e.checksum_rule = self.checksum_rule(nid);
         let best = e.best_remote().map(|r| r.loc).ok_or(DropReason::NoRemoteLocator)?;
         e.activate_remote(best);
         let snap = e.snapshot();

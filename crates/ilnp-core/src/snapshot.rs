@@ -218,7 +218,9 @@ impl Core {
         }
         let entries: Vec<IlccEntry> = snap.entries.iter().map(|e| e.to_entry(now)).collect::<Result<_, _>>()?;
         let mut out = Vec::new();
-        for e in entries {
+        for mut e in entries {
+            // not in the state file: the configuration's, as for a new entry
+            e.checksum_rule = self.checksum_rule(e.nid);
             let snap = e.snapshot();
             if self.ilcc.insert(e).is_ok() {
                 out.extend(snap.map(Action::IlccUpsert));

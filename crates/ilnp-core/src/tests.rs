@@ -1323,3 +1323,31 @@ mod shared_nonce {
         assert_eq!(a.stats().dropped(DropReason::Malformed), 0);
     }
 }
+
+/// Transport checksum rule per correspondent (issue #25 item 3).
+#[test]
+fn full_address_checksum_per_peer_and_the_fast_path_is_told() {
+    use ilnp_wire::checksum::{self, ChecksumRule};
+    let now = Instant::now();
+    let full = |c: &mut CoreConfig| c.transport_checksum = ChecksumRule::FullAddress;
+    let mut a = core_with(NA, LA, 1, Some((NB, LB)), full);
+    let mut b = core_with(NB, LB, 2, None, |c| {
+        c.peer_checksum.insert(NA, ChecksumRule::FullAddress);
+    });
+    let out = a.handle_outbound(now, &udp(NA, NB, b"full"), Csum::Complete);
+    assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.full_address_checksum)));
+    let w = wire(&out).pop().unwrap();
+    let Ok(ilnp_wire::Packet::Data(d)) = classify(&w) else { panic!() };
+    let seg = &w[d.upper.offset..];
+    let (s, t) = (ilnp_addr(LA, NA), ilnp_addr(LB, NB));
+    assert!(checksum::verify(&s, &t, 17, seg), "full addresses on the wire");
+    assert!(!checksum::verify(&checksum::nid_only(&s), &checksum::nid_only(&t), 17, seg));
+    let out = b.handle_inbound(now, &w, Csum::Complete);
+    assert_eq!(delivered(&out), vec![udp(NA, NB, b"full")], "identifier form, checksum right");
+    assert!(b.ilcc_entry(NA).unwrap().checksum_rule == ChecksumRule::FullAddress);
+    // a receiver on the other rule hands its stack a segment whose checksum fails
+    let mut c = core(NB, LB, 3, None);
+    let bad = delivered(&c.handle_inbound(now, &w, Csum::Complete)).pop().unwrap();
+    assert!(!checksum::verify(&ilnp_addr(P, NA), &ilnp_addr(P, NB), 17, &bad[40..]));
+    assert!(!c.ilcc_entry(NA).unwrap().snapshot().unwrap().full_address_checksum);
+}
