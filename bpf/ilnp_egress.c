@@ -340,6 +340,9 @@ int ilnp_egress(struct __sk_buff *skb)
 	c.e = bpf_map_lookup_elem(&ilnp_ilcc, &c.peer_nid);
 	if (!c.e || (c.e->nonce_tx_len != 4 && c.e->nonce_tx_len != 12))
 		return eg_punt(ILNP_R_EGRESS_PUNT_MISS);
+	/* the constant checksum adjustment is RFC 6741's rule; the other is ilnpd's */
+	if (c.e->flags & ILNP_ILCC_F_FULL_CSUM)
+		return eg_punt(ILNP_R_EGRESS_PUNT_CSUM_RULE);
 	c.local_loc = c.e->local_loc;
 	c.remote_loc = c.e->remote_loc;
 	eg_balance(skb, cfg, &c);

@@ -412,6 +412,8 @@ int ilnp_ingress(struct __sk_buff *skb)
 	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
 	if (!e)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_MISS);
+	if (e->flags & ILNP_ILCC_F_FULL_CSUM)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_CSUM_RULE);
 	if (e->nonce_rx_len == 0)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_NONCE_UNKNOWN);
 	/* ilnpd judges (and counts) a wrong nonce; a right one from a new source

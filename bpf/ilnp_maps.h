@@ -48,7 +48,9 @@ struct ilnp_cfg {
 #define ILNP_CFG_F_ADMIT_SOCKET 1
 
 /* ilnp_ilcc: HASH, key = remote NID (__u64, wire order). */
-#define ILNP_ILCC_F_NONE 0 /* flags: reserved, 0 */
+#define ILNP_ILCC_F_NONE 0 /* flags */
+#define ILNP_ILCC_F_FULL_CSUM 1 /* the peer's TCP/UDP checksums cover the full addresses
+				 * (ChecksumRule::FullAddress): its packets take the slow path */
 
 struct ilnp_ilcc_val {
 	__u64 local_loc;                         /* source locator to send from (wire order) */
@@ -293,7 +295,9 @@ struct ilnp_tcp_rto {
 	                                                    /* statelessly, no ILCC state */            \
 	X(INGRESS_PUNT_FRAGMENT, "ingress_punt_fragment")   /* Fragment header first, known NID: */     \
 	                                                    /* a nonce after it (FreeBSD), ilnpd's */   \
-	X(INGRESS_DROP_NONCE_OVERRUN, "ingress_drop_nonce_overrun") /* nonce runs past its header */
+	X(INGRESS_DROP_NONCE_OVERRUN, "ingress_drop_nonce_overrun") /* nonce runs past its header */ \
+	X(EGRESS_PUNT_CSUM_RULE, "egress_punt_csum_rule")   /* full-address checksum peer: ilnpd */   \
+	X(INGRESS_PUNT_CSUM_RULE, "ingress_punt_csum_rule") /* ... translates its packets */
 
 #define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {

@@ -219,10 +219,14 @@ pub const REASONS: &[&str] = &[
     "ingress_no_socket",
     "ingress_punt_fragment",
     "ingress_drop_nonce_overrun",
+    "egress_punt_csum_rule",
+    "ingress_punt_csum_rule",
 ];
 
 /// `ILNP_CFG_F_ADMIT_SOCKET` (ilnp_cfg.flags)
 pub const CFG_F_ADMIT_SOCKET: u32 = 1;
+/// `ILNP_ILCC_F_FULL_CSUM` (ilnp_ilcc_val.flags)
+pub const ILCC_F_FULL_CSUM: u8 = 1;
 
 /// `enum ilnp_loc_state`
 pub fn state_code(s: LocatorState) -> u32 {
@@ -268,6 +272,9 @@ impl IlccVal {
         if let Some(rx) = s.nonce_rx {
             v.nonce_rx[..rx.len()].copy_from_slice(rx.as_bytes());
             v.nonce_rx_len = rx.len() as u8;
+        }
+        if s.full_address_checksum {
+            v.flags |= ILCC_F_FULL_CSUM;
         }
         v
     }
@@ -316,6 +323,7 @@ int main(void) {
   printf("const.ILNP_R_MAX %d\nconst.ILNP_MAX_REMOTE_LOCS %d\nconst.ILNP_NONCE_MAX %d\n", ILNP_R_MAX, ILNP_MAX_REMOTE_LOCS, ILNP_NONCE_MAX);
   printf("const.ILNP_MODE_EBPF %d\nconst.ILNP_MODE_USERSPACE %d\n", ILNP_MODE_EBPF, ILNP_MODE_USERSPACE);
   printf("const.ILNP_CFG_F_ADMIT_SOCKET %d\n", ILNP_CFG_F_ADMIT_SOCKET);
+  printf("const.ILNP_ILCC_F_FULL_CSUM %d\n", ILNP_ILCC_F_FULL_CSUM);
   printf("const.ILNP_LOC_VALID %d\nconst.ILNP_LOC_ACTIVE %d\nconst.ILNP_LOC_AGED %d\nconst.ILNP_LOC_EXPIRED %d\n", ILNP_LOC_VALID, ILNP_LOC_ACTIVE, ILNP_LOC_AGED, ILNP_LOC_EXPIRED);
   return 0;
 }
@@ -415,6 +423,7 @@ int main(void) {
             ("const.ILNP_LOCAL_RX_GRAIN_NS", LOCAL_RX_GRAIN_NS as usize),
             ("const.ILNP_R_MAX", REASONS.len()),
             ("const.ILNP_CFG_F_ADMIT_SOCKET", CFG_F_ADMIT_SOCKET as usize),
+            ("const.ILNP_ILCC_F_FULL_CSUM", ILCC_F_FULL_CSUM as usize),
             ("const.ILNP_MAX_REMOTE_LOCS", MAX_REMOTE_LOCS),
             ("const.ILNP_NONCE_MAX", NONCE_MAX),
             ("const.ILNP_MODE_EBPF", MODE_EBPF as usize),
@@ -444,6 +453,7 @@ int main(void) {
             remote_locs: (1..=10).map(l).collect(),
             nonce_tx: Nonce::N32([1, 2, 3, 4]),
             nonce_rx: None,
+            full_address_checksum: false,
         };
         let old = IlccVal { tx_pkts: 7, rx_bytes: 9, ..Default::default() };
         let v = IlccVal::from_snapshot(&s, Some(&old));
@@ -457,5 +467,8 @@ int main(void) {
         s.nonce_rx = Some(Nonce::N96([9; 12]));
         let v = IlccVal::from_snapshot(&s, None);
         assert_eq!((v.nonce_rx_len, v.nonce_rx), (12, [9; 12]));
+        assert_eq!(v.flags, 0, "RFC 6741 rule: the fast path translates");
+        s.full_address_checksum = true;
+        assert_eq!(IlccVal::from_snapshot(&s, None).flags, ILCC_F_FULL_CSUM, "full-address rule: punted");
     }
 }

@@ -215,7 +215,15 @@ fn capture(dev_index: u32) -> OwnedFd {
 }
 
 fn snapshot(peer: Nid, tx: Nonce, rx: Option<Nonce>) -> IlccSnapshot {
-    IlccSnapshot { nid: peer, local_loc: L, remote_loc: L, remote_locs: vec![L], nonce_tx: tx, nonce_rx: rx }
+    IlccSnapshot {
+        nid: peer,
+        local_loc: L,
+        remote_loc: L,
+        remote_locs: vec![L],
+        nonce_tx: tx,
+        nonce_rx: rx,
+        full_address_checksum: false,
+    }
 }
 
 fn local_locs(ifindex: u32, state: LocatorState) -> Vec<LocalLocator> {
@@ -783,6 +791,7 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
             remote_locs: vec![LB],
             nonce_tx: Nonce::N32(N_AB),
             nonce_rx: Some(Nonce::N32(N_AB)),
+            full_address_checksum: false,
         };
         let sent = |h: &Host, cap: &OwnedFd, other: &OwnedFd, l: Locator, what: &str| {
             udp_send(h, NID_B, 5555, what.as_bytes());
@@ -919,6 +928,7 @@ fn next_hop_cache_follows_route_changes() {
             remote_locs: vec![LB],
             nonce_tx: Nonce::N32(N_AB),
             nonce_rx: Some(Nonce::N32(N_AB)),
+            full_address_checksum: false,
         })
         .unwrap();
         let (cap2, cap3) = (capture_l2(m2), capture_l2(m3));
