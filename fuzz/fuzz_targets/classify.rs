@@ -18,8 +18,14 @@ fuzz_target!(|data: &[u8]| {
             for csum in [Csum::Complete, Csum::Partial] {
                 if let Ok((id, meta)) = d.to_identifier(P, csum) {
                     assert_eq!(meta.nonce, d.nonce.nonce);
-                    // our header stripped, both addresses in the identifier prefix
-                    assert_eq!(id.len(), d.bytes().len() - d.nonce.header_len);
+                    // our header stripped (kept as padding after a Fragment header, so
+                    // later fragments' offsets hold), both addresses in the identifier prefix
+                    let stripped = if d.after_fragment { 0 } else { d.nonce.header_len };
+                    assert_eq!(id.len(), d.bytes().len() - stripped);
+                    if d.after_fragment {
+                        let h = &id[48..];
+                        assert_eq!(destopts::find_nonce_in_header(h, 48).map(|n| n.is_some()), Ok(false));
+                    }
                     let q = ipv6::Packet::new_checked(&id[..]).expect("output is IPv6");
                     assert_eq!((split_addr(q.src()).0, split_addr(q.dst()).0), (P, P));
                 }
