@@ -2,7 +2,7 @@
 //! Unknown keys and bad values are errors that name the key and the line.
 
 use anyhow::{anyhow, bail, Context, Result};
-use ilnp_core::{Admission, HandoffMode, LuTimerMode, PeerRecord, Policy};
+use ilnp_core::{Admission, ChecksumRule, HandoffMode, LuTimerMode, PeerRecord, Policy};
 use ilnp_wire::{split_addr, Locator, Nid};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -64,6 +64,11 @@ pub struct FileConfig {
     pub balance_policy: Option<String>,
     /// policy per peer (name or NID)
     pub peer_policy: Option<BTreeMap<String, String>>,
+    /// TCP/UDP checksum rule on the wire: "rfc6741" (default) or "full-address"
+    /// (draft-bhatti-ilnp-tcp-udp-checksums); docs/interop.md
+    pub transport_checksum: Option<String>,
+    /// the rule per peer (name or NID)
+    pub peer_checksum: Option<BTreeMap<String, String>>,
     /// balancing weight per uplink (default 1; 0 = backup only)
     pub locator_weight: Option<BTreeMap<String, u32>>,
     /// per-flow hash seed; default derived from the NID (stable across restarts)
@@ -247,6 +252,8 @@ pub struct Config {
     pub hello_burst: u32,
     /// `responder_nonce = "adopt"`
     pub adopt_initiator_nonce: bool,
+    pub transport_checksum: ChecksumRule,
+    pub peer_checksum: BTreeMap<Nid, ChecksumRule>,
 }
 
 /// The default pin directory: one per daemon instance, named after its control
@@ -473,6 +480,22 @@ impl Config {
                 .ok_or_else(|| anyhow!("peer_policy: unknown peer {who:?} (not in the peer files or [[peer]])"))?;
             peer_policy.insert(nid, policy(&format!("peer_policy.{who}"), p)?);
         }
+        let rule = |key: &str, v: &str| ChecksumRule::parse(v).map_err(|e| anyhow!("{key}: {e}"));
+        let transport_checksum = match &f.transport_checksum {
+            Some(v) => rule("transport_checksum", v)?,
+            None => ChecksumRule::Rfc6741,
+        };
+        let mut peer_checksum = BTreeMap::new();
+        for (who, v) in f.peer_checksum.iter().flatten() {
+            // a peer by name, or any NID (a correspondent found by DNS has no record yet)
+            let nid = peers
+                .iter()
+                .find(|r| r.name == *who)
+                .map(|r| r.nid)
+                .or_else(|| who.parse::<Nid>().ok())
+                .ok_or_else(|| anyhow!("peer_checksum: {who:?} is neither a peer's name nor a NID"))?;
+            peer_checksum.insert(nid, rule(&format!("peer_checksum.{who}"), v)?);
+        }
         let locator_weight = f.locator_weight.unwrap_or_default();
         for dev in locator_weight.keys() {
             if !uplinks.contains(dev) {
@@ -541,6 +564,8 @@ impl Config {
                 Some("adopt") => true,
                 Some(o) => bail!("responder_nonce: {o:?} is not \"own\" or \"adopt\""),
             },
+            transport_checksum,
+            peer_checksum,
         })
     }
 }
@@ -567,6 +592,23 @@ mod tests {
         assert_ne!(c.pin_dir, d.pin_dir);
         let off = load("uplinks = [\"e\"]\npin_dir = \"\"\nstate_file = \"\"\n").unwrap();
         assert_eq!((off.pin_dir, off.state_file), (None, None));
+    }
+
+    #[test]
+    fn transport_checksum_global_and_per_peer() {
+        let d = load("uplinks = [\"e\"]\n").unwrap();
+        assert_eq!((d.transport_checksum, d.peer_checksum.len()), (ChecksumRule::Rfc6741, 0));
+        let t = "uplinks = [\"e\"]\ntransport_checksum = \"full-address\"\n\
+                 [peer_checksum]\nmn = \"rfc6741\"\n\"0211:22ff:fe33:4455\" = \"full-address\"\n\
+                 [[peer]]\nname = \"mn\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{ l64 = \"2001:db8:b::/64\" }]\n";
+        let c = load(t).unwrap();
+        assert_eq!(c.transport_checksum, ChecksumRule::FullAddress);
+        assert_eq!(c.peer_checksum[&Nid(0x0200_00ff_fe00_000d)], ChecksumRule::Rfc6741);
+        assert_eq!(c.peer_checksum[&Nid(0x0211_22ff_fe33_4455)], ChecksumRule::FullAddress);
+        let e = load("uplinks = [\"e\"]\ntransport_checksum = \"ipv6\"\n").unwrap_err().to_string();
+        assert!(e.contains("transport_checksum") && e.contains("ipv6"), "{e}");
+        let e = load("uplinks = [\"e\"]\n[peer_checksum]\nnobody = \"rfc6741\"\n").unwrap_err().to_string();
+        assert!(e.contains("peer_checksum") && e.contains("nobody"), "{e}");
     }
 
     #[test]

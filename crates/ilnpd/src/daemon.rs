@@ -164,6 +164,8 @@ fn build_core(cfg: &Config, local_nid: Nid, uplinks: &[Uplink]) -> Result<Core> 
     cc.hello_rate_pps = f64::from(cfg.hello_rate_pps);
     cc.hello_burst = cfg.hello_burst;
     cc.adopt_initiator_nonce = cfg.adopt_initiator_nonce;
+    cc.transport_checksum = cfg.transport_checksum;
+    cc.peer_checksum = cfg.peer_checksum.iter().map(|(n, r)| (*n, *r)).collect();
     cc.lu = LuTimers {
         initial_rto: cfg.lu_initial_rto,
         max_attempts: cfg.lu_max_attempts,
