@@ -209,14 +209,17 @@ def ones_sum(data: bytes) -> int:
     return s
 
 
-def transport_checksum_ok(p: WirePacket) -> bool:
-    """RFC 6744 §3: pseudo-header with the upper 64 bits (locators) of both addresses zeroed.
+def transport_checksum_ok(p: WirePacket, full_address: bool = False) -> bool:
+    """RFC 6744 §3: pseudo-header with the upper 64 bits (locators) of both addresses zeroed;
+    `full_address`: the whole addresses (draft-bhatti-ilnp-tcp-udp-checksums, ilnpd's
+    `transport_checksum = "full-address"`).
 
     Only meaningful for packets captured whole (the L4 length equals the IPv6 payload
     minus extension headers).
     """
-    src = b"\0" * 8 + p.src.packed[8:]
-    dst = b"\0" * 8 + p.dst.packed[8:]
+    keep = 0 if full_address else 8
+    src = b"\0" * keep + p.src.packed[keep:]
+    dst = b"\0" * keep + p.dst.packed[keep:]
     pseudo = src + dst + struct.pack("!IxxxB", len(p.l4), p.proto)
     return ones_sum(pseudo + p.l4) == 0xFFFF
 
