@@ -994,3 +994,55 @@ fn next_hop_cache_follows_route_changes() {
         dp.shutdown().unwrap();
     });
 }
+
+/// Issue #25 in the programs: our own nonce reflected by a shared-nonce peer is
+/// accepted on the fast path, a 96-bit nonce cut short by FreeBSD's reflection is
+/// dropped with its own reason, a known peer's fragments (nonce after the Fragment
+/// header) go to ilnpd, and a full-address checksum peer is punted both ways.
+#[test]
+fn shared_nonce_overrun_fragments_and_checksum_rule() {
+    if !can_run() {
+        return;
+    }
+    on_thread(|| {
+        let (na, nb) = (Netns::new("a"), Netns::new("b"));
+        na.ip(&format!("link add a0 type veth peer name b0 netns {}", nb.name));
+        let mut a = host(na, NID_A, "a0", false);
+        let mut b = host(nb, NID_B, "b0", false);
+        a.dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)))).unwrap();
+        b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
+        // B reflects A's own nonce (tx of A's entry): A's fast path delivers it
+        send_raw(&b, NID_A, &[17, 0, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4]);
+        assert_eq!(wait_stat(&a.dp, "ingress_fast", 1), 1, "{:?}", nonzero(&a.dp));
+        assert_eq!(stat(&a.dp, "ingress_punt_bad_nonce"), 0);
+        // a third value is still ilnpd's to judge
+        send_raw(&b, NID_A, &[17, 0, 0x8b, 4, 1, 2, 3, 4]);
+        assert_eq!(wait_stat(&a.dp, "ingress_punt_bad_nonce", 1), 1);
+        // FreeBSD's 96-bit reflection: an 8-byte header, the option claims 14
+        send_raw(&b, NID_A, &[17, 0, 0x8b, 12, 0x5e, 0x5e, 0x5e, 0x5e]);
+        assert_eq!(wait_stat(&a.dp, "ingress_drop_nonce_overrun", 1), 1);
+        assert_eq!(stat(&a.dp, "ingress_drop_malformed"), 0);
+        // a fragment from the known peer (Fragment header first): punted
+        b.ns.enter();
+        let frag = [60, 0, 0, 1, 0, 0, 0, 7, 17, 0, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4, 0x30, 0x39, 0x30, 0x39];
+        let p = ts::ipv6_packet(ilnp_addr(L, NID_B), ilnp_addr(L, NID_A), 44, &frag);
+        let s = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::RAW, Some(socket2::Protocol::from(255)))
+            .unwrap();
+        let dst: std::net::SocketAddr = SocketAddrV6::new(ilnp_addr(L, NID_A), 0, 0, 0).into();
+        s.send_to(&p, &dst.into()).unwrap();
+        assert_eq!(wait_stat(&a.dp, "ingress_punt_fragment", 1), 1);
+        // full-address checksum peer: punted both ways, the right nonce notwithstanding
+        let mut full = snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)));
+        full.full_address_checksum = true;
+        a.dp.upsert_peer(&full).unwrap();
+        assert_eq!(read_ilcc(&a.dp, NID_B).unwrap().flags, maps::ILCC_F_FULL_CSUM);
+        udp_send(&a, NID_B, 5555, b"full-address");
+        assert_eq!(wait_stat(&a.dp, "egress_punt_csum_rule", 1), 1, "{:?}", nonzero(&a.dp));
+        let mut d = vec![17, 1, 0x8b, 12];
+        d.extend_from_slice(&N_BA);
+        send_raw(&b, NID_A, &d);
+        assert_eq!(wait_stat(&a.dp, "ingress_punt_csum_rule", 1), 1, "{:?}", nonzero(&a.dp));
+        a.dp.shutdown().unwrap();
+        b.dp.shutdown().unwrap();
+    });
+}
