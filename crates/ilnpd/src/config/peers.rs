@@ -259,11 +259,17 @@ mod tests {
         let e = load_hosts_str("2001-0db8-000a-0000.0+0+0+0 x\n", "h").unwrap_err();
         assert_eq!(e.line, 1, "{e}");
         // the same NID in both forms, or under two names, is defined twice
-        let e = load_hosts_str("2001-0db8-000a-0000.0211+22ff+fe33+4455 a\n2001-0db8-000b-0000.0211+22ff+fe33+4455 b\n", "h")
-            .unwrap_err();
+        let e = load_hosts_str(
+            "2001-0db8-000a-0000.0211+22ff+fe33+4455 a\n2001-0db8-000b-0000.0211+22ff+fe33+4455 b\n",
+            "h",
+        )
+        .unwrap_err();
         assert!(e.message.contains("line 1"), "{e}");
-        let e = load_hosts_str("2001:0db8:000b:0000|10,0211:22ff:fe33:4455 a\n2001-0db8-000a-0000.0211+22ff+fe33+4455 a\n", "h")
-            .unwrap_err();
+        let e = load_hosts_str(
+            "2001:0db8:000b:0000|10,0211:22ff:fe33:4455 a\n2001-0db8-000a-0000.0211+22ff+fe33+4455 a\n",
+            "h",
+        )
+        .unwrap_err();
         assert_eq!(e.line, 2, "{e}");
         // not the FreeBSD form (a word without '.', five groups): our grammar's errors
         assert!(load_hosts_str("2001-0db8-000a-0000-1.0211+22ff+fe33+4455 x\n", "h").is_err());
