@@ -12,6 +12,12 @@ if [ "${1:-}" = --system ]; then
   echo "== system test: package + unit under systemd-nspawn"
   ILNP_SYSTEM_TEST=1 exec .venv/bin/python -m pytest -q -s tests/system "$@"
 fi
+# --debian-kernel: only Debian 12's own kernel (6.1, clsact path) booted under qemu
+# (scripts/qemu-debian12.sh, tests/system/debian12_guest.py; docs/debian12-kernel.md).
+if [ "${1:-}" = --debian-kernel ]; then
+  echo "== Debian 12 kernel under qemu"
+  exec scripts/qemu-debian12.sh
+fi
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 
 echo "== cargo test"

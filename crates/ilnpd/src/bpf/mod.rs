@@ -169,6 +169,19 @@ impl Datapath {
                  (docs/benchmarks.md § Without the nonce); not for use"
             );
         }
+        if kind == AttachKind::Netlink {
+            let why = match std::env::var(tc::ATTACH_ENV) {
+                Ok(v) => format!("{}={v}", tc::ATTACH_ENV),
+                Err(_) => "no tcx before Linux 6.6".to_string(),
+            };
+            tracing::info!(
+                "tc programs attached as clsact filters ({why}; prio {:#x} handle {:#x}): a restart after a crash \
+                 replaces their programs in place{}",
+                tc::FILTER_PRIORITY,
+                tc::FILTER_HANDLE,
+                if cfg.pin_dir.is_none() { "; without pin_dir the sessions are not kept" } else { "" }
+            );
+        }
         let mut pins = cfg.pin_dir.as_deref().map(Pins::prepare).transpose()?;
         if let Some(p) = pins.as_mut() {
             p.use_layout(&layout_id(cfg.ilcc_max_entries.max(1)))?;

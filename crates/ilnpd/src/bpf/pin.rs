@@ -123,11 +123,15 @@ impl Pins {
         if self.maps != self.dir {
             let _ = std::fs::remove_dir(&self.maps);
         }
-        // link pins of uplinks this run did not detach (an earlier run's)
+        // link pins and clsact markers of uplinks this run did not detach (an earlier run's)
         if let Ok(d) = std::fs::read_dir(&self.dir) {
             for e in d.filter_map(|e| e.ok()) {
-                if e.file_name().to_string_lossy().starts_with("link_") {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.starts_with("link_") {
                     let _ = std::fs::remove_file(e.path());
+                } else if name.starts_with("clsact_") || name.starts_with("qdisc_") {
+                    // clsact markers (tc.rs): that filter or qdisc goes too
+                    super::tc::remove_leftover(&e.path());
                 }
             }
         }

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Boots Debian 12's own kernel (linux-image-amd64, 6.1.x: no tcx, so ilnpd attaches with a
+# clsact qdisc + netlink filter) under qemu and runs tests/system/debian12_guest.py inside:
+# two namespaces with ilnpd on both ends, an ILNP session, a move (LU acked), `kill -9` of
+# ilnpd mid-session and a restart (UDP loss, filters per hook), a clean stop leaving plain
+# IPv6 as it was. docs/debian12-kernel.md. Run as root; exits 0 if the guest test passed.
+#
+#   scripts/qemu-debian12.sh            build what is not cached, boot, test
+#   scripts/qemu-debian12.sh --build    only build the cache
+#
+# Cached under ${ILNP_TEST_CACHE:-/var/cache/ilnp-test}/debian12-vm-<key>/ (key: the kernel
+# package's version, the package list, the mirror, RECIPE below): vmlinuz and base.cpio, a
+# debootstrapped bookworm root (iproute2, python3, iperf3, socat) with the few kernel modules
+# the test needs, used as the initramfs (no disk). Built in a temporary directory and renamed
+# into place when complete. Each run packs a small second cpio (/init, the guest test,
+# target/release/ilnpd and ilnpctl) in a temporary directory, removed at the end, and the VM
+# (serial console, no network device) is killed by its pid if it outlives the timeout.
+#
+# Environment: ILNP_QEMU_ACCEL (tcg; kvm if the host really has it), ILNP_QEMU_TIMEOUT (s,
+# default 900), ILNP_TEST_MIRROR, ILNP_BIN_DIR (default target/release), ILNP_VM_LOG (keep the
+# serial log there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+CACHE=${ILNP_TEST_CACHE:-/var/cache/ilnp-test}
+RECIPE=2   # bump when the build below changes
+PACKAGES="iproute2,python3,iperf3,socat,procps,kmod"
+MODULES="veth tun sch_ingress cls_bpf"
+ACCEL=${ILNP_QEMU_ACCEL:-tcg}
+TIMEOUT=${ILNP_QEMU_TIMEOUT:-900}
+BIN=${ILNP_BIN_DIR:-$REPO/target/release}
+
+host_mirror() {
+  { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' || true
+    grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}' || true; } |
+    grep -v security | head -1 || true
+}
+MIRROR=${ILNP_TEST_MIRROR:-$(host_mirror)}
+[ -n "$MIRROR" ] || { echo "qemu-debian12.sh: no Debian mirror in /etc/apt (set ILNP_TEST_MIRROR)" >&2; exit 1; }
+for c in qemu-system-x86_64 debootstrap cpio; do
+  command -v $c >/dev/null || { echo "qemu-debian12.sh: needs $c (apt-get install qemu-system-x86 debootstrap cpio)" >&2; exit 1; }
+done
+
+# the kernel package linux-image-amd64 points at (bookworm's, from the host's apt lists)
+KPKG=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/{print $2; exit}')
+[ -n "$KPKG" ] || { echo "qemu-debian12.sh: apt knows no linux-image-amd64 (apt-get update?)" >&2; exit 1; }
+KVER_PKG=$(apt-cache policy "$KPKG" | awk '/Candidate:/{print $2}')
+key=$(echo "$RECIPE $KPKG $KVER_PKG $PACKAGES $MODULES $MIRROR" | sha256sum | cut -c1-12)
+vm="$CACHE/debian12-vm-$key"
+
+build() {
+  mkdir -p "$CACHE"
+  local tmp; tmp=$(mktemp -d "$CACHE/.build-vm.XXXXXX")
+  trap 'rm -rf --one-file-system "$tmp"' RETURN
+  local t0=$SECONDS
+  echo "== building $vm ($KPKG $KVER_PKG, bookworm from $MIRROR)" >&2
+  (cd "$tmp" && apt-get download "$KPKG" >/dev/null 2>&1) || { echo "apt-get download $KPKG failed" >&2; return 1; }
+  dpkg-deb -x "$tmp"/"$KPKG"_*.deb "$tmp/k"
+  local kver; kver=$(ls "$tmp/k/lib/modules")
+  debootstrap --variant=minbase --include="$PACKAGES" bookworm "$tmp/root" "$MIRROR" >"$tmp/debootstrap.log" 2>&1 || {
+    tail -30 "$tmp/debootstrap.log" >&2; return 1; }
+  local r=$tmp/root
+  rm -rf "$r"/usr/share/{doc,man,info,locale}/* "$r"/var/lib/apt/lists/* "$r"/var/cache/apt/*.bin \
+    "$r"/var/cache/apt/archives/*.deb "$r"/var/cache/debconf/*-old
+  # the modules the test loads and what they depend on (kmod of the root resolves them), then their index
+  mkdir -p "$tmp/mods" "$r/lib/modules" && mv "$tmp/k/lib/modules/$kver" "$r/lib/modules/$kver"
+  chroot "$r" depmod "$kver"
+  for m in $MODULES; do chroot "$r" modprobe -S "$kver" --show-depends "$m"; done |
+    awk '$1 == "insmod" {print $2}' | sort -u >"$tmp/mods.list"
+  (cd "$r" && sed 's|^/||' "$tmp/mods.list" | xargs cp --parents -t "$tmp/mods")
+  for f in modules.order modules.builtin modules.builtin.modinfo; do cp "$r/lib/modules/$kver/$f" "$tmp/mods/"; done
+  rm -rf "$r/lib/modules/$kver" && mkdir -p "$r/lib/modules/$kver"
+  cp "$tmp/mods"/modules.* "$r/lib/modules/$kver/" && cp -a "$tmp/mods/lib/modules/$kver/kernel" "$r/lib/modules/$kver/"
+  chroot "$r" depmod "$kver"
+  echo ilnp-d12 >"$r/etc/hostname"
+  (cd "$r" && find . -xdev | LC_ALL=C sort | cpio --quiet -o -H newc >"$tmp/base.cpio")
+  cp "$tmp/k/boot/vmlinuz-$kver" "$tmp/vmlinuz"
+  echo "$kver" >"$tmp/kver"
+  mkdir "$tmp/out" && mv "$tmp/vmlinuz" "$tmp/base.cpio" "$tmp/kver" "$tmp/out/"
+  mv "$tmp/out" "$vm"
+  echo "== built in $((SECONDS - t0)) s: $(du -sh "$vm/base.cpio" | cut -f1) root" >&2
+}
+
+[ -s "$vm/base.cpio" ] || build
+[ "${1:-}" = --build ] && { echo "$vm"; exit 0; }
+
+for b in ilnpd ilnpctl; do
+  [ -x "$BIN/$b" ] || { echo "qemu-debian12.sh: no $BIN/$b (cargo build --release)" >&2; exit 1; }
+done
+work=$(mktemp -d /tmp/ilnp-d12.XXXXXX)
+qpid=
+cleanup() {
+  if [ -n "$qpid" ] && kill -0 "$qpid" 2>/dev/null; then kill "$qpid"; sleep 1; kill -9 "$qpid" 2>/dev/null || true; fi
+  [ -n "${ILNP_VM_LOG:-}" ] && cp "$work/serial.log" "$ILNP_VM_LOG" 2>/dev/null || true
+  rm -rf --one-file-system "$work"
+}
+trap cleanup EXIT
+
+# the run's own files, a second cpio appended to the base (later entries win)
+mkdir -p "$work/o/usr/local/bin" "$work/o/ilnp"
+strip -o "$work/o/usr/local/bin/ilnpd" "$BIN/ilnpd"
+strip -o "$work/o/usr/local/bin/ilnpctl" "$BIN/ilnpctl"
+cp "$REPO/tests/system/debian12_guest.py" "$work/o/ilnp/"
+cat >"$work/o/init" <<'EOF'
+#!/bin/sh
+# PID 1 of the test VM: mounts, runs the guest test, powers off. The verdict goes to the
+# serial console as "ILNP-GUEST-RESULT <status>".
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs dev /dev 2>/dev/null
+mkdir -p /dev/pts /dev/shm /run /tmp; mount -t devpts devpts /dev/pts; mount -t tmpfs tmpfs /run; mount -t tmpfs tmpfs /tmp
+mount -t cgroup2 cgroup2 /sys/fs/cgroup; mount -t bpf bpf /sys/fs/bpf
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+ip link set lo up
+echo "ILNP-GUEST-BOOTED $(cut -d' ' -f1 /proc/uptime) s, kernel $(uname -r)"
+ILNP_D12_SLOW=1 python3 -u /ilnp/debian12_guest.py; rc=$?
+echo "ILNP-GUEST-RESULT $rc"
+sync; echo o >/proc/sysrq-trigger; sleep 10
+EOF
+chmod +x "$work/o/init"
+(cd "$work/o" && find . | LC_ALL=C sort | cpio --quiet -o -H newc >"$work/run.cpio")
+cat "$vm/base.cpio" "$work/run.cpio" >"$work/initrd"
+
+accel=(-accel tcg,thread=multi -cpu max)
+[ "$ACCEL" = kvm ] && accel=(-accel kvm -cpu host)
+echo "== booting Debian 12's kernel $(cat "$vm/kver") under qemu ($ACCEL)"
+t0=$(date +%s.%N)
+qemu-system-x86_64 "${accel[@]}" -smp 2 -m 2048 -display none -no-reboot -nic none \
+  -kernel "$vm/vmlinuz" -initrd "$work/initrd" \
+  -append "console=ttyS0 rdinit=/init panic=-1 loglevel=6 net.ifnames=0" \
+  -serial "file:$work/serial.log" -monitor none &
+qpid=$!
+tail -F --pid=$qpid "$work/serial.log" 2>/dev/null &
+deadline=$((SECONDS + TIMEOUT))
+while kill -0 $qpid 2>/dev/null; do
+  if [ $SECONDS -ge $deadline ]; then echo "qemu-debian12.sh: the VM ran past ${TIMEOUT}s: killed" >&2; break; fi
+  sleep 1
+done
+wait "$qpid" 2>/dev/null || true
+qpid=
+sleep 0.5
+t1=$(date +%s.%N)
+echo "== VM ran $(echo "$t1 - $t0" | bc) s (wall)"
+rc=$(sed -n 's/^ILNP-GUEST-RESULT \([0-9]*\).*/\1/p' "$work/serial.log" | tr -d '\r' | tail -1)
+[ "$rc" = 0 ] || { echo "qemu-debian12.sh: guest test failed (status ${rc:-none})" >&2; exit 1; }
+echo "== guest test passed"
