@@ -9,6 +9,11 @@
 # without a sanitizer (the crate has no unsafe code; ASan would only slow it down).
 #   fuzz/run-all.sh 30           # every target, 30 s each
 #   TARGETS="ipv6 destopts" fuzz/run-all.sh 10
+# Inputs: the committed seeds (fuzz/seeds/<target>) and the corpus kept between runs
+# (fuzz/corpus/<target>, git-ignored: new finds stay local, nothing is committed
+# automatically; a crash's input goes to fuzz/artifacts/). Per target it prints
+# libFuzzer's "Done N runs in S second(s)" (N = executions).
+# `scripts/test.sh --fuzz-long` runs this for 10 minutes per target.
 set -uo pipefail
 cd "$(dirname "$0")"
 secs=${1:-20}

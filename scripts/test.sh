@@ -20,6 +20,13 @@ if [ "${1:-}" = --debian-kernel ]; then
 fi
 FUZZ_SECONDS=${FUZZ_SECONDS:-20}
 
+# --fuzz-long: only the fuzzers, every target for FUZZ_LONG_SECONDS (default 600) from the
+# committed seeds and the kept corpus (fuzz/corpus, not committed); outside CI.
+if [ "${1:-}" = --fuzz-long ]; then
+  echo "== fuzz, long (${FUZZ_LONG_SECONDS:-600}s per target)"
+  exec fuzz/run-all.sh "${FUZZ_LONG_SECONDS:-600}"
+fi
+
 echo "== cargo test"
 log=$(mktemp /tmp/ilnp-cargo-test.XXXXXX.log)
 # cargo's own exit status decides; the log keeps the whole output, the terminal the summary

@@ -25,3 +25,8 @@ def pytest_configure(config):
 def bed(tmp_path):
     with Testbed(workdir=tmp_path) as b:
         yield b
+    # every ilnpd the test started ended cleanly (exit 0 on SIGTERM, the bed's close
+    # included) or was killed on purpose (Ilnpd.kill), and none panicked
+    bad = [p for d in b.ilnpds for p in d.exit_problems()]
+    if bad:
+        pytest.fail("\n\n".join(bad), pytrace=False)

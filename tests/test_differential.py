@@ -12,7 +12,6 @@ final value, which must equal what the userspace translator computed).
 """
 
 import json
-import time
 
 import pytest
 
@@ -66,7 +65,7 @@ def one_run(mode, workdir, host_csum_offload):
         caps = [Capture(r1, i, workdir / f"wire-{i}.pcap", direction="out") for i in ("eth-mn", "eth-cn")]
         out = workdir / "recv.json"
         rx = mn.spawn("python3", "-c", RECEIVER, MN_ID, str(out), str(len(SIZES)))
-        time.sleep(0.3)
+        mn.wait_listening_udp(6100)
         r = cn.run("python3", "-c", SENDER, CN_ID, MN_ID, json.dumps(SIZES), timeout=30)
         rx.wait(timeout=15)
         pkts = []

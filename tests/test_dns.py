@@ -83,7 +83,7 @@ def test_unmodified_apps_by_name(bed, tmp_path):
     assert out.read_bytes() == body
     # socat by name, from MN to CN this time (MN's proxy resolves cn.lab.example)
     cn.spawn("socat", f"TCP6-LISTEN:7000,bind=[{CN_ID}],reuseaddr,fork", "EXEC:cat")
-    time.sleep(0.3)
+    cn.wait_listening(7000)
     msg = secrets.token_hex(1000)
     r = mn.run("sh", "-c", f"printf %s {msg} | socat -t 2 - TCP6:cn.{ZONE}:7000", timeout=20)
     assert r.stdout == msg
@@ -200,7 +200,7 @@ def test_mobile_server_updates_its_l64(bed, tmp_path):
     assert peer["locators"] == [{"l64": new_l64, "pref": 10}]
     cn.spawn("socat", "-u", f"TCP6-LISTEN:7000,bind=[{CN_ID}],reuseaddr", "OPEN:/dev/null")
     mn.spawn("socat", f"TCP6-LISTEN:7001,bind=[{MN_ID}],reuseaddr,fork", "EXEC:cat")
-    time.sleep(0.3)
+    mn.wait_listening(7001)
     r = cn.run("sh", "-c", f"printf hello | socat -t 2 - TCP6:mn.{ZONE}:7001", timeout=20)
     assert r.stdout == "hello"
     ilcc = [e for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID][0]
@@ -256,7 +256,7 @@ def test_both_ends_move_session_recovers_by_re_resolution(bed):
     dmn = Ilnpd(mn, ["eth0"], nid=MN_NID, extra={**fast_lu, "dns": upstream, "dns.update": update}).start()
     resolv_conf(cn, "127.0.0.1")
     mn.spawn("socat", f"TCP6-LISTEN:7001,bind=[{MN_ID}],reuseaddr,fork", "EXEC:cat")
-    time.sleep(0.3)
+    mn.wait_listening(7001)
     client = cn.spawn(sys.executable, "-c", ECHO_CLIENT, f"mn.{ZONE}", "14", stdout=subprocess.PIPE)
     time.sleep(2)
     r1.ip("addr", "add", "2001:db8:a2::1/64", "dev", "eth-cn", "nodad")

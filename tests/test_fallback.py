@@ -32,7 +32,7 @@ def curl_blob(bed, cn, mn, timeout=10):
     (root / "blob").write_bytes(body)
     # the MN knows nothing of identifiers: it listens on all its addresses
     mn.spawn("python3", "-m", "http.server", "--bind", "::", "--directory", str(root), "8080")
-    time.sleep(0.5)
+    mn.wait_listening(8080)
     out = bed.workdir / "got"
     t0 = time.monotonic()
     r = cn.run("curl", "-sS", "-g", "--max-time", str(timeout), "-o", str(out), f"http://[{MN_ID}]:8080/blob",

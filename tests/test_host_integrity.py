@@ -10,7 +10,6 @@ address ilnpd adds on eth0 must not win the kernel's source address selection.
 import ipaddress
 import json
 import textwrap
-import time
 
 from ilnp_lab.daemon import Ilnpd
 from ilnp_lab.testbed import stop_process
@@ -74,7 +73,7 @@ def plain_ipv6_checks(bed, a, b, a_addr=A, b_addr=B):
     (bed.workdir / "echo_client.py").write_text(ECHO_CLIENT)
     (bed.workdir / "peek_client.py").write_text(PEEK_CLIENT)
     echo = b.spawn("python3", str(bed.workdir / "echo_server.py"))
-    time.sleep(0.3)
+    b.wait_listening_udp(7007)
     peek = json.loads(a.run("python3", str(bed.workdir / "peek_client.py"), b_addr).stdout)
     assert peek == b_addr, f"the unbound server answered from {peek}, not {b_addr}"
     got = json.loads(a.run("python3", str(bed.workdir / "echo_client.py"), b_addr).stdout)
@@ -90,7 +89,7 @@ def plain_ipv6_checks(bed, a, b, a_addr=A, b_addr=B):
 
     # TCP: the server sees the client's own address (its source selection) and itself
     tcp = b.spawn("socat", "TCP6-LISTEN:7008,reuseaddr,fork", "SYSTEM:echo $SOCAT_PEERADDR $SOCAT_SOCKADDR")
-    time.sleep(0.3)
+    b.wait_listening(7008)
     r = a.run("sh", "-c", f"socat -t 2 - TCP6:[{b_addr}]:7008 </dev/null")
     seen = [ipaddress.IPv6Address(x.strip("[]")) for x in r.stdout.split()]
     assert seen == [ipaddress.IPv6Address(a_addr), ipaddress.IPv6Address(b_addr)], f"TCP: {r.stdout!r}"

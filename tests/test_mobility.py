@@ -122,7 +122,7 @@ def test_forged_lu_rejected_during_session(bed, tmp_path):
     t, dcn, dmn = mobile_pair(bed)
     cn, mn, r1 = t["cn"], t["mn"], t["r1"]
     mn.spawn("socat", "-u", f"UDP6-RECV:9,bind=[{MN_ID}]", "OPEN:/dev/null")
-    time.sleep(0.2)
+    mn.wait_listening_udp(9)
     cn.run("sh", "-c", f"echo hi | socat -u - UDP6-SENDTO:[{MN_ID}]:9")
     wait_for(lambda: any(e["nid"] == MN_NID for e in dcn.ctl("ilcc", "show")), what="CN ILCC entry")
     import ipaddress
@@ -153,7 +153,7 @@ def test_first_lu_dropped_is_retried(bed, tmp_path):
     t, dcn, dmn = mobile_pair(bed)
     cn, mn, r1 = t["cn"], t["mn"], t["r1"]
     mn.spawn("socat", "-u", f"UDP6-RECV:9,bind=[{MN_ID}]", "OPEN:/dev/null")
-    time.sleep(0.2)
+    mn.wait_listening_udp(9)
     cn.run("sh", "-c", f"echo hi | socat -u - UDP6-SENDTO:[{MN_ID}]:9")
     wait_for(lambda: any(e["nid"] == CN_NID for e in dmn.ctl("ilcc", "show")), what="MN ILCC entry")
     r1.run("nft", "add table ip6 lossy")

@@ -63,7 +63,7 @@ def multihomed_mn(bed, mn_locator_pref: dict | None = None):
         dmn.config_text = lambda: f"locator_pref = {{ {table} }}\n" + base()
     dmn.start()
     cn.spawn("socat", "-u", f"UDP6-RECV:9,bind=[{CN_ID}]", "OPEN:/dev/null")
-    time.sleep(0.2)
+    cn.wait_listening_udp(9)
     mn.run("sh", "-c", f"echo hi | socat -u - UDP6-SENDTO:[{CN_ID}]:9")
     wait_for(lambda: cn_entry(dcn), what="CN's ILCC entry for the MN")
     return t, (ra2, ra3), dcn, dmn

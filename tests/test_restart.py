@@ -33,17 +33,17 @@ def core(d, name):
     return d.stats()["core"].get(name, 0)
 
 
-def restart_after_kill(d):
-    """kill -9, then start again at once; returns the seconds from the kill to ready."""
-    t = time.monotonic()
-    d.kill()
-    assert os.path.exists(d.state_file), "no state file left by the killed daemon"
-    d.start()
-    return time.monotonic() - t
+# docs/architecture.md § Restart without loss: 200 Mbit/s of TCP is 12.5 MB per 0.5 s interval
+# (measured minimum 12.3 MB with ilnpd down); the bound leaves 20 % for a loaded machine
+TCP_MBIT, UDP_MBIT, DOWN_S = 200, 20, 3.0
+TCP_MIN_PER_HALF_S = 0.8 * TCP_MBIT * 1e6 / 8 / 2
 
 
 @pytest.mark.parametrize("side", ["mn", "cn"])
 def test_kill9_mid_iperf_session_survives(bed, tmp_path, side):
+    """kill -9 of ilnpd on one end, down for DOWN_S while the pinned fast path carries
+    TCP and UDP at the documented rates; the MN joins R3 while it is down; the new
+    ilnpd adopts everything, the move's LU is acked after the restart."""
     t = mobility_topology(bed)
     cn, mn = t["cn"], t["mn"]
     radvd(t["r2"], "eth-mn", "2001:db8:2::/64")
@@ -52,39 +52,62 @@ def test_kill9_mid_iperf_session_survives(bed, tmp_path, side):
     dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])]).start()
     dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])]).start()
     try:
-        secs = 8
+        secs = 10
         mn.spawn("iperf3", "-s", "-1", "-B", MN_ID, "-p", "5201")
         mn.spawn("iperf3", "-s", "-1", "-B", MN_ID, "-p", "5202")
         mn.wait_listening(5201)
         mn.wait_listening(5202)
-        tcp = cn.spawn("iperf3", "-c", MN_ID, "-p", "5201", "-t", str(secs), "-b", "200M", "-i", "0.5", "-J",
+        t_tcp = time.monotonic()
+        tcp = cn.spawn("iperf3", "-c", MN_ID, "-p", "5201", "-t", str(secs), "-b", f"{TCP_MBIT}M", "-i", "0.5", "-J",
                        stdout=open(tmp_path / "tcp.json", "w"))
-        udp = cn.spawn("iperf3", "-c", MN_ID, "-p", "5202", "-u", "-b", "20M", "-t", str(secs), "-J",
+        udp = cn.spawn("iperf3", "-c", MN_ID, "-p", "5202", "-u", "-b", f"{UDP_MBIT}M", "-t", str(secs), "-J",
                        stdout=open(tmp_path / "udp.json", "w"))
         time.sleep(2.5)
         d = dmn if side == "mn" else dcn
-        down_s = restart_after_kill(d)
-        assert down_s < 2.0, f"restart took {down_s:.2f} s"
+        acked = core(dmn, "lu_acked")
+        t_kill = time.monotonic()
+        d.kill()
+        assert os.path.exists(d.state_file), "no state file left by the killed daemon"
+        time.sleep(1.0)
+        t_move = time.monotonic()
+        mn.ip("link", "set", "eth-r3", "up")  # the MN joins R3's network while ilnpd is down
+        time.sleep(max(0.0, t_kill + DOWN_S - time.monotonic()))
+        d.start()
+        down_s = time.monotonic() - t_kill
         log = d.log.read_text()
         assert "adopting it" in log and "adopted the pinned tc" in log, log[-3000:]
         assert "restored 1 ILCC entries" in log, log[-3000:]
+        # the move is acknowledged after the restart and the CN uses the new locator
+        wait_for(lambda: core(dmn, "lu_acked") > acked, timeout=10, what="the move's LU acked after the restart")
+        t_acked = time.monotonic()
+        wait_for(lambda: L3 in [r["l64"] for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID
+                                for r in e["remote_locators"]], timeout=10, what="CN learns L3")
         assert tcp.wait(timeout=30) == 0 and udp.wait(timeout=30) == 0
         rt, ru = json.loads((tmp_path / "tcp.json").read_text()), json.loads((tmp_path / "udp.json").read_text())
         assert "error" not in rt and "error" not in ru, (rt.get("error"), ru.get("error"))
         per = [i["sum"]["bytes"] for i in rt["intervals"]]
-        # TCP data kept flowing in every half second, the restart's included
-        assert all(b > 0 for b in per), per
-        udp_lost = ru["end"]["sum"]["lost_percent"]
-        print(f"{side} restart: {down_s*1000:.0f} ms kill->ready; TCP {rt['end']['sum_received']['bytes']} B, "
-              f"min {min(per)} B per 0.5 s; UDP lost {udp_lost:.3f} %")
-        assert ru["end"]["sum"]["packets"] > 0 and udp_lost < 1.0, ru["end"]["sum"]
-
-        # LU still works: a move after the restart is acked and the CN follows it
-        acked = core(dmn, "lu_acked")
-        mn.ip("link", "set", "eth-r3", "up")
-        wait_for(lambda: core(dmn, "lu_acked") > acked, timeout=10, what="LU after the restart acked")
-        wait_for(lambda: L3 in [r["l64"] for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID
-                                for r in e["remote_locators"]], timeout=10, what="CN learns L3")
+        u = ru["end"]["sum"]
+        print(f"{side}: ilnpd down {down_s:.2f} s (move at +1 s, LU acked {t_acked - t_kill:.2f} s after the kill); "
+              f"TCP min {min(per) / 1e6:.1f} MB per 0.5 s {[round(b / 1e6, 1) for b in per]}; "
+              f"UDP {u['packets']} datagrams, {u['lost_packets']} lost")
+        if side == "mn":
+            # TCP at the documented level in every half second, the downtime's included
+            assert min(per) >= TCP_MIN_PER_HALF_S, (min(per), per)
+        else:
+            # the CN's ilnpd is down when the MN (soft handoff) starts using L3: the CN's
+            # fast path punts packets from that unknown source locator to the TUN, which
+            # has no reader, so the MN's ACKs are lost until the new ilnpd takes the LU
+            # (documented: § Restart without loss). Data CN->MN keeps flowing (UDP: 0 lost);
+            # TCP stalls from the move to the LU's ack, then catches up. Every interval
+            # outside that window (0.5 s of slack each side) is at the documented level.
+            def outside(i):
+                a = t_tcp + 0.5 * i
+                return a + 0.5 < t_move - 0.5 or a > t_acked + 0.5
+            assert all(b >= TCP_MIN_PER_HALF_S for i, b in enumerate(per) if outside(i)), per
+            stalled = [b for i, b in enumerate(per) if not outside(i)]
+            assert len(stalled) <= 2 * (t_acked - t_move + 2), (stalled, t_acked - t_move)
+        # UDP: nothing lost (the receiver's count; iperf3's end summary is the server's)
+        assert u["packets"] > 0 and u["lost_packets"] == 0, u
         assert core(dcn, "bad_nonce") == 0 and core(dmn, "bad_nonce") == 0
     finally:
         for x in (dcn, dmn):
@@ -128,9 +151,19 @@ def test_peer_restart_is_served_and_a_forged_nonce_is_still_dropped(bed, tmp_pat
         r = cn.run("ping", "-6", "-c", "1", "-W", "3", MN_ID, check=False)
         served_ms = (time.monotonic() - t0) * 1000
         assert r.returncode == 0, (r.stdout, dmn.stats()["core"])
-        print(f"new session after the peer restart served in {served_ms:.0f} ms (ping incl. process start)")
-        assert served_ms < 500, served_ms
+        rtt_ms = float(r.stdout.split("time=")[1].split()[0])
+        print(f"new session after the peer restart served in {served_ms:.0f} ms (ping incl. process start), "
+              f"ping's round trip {rtt_ms:.1f} ms")
         assert core(dmn, "peer_restart_replaced") == 1 and core(dmn, "peer_challenge_sent") == 2
+        # served by the restarted CN's echo reply (one round trip: docs/architecture.md § Peer
+        # restart measured 6 ms), not by the challenge's timeout (300 ms without an RTT
+        # sample), which also counts peer_restart_replaced: the MN's event says which
+        log = dmn.log.read_text()
+        assert "answered with a new nonce: peer restarted" in log, log[-3000:]
+        assert "unanswered: peer restarted" not in log, log[-3000:]
+        # and the first ping's own round trip (challenge included) is far below the timeout:
+        # < 50 ms on this LAN (the doc's 6 ms, with room for a loaded machine)
+        assert rtt_ms < 50, rtt_ms
         new = [e for e in dmn.ctl("ilcc", "show") if e["nid"] == CN_NID][0]["nonce_rx"]
         assert new != old
         # the forgery with the old wrong nonce is still dropped (hold-off: no new challenge)

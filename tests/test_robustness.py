@@ -45,7 +45,7 @@ def test_fallback_to_non_ilnp_peer_is_prompt(bed):
     # MN has MN_WIRE as a plain address and a listener, but no ilnpd
     mn.ip("addr", "add", f"{MN_WIRE}/64", "dev", "eth0", "nodad")
     mn.spawn("socat", "TCP6-LISTEN:7000,reuseaddr,fork", "EXEC:cat")
-    time.sleep(0.3)
+    mn.wait_listening(7000)
     t0 = time.monotonic()
     r = cn.run("socat", "-T", "10", "-", f"TCP6:[{MN_ID}]:7000,connect-timeout=10", check=False, timeout=20)
     elapsed = time.monotonic() - t0
@@ -126,7 +126,7 @@ def test_bad_input_is_dropped_and_counted(bed, mode):
     # establish the session so MN knows CN's nonce
     received = bed.workdir / "mn-received.txt"
     mn.spawn("socat", "-u", f"UDP6-RECV:9,bind=[{MN_ID}]", f"OPEN:{received},creat,append")
-    time.sleep(0.2)
+    mn.wait_listening_udp(9)
     cn.run("sh", "-c", f"echo hi | socat -u - UDP6-SENDTO:[{MN_ID}]:9")
     wait_for(lambda: any(e["nid"] == CN_NID for e in dmn.ctl("ilcc", "show")), what="MN learns CN")
 

@@ -48,6 +48,9 @@ class Ilnpd:
     extra: dict = field(default_factory=dict)
     id_prefix: str = ID_NET
     proc: subprocess.Popen | None = None
+    # every process start() made, with whether kill() ended it on purpose (a crash the
+    # caller wanted): what exit_problems() judges at teardown
+    runs: list[list] = field(default_factory=list)
 
     @property
     def dir(self) -> Path:
@@ -101,6 +104,10 @@ class Ilnpd:
         cfg.write_text(self.config_text())
         logf = open(self.log, "a")
         self.proc = self.node.spawn(binary("ilnpd"), "--config", str(cfg), stdout=logf, stderr=subprocess.STDOUT)
+        self.runs.append([self.proc, False])
+        started = self.node.bed.ilnpds
+        if not any(d is self for d in started):
+            started.append(self)
         if wait:
             try:
                 wait_for(lambda: self.proc.poll() is not None or self._ready(), timeout=15, what=f"ilnpd on {self.node.name}")
@@ -111,7 +118,11 @@ class Ilnpd:
         return self
 
     def kill(self) -> int | None:
-        """A crash: SIGKILL, no cleanup (pins, ilnp0 and the state file stay for the next start)."""
+        """A crash: SIGKILL, no cleanup (pins, ilnp0 and the state file stay for the next start).
+        Marks this run as ended on purpose (exit_problems() does not count it)."""
+        for r in self.runs:
+            if r[0] is self.proc:
+                r[1] = True
         rc = stop_process(self.proc, sig=signal.SIGKILL) if self.proc is not None else None
         if os.path.exists(self.socket):
             os.unlink(self.socket)  # the dead daemon's socket would fool _ready()
@@ -133,6 +144,24 @@ class Ilnpd:
             # and state: the lab removes them, as the daemon's clean stop would have
             self.remove_leftovers()
         return rc
+
+    def exit_problems(self) -> list[str]:
+        """What went wrong with this daemon's processes, once they have ended: an exit status
+        other than 0 (SIGTERM's clean stop; 75 is SIGUSR2's handover, accepted when the log
+        says so) for a process kill() did not end on purpose, and "panicked" anywhere in its
+        log. Each item names the daemon and quotes its log's tail. Still running: not judged."""
+        log = self.log.read_text(errors="replace") if self.log.exists() else ""
+        tail = log[-3000:]
+        out = []
+        for proc, killed in self.runs:
+            rc = proc.poll()
+            if rc is None or killed or rc == 0 or (rc == 75 and "handed over" in log):
+                continue
+            out.append(f"ilnpd on {self.node.name} (pid {proc.pid}) exited {rc}, not 0; its log ({self.log}) ends:\n{tail}")
+        if "panicked" in log:
+            i = log.index("panicked")
+            out.append(f"ilnpd on {self.node.name} panicked ({self.log}):\n{log[max(0, i - 1500):i + 1500]}")
+        return out
 
     def remove_leftovers(self) -> None:
         shutil.rmtree(self.pin_dir, ignore_errors=True)

@@ -179,6 +179,15 @@ class Node:
         `admission = socket`: the stack's RST reaches the peer), not retried."""
         wait_for(lambda: self.listening(port), timeout=timeout, what=f"TCP port {port} listening in {self.name}")
 
+    def listening_udp(self, port: int) -> bool:
+        """A UDP socket is bound to `port` in this namespace."""
+        return f":{port} " in self.run("ss", "-Hlun", check=False).stdout
+
+    def wait_listening_udp(self, port: int, timeout: float = 10) -> None:
+        """Until a server started here has bound UDP `port` (a datagram sent before that is
+        answered with port unreachable and lost, not queued)."""
+        wait_for(lambda: self.listening_udp(port), timeout=timeout, what=f"UDP port {port} bound in {self.name}")
+
 
 class Testbed:
     """A set of namespaces joined by veth links. Use as a context manager."""
@@ -189,6 +198,7 @@ class Testbed:
         self.tag = tag or f"il{os.getpid() % 10000}{secrets.token_hex(2)}"
         self.nodes: dict[str, Node] = {}
         self.procs: list[subprocess.Popen] = []
+        self.ilnpds: list = []  # every daemon.Ilnpd started here, for checks at teardown
         self.workdir = Path(workdir) if workdir else Path("/tmp") / f"ilnp-{self.tag}"
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.owner = os.getpid()
