@@ -575,7 +575,18 @@ impl Daemon {
     /// takes about a minute, against an idle timeout of minutes).
     fn refresh_activity(&mut self, last: &mut HashMap<Nid, u64>, cursor: &mut Option<Nid>) {
         let Some(dp) = self.dp.as_ref() else { return };
-        let Ok((c, next)) = dp.peer_counters_from(*cursor, ACTIVITY_SWEEP_PER_TICK) else { return };
+        let (c, next) = match dp.peer_counters_from(*cursor, ACTIVITY_SWEEP_PER_TICK) {
+            Ok(r) => r,
+            Err(e) => {
+                // fast-path-only sessions would idle out: counted, logged (first, then every 60th)
+                self.bump(ShellCounter::ActivitySweepError);
+                let n = self.counters[&ShellCounter::ActivitySweepError];
+                if n == 1 || n.is_multiple_of(60) {
+                    tracing::warn!("fast-path activity sweep failed ({n} so far): {e:#}");
+                }
+                return;
+            }
+        };
         *cursor = next;
         let now = Instant::now();
         for (nid, pc) in c {

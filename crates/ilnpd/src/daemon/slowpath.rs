@@ -37,10 +37,13 @@ pub(super) enum ShellCounter {
     TcpHintConnections,
     /// a nudge found more timed-out connections to the peer than it handles
     TcpHintCapped,
+    /// reading the fast path's per-peer counters failed (`refresh_activity`): sessions
+    /// carried by the fast path alone would idle out
+    ActivitySweepError,
 }
 
 impl ShellCounter {
-    pub(super) const ALL: [ShellCounter; 10] = [
+    pub(super) const ALL: [ShellCounter; 11] = [
         ShellCounter::SendUplinkFallback,
         ShellCounter::SendError,
         ShellCounter::DeliverError,
@@ -51,6 +54,7 @@ impl ShellCounter {
         ShellCounter::TcpHintSent,
         ShellCounter::TcpHintConnections,
         ShellCounter::TcpHintCapped,
+        ShellCounter::ActivitySweepError,
     ];
 
     /// The counter's name in `ilnpctl stats` (JSON).
@@ -66,6 +70,7 @@ impl ShellCounter {
             ShellCounter::TcpHintSent => "tcp_hint_sent",
             ShellCounter::TcpHintConnections => "tcp_hint_connections",
             ShellCounter::TcpHintCapped => "tcp_hint_capped",
+            ShellCounter::ActivitySweepError => "activity_sweep_error",
         }
     }
 }
@@ -319,6 +324,7 @@ mod tests {
             ShellCounter::TcpHintSent,
             ShellCounter::TcpHintConnections,
             ShellCounter::TcpHintCapped,
+            ShellCounter::ActivitySweepError,
         ]
         .into_iter()
         .map(ShellCounter::name)
@@ -335,7 +341,8 @@ mod tests {
                 "slow_path_gso_bad",
                 "tcp_hint_sent",
                 "tcp_hint_connections",
-                "tcp_hint_capped"
+                "tcp_hint_capped",
+                "activity_sweep_error"
             ]
         );
     }
