@@ -2,14 +2,29 @@
 //! in a deterministic discrete-event simulation. See `docs/simulation.md`.
 //!
 //! * `scenario`: the TOML scenario files, variants and `--quick`
-//! * `sim`: the engine (hosts, network, applications)
+//! * `sim`: the engine: the world's parts and the event loop dispatching between them
+//! * `network`: access links, backbone, routers (locator → host), Neighbour Discovery
+//! * `hosts`: one core per host, its networks, the fast path's admission check
+//! * `apps`: UDP senders and echo servers
+//! * `mobility`: moves and renumbering (when, where, how)
+//! * `packet`: the applications' UDP datagrams on `ilnp-wire`
 //! * `queue`: the event queue (a calendar of 1 ms buckets, (time, sequence) order)
-//! * `results`: what a run measures, from simulated time only
+//! * `metrics`: what a run counts; `results`: what it reports, from simulated time only
+//! * `time`, `rng`, `hash`: simulated time, the shared random stream, the routers' hasher
 
+mod apps;
+mod hash;
+mod hosts;
+mod metrics;
+mod mobility;
+mod network;
+mod packet;
 pub mod queue;
 pub mod results;
+mod rng;
 pub mod scenario;
 pub mod sim;
+pub mod time;
 
 use anyhow::Result;
 use results::{LuSummary, Results};

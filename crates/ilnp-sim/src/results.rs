@@ -1,138 +1,16 @@
-//! What a run measures, from simulated time only (never the wall clock), so the
-//! same scenario and seed give byte-identical results.
+//! What a run reports, from simulated time only (never the wall clock), so the
+//! same scenario and seed give byte-identical results: built at the end from what
+//! was counted (`metrics`) and a view of the hosts (`RunView`), never from the
+//! simulator itself.
 
-use crate::scenario::Scenario;
-use crate::sim::{Sim, NS};
+use crate::hosts::{Group, Host};
+use crate::metrics::{Metrics, NetCounters};
+use crate::time::{round3, round6, secs_f, NS};
 use ilnp_core::{DropReason, Outcome};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// One Locator Update advertisement of a host to one correspondent: from its
-/// first transmission to its ack (or the core giving up).
-#[derive(Clone, Debug, Serialize)]
-pub struct LuSample {
-    pub host: u32,
-    pub group: u16,
-    pub t_s: f64,
-    pub delay_ms: f64,
-    pub attempts: u32,
-    pub acked: bool,
-    /// still unacknowledged when the run ended (`delay_ms`: until the end)
-    pub pending: bool,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Sample {
-    pub t_s: f64,
-    pub ilcc_established: usize,
-    pub ilcc_embryonic: usize,
-    /// LUs the server group received in the period ending at `t_s`
-    pub lus_received: u64,
-}
-
-#[derive(Default)]
-pub(crate) struct GroupCount {
-    sent: u64,
-    received: u64,
-}
-
-pub(crate) struct Metrics {
-    pub(crate) server_group: Option<u16>,
-    pub(crate) moves: u64,
-    pub(crate) renumbered_hosts: u64,
-    pub(crate) renumber_at: Option<u64>,
-    pub(crate) lu_packets: u64,
-    pub(crate) lu_superseded: u64,
-    lus: Vec<LuSample>,
-    lu_rx_total: u64,
-    lu_rx_bin: u64,
-    lu_rx_max_bin: u64,
-    timeline: Vec<Sample>,
-    pub(crate) pkts_sent: u64,
-    pub(crate) pkts_arrived: u64,
-    pub(crate) lost: u64,
-    pub(crate) drop_no_route: u64,
-    pub(crate) drop_no_uplink: u64,
-    pub(crate) drop_no_socket: u64,
-    pub(crate) drop_bad: u64,
-    pub(crate) drop_nd: u64,
-    pub(crate) nd_solicits: u64,
-    app: Vec<GroupCount>,
-}
-
-impl Metrics {
-    pub(crate) fn new(s: &Scenario) -> Metrics {
-        Metrics {
-            server_group: s.server.as_ref().and_then(|n| s.group.iter().position(|g| &g.name == n)).map(|i| i as u16),
-            moves: 0,
-            renumbered_hosts: 0,
-            renumber_at: None,
-            lu_packets: 0,
-            lu_superseded: 0,
-            lus: Vec::new(),
-            lu_rx_total: 0,
-            lu_rx_bin: 0,
-            lu_rx_max_bin: 0,
-            timeline: Vec::new(),
-            pkts_sent: 0,
-            pkts_arrived: 0,
-            lost: 0,
-            drop_no_route: 0,
-            drop_no_uplink: 0,
-            drop_no_socket: 0,
-            drop_bad: 0,
-            drop_nd: 0,
-            nd_solicits: 0,
-            app: s.group.iter().map(|_| GroupCount::default()).collect(),
-        }
-    }
-
-    pub(crate) fn lu_done(&mut self, host: u32, group: u16, t0: u64, d: u64, attempts: u32, acked: bool) {
-        self.lus.push(LuSample {
-            host,
-            group,
-            t_s: secs_f(t0),
-            delay_ms: round3(d as f64 / 1e6),
-            attempts,
-            acked,
-            pending: false,
-        });
-    }
-
-    pub(crate) fn lu_received(&mut self, group: u16, _now: u64) {
-        if Some(group) == self.server_group {
-            self.lu_rx_total += 1;
-            self.lu_rx_bin += 1;
-        }
-    }
-
-    pub(crate) fn sample(&mut self, now: u64, est: usize, emb: usize) {
-        self.lu_rx_max_bin = self.lu_rx_max_bin.max(self.lu_rx_bin);
-        self.timeline.push(Sample {
-            t_s: secs_f(now),
-            ilcc_established: est,
-            ilcc_embryonic: emb,
-            lus_received: std::mem::take(&mut self.lu_rx_bin),
-        });
-    }
-
-    pub(crate) fn app_sent(&mut self, g: u16) {
-        self.app[g as usize].sent += 1;
-    }
-    pub(crate) fn app_received(&mut self, g: u16) {
-        self.app[g as usize].received += 1;
-    }
-}
-
-fn secs_f(ns: u64) -> f64 {
-    round6(ns as f64 / NS as f64)
-}
-fn round3(x: f64) -> f64 {
-    (x * 1e3).round() / 1e3
-}
-fn round6(x: f64) -> f64 {
-    (x * 1e6).round() / 1e6
-}
+pub use crate::metrics::{LuSample, Sample};
 
 /// Distribution summary (nearest-rank percentiles).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -291,34 +169,36 @@ pub struct Results {
     pub lu_samples: Vec<LuSample>,
 }
 
+/// What the end of a run leaves to report: the counters, the hosts and groups
+/// (their applications' counts, LUs still pending, the server group's cores).
+pub(crate) struct RunView<'a> {
+    pub(crate) m: &'a mut Metrics,
+    pub(crate) net: &'a NetCounters,
+    pub(crate) hosts: &'a [Host],
+    pub(crate) groups: &'a [Group],
+    /// the run's end (ns)
+    pub(crate) end: u64,
+    pub(crate) events: u64,
+}
+
 impl Results {
-    pub(crate) fn collect(sim: &mut Sim) -> Results {
-        let mut lus = std::mem::take(&mut sim.m.lus);
-        for (h, host) in sim.hosts.iter().enumerate() {
+    pub(crate) fn collect(run: RunView<'_>) -> Results {
+        let RunView { m, net, hosts, groups: sim_groups, end, events } = run;
+        let mut lus = std::mem::take(&mut m.lus);
+        for (h, host) in hosts.iter().enumerate() {
             for &(_, t0) in &host.lu_pending {
-                let d = sim.end.saturating_sub(t0);
-                lus.push(LuSample {
-                    host: h as u32,
-                    group: host.group,
-                    t_s: secs_f(t0),
-                    delay_ms: round3(d as f64 / 1e6),
-                    attempts: 0,
-                    acked: false,
-                    pending: true,
-                });
+                lus.push(LuSample::new(h as u32, host.group, t0, end.saturating_sub(t0), 0, false, true));
             }
         }
-        let timeline = std::mem::take(&mut sim.m.timeline);
-        let sim: &Sim = sim;
-        let m = &sim.m;
+        let timeline = std::mem::take(&mut m.timeline);
+        let m: &Metrics = m;
         let mut groups = Vec::new();
-        for (gi, g) in sim.groups.iter().enumerate() {
-            let range = g.first..g.first + g.spec.count as u32;
-            let answered: Vec<f64> = range
-                .clone()
+        for (gi, g) in sim_groups.iter().enumerate() {
+            let answered: Vec<f64> = g
+                .hosts()
                 .filter_map(|h| {
-                    let host = &sim.hosts[h as usize];
-                    Some(round3((host.first_reply? - host.first_sent?) as f64 / 1e6))
+                    let app = &hosts[h as usize].app;
+                    Some(round3((app.first_reply? - app.first_sent?) as f64 / 1e6))
                 })
                 .collect();
             groups.push(GroupResult {
@@ -326,18 +206,18 @@ impl Results {
                 hosts: g.spec.count,
                 datagrams_sent: m.app[gi].sent,
                 datagrams_received: m.app[gi].received,
-                replies_received: range.clone().map(|h| sim.hosts[h as usize].replies).sum(),
+                replies_received: g.hosts().map(|h| hosts[h as usize].app.replies).sum(),
                 hosts_answered: answered.len(),
                 first_reply_ms: Dist::of(answered),
                 handoff: LuSummary::of(lus.iter().filter(|l| l.group as usize == gi)),
             });
         }
         let server = m.server_group.map(|sg| {
-            let g = &sim.groups[sg as usize];
+            let g = &sim_groups[sg as usize];
             let mut counters = BTreeMap::new();
             let (mut est, mut emb) = (0, 0);
-            for h in g.first..g.first + g.spec.count as u32 {
-                let c = sim.core(h);
+            for h in g.hosts() {
+                let c = &hosts[h as usize].core;
                 for r in DropReason::ALL {
                     *counters.entry(r.as_str()).or_insert(0) += c.stats().dropped(*r);
                 }
@@ -349,7 +229,7 @@ impl Results {
                 emb += t.embryonic;
             }
             counters.retain(|_, v| *v > 0);
-            let dur = sim.end as f64 / NS as f64;
+            let dur = end as f64 / NS as f64;
             let period = timeline.get(1).map_or(1.0, |s| s.t_s - timeline[0].t_s).max(1e-9);
             ServerResult {
                 group: g.spec.name.clone(),
@@ -398,21 +278,21 @@ impl Results {
             variant: String::new(),
             run: 0,
             seed: 0,
-            duration_s: sim.end as f64 / NS as f64,
-            hosts: sim.hosts.len(),
-            events: sim.events,
+            duration_s: end as f64 / NS as f64,
+            hosts: hosts.len(),
+            events,
             moves: m.moves,
             lu_packets_sent: m.lu_packets,
             lu_superseded: m.lu_superseded,
             network: NetResult {
-                packets_sent: m.pkts_sent,
+                packets_sent: net.sent,
                 packets_arrived: m.pkts_arrived,
-                lost: m.lost,
-                drop_no_route: m.drop_no_route,
-                drop_no_uplink: m.drop_no_uplink + m.drop_bad,
+                lost: net.lost,
+                drop_no_route: net.drop_no_route,
+                drop_no_uplink: net.drop_no_uplink + net.drop_bad,
                 drop_no_socket: m.drop_no_socket,
-                nd_solicits: m.nd_solicits,
-                drop_nd: m.drop_nd,
+                nd_solicits: net.nd_solicits,
+                drop_nd: net.drop_nd,
             },
             handoff: LuSummary::of(lus.iter()),
             renumber,

@@ -1,0 +1,101 @@
+//! The applications' packets, on `ilnp-wire`: the IPv6 header (`ipv6::Repr`,
+//! `ipv6::Packet`), the extension-header walk (`ipv6::upper_layer_info`), the
+//! ports after the fixed header (`ipv6::flow_ports`) and the checksum
+//! (`checksum::compute`, `field_offset`, `write_field`).
+//!
+//! `ilnp-wire` has no UDP header view and no UDP builder outside its
+//! `test-support` feature (whose `udp` allocates and does not send a zero checksum
+//! as 0xffff): the UDP header's layout (`UDP_HEADER_LEN`, the ports' place in a
+//! TCP/UDP header) is written here, and only here, until it has.
+
+use ilnp_wire::ipv6::{self, HEADER_LEN, PROTO_TCP, PROTO_UDP};
+use ilnp_wire::{checksum, split_addr, Nid};
+use std::net::Ipv6Addr;
+
+/// Source port, destination port, length, checksum.
+const UDP_HEADER_LEN: usize = 8;
+/// A TCP or UDP header starts with the source and the destination port.
+const PORTS_LEN: usize = 4;
+
+/// An identifier-form UDP datagram `src → dst` into `v` (cleared first, its
+/// allocation reused), checksum complete (a computed 0 sent as 0xffff).
+pub(crate) fn udp_into(v: &mut Vec<u8>, src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) {
+    v.clear();
+    let len = UDP_HEADER_LEN + payload.len();
+    ipv6::Repr { src, dst, next_header: PROTO_UDP, payload_len: len as u16, hop_limit: 64 }.emit(v);
+    v.extend_from_slice(&sport.to_be_bytes());
+    v.extend_from_slice(&dport.to_be_bytes());
+    v.extend_from_slice(&(len as u16).to_be_bytes());
+    v.extend_from_slice(&[0, 0]);
+    v.extend_from_slice(payload);
+    let c = match checksum::compute(&src, &dst, PROTO_UDP, &v[HEADER_LEN..]) {
+        0 => 0xffff,
+        c => c,
+    };
+    let at = HEADER_LEN + checksum::field_offset(PROTO_UDP).expect("UDP has a checksum");
+    checksum::write_field(v, at, c);
+}
+
+/// A UDP datagram directly after the fixed header (identifier form, as the core
+/// delivers them to the stack).
+pub(crate) struct Udp<'a> {
+    pub(crate) src_nid: Nid,
+    pub(crate) sport: u16,
+    pub(crate) dport: u16,
+    /// everything after the UDP header
+    pub(crate) payload: &'a [u8],
+}
+
+impl<'a> Udp<'a> {
+    /// None: not IPv6, not UDP directly after the fixed header, or shorter than
+    /// the two headers.
+    pub(crate) fn parse(pkt: &'a [u8]) -> Option<Udp<'a>> {
+        let ip = ipv6::Packet::new_checked(pkt).ok()?;
+        if ip.next_header() != PROTO_UDP || pkt.len() < HEADER_LEN + UDP_HEADER_LEN {
+            return None;
+        }
+        let (_, src_nid) = split_addr(ip.src());
+        let ports = ipv6::flow_ports(pkt);
+        Some(Udp { src_nid, sport: ports.sport, dport: ports.dport, payload: &pkt[HEADER_LEN + UDP_HEADER_LEN..] })
+    }
+}
+
+/// A TCP/UDP packet's destination port, its header found past any extension
+/// headers (a wire-form packet's nonce option): what the ingress program's socket
+/// lookup reads. None: not TCP/UDP, a later fragment, too short, or not IPv6.
+pub(crate) fn transport_dport(pkt: &[u8]) -> Option<u16> {
+    let u = ipv6::upper_layer_info(pkt).ok()?;
+    if (u.proto != PROTO_UDP && u.proto != PROTO_TCP) || !u.has_header() {
+        return None;
+    }
+    let ports = pkt.get(u.offset..u.offset + PORTS_LEN)?;
+    Some(u16::from_be_bytes([ports[2], ports[3]]))
+}
+
+/// The source NID of an IPv6 packet (of `::` if it is not one).
+pub(crate) fn src_nid(pkt: &[u8]) -> Nid {
+    split_addr(ipv6::Packet::new_checked(pkt).map_or(Ipv6Addr::UNSPECIFIED, |p| p.src())).1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ilnp_wire::{ilnp_addr, Locator};
+
+    #[test]
+    fn datagrams_verify_and_read_back() {
+        let p = Locator(0xfd69_6c6e_7000_0000);
+        let (a, b) = (Nid(0x0200_5100_0000_0001), Nid(0x0200_5100_0000_0002));
+        let (s, d) = (ilnp_addr(p, a), ilnp_addr(p, b));
+        let mut v = vec![1, 2, 3];
+        udp_into(&mut v, s, d, 40001, 7, b"payload");
+        assert_eq!(v.len(), HEADER_LEN + UDP_HEADER_LEN + 7);
+        assert!(checksum::verify(&s, &d, PROTO_UDP, &v[HEADER_LEN..]));
+        let u = Udp::parse(&v).expect("a UDP datagram");
+        assert_eq!((u.src_nid, u.sport, u.dport, u.payload), (a, 40001, 7, &b"payload"[..]));
+        assert_eq!(transport_dport(&v), Some(7));
+        assert_eq!(src_nid(&v), a);
+        assert!(Udp::parse(&v[..HEADER_LEN + 4]).is_none());
+        assert_eq!(transport_dport(&v[..HEADER_LEN + 3]), None);
+    }
+}
