@@ -15,10 +15,21 @@ impl Core {
     pub(crate) fn send_due_lus(&mut self, now: Instant, nids: &[Nid]) -> Vec<Action> {
         let mut out = Vec::new();
         let entries = self.local.lu_entries(self.cfg.lu_lifetime_s);
+        let lu_timers = self.cfg.lu;
         if entries.is_empty() {
+            // no locator to advertise (every uplink down): nothing can be sent now, and
+            // an LU left due would keep the timer due at `now` (the shell's loop would
+            // spin). Wait one retransmission interval, without counting an attempt; a
+            // locator that comes back starts its own LU (`apply_local_update`)
+            for nid in nids {
+                let Some(e) = self.ilcc.get_mut(nid) else { continue };
+                let srtt = e.srtt_us.map(Duration::from_micros);
+                if let Some(p) = e.pending_lu.as_mut().filter(|p| p.next_at <= now) {
+                    p.next_at = now + lu_timers.rto(p.attempts.max(1), srtt);
+                }
+            }
             return out;
         }
-        let lu_timers = self.cfg.lu;
         let local_nid = self.cfg.local_nid;
         let hard = self.cfg.handoff == HandoffMode::Hard;
         let mut failed = Vec::new();

@@ -291,6 +291,27 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn an_lu_due_with_no_local_locator_waits_instead_of_staying_due() {
+        // found by fuzz/core_session: every uplink gone while an LU is pending left its
+        // timer due at `now` after handle_timeout, and ilnpd's loop spun on it
+        let t0 = Instant::now();
+        let mut c = Core::new(CoreConfig::new(crate::tests::P, NA), Box::new(crate::tests::TestRng::new(7)));
+        let peer = Nid(0x0200_00ff_fe00_00bb);
+        let r = RemoteLocator::new(Locator(0x2001_0db8_000b_0000), 10, LocatorState::Active, None);
+        let mut e = IlccEntry::new(peer, vec![r], LA, Nonce::N32([1, 2, 3, 4]), None, false, t0);
+        e.pending_lu = Some(crate::ilcc::PendingLu { entries: Vec::new(), first_sent: t0, attempts: 1, next_at: t0 });
+        c.ilcc.insert(e).unwrap();
+        c.ilcc.tidy();
+        assert_eq!(c.poll_timeout(), Some(t0));
+        let out = c.handle_timeout(t0);
+        assert!(!out.iter().any(|a| matches!(a, Action::SendWire { .. })), "nothing to send from: {out:?}");
+        let next = c.poll_timeout().expect("the LU still waits");
+        assert!(next > t0, "a timer stays due at now: the shell would spin");
+        let p = c.ilcc.get(&peer).unwrap().pending_lu.as_ref().unwrap();
+        assert_eq!(p.attempts, 1, "no attempt counted while nothing could be sent");
+    }
+
+    #[test]
     fn index_keeps_the_earliest_and_skips_stale_items() {
         let t = Instant::now();
         let s = Duration::from_secs;
