@@ -40,8 +40,8 @@ pub(crate) struct App {
 }
 
 impl App {
-    /// The applications of the `k`-th host of a group; `target_of(t)`: the host the
-    /// `k`-th sender of the group sends to.
+    /// A host's applications: a sender if its group has `traffic` (`target(t)`:
+    /// the host it sends to).
     pub(crate) fn new(t: Option<&TrafficSpec>, target: impl FnOnce(&TrafficSpec) -> u32) -> App {
         let traffic = t.map(|t| Traffic {
             target: target(t),
@@ -54,6 +54,7 @@ impl App {
     }
 
     /// The host this one sends to.
+    #[inline]
     pub(crate) fn target(&self) -> Option<u32> {
         self.traffic.as_ref().map(|t| t.target)
     }
@@ -88,12 +89,14 @@ impl Apps {
     }
 
     /// True if group `g`'s hosts have a socket on `port`.
+    #[inline]
     pub(crate) fn listens(&self, g: u16, port: u16) -> bool {
         self.listen[g as usize].binary_search(&port).is_ok()
     }
 
     /// Host `h`'s sender sends its next datagram at `now` (to `dst`, its target's
     /// NID): the datagram, and when the next one is due (None: its count is done).
+    #[inline]
     pub(crate) fn send(&mut self, h: u32, app: &mut App, src: Nid, dst: Nid, now: u64) -> (&[u8], Option<u64>) {
         let t = app.traffic.as_ref().expect("a sender");
         let seq = app.sent;
@@ -111,6 +114,7 @@ impl Apps {
 
     /// The host's stack: an identifier-form packet the core delivered to host
     /// `me` of group `g` at `now`. Returns the echo to send, if any.
+    #[inline]
     pub(crate) fn receive(&mut self, app: &mut App, g: u16, me: Nid, pkt: &[u8], now: u64) -> Receipt<'_> {
         let Some(u) = Udp::parse(pkt) else {
             return Receipt::None; // the core's Destination Unreachable for the application, etc.

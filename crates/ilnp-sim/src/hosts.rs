@@ -134,6 +134,7 @@ impl Host {
     /// The ingress program's admission check (`admission = socket`): TCP/UDP from
     /// a NID without an ILCC entry passes only to a port with a socket
     /// (`listens`), as `bpf_sk_lookup_*` decides. Everything else passes.
+    #[inline]
     pub(crate) fn admits(&self, pkt: &[u8], listens: impl Fn(u16) -> bool) -> bool {
         if !self.socket_admission {
             return true;
@@ -172,6 +173,7 @@ impl Host {
     /// (`PREFETCH_CORE_BYTES`) into the cache: with 10^5 hosts (~0.4 GB) a host
     /// visited is seldom in any cache, and the first touch of its `Host` and `Core`
     /// was the largest single cost of a run. A hint to the CPU only.
+    #[inline]
     pub(crate) fn prefetch(&self) {
         prefetch(self, std::mem::offset_of!(Host, core) + PREFETCH_CORE_BYTES);
     }
@@ -201,6 +203,7 @@ pub(crate) struct NetList {
 impl NetList {
     const INLINE: usize = 4;
 
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[u32] {
         if self.more.is_empty() {
             &self.inline[..self.len as usize]
@@ -209,6 +212,7 @@ impl NetList {
         }
     }
 
+    #[inline]
     pub(crate) fn contains(&self, n: &u32) -> bool {
         self.as_slice().contains(n)
     }

@@ -247,6 +247,7 @@ impl Network {
     /// out of the access link of its source locator's network (ingress filtering:
     /// no other), over the backbone, down its destination's; `out` gets its
     /// `Arrive` unless it is dropped or lost.
+    #[inline]
     pub(crate) fn send(
         &mut self,
         now: u64,
@@ -300,6 +301,7 @@ impl Network {
 
     /// The host the packet in `slot` was routed to when it left (`u32::MAX`: none):
     /// what to prefetch before its `Arrive`.
+    #[inline]
     pub(crate) fn hint(&self, slot: u32) -> Option<u32> {
         match self.flight.get(slot as usize) {
             Some(Some((_, _, hint, _))) => Some(*hint),
@@ -309,6 +311,7 @@ impl Network {
 
     /// One direction of an access link, from `*t`: loss, queue, delay, jitter.
     /// False: lost.
+#[inline]
     fn cross(&mut self, now: u64, n: u32, up: bool, t: &mut u64, bytes: u64, rng: &mut SimRng) -> bool {
         let (loss, jitter) = (self.nets[n as usize].loss, self.nets[n as usize].jitter);
         if loss > 0.0 && rng.unit() < loss {
@@ -337,6 +340,7 @@ impl Network {
 
     /// The packet in `slot` reaches its destination's router at `now`: the host it
     /// is handed to, or None (no route: counted; waiting for Neighbour Discovery).
+    #[inline]
     pub(crate) fn arrive(
         &mut self,
         now: u64,

@@ -19,6 +19,7 @@ const PORTS_LEN: usize = 4;
 
 /// An identifier-form UDP datagram `src → dst` into `v` (cleared first, its
 /// allocation reused), checksum complete (a computed 0 sent as 0xffff).
+#[inline]
 pub(crate) fn udp_into(v: &mut Vec<u8>, src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) {
     v.clear();
     let len = UDP_HEADER_LEN + payload.len();
@@ -49,6 +50,7 @@ pub(crate) struct Udp<'a> {
 impl<'a> Udp<'a> {
     /// None: not IPv6, not UDP directly after the fixed header, or shorter than
     /// the two headers.
+    #[inline]
     pub(crate) fn parse(pkt: &'a [u8]) -> Option<Udp<'a>> {
         let ip = ipv6::Packet::new_checked(pkt).ok()?;
         if ip.next_header() != PROTO_UDP || pkt.len() < HEADER_LEN + UDP_HEADER_LEN {
@@ -63,6 +65,7 @@ impl<'a> Udp<'a> {
 /// A TCP/UDP packet's destination port, its header found past any extension
 /// headers (a wire-form packet's nonce option): what the ingress program's socket
 /// lookup reads. None: not TCP/UDP, a later fragment, too short, or not IPv6.
+#[inline]
 pub(crate) fn transport_dport(pkt: &[u8]) -> Option<u16> {
     let u = ipv6::upper_layer_info(pkt).ok()?;
     if (u.proto != PROTO_UDP && u.proto != PROTO_TCP) || !u.has_header() {
@@ -73,6 +76,7 @@ pub(crate) fn transport_dport(pkt: &[u8]) -> Option<u16> {
 }
 
 /// The source NID of an IPv6 packet (of `::` if it is not one).
+#[inline]
 pub(crate) fn src_nid(pkt: &[u8]) -> Nid {
     split_addr(ipv6::Packet::new_checked(pkt).map_or(Ipv6Addr::UNSPECIFIED, |p| p.src())).1
 }

@@ -65,6 +65,7 @@ impl<T> Default for Calendar<T> {
 }
 
 impl<T> Calendar<T> {
+    #[inline]
     pub fn push(&mut self, t: u64, v: T) {
         self.seq += 1;
         let it = Item { t, seq: self.seq, v };
@@ -79,10 +80,12 @@ impl<T> Calendar<T> {
     }
 
     /// The next item if it is in the current bucket (a hint: `None` does not mean empty).
+    #[inline]
     pub fn peek_now(&self) -> Option<&T> {
         self.now.peek().map(|it| &it.v)
     }
 
+    #[inline]
     pub fn pop(&mut self) -> Option<(u64, T)> {
         loop {
             if let Some(it) = self.now.pop() {

@@ -12,6 +12,7 @@ impl SimRng {
         SimRng(ChaCha8Rng::seed_from_u64(seed))
     }
 
+    #[inline]
     pub(crate) fn next_u64(&mut self) -> u64 {
         self.0.next_u64()
     }
@@ -22,11 +23,13 @@ impl SimRng {
     }
 
     /// Uniform in [0, 1).
+    #[inline]
     pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Uniform in [lo, hi); `lo` without a draw if the range is empty.
+    #[inline]
     pub(crate) fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
         if hi <= lo {
             return lo;

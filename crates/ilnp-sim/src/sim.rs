@@ -57,6 +57,7 @@ struct Agenda {
 }
 
 impl Agenda {
+#[inline]
     fn push(&mut self, t: u64, kind: Kind) {
         // past the end it would never run: keep the queue to what can (idle timers
         // of 10^5 cores would otherwise double it)
@@ -168,6 +169,7 @@ impl Sim {
         }
     }
 
+#[inline]
     fn push(&mut self, t: u64, kind: Kind) {
         self.agenda.push(t, kind);
     }
