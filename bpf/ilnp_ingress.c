@@ -93,43 +93,58 @@ static __always_inline int in_load_tl(struct __sk_buff *skb, __u32 off, __u8 *tl
 }
 
 /*
- * Walk the options (RFC 8200 §4.2 TLVs) of the DestOpts header. The options are
- * read one by one with bpf_skb_load_bytes() rather than indexed in a stack copy:
- * the offsets then stay imprecise scalars for the verifier, which prunes the loop
- * instead of walking every combination of option lengths.
+ * Walk the options (RFC 8200 §4.2 TLVs) of the DestOpts header at dopt_off. The
+ * options are read one by one with bpf_skb_load_bytes() rather than indexed in a
+ * stack copy: the offsets then stay imprecise scalars for the verifier, which
+ * (6.18's at least) prunes the loop instead of walking every combination of
+ * option lengths.
  * At most OPTS_WALK_MAX options: a header with more is not one we sent, so it
  * goes to ilnpd if it carries a nonce.
+ *
+ * A global function, so that the verifier checks it once, on its own (the offset
+ * and the packet unknown), and the caller goes on from one unknown result. Inlined
+ * into ilnp_ingress, as it was until 2026-11-24, Linux 6.1's verifier (Debian 12)
+ * walked the 16 options again for each state the caller reached it with and gave
+ * up at a million instructions ("BPF program is too large"; docs/debian12-kernel.md).
+ * Its result is one scalar, not writes through a pointer to the caller's stack
+ * (nothing depends on how a verifier models those): the verdict (bits 0-7), the Next
+ * Header (8-15), the header length (16-31), the nonce option's offset in the
+ * header (32-47) and its length (48-55); 0 where the walk did not get to them.
  */
 #define OPTS_WALK_MAX 16
-static __always_inline int in_parse_opts(struct __sk_buff *skb, struct ingress_ctx *c)
+__attribute__((noinline)) __u64 ilnp_in_walk_opts(struct __sk_buff *skb, __u32 dopt_off)
 {
-	__u32 i = 2, end, nonces = 0, others = 0, first = 0, l;
+	__u32 i = 2, end, nonces = 0, others = 0, first = 0, l, nonce_at = 0, nonce_len = 0, next;
 	__u8 tl[2] = {};
+	__u64 v;
 
-	if (bpf_skb_load_bytes(skb, c->dopt_off, tl, 2) < 0)
+	if (bpf_skb_load_bytes(skb, dopt_off, tl, 2) < 0)
 		return OPTS_NOT_ILNP; /* shorter than any DestOpts header: the kernel drops it */
-	c->next = tl[0];
+	next = tl[0];
 	end = ((__u32)tl[1] + 1) * 8;
-	c->hlen = end;
 	tl[0] = 0;
 	for (int n = 0; n < OPTS_WALK_MAX; n++) {
 		if (i >= end)
 			break;
-		if (in_load_tl(skb, c->dopt_off + i, tl))
+		if (in_load_tl(skb, dopt_off + i, tl))
 			goto truncated;
 		if (tl[0] == 0) { /* Pad1 */
 			i++;
 			continue;
 		}
 		l = tl[1];
-		if (i + 2 + l > end)
-			return tl[0] == ILNP_OPT_NONCE ? OPTS_OVERRUN : (nonces ? OPTS_MALFORMED : OPTS_NOT_ILNP);
+		if (i + 2 + l > end) {
+			v = tl[0] == ILNP_OPT_NONCE ? OPTS_OVERRUN : (nonces ? OPTS_MALFORMED : OPTS_NOT_ILNP);
+			goto out;
+		}
 		if (tl[0] == ILNP_OPT_NONCE) {
-			if (nonces)
-				return OPTS_MULTI; /* RFC 6744 §2 */
+			if (nonces) {
+				v = OPTS_MULTI; /* RFC 6744 §2 */
+				goto out;
+			}
 			nonces = 1;
-			c->nonce_at = i;
-			c->nonce_len = l;
+			nonce_at = i;
+			nonce_len = l;
 			first = !others;
 		} else if (tl[0] != 1) { /* not PadN */
 			others = 1;
@@ -139,13 +154,29 @@ static __always_inline int in_parse_opts(struct __sk_buff *skb, struct ingress_c
 	if (i < end) /* more options than we walk */
 		others = 1;
 	if (!nonces)
-		return OPTS_NOT_ILNP;
-	if (c->nonce_len != 4 && c->nonce_len != 12)
-		return OPTS_MALFORMED;
-	return first && !others ? OPTS_NONCE : OPTS_OTHER;
+		v = OPTS_NOT_ILNP;
+	else if (nonce_len != 4 && nonce_len != 12)
+		v = OPTS_MALFORMED;
+	else
+		v = first && !others ? OPTS_NONCE : OPTS_OTHER;
+	goto out;
 truncated:
 	/* a broken header without our option is the kernel's to reject */
-	return nonces || tl[0] == ILNP_OPT_NONCE ? OPTS_MALFORMED : OPTS_NOT_ILNP;
+	v = nonces || tl[0] == ILNP_OPT_NONCE ? OPTS_MALFORMED : OPTS_NOT_ILNP;
+out:
+	return v | (__u64)(next & 0xff) << 8 | (__u64)(end & 0xffff) << 16 | (__u64)(nonce_at & 0xffff) << 32 |
+	       (__u64)(nonce_len & 0xff) << 48;
+}
+
+static __always_inline int in_parse_opts(struct __sk_buff *skb, struct ingress_ctx *c)
+{
+	__u64 r = ilnp_in_walk_opts(skb, c->dopt_off);
+
+	c->next = r >> 8;
+	c->hlen = (r >> 16) & 0xffff;
+	c->nonce_at = (r >> 32) & 0xffff;
+	c->nonce_len = r >> 48;
+	return r & 0xff;
 }
 
 /* The upper layer after the DestOpts header: 0 = fast path, else a punt reason. */
