@@ -45,6 +45,14 @@ if [ -x fuzz/run-all.sh ] && [ "$FUZZ_SECONDS" != 0 ]; then
   fuzz/run-all.sh "$FUZZ_SECONDS"
 fi
 
+# Debian 12's own kernel (6.1: clsact path, its verifier) booted under qemu with a core
+# subset of the system tests (about 1 min with its cached image, 3 min without;
+# docs/debian12-kernel.md); ILNP_DEBIAN_KERNEL_TEST=0 leaves it out
+if [ "${ILNP_DEBIAN_KERNEL_TEST:-1}" = 1 ]; then
+  echo "== Debian 12 kernel under qemu"
+  scripts/qemu-debian12.sh
+fi
+
 echo "== system tests (pytest; with the Debian package booted under systemd: tests/system)"
 # the container test runs here too (about 30 s with its cached root, 1-2 min without);
 # ILNP_SYSTEM_TEST=0 leaves it out
