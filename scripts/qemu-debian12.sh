@@ -30,13 +30,8 @@ ACCEL=${ILNP_QEMU_ACCEL:-tcg}
 TIMEOUT=${ILNP_QEMU_TIMEOUT:-900}
 BIN=${ILNP_BIN_DIR:-$REPO/target/release}
 
-host_mirror() {
-  { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' || true
-    grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}' || true; } |
-    grep -v security | head -1 || true
-}
-MIRROR=${ILNP_TEST_MIRROR:-$(host_mirror)}
-[ -n "$MIRROR" ] || { echo "qemu-debian12.sh: no Debian mirror in /etc/apt (set ILNP_TEST_MIRROR)" >&2; exit 1; }
+caller=qemu-debian12.sh
+. "$REPO/tests/system/debian-mirror.sh"
 for c in qemu-system-x86_64 debootstrap cpio; do
   command -v $c >/dev/null || { echo "qemu-debian12.sh: needs $c (apt-get install qemu-system-x86 debootstrap cpio)" >&2; exit 1; }
 done

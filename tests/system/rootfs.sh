@@ -7,14 +7,8 @@
 # itself: the test boots a throw-away copy (cp --reflink=auto) of it.
 set -euo pipefail
 CACHE=${ILNP_TEST_CACHE:-/var/cache/ilnp-test}
-# the Debian mirror this host's apt uses (deb822 `URIs:` or a one-line `deb` entry), unless set
-host_mirror() {
-  { grep -hs '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' || true
-    grep -hs '^deb ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list | awk '{print $2}' || true; } |
-    grep -v security | head -1 || true
-}
-MIRROR=${ILNP_TEST_MIRROR:-$(host_mirror)}
-[ -n "$MIRROR" ] || { echo "rootfs.sh: no Debian mirror in /etc/apt (set ILNP_TEST_MIRROR)" >&2; exit 1; }
+caller=rootfs.sh
+. "$(dirname "$0")/debian-mirror.sh"
 # what the test needs inside: systemd as PID 1, apt (minbase), ip, dig, socat, a user
 PACKAGES="systemd,systemd-sysv,dbus,iproute2,bind9-dnsutils,socat,procps,kmod"
 key=$( (echo "$PACKAGES $MIRROR"; cat "$0") | sha256sum | cut -c1-12)
