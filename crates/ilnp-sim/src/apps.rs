@@ -107,7 +107,14 @@ impl Apps {
         self.payload.resize(t.size, 0);
         self.payload[..8].copy_from_slice(&seq.to_be_bytes());
         self.payload[8..STAMP_LEN].copy_from_slice(&now.to_be_bytes());
-        packet::udp_into(&mut self.pkt, ilnp_addr(ID_PREFIX, src), ilnp_addr(ID_PREFIX, dst), sport, t.port, &self.payload);
+        packet::udp_into(
+            &mut self.pkt,
+            ilnp_addr(ID_PREFIX, src),
+            ilnp_addr(ID_PREFIX, dst),
+            sport,
+            t.port,
+            &self.payload,
+        );
         let again = (t.count == 0 || app.sent < t.count).then_some(now + t.interval);
         (&self.pkt, again)
     }

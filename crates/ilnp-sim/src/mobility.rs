@@ -125,5 +125,7 @@ impl Mobility {
 
 /// Where in its list a host of `g` starts: after the network it starts on.
 fn start_index(g: &GroupSpec) -> usize {
-    g.mobility.as_ref().map_or(0, |m| m.networks.iter().position(|n| *n == g.network).map_or(0, |p| (p + 1) % m.networks.len()))
+    g.mobility
+        .as_ref()
+        .map_or(0, |m| m.networks.iter().position(|n| *n == g.network).map_or(0, |p| (p + 1) % m.networks.len()))
 }

@@ -58,7 +58,10 @@ struct NdConfig {
 enum Neigh {
     Reachable,
     /// solicitations sent, packets waiting
-    Incomplete { tries: u32, queue: Vec<Vec<u8>> },
+    Incomplete {
+        tries: u32,
+        queue: Vec<Vec<u8>>,
+    },
 }
 
 /// A packet on its way: destination `loc:nid`, the host `routes` held for it when
@@ -311,7 +314,7 @@ impl Network {
 
     /// One direction of an access link, from `*t`: loss, queue, delay, jitter.
     /// False: lost.
-#[inline]
+    #[inline]
     fn cross(&mut self, now: u64, n: u32, up: bool, t: &mut u64, bytes: u64, rng: &mut SimRng) -> bool {
         let (loss, jitter) = (self.nets[n as usize].loss, self.nets[n as usize].jitter);
         if loss > 0.0 && rng.unit() < loss {

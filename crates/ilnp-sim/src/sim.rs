@@ -39,14 +39,31 @@ enum Kind {
     /// the network's own (packets arriving, Neighbour Discovery)
     Net(NetEvent),
     /// a host's core timer
-    Timer { host: u32 },
+    Timer {
+        host: u32,
+    },
     /// a host's sender sends
-    Send { host: u32 },
-    Move { host: u32 },
-    Join { host: u32, net: u32 },
-    Leave { host: u32, net: u32 },
-    Renumber { net: u32 },
-    RenumberEnd { net: u32, loc: Locator },
+    Send {
+        host: u32,
+    },
+    Move {
+        host: u32,
+    },
+    Join {
+        host: u32,
+        net: u32,
+    },
+    Leave {
+        host: u32,
+        net: u32,
+    },
+    Renumber {
+        net: u32,
+    },
+    RenumberEnd {
+        net: u32,
+        loc: Locator,
+    },
     Sample,
 }
 
@@ -57,7 +74,7 @@ struct Agenda {
 }
 
 impl Agenda {
-#[inline]
+    #[inline]
     fn push(&mut self, t: u64, kind: Kind) {
         // past the end it would never run: keep the queue to what can (idle timers
         // of 10^5 cores would otherwise double it)
@@ -169,7 +186,7 @@ impl Sim {
         }
     }
 
-#[inline]
+    #[inline]
     fn push(&mut self, t: u64, kind: Kind) {
         self.agenda.push(t, kind);
     }

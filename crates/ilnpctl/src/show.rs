@@ -80,7 +80,9 @@ pub fn render(obj: &Object, data: &Data) -> String {
         Data::Locators(d) => locators(d),
         Data::Peers(d) => peers(d),
         Data::PeerAdded(a) => match obj {
-            Object::Peer { verb: Some(PeerVerb::Add { name, .. }) } => format!("peer {name} ({}) added{}", a.added, kept(a)),
+            Object::Peer { verb: Some(PeerVerb::Add { name, .. }) } => {
+                format!("peer {name} ({}) added{}", a.added, kept(a))
+            }
             _ => format!("peer {} added{}", a.added, kept(a)),
         },
         Data::PeerDeleted(d) => format!("peer {} deleted", d.deleted),
@@ -271,7 +273,9 @@ fn peers(p: &[PeerInfo]) -> String {
         .map(|x| {
             let locs: Vec<String> = x.locators.iter().map(|l| format!("{}|{}", l.l64, l.pref)).collect();
             let src = match (x.ttl_s, x.expires_in_s) {
-                (Some(t), Some(e)) if x.expired => format!("{} (TTL {t} s, EXPIRED {} s ago: locators may be stale)", x.source, -e),
+                (Some(t), Some(e)) if x.expired => {
+                    format!("{} (TTL {t} s, EXPIRED {} s ago: locators may be stale)", x.source, -e)
+                }
                 (Some(t), Some(e)) => format!("{} (TTL {t} s, expires in {e} s)", x.source),
                 (Some(t), None) => format!("{} (TTL {t} s)", x.source),
                 _ => x.source.clone(),

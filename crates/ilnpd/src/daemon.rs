@@ -134,7 +134,8 @@ async fn configure_tun(nl: &Netlink, cfg: &Config, min_mtu: u32, my_id: Ipv6Addr
     // forwarding on ilnp0 only: bpf_fib_lookup() refuses to route for an
     // interface without it; packets are still never forwarded between
     // interfaces (that needs net.ipv6.conf.all.forwarding).
-    for (k, v) in [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1"), ("forwarding", "1")]
+    for (k, v) in
+        [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1"), ("forwarding", "1")]
     {
         let p = format!("/proc/sys/net/ipv6/conf/{}/{k}", cfg.tun_name);
         // forwarding: only if ilnp0 did not get it from `default` (writing it purges, above)

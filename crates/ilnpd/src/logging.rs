@@ -48,8 +48,7 @@ static TO_JOURNAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 pub fn init(level: &str) {
     let filter = || {
-        EnvFilter::try_from_default_env()
-            .unwrap_or_else(|_| EnvFilter::new(format!("ilnpd={level},ilnp_core={level}")))
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("ilnpd={level},ilnp_core={level}")))
     };
     if stderr_is_journal() {
         match tracing_journald::layer() {

@@ -10,8 +10,8 @@ use anyhow::{Context, Result};
 use ilnp_core::CoreSnapshot;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::net::Ipv6Addr;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

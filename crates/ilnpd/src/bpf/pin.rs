@@ -66,8 +66,14 @@ impl Pins {
                 ));
             }
         }
-        let created: Vec<PathBuf> =
-            dir.ancestors().take_while(|a| !a.exists()).map(Path::to_path_buf).collect::<Vec<_>>().into_iter().rev().collect();
+        let created: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|a| !a.exists())
+            .map(Path::to_path_buf)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
         if let Err(e) = std::fs::create_dir_all(&dir) {
             let dotted = created.iter().any(|d| d.file_name().is_some_and(|n| n.to_string_lossy().contains('.')));
             let hint = if dotted { " (bpffs refuses names with a dot: choose a pin_dir without one)" } else { "" };
@@ -158,7 +164,8 @@ pub fn created(p: &Pins) -> (Vec<PathBuf>, Option<PathBuf>) {
 /// Unmounts a bpffs that holds nothing but the kernel's preloaded iterators.
 pub fn unmount_if_empty(m: &Path) {
     let preload = |n: &std::ffi::OsStr| n == "maps.debug" || n == "progs.debug";
-    let empty = std::fs::read_dir(m).map(|d| d.filter_map(|e| e.ok()).all(|e| preload(&e.file_name()))).unwrap_or(false);
+    let empty =
+        std::fs::read_dir(m).map(|d| d.filter_map(|e| e.ok()).all(|e| preload(&e.file_name()))).unwrap_or(false);
     if empty && is_bpffs(m) {
         if let Ok(c) = cpath(m) {
             // SAFETY: c is a valid NUL-terminated path.

@@ -20,8 +20,8 @@
 
 use anyhow::{anyhow, Context, Result};
 use aya::programs::links::{FdLink, LinkOrder, PinnedLink};
-use aya::programs::Link as _;
 use aya::programs::tc::{self, NlOptions, SchedClassifierLink, SchedClassifierLinkId, TcAttachOptions};
+use aya::programs::Link as _;
 use aya::programs::{SchedClassifier, TcAttachType};
 use aya::util::KernelVersion;
 use netlink_packet_core::{NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_REQUEST};

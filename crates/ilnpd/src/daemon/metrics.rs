@@ -94,7 +94,10 @@ impl Daemon {
         for l in &locs {
             let labels = vec![("locator".to_string(), l.l64.clone()), ("uplink".to_string(), l.interface.clone())];
             let mut with_state = labels.clone();
-            with_state.push(("state".into(), serde_json::to_value(l.state).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()));
+            with_state.push((
+                "state".into(),
+                serde_json::to_value(l.state).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            ));
             with_state.push(("pref".into(), l.pref.to_string()));
             lf.get_or_create(&with_state).set(1);
             if let Some(a) = l.last_rx_age_s {
@@ -105,9 +108,21 @@ impl Daemon {
         reg.register("local_locator_last_rx_age_seconds", "seconds since a packet last arrived on the locator", age);
         self.peer_metrics(&mut reg);
         if let Some(h) = &self.histograms {
-            reg.register("lu_handshake_seconds", "Locator Update first sent -> acked, retransmissions included", h.lu_handshake.clone());
-            reg.register("lu_rtt_seconds", "round trip of Locator Updates acked at their first transmission", h.lu_rtt.clone());
-            reg.register("slow_path_seconds", "time per slow-path packet (TUN read -> core -> actions)", h.slow_path.clone());
+            reg.register(
+                "lu_handshake_seconds",
+                "Locator Update first sent -> acked, retransmissions included",
+                h.lu_handshake.clone(),
+            );
+            reg.register(
+                "lu_rtt_seconds",
+                "round trip of Locator Updates acked at their first transmission",
+                h.lu_rtt.clone(),
+            );
+            reg.register(
+                "slow_path_seconds",
+                "time per slow-path packet (TUN read -> core -> actions)",
+                h.slow_path.clone(),
+            );
         }
         let mut out = String::new();
         if let Err(e) = encode(&mut out, &reg) {
