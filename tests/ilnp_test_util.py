@@ -9,8 +9,9 @@ from pathlib import Path
 from ilnp_lab.daemon import Ilnpd, Peer, binary
 from ilnp_lab.addr import CN_NID, ID_PREFIX, MN_NID, identifier_address  # noqa: F401 (re-exported to the tests)
 from ilnp_lab.addr import address as addr  # noqa: F401
-from ilnp_lab.fixtures import CN_L64, CN_WIRE, MN_L64, MN_WIRE, three_node  # noqa: F401
-from ilnp_lab.testbed import stop_process
+from ilnp_lab.fixtures import CN_L64, CN_WIRE, MN_L64, MN_WIRE, mobility_topology, three_node  # noqa: F401
+from ilnp_lab.services import radvd
+from ilnp_lab.testbed import stop_process, wait_for
 
 CN_ID = identifier_address(CN_NID)
 MN_ID = identifier_address(MN_NID)
@@ -85,6 +86,26 @@ def maddr(node) -> set[str]:
         else:
             out.add(f"{dev} {l.strip()}")
     return out
+
+
+# mobility_topology's networks behind R2 and R3, as L64s
+L2 = "2001:0db8:0002:0000"
+L3 = "2001:0db8:0003:0000"
+
+
+def mobile_pair(bed, mn_extra=None):
+    """Seed 000's testbed (`mobility_topology`) with radvd on R2 and R3, SLAAC done on the
+    MN's R2 link (R3's link down), ilnpd on the CN (peer mn at L2) and on the MN (uplinks
+    eth-r2 and eth-r3, peer cn). Returns (topology, CN daemon, MN daemon)."""
+    t = mobility_topology(bed)
+    mn = t["mn"]
+    radvd(t["r2"], "eth-mn", "2001:db8:2::/64")
+    radvd(t["r3"], "eth-mn", "2001:db8:3::/64")
+    wait_for(lambda: "2001:db8:2:" in mn.ip("-6", "addr", "show", "eth-r2").stdout, timeout=15, what="SLAAC on R2")
+    dcn = Ilnpd(t["cn"], ["eth0"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])]).start()
+    dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra=dict(mn_extra or {})).start()
+    return t, dcn, dmn
 
 
 class Capture:

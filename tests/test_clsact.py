@@ -20,15 +20,10 @@ import time
 
 import pytest
 
-from ilnp_lab.daemon import Ilnpd, Peer
-from ilnp_lab.fixtures import mobility_topology
-from ilnp_lab.services import radvd
 from ilnp_lab.testbed import wait_for
-from ilnp_test_util import CN_L64, CN_NID, MN_ID, MN_NID, ilnp_pair
+from ilnp_test_util import L3, mobile_pair, MN_ID, MN_NID, ilnp_pair
 
 PRIO, HANDLE = 0x494C, 0x494C4E50  # crates/ilnpd/src/bpf/tc.rs FILTER_PRIORITY, FILTER_HANDLE
-L2 = "2001:0db8:0002:0000"
-L3 = "2001:0db8:0003:0000"
 
 
 @pytest.fixture(autouse=True)
@@ -70,13 +65,8 @@ def core(d, name):
 
 
 def test_kill9_mid_iperf_on_the_clsact_path_loses_nothing(bed, tmp_path):
-    t = mobility_topology(bed)
+    t, dcn, dmn = mobile_pair(bed)
     cn, mn = t["cn"], t["mn"]
-    radvd(t["r2"], "eth-mn", "2001:db8:2::/64")
-    radvd(t["r3"], "eth-mn", "2001:db8:3::/64")
-    wait_for(lambda: "2001:db8:2:" in mn.ip("-6", "addr", "show", "eth-r2").stdout, timeout=15, what="SLAAC on R2")
-    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])]).start()
-    dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])]).start()
     try:
         assert "attached as clsact filters (ILNPD_ATTACH=clsact" in dmn.log.read_text()
         ids = {id(d): prog_ids(d) for d in (dcn, dmn)}

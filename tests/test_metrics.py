@@ -3,16 +3,11 @@
 the same handoff count as `ilnpctl stats`, and the LU handshake histogram counted each one."""
 
 import json
-import time
 import urllib.parse
 
-from ilnp_lab.daemon import Ilnpd, Peer
-from ilnp_lab.fixtures import mobility_topology
-from ilnp_lab.services import radvd
 from ilnp_lab.testbed import wait_for
-from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_NID, Monitor
+from ilnp_test_util import CN_ID, CN_NID, Monitor, mobile_pair
 
-L2 = "2001:0db8:0002:0000"
 METRICS = "127.0.0.1:9469"
 PROM = "127.0.0.1:9090"
 
@@ -26,14 +21,8 @@ def promql(node, query: str) -> list[dict]:
 
 
 def test_prometheus_scrapes_ilnpd_and_counts_the_handoffs_ilnpctl_counts(bed, tmp_path):
-    t = mobility_topology(bed)
-    cn, mn = t["cn"], t["mn"]
-    radvd(t["r2"], "eth-mn", "2001:db8:2::/64")
-    radvd(t["r3"], "eth-mn", "2001:db8:3::/64")
-    wait_for(lambda: "2001:db8:2:" in mn.ip("-6", "addr", "show", "eth-r2").stdout, timeout=15, what="SLAAC on R2")
-    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])]).start()
-    dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
-                extra={"metrics": {"listen": [METRICS], "top_peers": 5}}).start()
+    t, dcn, dmn = mobile_pair(bed, mn_extra={"metrics": {"listen": [METRICS], "top_peers": 5}})
+    mn = t["mn"]
     # the text itself: OpenMetrics, every drop reason present from the start (zeros)
     text = mn.run("curl", "-sf", "-D", "-", f"http://{METRICS}/metrics").stdout
     assert "application/openmetrics-text" in text and text.rstrip().endswith("# EOF"), text[:300]

@@ -19,14 +19,9 @@ import ipaddress
 
 import pytest
 
-from ilnp_lab.daemon import Ilnpd, Peer
-from ilnp_lab.fixtures import mobility_topology
-from ilnp_lab.services import radvd
 from ilnp_lab.testbed import wait_for
-from ilnp_test_util import CN_ID, CN_L64, CN_NID, CN_WIRE, MN_ID, MN_NID, MN_WIRE, ilnp_pair
+from ilnp_test_util import L3, mobile_pair, CN_NID, CN_WIRE, MN_ID, MN_NID, MN_WIRE, ilnp_pair
 
-L2 = "2001:0db8:0002:0000"
-L3 = "2001:0db8:0003:0000"
 
 
 def core(d, name):
@@ -44,13 +39,8 @@ def test_kill9_mid_iperf_session_survives(bed, tmp_path, side):
     """kill -9 of ilnpd on one end, down for DOWN_S while the pinned fast path carries
     TCP and UDP at the documented rates; the MN joins R3 while it is down; the new
     ilnpd adopts everything, the move's LU is acked after the restart."""
-    t = mobility_topology(bed)
+    t, dcn, dmn = mobile_pair(bed)
     cn, mn = t["cn"], t["mn"]
-    radvd(t["r2"], "eth-mn", "2001:db8:2::/64")
-    radvd(t["r3"], "eth-mn", "2001:db8:3::/64")
-    wait_for(lambda: "2001:db8:2:" in mn.ip("-6", "addr", "show", "eth-r2").stdout, timeout=15, what="SLAAC on R2")
-    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])]).start()
-    dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])]).start()
     try:
         secs = 10
         mn.spawn("iperf3", "-s", "-1", "-B", MN_ID, "-p", "5201")

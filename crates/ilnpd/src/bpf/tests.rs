@@ -469,18 +469,25 @@ fn wait_stat(dp: &Datapath, name: &str, at_least: u64) -> u64 {
     }
 }
 
+/// A and B on one veth link, each with the eBPF data path and an ILCC entry for the
+/// other (A sends with a 32-bit nonce, B with a 96-bit one).
+fn peered_hosts() -> (Host, Host) {
+    let (na, nb) = (Netns::new("a"), Netns::new("b"));
+    na.ip(&format!("link add a0 type veth peer name b0 netns {}", nb.name));
+    let mut a = host(na, NID_A, "a0", false);
+    let mut b = host(nb, NID_B, "b0", false);
+    a.dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)))).unwrap();
+    b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
+    (a, b)
+}
+
 #[test]
 fn fast_path_between_two_hosts() {
     if !can_run() {
         return;
     }
     on_thread(|| {
-        let (na, nb) = (Netns::new("a"), Netns::new("b"));
-        na.ip(&format!("link add a0 type veth peer name b0 netns {}", nb.name));
-        let mut a = host(na, NID_A, "a0", false);
-        let mut b = host(nb, NID_B, "b0", false);
-        a.dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)))).unwrap();
-        b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
+        let (a, mut b) = peered_hosts();
 
         // UDP A -> B through both fast paths
         b.ns.enter();
@@ -1005,12 +1012,7 @@ fn shared_nonce_overrun_fragments_and_checksum_rule() {
         return;
     }
     on_thread(|| {
-        let (na, nb) = (Netns::new("a"), Netns::new("b"));
-        na.ip(&format!("link add a0 type veth peer name b0 netns {}", nb.name));
-        let mut a = host(na, NID_A, "a0", false);
-        let mut b = host(nb, NID_B, "b0", false);
-        a.dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)))).unwrap();
-        b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
+        let (mut a, b) = peered_hosts();
         // B reflects A's own nonce (tx of A's entry): A's fast path delivers it
         send_raw(&b, NID_A, &[17, 0, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4]);
         assert_eq!(wait_stat(&a.dp, "ingress_fast", 1), 1, "{:?}", nonzero(&a.dp));
