@@ -346,6 +346,9 @@ int ilnp_egress(struct __sk_buff *skb)
 	c.local_loc = c.e->local_loc;
 	c.remote_loc = c.e->remote_loc;
 	eg_balance(skb, cfg, &c);
+	/* a v4 path (0004:ADDR:PORT, network order): UDP/IPv4 through ilnpd's socket */
+	if ((c.remote_loc & 0xffff) == bpf_htons(0x0004) || (c.local_loc & 0xffff) == bpf_htons(0x0004))
+		return eg_punt(ILNP_R_EGRESS_PUNT_V4);
 	lv = bpf_map_lookup_elem(&ilnp_locals, &c.local_loc);
 	if (!lv || lv->state >= ILNP_LOC_AGED)
 		return eg_punt(ILNP_R_EGRESS_PUNT_LOCAL_LOC);

@@ -297,7 +297,8 @@ struct ilnp_tcp_rto {
 	                                                    /* a nonce after it (FreeBSD), ilnpd's */   \
 	X(INGRESS_DROP_NONCE_OVERRUN, "ingress_drop_nonce_overrun") /* nonce runs past its header */ \
 	X(EGRESS_PUNT_CSUM_RULE, "egress_punt_csum_rule")   /* full-address checksum peer: ilnpd */   \
-	X(INGRESS_PUNT_CSUM_RULE, "ingress_punt_csum_rule") /* ... translates its packets */
+	X(INGRESS_PUNT_CSUM_RULE, "ingress_punt_csum_rule") /* ... translates its packets */ \
+	X(EGRESS_PUNT_V4, "egress_punt_v4")                 /* a v4 path (UDP/IPv4): ilnpd's socket */
 
 #define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {

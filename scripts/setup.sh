@@ -8,7 +8,7 @@ if [ "$(id -u)" != 0 ]; then echo "setup.sh: run as root (namespaces, BPF, apt-g
 
 export DEBIAN_FRONTEND=noninteractive
 need_apt=0
-for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl ping mptcpize unshare named dig tsig-keygen debootstrap systemd-nspawn prometheus qemu-system-x86_64 cpio; do
+for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl ping mptcpize unshare named dig tsig-keygen debootstrap systemd-nspawn prometheus qemu-system-x86_64 cpio conntrack; do
   command -v "$b" >/dev/null 2>&1 || need_apt=1
 done
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_apt=1
@@ -27,7 +27,7 @@ if [ "$need_apt" = 1 ]; then
   fi
   apt-get install -y -q clang llvm libbpf-dev bpftool linux-libc-dev gcc-multilib \
     tshark tcpdump radvd iperf3 socat netcat-openbsd ethtool nftables curl python3-venv iputils-ping \
-    mptcpize util-linux bind9 bind9-utils bind9-dnsutils debootstrap systemd-container
+    mptcpize util-linux bind9 bind9-utils bind9-dnsutils debootstrap systemd-container conntrack
   # the metrics test's scraper (tests/test_metrics.py); its web UI's JS packages are not needed;
   # qemu and cpio boot Debian 12's own kernel (scripts/qemu-debian12.sh)
   apt-get install -y -q --no-install-recommends prometheus qemu-system-x86 cpio

@@ -3,6 +3,8 @@ describe theirs in TOML: `topology.py`). Each builds into a `Testbed` and return
 
     three_node:         CN — R1 — MN, static addressing (CN_L64, MN_L64)
     mobility_topology:  seed 000 Fig. 8, CN — R1 — {R2, R3} — MN, from experiments/seed000-tcp.toml
+    v4_nat_topology:    the same with IPv4 beside IPv6 on CN — R1 and R3's network IPv4-only behind
+                        an nftables masquerade on R3 (issue #26)
     dns_server:         a name server node behind a router (DNS_ADDR), for bind.Bind
 """
 
@@ -63,6 +65,43 @@ def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0, 
         nic_segmentation(cn, "eth1")
         cn.set_link("eth1", False)
     return nodes
+
+
+# v4_nat_topology's IPv4 plan: the CN and R1 public, R3's outside public, R3's inside private
+CN_V4 = "192.0.2.10"
+R3_OUTSIDE_V4 = "198.51.100.3"
+MN_V4 = "10.0.3.2"
+R3_INSIDE_V4 = "10.0.3.1"
+
+
+def v4_nat_topology(bed: Testbed, wan_r3_ms: float = 0) -> dict[str, Node]:
+    """`mobility_topology` with IPv4: CN 192.0.2.10/24 — R1 (192.0.2.1, 198.51.100.1) — R3
+    (198.51.100.3 outside, 10.0.3.1/24 inside, masquerading what leaves by eth-r1). R3
+    advertises no IPv6 prefix (tests start radvd on R2 only): its network is IPv4-only
+    behind a NAT, as most Wi-Fi. The MN's address and default route on it are added by
+    `v4_join` (what DHCP would do)."""
+    t = mobility_topology(bed, wan_r3_ms=wan_r3_ms)
+    cn, r1, r3 = t["cn"], t["r1"], t["r3"]
+    for n in (r1, r3):
+        n.sysctl("net.ipv4.ip_forward=1")
+    cn.ip("addr", "add", f"{CN_V4}/24", "dev", "eth0")
+    cn.ip("route", "add", "default", "via", "192.0.2.1")
+    r1.ip("addr", "add", "192.0.2.1/24", "dev", "eth-cn")
+    r1.ip("addr", "add", "198.51.100.1/24", "dev", "eth-r3")
+    r3.ip("addr", "add", f"{R3_OUTSIDE_V4}/24", "dev", "eth-r1")
+    r3.ip("addr", "add", f"{R3_INSIDE_V4}/24", "dev", "eth-mn")
+    r3.ip("route", "add", "default", "via", "198.51.100.1")
+    r3.run("nft", "add table ip nat")
+    r3.run("nft", "add chain ip nat post { type nat hook postrouting priority 100 ; }")
+    r3.run("nft", "add rule ip nat post oifname eth-r1 masquerade")
+    return t
+
+
+def v4_join(mn: Node, iface: str = "eth-r3") -> None:
+    """The MN joins R3's IPv4-only network: link up, address and default route (DHCP's job)."""
+    mn.set_link(iface, True)
+    mn.ip("addr", "add", f"{MN_V4}/24", "dev", iface)
+    mn.ip("route", "add", "default", "via", R3_INSIDE_V4, "dev", iface)
 
 
 # dns_server's network: R1 routes 2001:db8:53::/64 to the name server node

@@ -75,6 +75,14 @@ pub enum Event {
         nid: String,
         outcome: String,
     },
+    /// a correspondent's v4 path (UDP/IPv4, `locator` = `v4:ADDR:PORT`) seen behind a
+    /// NAT at `via`, challenged after a rebinding, rebound, or kept (`outcome`)
+    V4Path {
+        nid: String,
+        locator: String,
+        via: String,
+        outcome: String,
+    },
     /// the resolver proxy found a name's NID + locator records (`L64|PREF` each);
     /// `result`: learned, session_kept, static_kept, own_nid, no_locator
     DnsPeer {

@@ -352,6 +352,10 @@ pub struct RemoteLocator {
     /// seconds (from an LU); 0 = unknown
     pub lifetime_s: u16,
     pub state: LocatorState,
+    /// a v4 path behind a NAT: where its packets come from and replies go
+    /// (`ADDR:PORT`); absent otherwise
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// Per-peer counters of the eBPF fast path.

@@ -215,6 +215,12 @@ fn events_round_trip_with_the_tag_first() {
         Event::LuAcked { nid: "n".into(), rtt_us: 812, attempts: 1 },
         Event::LuFailed { nid: "n".into(), attempts: 7 },
         Event::PeerChallenge { nid: "n".into(), outcome: "sent".into() },
+        Event::V4Path {
+            nid: "n".into(),
+            locator: "v4:10.0.0.2:6740".into(),
+            via: "198.51.100.1:40000".into(),
+            outcome: "NAT detected".into(),
+        },
         Event::Drop { reason: "bad_nonce".into(), detail: "x".into() },
         Event::Lagged { missed: 3 },
     ];

@@ -95,7 +95,7 @@ impl Challenges {
     }
 
     /// Per-NID hold-off, bound on open ones, then the global bucket.
-    fn admit(&mut self, now: Instant, nid: Nid) -> bool {
+    pub(crate) fn admit(&mut self, now: Instant, nid: Nid) -> bool {
         self.holdoff.retain(|_, until| *until > now);
         if self.holdoff.contains_key(&nid) || self.open.len() >= CHALLENGE_MAX_OPEN {
             return false;
@@ -238,7 +238,7 @@ fn carries_data(pkt: &[u8]) -> bool {
 }
 
 /// Whether an identifier-form packet is the Echo Reply to our challenge.
-fn is_echo_reply(pkt: &[u8], word: u32, body: &[u8]) -> bool {
+pub(crate) fn is_echo_reply(pkt: &[u8], word: u32, body: &[u8]) -> bool {
     let Ok(ul) = ilnp_wire::ipv6::upper_layer_info(pkt) else { return false };
     if ul.proto != ilnp_wire::ipv6::PROTO_ICMPV6 || !ul.is_whole() {
         return false;
@@ -251,7 +251,7 @@ fn is_echo_reply(pkt: &[u8], word: u32, body: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{core, delivered, events, session, udp, wire, LA, LB, NA, NB};
+    use crate::tests::{core, delivered, echo_reply_for, events, session, udp, wire, LA, LB, NA, NB};
     use crate::DropReason;
     use ilnp_wire::translate::Csum;
     use ilnp_wire::{classify, Packet};
@@ -302,20 +302,6 @@ mod tests {
         let back = wire(&b.handle_outbound(deadline, &udp(NB, NA, b"ack"), Csum::Complete)).pop().unwrap();
         assert_eq!(delivered(&a2.handle_inbound(deadline, &back, Csum::Complete)).len(), 1);
         assert_eq!(a2.stats().dropped(DropReason::BadNonce), 0);
-    }
-
-    /// The echo reply `a`'s stack would send for the echo request `req` (identifier form in, out).
-    fn echo_reply_for(req_ident: &[u8]) -> Vec<u8> {
-        let ul = ilnp_wire::ipv6::upper_layer_info(req_ident).unwrap();
-        let m = ilnp_wire::icmpv6::Message::new_checked(&req_ident[ul.offset..]).unwrap();
-        let p = ilnp_wire::ipv6::Packet::new_checked(req_ident).unwrap();
-        let r = Repr {
-            msg_type: ilnp_wire::icmpv6::TYPE_ECHO_REPLY,
-            code: 0,
-            data_word: m.data_word(),
-            body: &m.as_bytes()[8..],
-        };
-        r.packet(p.dst(), p.src(), 64, None)
     }
 
     #[test]

@@ -117,6 +117,9 @@ pub struct CoreConfig {
     pub transport_checksum: ChecksumRule,
     /// per correspondent (docs/interop.md: how to tell which rule a peer uses)
     pub peer_checksum: std::collections::HashMap<Nid, ChecksumRule>,
+    /// a session over a v4 path quiet this long sends a nonce-only keepalive (NAT
+    /// mappings; `v4path.rs`); zero: none
+    pub v4_keepalive: Duration,
 }
 
 impl CoreConfig {
@@ -145,6 +148,7 @@ impl CoreConfig {
             adopt_initiator_nonce: false,
             transport_checksum: ChecksumRule::Rfc6741,
             peer_checksum: Default::default(),
+            v4_keepalive: Duration::from_secs(25),
         }
     }
 }

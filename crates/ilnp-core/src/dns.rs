@@ -148,6 +148,9 @@ impl Core {
             peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
         remote.sort_by_key(|r| r.pref);
         e.remote_locators = remote;
+        if let Some(l) = self.local.fitting(e.local_locator, &e.remote_locators) {
+            e.local_locator = l;
+        }
         if let Some(best) = e.best_remote().map(|r| r.loc) {
             e.activate_remote(best);
         }
@@ -161,6 +164,7 @@ impl Core {
         self.stats.bump(Outcome::DnsPeerRecovered);
         out.extend(self.send_due_lus(now, &[peer.nid]));
         self.ilcc.tidy();
+        self.finish(&mut out);
         (Some(true), out)
     }
 

@@ -189,6 +189,28 @@ counter_enum! {
         /// a later fragment of such a datagram (no nonce) from a known correspondent's
         /// known locator, translated for the kernel to reassemble
         FragmentAccepted = "fragment_accepted",
+        /// v4 path (`v4path.rs`): a correspondent's datagrams come from another
+        /// address or port than its v4-path locator names (a NAT): replies go there
+        V4NatDetected = "v4_nat_detected",
+        /// a nonce-verified packet from a new outer address for a known v4 path:
+        /// the new path was challenged (RFC 9000 §8.2-style validation)
+        V4PathChallengeSent = "v4_path_challenge_sent",
+        /// ... the challenge came back from the new address: replies follow it
+        V4PathRebound = "v4_path_rebound",
+        /// ... no answer: the old path stays
+        V4PathChallengeFailed = "v4_path_challenge_failed",
+        /// ... not sent (the peer-restart challenges' per-peer and global limits)
+        V4PathChallengeRateLimited = "v4_path_challenge_rate_limited",
+        /// a verified packet from a path not (yet) validated: delivered, not answered there
+        V4PathUnvalidatedRx = "v4_path_unvalidated_rx",
+        /// NAT keepalives: nonce-only packets on a quiet session over a v4 path
+        V4KeepaliveSent = "v4_keepalive_sent",
+        /// a new v4 path of ours warmed up: a nonce-only packet to a correspondent's
+        /// v4 path while the session still runs elsewhere (`v4_locals_changed`)
+        V4PathWarmed = "v4_path_warmed",
+        /// a v4-path datagram whose inner source locator is not a v4 path (delivered
+        /// if its nonce is right; no path learned from it)
+        V4InnerNotV4Path = "v4_inner_not_v4_path",
     }
 }
 
@@ -342,6 +364,15 @@ pub enum Event {
         nid: Nid,
         outcome: &'static str,
     },
+    /// a correspondent's v4 path changed or was checked (`v4path.rs`)
+    V4Path {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        #[serde(serialize_with = "ser_display")]
+        locator: Locator,
+        via: String,
+        outcome: &'static str,
+    },
     /// a name's NID + locator records, from the resolver proxy (`result`: a
     /// `DnsPeerResult` name)
     DnsPeer {
@@ -375,6 +406,9 @@ impl fmt::Display for Event {
             ),
             Event::PeerRemoved { nid, reason } => write!(f, "ILCC entry {nid} removed: {reason}"),
             Event::PeerChallenge { nid, outcome } => write!(f, "peer restart challenge to {nid}: {outcome}"),
+            Event::V4Path { nid, locator, via, outcome } => {
+                write!(f, "v4 path {locator} of {nid} via {via}: {outcome}")
+            }
             Event::NonIlnpPeer { nid } => {
                 write!(f, "peer {nid} is not ILNPv6-capable (Parameter Problem on the nonce option)")
             }

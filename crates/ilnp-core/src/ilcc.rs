@@ -9,6 +9,7 @@ use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{Locator, Nid, Nonce};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
 /// A correspondent's locator as this node knows it.
@@ -27,12 +28,33 @@ pub struct RemoteLocator {
     /// learned from a packet). Past it the locator is Aged, not removed (RFC 6741 §5.2).
     #[serde(skip)]
     pub expires: Option<Instant>,
+    /// a v4 path: where its packets really come from, when that is not the address
+    /// and port the locator names (a NAT, `v4path.rs`); replies go there
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "ser_via")]
+    pub via: Option<SocketAddrV4>,
+    /// a datagram arrived over this v4 path already (the first one defines `via`;
+    /// a later one from elsewhere is a rebinding, validated first)
+    #[serde(skip)]
+    pub v4_heard: bool,
 }
 
 impl RemoteLocator {
     /// A locator from the peer database or learned from a packet: no lifetime.
     pub fn new(loc: Locator, pref: u16, state: LocatorState, last_heard: Option<Instant>) -> RemoteLocator {
-        RemoteLocator { loc, pref, lifetime_s: 0, state, last_heard, expires: None }
+        RemoteLocator { loc, pref, lifetime_s: 0, state, last_heard, expires: None, via: None, v4_heard: false }
+    }
+
+    /// Where packets to this locator go: the observed path, else what it names
+    /// (None: an IPv6 locator).
+    pub fn v4_destination(&self) -> Option<SocketAddrV4> {
+        self.via.or_else(|| self.loc.as_v4_path())
+    }
+}
+
+fn ser_via<S: serde::Serializer>(v: &Option<SocketAddrV4>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(a) => s.serialize_str(&a.to_string()),
+        None => s.serialize_none(),
     }
 }
 
@@ -162,13 +184,21 @@ impl IlccEntry {
     /// The remote locator to send to: the active one, else the lowest preference
     /// among valid ones. When every locator has outlived its lifetime, the best aged
     /// one is still used: a live session must survive a late LU (RFC 6741 §5.2).
+    /// Among them, one the entry's local locator can send to comes first (IPv6 to
+    /// IPv6, v4 path to v4 path: `Core::fit_local` picks the local locator).
     pub fn best_remote(&self) -> Option<&RemoteLocator> {
         let usable = |r: &&RemoteLocator| matches!(r.state, LocatorState::Active | LocatorState::Valid);
+        let other_family = |r: &RemoteLocator| !r.loc.same_family(self.local_locator);
         self.remote_locators
             .iter()
             .filter(usable)
-            .min_by_key(|r| (r.state != LocatorState::Active, r.pref))
-            .or_else(|| self.remote_locators.iter().filter(|r| r.state == LocatorState::Aged).min_by_key(|r| r.pref))
+            .min_by_key(|r| (other_family(r), r.state != LocatorState::Active, r.pref))
+            .or_else(|| {
+                self.remote_locators
+                    .iter()
+                    .filter(|r| r.state == LocatorState::Aged)
+                    .min_by_key(|r| (other_family(r), r.pref))
+            })
     }
 
     /// Marks locators whose lifetime ran out at `now` as Aged (kept and still

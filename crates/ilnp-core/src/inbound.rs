@@ -116,6 +116,8 @@ impl Core {
         }
         // the peer speaks ILNPv6: a fallback probe for it is moot
         self.cancel_probe(nid, out);
+        // over UDP/IPv4: the path it came on (learned, or a rebinding checked)
+        self.v4_observe(now, nid, meta.src_loc, out);
         // a verified packet arrived on this locator: it is not quiet
         self.local.note_rx(meta.dst_loc, now);
         if self.local.is_retired(meta.dst_loc) {
@@ -134,6 +136,9 @@ impl Core {
         if meta.proto == ipv6::PROTO_NONE {
             // a nonce-only packet: nothing for the stack
             self.stats.bump(Outcome::NonceOnlyReceived);
+            return;
+        }
+        if self.v4_challenge_answer(nid, &ident, out) {
             return;
         }
         out.push(Action::DeliverLocal(ident));

@@ -17,6 +17,7 @@ mod outbound;
 pub mod peers;
 pub mod snapshot;
 pub mod timers;
+mod v4path;
 
 pub use admission::{Admission, AnswerHint, Tier, TierCounts, TokenBucket, ANSWER_HINT_MAX_AGE};
 pub use balance::{BalanceChange, BalanceError, BalanceTable, Policy};
@@ -27,7 +28,9 @@ pub use fallback::{FallbackReason, FallbackView, PeerState};
 pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
 pub use ilnp_wire::checksum::ChecksumRule;
 pub use ilnp_wire::{Locator, Nid, Nonce};
-pub use local::{derive_local_locators, locator_preference, KernelAddress, LocalLocators, UplinkFacts};
+pub use local::{
+    derive_local_locators, locator_preference, v4_path_preference, KernelAddress, LocalLocators, UplinkFacts,
+};
 pub use peers::{PeerError, PeerLocator, PeerRecord};
 /// The randomness the core takes (re-exported so shells and fuzzers use the same trait).
 pub use rand_core::{Error as RngError, RngCore};
@@ -116,6 +119,12 @@ pub enum Action {
         pkt: Vec<u8>,
         uplink: Option<u32>,
     },
+    /// complete wire-form IPv6 packet to a v4-path locator → the payload of a UDP
+    /// datagram from the v4 path's port to `to` (`v4path.rs`)
+    SendV4 {
+        pkt: Vec<u8>,
+        to: std::net::SocketAddrV4,
+    },
     /// complete identifier-form IPv6 packet → write to ilnp0
     DeliverLocal(Vec<u8>),
     /// write/refresh the fast-path entry of this peer
@@ -173,6 +182,7 @@ pub struct Core {
     balance: balance::Balancer,
     fallback: fallback::Fallback,
     admission: admission::AdmissionState,
+    v4: v4path::V4Paths,
 }
 
 impl Core {
@@ -194,6 +204,7 @@ impl Core {
             balance,
             fallback,
             admission,
+            v4: v4path::V4Paths::default(),
         }
     }
 
@@ -266,8 +277,7 @@ impl Core {
         out.clear();
         self.inbound(now, pkt, csum, out);
         self.ilcc.tidy();
-        self.challenges.mask(out);
-        self.balance_follow(out);
+        self.finish(out);
     }
 
     /// An identifier-form packet the kernel routed to ilnp0.
@@ -303,8 +313,7 @@ impl Core {
         out.clear();
         self.outbound(now, pkt, csum, hints, out);
         self.ilcc.tidy();
-        self.challenges.mask(out);
-        self.balance_follow(out);
+        self.finish(out);
     }
 
     /// The fast path saw traffic for `nid`: keep the entry alive.
@@ -341,12 +350,21 @@ impl Core {
             .into_iter()
             .flat_map(|nid| [Action::IlccRemove(nid), Action::Event(Event::PeerRemoved { nid, reason: "flushed" })])
             .collect();
-        self.balance_follow(&mut out);
+        self.finish(&mut out);
         out
     }
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The exit pass of every entry point over what it produced: challenged peers'
+    /// fast-path entries masked, balancing tables followed, packets to v4 paths
+    /// turned into datagrams.
+    fn finish(&mut self, out: &mut Vec<Action>) {
+        self.challenges.mask(out);
+        self.balance_follow(out);
+        self.v4_route(out);
     }
 }
 

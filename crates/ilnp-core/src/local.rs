@@ -30,6 +30,17 @@ pub fn locator_preference(configured: Option<u16>, router: Option<RouterPreferen
     }
 }
 
+/// The preference of a v4-path locator (an IPv4 address on an uplink, `v4path.rs`):
+/// behind every IPv6 locator (5-20), so IPv6 carries sessions whenever the host has
+/// it; one whose uplink lost its IPv4 default route behind that.
+pub fn v4_path_preference(router4: bool) -> u16 {
+    if router4 {
+        DEFAULT_LOCATOR_PREF + 20
+    } else {
+        DEFAULT_LOCATOR_PREF + 30
+    }
+}
+
 /// What the shell knows about one uplink, as the locator derivation needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UplinkFacts {
@@ -38,6 +49,8 @@ pub struct UplinkFacts {
     pub up: bool,
     /// best default-router preference behind the uplink; None: no default route
     pub router: Option<RouterPreference>,
+    /// the uplink has an IPv4 default route (for its v4-path locators)
+    pub router4: bool,
     /// locator preference configured for this uplink
     pub configured_pref: Option<u16>,
 }
@@ -77,13 +90,18 @@ pub fn derive_local_locators(
             if (n == local_nid && a.added_by_us) || !u.up || l == id_prefix {
                 continue;
             }
+            let (pref, has_router) = if l.is_v4_path() {
+                (u.configured_pref.unwrap_or(v4_path_preference(u.router4)), u.router4)
+            } else {
+                (locator_preference(u.configured_pref, u.router), u.router.is_some())
+            };
             let e = locs.entry(l).or_insert(LocalLocator {
                 loc: l,
                 ifindex: u.ifindex,
-                pref: locator_preference(u.configured_pref, u.router),
+                pref,
                 lifetime_s: a.valid_lft,
                 state: LocatorState::Active,
-                has_router: u.router.is_some(),
+                has_router,
                 deprecated: a.deprecated,
             });
             // the prefix is deprecated only when every address in it is: the
@@ -165,6 +183,21 @@ impl LocalLocators {
 
     pub fn is_usable(&self, loc: Locator) -> bool {
         self.usable().any(|l| l.loc == loc)
+    }
+
+    /// The source locator for a correspondent with these locators (IPv6 and v4
+    /// paths, `v4path.rs`): the family is that of the correspondent's most preferred
+    /// locator we can reach (not aged first, then its preference); within it
+    /// `current` if usable, else our preferred usable locator of that family. None:
+    /// no usable locator of ours reaches any of theirs.
+    pub fn fitting(&self, current: Locator, remote: &[crate::RemoteLocator]) -> Option<Locator> {
+        let mut live: Vec<&crate::RemoteLocator> = remote.iter().filter(|r| r.state != LocatorState::Expired).collect();
+        live.sort_by_key(|r| (r.state == LocatorState::Aged, r.pref));
+        let r = live.into_iter().find(|r| self.usable().any(|l| l.loc.same_family(r.loc)))?;
+        if self.is_usable(current) && current.same_family(r.loc) {
+            return Some(current);
+        }
+        self.usable().map(|l| l.loc).find(|l| l.same_family(r.loc))
     }
 
     pub fn contains(&self, loc: Locator) -> bool {
@@ -344,7 +377,7 @@ impl Core {
         let update = self.local.set(now, locs);
         let mut out = self.apply_local_update(now, update);
         self.ilcc.tidy();
-        self.balance_follow(&mut out);
+        self.finish(&mut out);
         out
     }
 
@@ -355,6 +388,7 @@ impl Core {
             out.push(Action::Event(Event::LocalLocatorRetired { locator, quiet_ms: quiet.as_millis() as u64 }));
         }
         out.push(Action::LocalLocators(self.local.all().to_vec()));
+        self.v4_locals_changed(now, &mut out);
         if !update.advertised_changed {
             return out;
         }
@@ -371,7 +405,10 @@ impl Core {
                 if !self.local.is_usable(e.local_locator) || Some(e.local_locator) == update.old_best {
                     e.local_locator = b;
                 }
+                // ... of a family the correspondent can be reached in (v4path.rs)
+                self.fit_local(nid);
             }
+            let Some(e) = self.ilcc.get_mut(&nid) else { continue };
             // LUs go to established peers only (admission.rs)
             if !any_usable || e.tier == crate::Tier::Embryonic {
                 continue;
@@ -479,7 +516,7 @@ mod tests {
 
     #[test]
     fn derivation_picks_global_64s_on_live_uplinks() {
-        let up = |ifindex, router| UplinkFacts { ifindex, up: true, router, configured_pref: None };
+        let up = |ifindex, router| UplinkFacts { ifindex, up: true, router, router4: false, configured_pref: None };
         let addr = |ifindex, s: &str, len| KernelAddress {
             ifindex,
             addr: s.parse().unwrap(),
@@ -492,8 +529,14 @@ mod tests {
         let uplinks = [
             up(2, Some(RouterPreference::High)),
             up(3, None),
-            UplinkFacts { ifindex: 4, up: false, router: None, configured_pref: None },
-            UplinkFacts { ifindex: 5, up: true, router: Some(RouterPreference::Low), configured_pref: Some(1) },
+            UplinkFacts { ifindex: 4, up: false, router: None, router4: false, configured_pref: None },
+            UplinkFacts {
+                ifindex: 5,
+                up: true,
+                router: Some(RouterPreference::Low),
+                router4: false,
+                configured_pref: Some(1),
+            },
         ];
         let mut ours = addr(3, "2001:db8:c::200:ff:fe00:d", 64);
         ours.added_by_us = true;
@@ -523,7 +566,7 @@ mod tests {
 
     #[test]
     fn a_prefix_is_deprecated_only_when_all_its_addresses_are() {
-        let uplinks = [UplinkFacts { ifindex: 2, up: true, router: None, configured_pref: None }];
+        let uplinks = [UplinkFacts { ifindex: 2, up: true, router: None, router4: false, configured_pref: None }];
         let addr = |s: &str, deprecated| KernelAddress {
             ifindex: 2,
             addr: s.parse().unwrap(),

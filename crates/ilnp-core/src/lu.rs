@@ -131,14 +131,22 @@ impl Core {
                         last_heard: if x.locator == src_loc { Some(now) } else { None },
                         // Lifetime 0: none given; the locator stays until the next LU
                         expires: (x.lifetime > 0).then(|| now + Duration::from_secs(u64::from(x.lifetime))),
+                        // a NAT's observed path for a locator listed again stays
+                        via: e.remote_locators.iter().find(|r| r.loc == x.locator).and_then(|r| r.via),
+                        v4_heard: e.remote_locators.iter().any(|r| r.loc == x.locator && r.v4_heard),
                     })
                     .collect();
                 remote.sort_by_key(|r| r.pref);
                 let old_active = e.best_remote().map(|r| r.loc);
                 e.remote_locators = remote;
+                e.last_used = now;
+                // a v4 path to answer on (v4path.rs), and a local locator of the
+                // advertised locators' family
+                self.v4_observe(now, nid, src_loc, out);
+                self.fit_local(nid);
+                let Some(e) = self.ilcc.get_mut(&nid) else { return };
                 let best = e.best_remote().map(|r| r.loc).unwrap_or(src_loc);
                 e.activate_remote(best);
-                e.last_used = now;
                 let ack = lu.ack();
                 // ack from our active locator towards this peer (what our data uses), to
                 // the preferred advertised one; the locator the LU reached if ours is gone
@@ -183,6 +191,7 @@ impl Core {
                 e.last_acked_lu = Some(p.entries.clone());
                 self.stats.bump(Outcome::LuAcked);
                 out.push(Action::Event(Event::LuAcked { nid, rtt_us: rtt.as_micros() as u64, attempts: p.attempts }));
+                self.v4_observe(now, nid, src_loc, out);
             }
         }
     }

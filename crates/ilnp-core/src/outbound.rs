@@ -115,6 +115,8 @@ impl Core {
         let mut remote: Vec<RemoteLocator> =
             peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
         remote.sort_by_key(|r| r.pref);
+        // a source locator of a family the peer has (IPv6 or v4 path)
+        let local = self.local.fitting(local, &remote).unwrap_or(local);
         let mut e = IlccEntry::new(nid, remote, local, nonce_tx, None, true, now);
         e.checksum_rule = self.checksum_rule(nid);
         let best = e.best_remote().map(|r| r.loc).ok_or(DropReason::NoRemoteLocator)?;

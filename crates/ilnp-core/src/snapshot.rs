@@ -62,6 +62,9 @@ pub struct RemoteState {
     pub state: LocatorState,
     /// None: no lifetime known
     pub expires_in_ms: Option<u64>,
+    /// a v4 path's observed address behind a NAT (`RemoteLocator::via`)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<std::net::SocketAddrV4>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,6 +133,7 @@ impl EntryState {
                     lifetime_s: r.lifetime_s,
                     state: r.state,
                     expires_in_ms: r.expires.map(|t| ms(t.saturating_duration_since(now))),
+                    via: r.via,
                 })
                 .collect(),
             nonce_tx: nonce_hex(&e.nonce_tx),
@@ -162,6 +166,10 @@ impl EntryState {
                 state: r.state,
                 last_heard: None,
                 expires: r.expires_in_ms.map(ahead),
+                via: r.via,
+                // a path a NAT rewrote was heard; the first datagram after a
+                // restart defines an unrewritten one again
+                v4_heard: r.via.is_some(),
             })
             .collect();
         let mut e = IlccEntry::new(nid, remote, Locator(self.local_locator), nonce_tx, nonce_rx, self.initiator, now);

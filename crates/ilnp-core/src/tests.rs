@@ -71,6 +71,16 @@ pub(crate) fn udp(src: Nid, dst: Nid, payload: &[u8]) -> Vec<u8> {
     ts::udp(ilnp_addr(P, src), ilnp_addr(P, dst), 0x9c41, 0x1770, payload)
 }
 
+/// The echo reply a stack would send for the echo request `req_ident` (identifier form in, out).
+pub(crate) fn echo_reply_for(req_ident: &[u8]) -> Vec<u8> {
+    let ul = ilnp_wire::ipv6::upper_layer_info(req_ident).unwrap();
+    let m = icmpv6::Message::new_checked(&req_ident[ul.offset..]).unwrap();
+    let p = ilnp_wire::ipv6::Packet::new_checked(req_ident).unwrap();
+    let r =
+        icmpv6::Repr { msg_type: icmpv6::TYPE_ECHO_REPLY, code: 0, data_word: m.data_word(), body: &m.as_bytes()[8..] };
+    r.packet(p.dst(), p.src(), 64, None)
+}
+
 pub(crate) fn wire(actions: &[Action]) -> Vec<Vec<u8>> {
     actions
         .iter()

@@ -223,10 +223,15 @@ impl Core {
     /// locator's lifetime end, an entry's idle deadline, or the end of a soft-handoff
     /// quiet period. O(1) in the number of ILCC entries.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.ilcc.next_deadline(), self.local.next_retirement(), self.challenges.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.ilcc.next_deadline(),
+            self.local.next_retirement(),
+            self.challenges.next_deadline(),
+            self.v4.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Due work at `now`. A shell with a fast path feeds `note_local_activity` first,
@@ -276,9 +281,9 @@ impl Core {
         }
         // peer-restart challenges nobody answered (`challenge.rs`)
         self.challenges_due(now, out);
+        self.v4_due(now, out);
         self.ilcc.tidy();
-        self.challenges.mask(out);
-        self.balance_follow(out);
+        self.finish(out);
     }
 }
 

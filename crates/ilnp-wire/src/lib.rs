@@ -16,6 +16,7 @@ pub mod rdata;
 pub mod test_support;
 pub mod translate;
 pub mod unicast;
+pub mod v4path;
 
 pub use classify::{classify, ClassifyError, Packet};
 pub use unicast::{LocatorError, LocatorPref, LocatorPrefError, NidError};
@@ -158,6 +159,18 @@ impl Locator {
     pub fn prefix(self) -> Ipv6Addr {
         ilnp_addr(self, Nid(0))
     }
+
+    /// RFC 6742's four groups, whatever the value (`Display` writes a v4 path as
+    /// `v4:A.B.C.D:PORT`; DNS presentation must not).
+    pub fn groups(self) -> impl fmt::Display {
+        struct G(u64);
+        impl fmt::Display for G {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt_groups(self.0, f)
+            }
+        }
+        G(self.0)
+    }
 }
 
 impl fmt::Display for Nid {
@@ -171,8 +184,12 @@ impl fmt::Debug for Nid {
     }
 }
 impl fmt::Display for Locator {
+    /// RFC 6742's four groups; a v4 path (`v4path`) as `v4:A.B.C.D:PORT`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt_groups(self.0, f)
+        match self.as_v4_path() {
+            Some(a) => write!(f, "v4:{a}"),
+            None => fmt_groups(self.0, f),
+        }
     }
 }
 impl fmt::Debug for Locator {
@@ -190,9 +207,14 @@ impl core::str::FromStr for Locator {
     type Err = String;
     /// Accepts the RFC 6742 form (`2001:0db8:0001:0000`) or an IPv6 prefix
     /// whose lower 64 bits are zero (`2001:db8:1::` or `2001:db8:1::/64`).
+    /// A v4 path is written `v4:A.B.C.D[:PORT]` (`v4path`; the port defaults to
+    /// `v4path::DEFAULT_PORT`).
     fn from_str(s: &str) -> Result<Self, String> {
         if let Ok(v) = parse_groups(s) {
             return Ok(Locator(v));
+        }
+        if let Some(rest) = s.strip_prefix("v4:") {
+            return v4path::parse(rest).map_err(|e| format!("{s:?}: {e}"));
         }
         let addr = s.strip_suffix("/64").unwrap_or(s);
         let a: Ipv6Addr = addr

@@ -166,7 +166,7 @@ impl fmt::Display for Rdata {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Rdata::Nid { preference, nid } => write!(f, "{preference} {nid}"),
-            Rdata::L64 { preference, locator } => write!(f, "{preference} {locator}"),
+            Rdata::L64 { preference, locator } => write!(f, "{preference} {}", locator.groups()),
             Rdata::L32 { preference, locator } => write!(f, "{preference} {locator}"),
             Rdata::Lp { preference, fqdn } => write!(f, "{preference} {fqdn}."),
         }

@@ -173,8 +173,14 @@ fn ilcc(entries: &[IlccEntry]) -> String {
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|e| {
-            let remote: Vec<String> =
-                e.remote_locators.iter().map(|r| format!("{}|{}({})", r.l64, r.pref, r.state)).collect();
+            let remote: Vec<String> = e
+                .remote_locators
+                .iter()
+                .map(|r| {
+                    let via = r.via.as_ref().map(|v| format!(" via {v} (NAT)")).unwrap_or_default();
+                    format!("{}|{}({}){via}", r.l64, r.pref, r.state)
+                })
+                .collect();
             vec![
                 e.nid.clone(),
                 e.local_locator.clone(),

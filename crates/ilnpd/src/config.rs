@@ -97,6 +97,40 @@ pub struct FileConfig {
     pub dns: Option<FileDns>,
     /// the OpenMetrics endpoint for Prometheus; absent = off
     pub metrics: Option<FileMetrics>,
+    /// the v4 path: ILNPv6 in UDP over IPv4 for IPv4-only and NATed networks
+    /// (docs/architecture.md § IPv4 and NAT); absent = off
+    pub ipv4: Option<FileIpv4>,
+}
+
+/// `[ipv4]` as written.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct FileIpv4 {
+    /// the UDP port ILNPv6-in-UDP is received on and sent from (default 6740)
+    pub port: Option<u16>,
+    /// a session over a v4 path quiet this long sends a NAT keepalive (default 25; 0 = none)
+    pub keepalive_s: Option<u64>,
+}
+
+/// The v4 path's settings (`[ipv4]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ipv4Config {
+    pub port: u16,
+    pub keepalive: Duration,
+}
+
+impl FileIpv4 {
+    fn validate(&self) -> Result<Ipv4Config> {
+        let port = self.port.unwrap_or(ilnp_wire::v4path::DEFAULT_PORT);
+        if port == 0 {
+            bail!("[ipv4] port: 0 is not a port");
+        }
+        let keepalive_s = self.keepalive_s.unwrap_or(25);
+        if keepalive_s > 3600 {
+            bail!("[ipv4] keepalive_s: {keepalive_s} is more than 3600; NATs forget UDP mappings after 30 s to a few minutes");
+        }
+        Ok(Ipv4Config { port, keepalive: Duration::from_secs(keepalive_s) })
+    }
 }
 
 /// `[metrics]` as written.
@@ -243,6 +277,8 @@ pub struct Config {
     pub dns: Option<crate::dns::DnsConfig>,
     pub dns_update: Option<crate::dns::update::UpdateConfig>,
     pub metrics: Option<crate::metrics::MetricsConfig>,
+    /// `[ipv4]`: the v4 path; None = off
+    pub ipv4: Option<Ipv4Config>,
     pub fallback: bool,
     pub fallback_probe_after: Duration,
     pub tcp_hints: bool,
@@ -507,6 +543,7 @@ impl Config {
         }
         let dns = f.dns.as_ref().map(FileDns::validate).transpose()?.unwrap_or((None, None));
         let metrics = f.metrics.as_ref().map(FileMetrics::validate).transpose()?;
+        let ipv4 = f.ipv4.as_ref().map(FileIpv4::validate).transpose()?;
         let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(DEFAULT_ILCC_MAX_ENTRIES);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
@@ -552,6 +589,7 @@ impl Config {
             dns: dns.0,
             dns_update: dns.1,
             metrics,
+            ipv4,
             fallback: f.fallback.unwrap_or(true),
             fallback_probe_after: Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000)),
             tcp_hints: f.tcp_hints.unwrap_or(true),
@@ -670,10 +708,23 @@ mod tests {
             ("uplinks = [\"e\"]\n[metrics]\ntop_peers = 5\n", "listen"),
             ("uplinks = [\"e\"]\n[metrics]\nlisten = [\"localhost:9469\"]\n", "listen"),
             ("uplinks = [\"e\"]\n[metrics]\nlisten = [\"127.0.0.1:9469\"]\ntop_peers = 100000\n", "top_peers"),
+            ("uplinks = [\"e\"]\n[ipv4]\nport = 0\n", "[ipv4] port"),
+            ("uplinks = [\"e\"]\n[ipv4]\nport = 70000\n", "port"),
+            ("uplinks = [\"e\"]\n[ipv4]\nkeepalive_s = 86400\n", "keepalive_s"),
+            ("uplinks = [\"e\"]\n[ipv4]\nbogus = 1\n", "bogus"),
         ] {
             let e = load(t).unwrap_err().to_string();
             assert!(e.contains(key), "{t:?}: {e}");
         }
+    }
+
+    #[test]
+    fn ipv4_is_off_unless_its_table_is_there() {
+        assert_eq!(load("uplinks = [\"e\"]\n").unwrap().ipv4, None);
+        let c = load("uplinks = [\"e\"]\n[ipv4]\n").unwrap().ipv4.unwrap();
+        assert_eq!((c.port, c.keepalive), (6740, Duration::from_secs(25)));
+        let c = load("uplinks = [\"e\"]\n[ipv4]\nport = 4500\nkeepalive_s = 0\n").unwrap().ipv4.unwrap();
+        assert_eq!((c.port, c.keepalive), (4500, Duration::ZERO));
     }
 
     #[test]

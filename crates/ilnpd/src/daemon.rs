@@ -24,6 +24,7 @@ mod requests;
 mod slowpath;
 pub mod startup;
 mod tcp_hints;
+mod v4;
 
 use startup::{FaultPlan, InstanceLock, Step};
 
@@ -95,6 +96,8 @@ pub struct Daemon {
     found: Found,
     /// the control socket file is ours to remove
     control_bound: bool,
+    /// the v4 path's UDP socket (`[ipv4]`)
+    v4: Option<tokio::net::UdpSocket>,
 }
 
 /// What start-up found from an earlier ilnpd (crashed or handed over), so that a
@@ -130,7 +133,9 @@ pub const HANDOVER_EXIT: u8 = 75;
 /// Returns its ifindex.
 async fn configure_tun(nl: &Netlink, cfg: &Config, min_mtu: u32, my_id: Ipv6Addr) -> Result<u32> {
     let tl = nl.link(&cfg.tun_name).await?;
-    let mtu = min_mtu.saturating_sub(ilnp_wire::destopts::header_len(cfg.nonce_len) as u32).max(1280);
+    // with [ipv4], room for the v4 path's outer IPv4 and UDP headers too
+    let v4 = if cfg.ipv4.is_some() { ilnp_wire::v4path::OVERHEAD } else { 0 };
+    let mtu = min_mtu.saturating_sub((ilnp_wire::destopts::header_len(cfg.nonce_len) + v4) as u32).max(1280);
     // forwarding on ilnp0 only: bpf_fib_lookup() refuses to route for an
     // interface without it; packets are still never forwarded between
     // interfaces (that needs net.ipv6.conf.all.forwarding).
@@ -167,6 +172,9 @@ fn build_core(cfg: &Config, local_nid: Nid, uplinks: &[Uplink]) -> Result<Core> 
     cc.adopt_initiator_nonce = cfg.adopt_initiator_nonce;
     cc.transport_checksum = cfg.transport_checksum;
     cc.peer_checksum = cfg.peer_checksum.iter().map(|(n, r)| (*n, *r)).collect();
+    if let Some(v4) = &cfg.ipv4 {
+        cc.v4_keepalive = v4.keepalive;
+    }
     cc.lu = LuTimers {
         initial_rto: cfg.lu_initial_rto,
         max_attempts: cfg.lu_max_attempts,
@@ -223,6 +231,7 @@ impl Daemon {
                 up: l.up,
                 router: None,
                 gateway: None,
+                router4: false,
             });
         }
         // an existing ilnp0 is one a crashed (or handed-over) ilnpd left, persistent,
@@ -290,6 +299,14 @@ impl Daemon {
             Err(e) => return early(lock, e),
         };
         if let Err(e) = fault.after(Step::MetricsListen) {
+            return early(lock, e);
+        }
+        // ---- Step::V4Listen: the v4 path's port, likewise
+        let v4_sock = match cfg.ipv4.as_ref().map(|c| v4::bind(c.port)).transpose() {
+            Ok(s) => s,
+            Err(e) => return early(lock, e),
+        };
+        if let Err(e) = fault.after(Step::V4Listen) {
             return early(lock, e);
         }
         // ---- Step::Tun
@@ -390,6 +407,7 @@ impl Daemon {
             scrapes,
             found: Found { state_file: state_existed, ..Found::default() },
             control_bound: false,
+            v4: v4_sock,
         };
         if let Some(s) = &restored {
             // what the previous run changed is put back on a clean stop, with the
@@ -733,7 +751,7 @@ impl Daemon {
     /// killing the process half-way (default action) and leaving ilnp0 behind.
     pub async fn run(mut self, mut requests: mpsc::Receiver<Pending>, signals: Signals) -> Result<Exit> {
         let Signals { mut term, mut int, mut usr2 } = signals;
-        let mut events = match netlink::subscribe() {
+        let mut events = match netlink::subscribe(self.cfg.ipv4.is_some()) {
             Ok(e) => e,
             Err(e) => {
                 self.cleanup().await;
@@ -743,6 +761,7 @@ impl Daemon {
         startup::notify_ready();
         let mut exit = Exit::Stopped;
         let mut buf = vec![0u8; 65536 + crate::tun::VNET_HDR_LEN];
+        let mut buf4 = vec![0u8; 65536];
         let mut sweep: Option<Nid> = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         let mut activity: HashMap<Nid, u64> = HashMap::new();
@@ -777,6 +796,15 @@ impl Daemon {
                             }
                         }
                         Err(e) => { tracing::error!("reading {}: {e:#}", self.tun.name); break; }
+                    }
+                }
+                r = v4::recv(&self.v4, &mut buf4) => {
+                    match r {
+                        Ok((n, from)) => {
+                            let pkt = buf4[..n].to_vec();
+                            self.on_v4_datagram(&pkt, from);
+                        }
+                        Err(e) => tracing::debug!("v4 path socket: {e}"),
                     }
                 }
                 Some(()) = events.next() => {

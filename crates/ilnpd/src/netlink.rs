@@ -11,8 +11,8 @@ use netlink_packet_route::route::{
 };
 use netlink_packet_route::AddressFamily;
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 pub struct Netlink {
     pub handle: Handle,
@@ -122,6 +122,64 @@ impl Netlink {
                     valid_lft,
                     deprecated: flags.contains(AddressFlags::Deprecated) || preferred_lft == 0,
                 });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The IPv4 addresses that can carry a v4 path (`[ipv4]`): on `ifindex`es,
+    /// global or private (a NAT's inside), not loopback or link-local (169.254/16),
+    /// with their valid lifetime (DHCP leases; seconds, u32::MAX = forever).
+    pub async fn addresses4(&self) -> Result<Vec<(u32, Ipv4Addr, u32)>> {
+        let mut out = Vec::new();
+        let mut s = self.handle.address().get().execute();
+        while let Some(m) = s.try_next().await.context("dumping IPv4 addresses")? {
+            if m.header.family != AddressFamily::Inet {
+                continue;
+            }
+            let mut addr = None;
+            let mut valid_lft = u32::MAX;
+            for a in &m.attributes {
+                match a {
+                    AddressAttribute::Local(IpAddr::V4(v)) => addr = Some(*v),
+                    AddressAttribute::Address(IpAddr::V4(v)) if addr.is_none() => addr = Some(*v),
+                    AddressAttribute::CacheInfo(c) => valid_lft = c.ifa_valid,
+                    _ => {}
+                }
+            }
+            if let Some(a) = addr.filter(|a| !a.is_loopback() && !a.is_link_local() && !a.is_unspecified()) {
+                out.push((m.header.index, a, valid_lft));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Interfaces with an IPv4 default route in the main table.
+    pub async fn default_routes4(&self) -> Result<BTreeSet<u32>> {
+        let mut m = RouteMessage::default();
+        m.header.address_family = AddressFamily::Inet;
+        let mut s = self.handle.route().get(m).execute();
+        let mut out = BTreeSet::new();
+        while let Some(m) = s.try_next().await.context("dumping IPv4 routes")? {
+            if m.header.destination_prefix_length != 0 || m.header.kind != RouteType::Unicast {
+                continue;
+            }
+            let table = m
+                .attributes
+                .iter()
+                .find_map(|a| if let RouteAttribute::Table(t) = a { Some(*t) } else { None })
+                .unwrap_or(u32::from(m.header.table));
+            if table != u32::from(RouteHeader::RT_TABLE_MAIN) {
+                continue;
+            }
+            for a in &m.attributes {
+                match a {
+                    RouteAttribute::Oif(i) => {
+                        out.insert(*i);
+                    }
+                    RouteAttribute::MultiPath(hops) => out.extend(hops.iter().map(|h| h.interface_index)),
+                    _ => {}
+                }
             }
         }
         Ok(out)
@@ -278,14 +336,16 @@ impl Netlink {
 }
 
 /// A stream that yields whenever an IPv6 address, a link or an IPv6 route changes
-/// (routes: the RA's default route appears, goes, or changes preference).
-pub fn subscribe() -> Result<futures::channel::mpsc::UnboundedReceiver<()>> {
+/// (routes: the RA's default route appears, goes, or changes preference); with
+/// `ipv4` (the v4 path is on) also IPv4 addresses and routes.
+pub fn subscribe(ipv4: bool) -> Result<futures::channel::mpsc::UnboundedReceiver<()>> {
     use netlink_sys::{AsyncSocket, SocketAddr};
     let (mut conn, _handle, mut messages) = rtnetlink::new_connection().context("opening a netlink event socket")?;
     let groups = (1 << (libc::RTNLGRP_LINK - 1))
         | (1 << (libc::RTNLGRP_IPV6_IFADDR - 1))
         | (1 << (libc::RTNLGRP_IPV6_PREFIX - 1))
-        | (1 << (libc::RTNLGRP_IPV6_ROUTE - 1));
+        | (1 << (libc::RTNLGRP_IPV6_ROUTE - 1))
+        | if ipv4 { (1 << (libc::RTNLGRP_IPV4_IFADDR - 1)) | (1 << (libc::RTNLGRP_IPV4_ROUTE - 1)) } else { 0 };
     conn.socket_mut()
         .socket_mut()
         .bind(&SocketAddr::new(0, groups))

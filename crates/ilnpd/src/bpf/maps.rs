@@ -221,6 +221,7 @@ pub const REASONS: &[&str] = &[
     "ingress_drop_nonce_overrun",
     "egress_punt_csum_rule",
     "ingress_punt_csum_rule",
+    "egress_punt_v4",
 ];
 
 /// `ILNP_CFG_F_ADMIT_SOCKET` (ilnp_cfg.flags)

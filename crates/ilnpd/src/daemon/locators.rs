@@ -27,11 +27,19 @@ pub(super) struct Uplink {
     pub(super) router: Option<RouterPreference>,
     /// address of that default router, if known
     pub(super) gateway: Option<Ipv6Addr>,
+    /// it has an IPv4 default route (`[ipv4]`: its v4-path locators)
+    pub(super) router4: bool,
 }
 
 impl Uplink {
     pub(super) fn facts(&self) -> UplinkFacts {
-        UplinkFacts { ifindex: self.index, up: self.up, router: self.router, configured_pref: self.configured_pref }
+        UplinkFacts {
+            ifindex: self.index,
+            up: self.up,
+            router: self.router,
+            router4: self.router4,
+            configured_pref: self.configured_pref,
+        }
     }
 }
 
@@ -130,10 +138,34 @@ impl Daemon {
                 added_by_us: self.added.contains(&(a.ifindex, a.addr)),
             })
             .collect();
+        let mut kernel = kernel;
+        if let Some(v4) = &self.cfg.ipv4 {
+            // each IPv4 address on an uplink is a v4 path (`ilnp_wire::v4path`): a
+            // locator of 0004:ADDR:PORT that the core treats like any other
+            let routers4 = self.nl.default_routes4().await?;
+            for u in &mut self.uplinks {
+                u.router4 = routers4.contains(&u.index);
+            }
+            for (ifindex, a, valid_lft) in self.nl.addresses4().await? {
+                if !self.uplinks.iter().any(|u| u.index == ifindex) {
+                    continue;
+                }
+                kernel.push(KernelAddress {
+                    ifindex,
+                    addr: ilnp_addr(Locator::v4_path(a, v4.port), self.local_nid),
+                    prefix_len: 64,
+                    global: true,
+                    valid_lft,
+                    deprecated: false,
+                    added_by_us: false,
+                });
+            }
+        }
         let facts: Vec<UplinkFacts> = self.uplinks.iter().map(Uplink::facts).collect();
         let locs = derive_local_locators(self.cfg.id_prefix, self.local_nid, &facts, &kernel);
-        // L64:NID on each uplink so Neighbour Discovery answers for it
-        for l in &locs {
+        // L64:NID on each uplink so Neighbour Discovery answers for it (not for a
+        // v4 path: its packets arrive on the UDP port)
+        for l in locs.iter().filter(|l| !l.loc.is_v4_path()) {
             let a = ilnp_addr(l.loc, self.local_nid);
             if !ours_present.contains(&(l.ifindex, a)) && self.nl.add_uplink_address(l.ifindex, a).await? {
                 self.added.insert((l.ifindex, a));

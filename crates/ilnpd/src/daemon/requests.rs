@@ -250,6 +250,7 @@ impl Daemon {
                         pref: r.pref,
                         lifetime_s: r.lifetime_s,
                         state: locator_state(r.state),
+                        via: r.via.map(|v| v.to_string()),
                     })
                     .collect(),
                 local_locator: e.local_locator.to_string(),
@@ -396,6 +397,9 @@ pub(super) fn monitor_event(ev: &Event) -> ctl::Event {
         }
         Event::LuFailed { nid, attempts } => ctl::Event::LuFailed { nid: s(nid), attempts: *attempts },
         Event::PeerChallenge { nid, outcome } => ctl::Event::PeerChallenge { nid: s(nid), outcome: s(outcome) },
+        Event::V4Path { nid, locator, via, outcome } => {
+            ctl::Event::V4Path { nid: s(nid), locator: s(locator), via: via.clone(), outcome: s(outcome) }
+        }
         Event::DnsPeer { name, nid, locators, ttl_s, result } => ctl::Event::DnsPeer {
             name: name.clone(),
             nid: s(nid),

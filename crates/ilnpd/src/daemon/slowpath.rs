@@ -40,10 +40,14 @@ pub(super) enum ShellCounter {
     /// reading the fast path's per-peer counters failed (`refresh_activity`): sessions
     /// carried by the fast path alone would idle out
     ActivitySweepError,
+    /// a datagram on the v4 path's port that is not an IPv6 packet
+    V4NotIlnp,
+    /// a packet for a v4 path while `[ipv4]` is off (a peer advertised one)
+    V4Off,
 }
 
 impl ShellCounter {
-    pub(super) const ALL: [ShellCounter; 11] = [
+    pub(super) const ALL: [ShellCounter; 13] = [
         ShellCounter::SendUplinkFallback,
         ShellCounter::SendError,
         ShellCounter::DeliverError,
@@ -55,6 +59,8 @@ impl ShellCounter {
         ShellCounter::TcpHintConnections,
         ShellCounter::TcpHintCapped,
         ShellCounter::ActivitySweepError,
+        ShellCounter::V4NotIlnp,
+        ShellCounter::V4Off,
     ];
 
     /// The counter's name in `ilnpctl stats` (JSON).
@@ -71,6 +77,8 @@ impl ShellCounter {
             ShellCounter::TcpHintConnections => "tcp_hint_connections",
             ShellCounter::TcpHintCapped => "tcp_hint_capped",
             ShellCounter::ActivitySweepError => "activity_sweep_error",
+            ShellCounter::V4NotIlnp => "v4_not_ilnp",
+            ShellCounter::V4Off => "v4_off",
         }
     }
 }
@@ -113,6 +121,7 @@ impl Daemon {
         for a in actions {
             match a {
                 Action::SendWire { pkt, uplink } => self.send_wire(&pkt, uplink),
+                Action::SendV4 { pkt, to } => self.send_v4(&pkt, to),
                 Action::DeliverLocal(pkt) => {
                     if let Err(e) = self.tun.send(&pkt) {
                         self.bump(ShellCounter::DeliverError);
@@ -327,7 +336,9 @@ mod tests {
                 "tcp_hint_sent",
                 "tcp_hint_connections",
                 "tcp_hint_capped",
-                "activity_sweep_error"
+                "activity_sweep_error",
+                "v4_not_ilnp",
+                "v4_off"
             ]
         );
     }

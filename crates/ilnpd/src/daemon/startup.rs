@@ -24,6 +24,8 @@ pub enum Step {
     DnsListen,
     /// the metrics endpoint's sockets (`[metrics]`), likewise
     MetricsListen,
+    /// the v4 path's UDP port (`[ipv4]`), likewise
+    V4Listen,
     /// ilnp0 created (or an earlier run's adopted)
     Tun,
     /// ilnp0's sysctls, MTU, up, identifier address and route
@@ -43,10 +45,11 @@ pub enum Step {
 }
 
 impl Step {
-    pub const ALL: [Step; 11] = [
+    pub const ALL: [Step; 12] = [
         Step::Lock,
         Step::DnsListen,
         Step::MetricsListen,
+        Step::V4Listen,
         Step::Tun,
         Step::TunConfig,
         Step::UplinkSysctls,
@@ -62,6 +65,7 @@ impl Step {
             Step::Lock => "lock",
             Step::DnsListen => "dns-listen",
             Step::MetricsListen => "metrics-listen",
+            Step::V4Listen => "v4-listen",
             Step::Tun => "tun",
             Step::TunConfig => "tun-config",
             Step::UplinkSysctls => "uplink-sysctls",

@@ -181,7 +181,9 @@ mod tests {
         m.set_message_type(MessageType::Response).set_response_code(rc);
         m.add_query(Query::query(n.clone(), RecordType::Unknown(rtype)));
         for rd in rdatas {
-            let data = RData::Unknown { code: RecordType::Unknown(rtype), rdata: NULL::with(rd.clone()) };
+            // NULL::with debug-asserts non-empty data: an empty RDATA is NULL::new()
+            let rdata = if rd.is_empty() { NULL::new() } else { NULL::with(rd.clone()) };
+            let data = RData::Unknown { code: RecordType::Unknown(rtype), rdata };
             m.add_answer(Record::from_rdata(n.clone(), 30, data));
         }
         // through the wire, as the proxy gets it
