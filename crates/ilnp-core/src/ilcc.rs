@@ -295,6 +295,7 @@ impl IlccEntry {
             nonce_tx: self.nonce_tx,
             nonce_rx: self.nonce_rx,
             full_address_checksum: self.checksum_rule == ChecksumRule::FullAddress,
+            remote_v4: remote.v4_destination(),
         })
     }
 }

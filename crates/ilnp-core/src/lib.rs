@@ -108,6 +108,10 @@ pub struct IlccSnapshot {
     /// the peer's TCP/UDP checksums include the locators (`ChecksumRule::FullAddress`):
     /// the fast path leaves its packets to the slow path
     pub full_address_checksum: bool,
+    /// `remote_loc` is a v4 path (`v4path.rs`): where its datagrams go (the NAT's
+    /// observed address, else the one it names); the fast path sends there, and
+    /// takes the peer's datagrams from there only
+    pub remote_v4: Option<std::net::SocketAddrV4>,
 }
 
 /// Something the shell must do.

@@ -108,6 +108,7 @@ impl Core {
             r.v4_heard = true;
             if src.as_v4_path() != Some(from) {
                 r.via = Some(from);
+                out.extend(e.snapshot().map(Action::IlccUpsert));
                 self.stats.bump(Outcome::V4NatDetected);
                 out.push(Action::Event(Event::V4Path {
                     nid,
@@ -152,9 +153,11 @@ impl Core {
             return false;
         }
         let c = self.v4.open.remove(&nid).expect("checked");
-        let entry = self.ilcc.get_mut(&nid);
-        if let Some(r) = entry.and_then(|e| e.remote_locators.iter_mut().find(|r| r.loc == c.loc)) {
-            r.via = (c.loc.as_v4_path() != Some(c.candidate)).then_some(c.candidate);
+        if let Some(e) = self.ilcc.get_mut(&nid) {
+            if let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == c.loc) {
+                r.via = (c.loc.as_v4_path() != Some(c.candidate)).then_some(c.candidate);
+            }
+            out.extend(e.snapshot().map(Action::IlccUpsert));
         }
         self.stats.bump(Outcome::V4PathRebound);
         out.push(Action::Event(Event::V4Path {
@@ -329,6 +332,9 @@ mod tests {
         assert_eq!(to, v4([192, 0, 2, 1], 6740));
         let out = b.handle_inbound_v4(t, &pkt, Csum::Complete, v4([198, 51, 100, 1], 40000));
         assert_eq!(b.stats().get("v4_nat_detected"), 1);
+        // the fast path is told where the peer's datagrams come from and go to
+        let upsert = out.iter().rev().find_map(|x| if let Action::IlccUpsert(s) = x { Some(s.clone()) } else { None });
+        assert_eq!(upsert.and_then(|s| s.remote_v4), Some(v4([198, 51, 100, 1], 40000)), "{out:?}");
         // B's hello goes to the NAT's address, not to the private one A advertised
         assert!(sent(&out).iter().all(|(to, _)| *to == v4([198, 51, 100, 1], 40000)), "{out:?}");
         assert!(!sent(&out).is_empty());
@@ -376,6 +382,7 @@ mod tests {
         assert_eq!(b.stats().get("v4_path_rebound"), 0, "{fake:?}");
         let out = b.handle_inbound_v4(t, &p, Csum::Complete, new);
         assert_eq!(b.stats().get("v4_path_rebound"), 1);
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_v4 == Some(new))), "{out:?}");
         assert!(!out.iter().any(|x| matches!(x, Action::DeliverLocal(_))), "the answer is ours, not the stack's");
         let reply = b.handle_outbound(t, &crate::tests::udp(NB, NA, b"x"), Csum::Complete);
         assert_eq!(sent(&reply)[0].0, new, "replies follow the validated path");
