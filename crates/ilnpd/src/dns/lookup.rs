@@ -7,8 +7,8 @@ use super::upstream::{Upstream, UpstreamError};
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use ilnp_core::PeerLocator;
-use ilnp_wire::rdata::{Rdata, TYPE_L64, TYPE_LP, TYPE_NID};
-use ilnp_wire::Nid;
+use ilnp_wire::rdata::{Rdata, TYPE_L32, TYPE_L64, TYPE_LP, TYPE_NID};
+use ilnp_wire::{Locator, Nid};
 
 /// LP records followed one after another at most this many times.
 pub const LP_MAX_DEPTH: usize = 4;
@@ -52,6 +52,7 @@ pub fn ilnp_records(name: &Name, record: &'static str, m: &Message) -> Result<(V
     let code = match record {
         "NID" => TYPE_NID,
         "L64" => TYPE_L64,
+        "L32" => TYPE_L32,
         _ => TYPE_LP,
     };
     match m.response_code() {
@@ -85,13 +86,20 @@ pub fn ilnp_records(name: &Name, record: &'static str, m: &Message) -> Result<(V
     Ok((out, ttl))
 }
 
-/// L64 records → locators; appends to `locs`, lowers `ttl`.
+/// L64 records → locators, and L32 records → v4 paths to the default port
+/// (`ilnp_wire::v4path`: ILNPv6 in UDP/IPv4, docs/architecture.md § IPv4 and NAT);
+/// appends to `locs`, lowers `ttl`.
 fn add_l64(recs: &[(Rdata, Name)], rec_ttl: u32, locs: &mut Vec<PeerLocator>, ttl: &mut u32) {
     for (r, _) in recs {
-        if let Rdata::L64 { preference, locator } = r {
-            if !locs.iter().any(|l| l.loc == *locator) {
-                locs.push(PeerLocator { loc: *locator, pref: *preference });
+        let (loc, pref) = match r {
+            Rdata::L64 { preference, locator } => (*locator, *preference),
+            Rdata::L32 { preference, locator } => {
+                (Locator::v4_path(*locator, ilnp_wire::v4path::DEFAULT_PORT), *preference)
             }
+            _ => continue,
+        };
+        if !locs.iter().any(|l| l.loc == loc) {
+            locs.push(PeerLocator { loc, pref });
         }
     }
     if !recs.is_empty() {
@@ -104,7 +112,7 @@ pub async fn lookup(up: &Upstream, name: &Name) -> Result<Option<Found>, Bad> {
     let ask = |rtype: u16, record: &'static str| async move {
         up.query(name, RecordType::Unknown(rtype)).await.map_err(|e: UpstreamError| bad(name, record, e.to_string()))
     };
-    let (nid_m, l64_m) = tokio::join!(ask(TYPE_NID, "NID"), ask(TYPE_L64, "L64"));
+    let (nid_m, l64_m, l32_m) = tokio::join!(ask(TYPE_NID, "NID"), ask(TYPE_L64, "L64"), ask(TYPE_L32, "L32"));
     let nid_m = nid_m?;
     let (nids, nid_ttl) = ilnp_records(name, "NID", &nid_m)?;
     let Some((Rdata::Nid { nid, .. }, owner)) =
@@ -121,7 +129,13 @@ pub async fn lookup(up: &Upstream, name: &Name) -> Result<Option<Found>, Bad> {
     let mut locs = Vec::new();
     let (l64s, l64_ttl) = ilnp_records(name, "L64", &l64_m?)?;
     add_l64(&l64s, l64_ttl, &mut locs, &mut ttl);
-    if locs.is_empty() {
+    // L32s are the IPv4 paths beside the L64s (a server that has none answers NoError
+    // with no records; one that fails the query costs the name nothing)
+    match l32_m.and_then(|m| ilnp_records(name, "L32", &m)) {
+        Ok((l32s, l32_ttl)) => add_l64(&l32s, l32_ttl, &mut locs, &mut ttl),
+        Err(e) => tracing::debug!("{e}"),
+    }
+    if locs.iter().all(|l| l.loc.is_v4_path()) {
         let mut path = vec![owner.clone()];
         follow_lp(up, owner, &mut path, &mut locs, &mut ttl).await?;
     }
@@ -206,6 +220,22 @@ mod tests {
         assert_eq!(recs[0].0, Rdata::L64 { preference: 10, locator: Locator(0x2001_0db8_000b_0000) });
         let nx = answer("mn.lab.example.", TYPE_NID, &[], ResponseCode::NXDomain);
         assert!(ilnp_records(&n, "NID", &nx).unwrap().0.is_empty());
+    }
+
+    #[test]
+    fn l32_records_are_v4_paths_to_the_default_port() {
+        let n = Name::from_ascii("cn.lab.example.").unwrap();
+        let l32 = emit(Rdata::L32 { preference: 30, locator: "192.0.2.10".parse().unwrap() });
+        let l64 = emit(Rdata::L64 { preference: 10, locator: Locator(0x2001_0db8_000a_0000) });
+        let (mut locs, mut ttl) = (Vec::new(), u32::MAX);
+        let (recs, t) =
+            ilnp_records(&n, "L64", &answer("cn.lab.example.", TYPE_L64, &[l64], ResponseCode::NoError)).unwrap();
+        add_l64(&recs, t, &mut locs, &mut ttl);
+        let (recs, t) =
+            ilnp_records(&n, "L32", &answer("cn.lab.example.", TYPE_L32, &[l32], ResponseCode::NoError)).unwrap();
+        add_l64(&recs, t, &mut locs, &mut ttl);
+        let want = [(Locator(0x2001_0db8_000a_0000), 10), ("v4:192.0.2.10:6740".parse::<Locator>().unwrap(), 30)];
+        assert_eq!(locs.iter().map(|l| (l.loc, l.pref)).collect::<Vec<_>>(), want);
     }
 
     #[test]
