@@ -8,15 +8,18 @@
 //!
 //! Input: `cfg` then `op*`. `cfg` bit 0: the correspondent is a configured peer (the
 //! default, as in the lab); bit 1: hard handoff; bit 2: 96-bit nonces; bit 3:
-//! responder adopts the initiator's nonce; bit 4: admission = open. `op` = one byte,
-//! its low 3 bits select (the rest are arguments):
-//!   0 `len:u16be bytes` wire packet in (from the uplink)
+//! responder adopts the initiator's nonce; bit 4: admission = open; bit 5: the peer
+//! record also lists a v4 path (issue #26). `op` = one byte, its low 3 bits select (the
+//! rest are arguments):
+//!   0 `len:u16be bytes` wire packet in (from the uplink); op bit 3: as a datagram on
+//!     the v4 path's port instead, from one of four IPv4 sources (op bits 4-5)
 //!   1 `len:u16be bytes` identifier packet out (from ilnp0); the fast path's answer
 //!     hint for an unadmitted peer is given when op bit 3 is set
 //!   2 `ms:u16be` clock step, then every due timer
 //!   3 clock to the next deadline the core asked for (if any), then the timers
 //!   4 fast-path activity for the correspondent (op bit 3: for a stranger NID)
-//!   5 local locators: op bits 3-5 choose {LB, LC} present, has_router, deprecated
+//!   5 local locators: op bits 3-6 choose {LB, LC} present, has_router, deprecated;
+//!     op bit 7 adds a v4 path of ours (LV4)
 //!   6 snapshot, restored into a fresh core that replaces this one (must succeed)
 //!   7 fast-path receive stamp on a local locator
 //!
@@ -40,6 +43,12 @@ const LC: Locator = Locator(0x2001_0db8_000c_0000);
 const NA: Nid = Nid(0x0200_00ff_fe00_000c);
 const NB: Nid = Nid(0x0200_00ff_fe00_000d);
 const STRANGER: Nid = Nid(0x0200_00ff_fe00_0099);
+/// v4 paths: ours (10.0.0.2:6740) and the correspondent's (192.0.2.10:6740)
+const LV4: Locator = Locator(0x0004_0a00_0002_1a54);
+const LAV4: Locator = Locator(0x0004_c000_020a_1a54);
+/// outer sources of datagrams: the correspondent's own, its NAT's, a rebinding, a stranger
+const FROM: [([u8; 4], u16); 4] =
+    [([192, 0, 2, 10], 6740), ([198, 51, 100, 1], 40000), ([198, 51, 100, 1], 41000), ([203, 0, 113, 9], 5555)];
 
 struct Fixed(u64);
 impl ilnp_core::RngCore for Fixed {
@@ -78,7 +87,7 @@ fn config(cfg: u8) -> CoreConfig {
 
 fn locators(bits: u8) -> Vec<LocalLocator> {
     let mut v = Vec::new();
-    for (i, loc) in [(0u8, LB), (1, LC)] {
+    for (i, loc) in [(0u8, LB), (1, LC), (4, LV4)] {
         if bits & (1 << i) != 0 {
             v.push(LocalLocator {
                 loc,
@@ -101,7 +110,11 @@ fn fresh(cfg: u8, now: Instant, locs: u8) -> Core {
         c.add_peer(PeerRecord {
             name: "cn".into(),
             nid: NA,
-            locators: vec![PeerLocator { loc: LA, pref: 10 }],
+            locators: if cfg & 32 != 0 {
+                vec![PeerLocator { loc: LA, pref: 10 }, PeerLocator { loc: LAV4, pref: 30 }]
+            } else {
+                vec![PeerLocator { loc: LA, pref: 10 }]
+            },
         });
     }
     c
@@ -155,7 +168,13 @@ fuzz_target!(|data: &[u8]| {
             0 => {
                 let n = u16be(&mut d) as usize;
                 let pkt = take(&mut d, n);
-                let _ = c.handle_inbound(now, pkt, Csum::Complete);
+                if op & 8 != 0 {
+                    let (a, port) = FROM[usize::from((op >> 4) & 3)];
+                    let from = std::net::SocketAddrV4::new(a.into(), port);
+                    let _ = c.handle_inbound_v4(now, pkt, Csum::Complete, from);
+                } else {
+                    let _ = c.handle_inbound(now, pkt, Csum::Complete);
+                }
             }
             1 => {
                 let n = u16be(&mut d) as usize;
@@ -182,7 +201,7 @@ fuzz_target!(|data: &[u8]| {
             }
             4 => c.note_activity(if op & 8 != 0 { STRANGER } else { NA }, now),
             5 => {
-                locs = (op >> 3) & 15;
+                locs = (op >> 3) & 31;
                 let _ = c.set_local_locators(now, locators(locs));
             }
             6 => {
