@@ -376,6 +376,25 @@ def test_crafted_edge_cases(tmp_path):
     assert u64(one(f[7], "ilnp.nid.src")) == 0x020000000000000C
 
 
+def test_v4_path_datagrams_are_decoded(tmp_path):
+    """ILNPv6 inside UDP/IPv4 port 6740 (issue #26's v4 path): the LU inside is decoded."""
+    entries = [("0004:0a00:0002:1a54", 30, 65535)]
+    inner = ipv6(C_SRC, C_DST, destopts(58, nonce_opt(bytes.fromhex("deadbeef"))), 58, lu(C_SRC, C_DST, 1, entries))
+    udp4 = struct.pack("!HHHH", 6740, 6740, 8 + len(inner), 0) + inner
+    hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp4), 1, 0, 64, 17, 0,
+                      bytes([198, 51, 100, 3]), bytes([192, 0, 2, 10]))
+    s = sum(struct.unpack("!10H", hdr))
+    s = (s & 0xFFFF) + (s >> 16)
+    hdr = hdr[:10] + struct.pack("!H", ~s & 0xFFFF) + hdr[12:]
+    frame = bytes.fromhex("020000000002" "020000000001" "0800") + hdr + udp4
+    path = tmp_path / "v4.pcap"
+    path.write_bytes(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+                     + struct.pack("<IIII", 1000, 0, len(frame), len(frame)) + frame)
+    f = tshark(path)
+    assert one(f[0], "ilnp.nonce") == "deadbeef" and one(f[0], "ilnp.lu.op") == "1", f[0]
+    assert [u64(x) for x in f[0]["ilnp.lu.locator"]] == [0x00040A0000021A54]
+
+
 def test_dissector_loads_without_error(tmp_path):
     """The script on an empty capture: no Lua error (a syntax error would only be printed)."""
     path = tmp_path / "empty.pcap"

@@ -390,3 +390,10 @@ function p_ilnp.dissector(tvb, pinfo, tree)
 end
 
 register_postdissector(p_ilnp)
+
+-- The v4 path (docs/architecture.md § IPv4 and NAT): ILNPv6 packets as the payload of UDP
+-- datagrams over IPv4, port 6740 unless ilnpd's [ipv4] port says otherwise (Decode As...
+-- for another). The inner IPv6 packet is dissected as IPv6 and the postdissector above
+-- reads it like any other.
+local ipv6_dissector = Dissector.get("ipv6")
+if ipv6_dissector then DissectorTable.get("udp.port"):add(6740, ipv6_dissector) end
