@@ -288,8 +288,9 @@ impl Core {
 mod tests {
     use crate::tests::{core, NA, NB};
     use crate::{Action, Core, Event, LocalLocator, LocatorState, Outcome};
-    use ilnp_wire::translate::Csum;
-    use ilnp_wire::{ilnp_addr, Locator};
+    use ilnp_wire::icmpv6::{LocatorUpdate, LuEntry, LuOperation};
+    use ilnp_wire::translate::{self, Csum};
+    use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
     use std::net::{Ipv4Addr, SocketAddrV4};
     use std::time::{Duration, Instant};
 
@@ -417,6 +418,30 @@ mod tests {
         assert_eq!(b.stats().get(Outcome::V4PathChallengeFailed.as_str()), 1);
         let reply = b.handle_outbound(t, &crate::tests::udp(NB, NA, b"x"), Csum::Complete);
         assert_eq!(sent(&reply)[0].0, v4([198, 51, 100, 1], 40000));
+    }
+
+    #[test]
+    fn strangers_on_the_v4_path_get_no_state() {
+        let (_a, mut b, t) = nat_pair();
+        let entries = b.ilcc_entries().count();
+        let lu = LocatorUpdate {
+            operation: LuOperation::Advertisement,
+            entries: vec![LuEntry { locator: v4loc([10, 9, 9, 9]), preference: 1, lifetime: 30 }],
+        };
+        let stranger = Nid(0x0200_00ff_fe00_0077);
+        let n = Nonce::N32([1, 2, 3, 4]);
+        let pkt = translate::lu_packet(
+            ilnp_addr(v4loc([10, 9, 9, 9]), stranger),
+            ilnp_addr(v4loc([192, 0, 2, 1]), NB),
+            &n,
+            &lu,
+        )
+        .unwrap();
+        let out = b.handle_inbound_v4(t, &pkt, Csum::Complete, v4([203, 0, 113, 9], 5555));
+        assert_eq!(b.stats().get("lu_unknown_peer"), 1);
+        assert!(sent(&out).is_empty(), "not answered: {out:?}");
+        assert_eq!(b.ilcc_entries().count(), entries);
+        assert!(b.poll_timeout().is_none_or(|d| d > t + Duration::from_secs(1)), "no challenge or timer for it");
     }
 
     #[test]
