@@ -455,6 +455,7 @@ int main(void) {
             nonce_tx: Nonce::N32([1, 2, 3, 4]),
             nonce_rx: None,
             full_address_checksum: false,
+            remote_v4: None,
         };
         let old = IlccVal { tx_pkts: 7, rx_bytes: 9, ..Default::default() };
         let v = IlccVal::from_snapshot(&s, Some(&old));

@@ -223,6 +223,7 @@ fn snapshot(peer: Nid, tx: Nonce, rx: Option<Nonce>) -> IlccSnapshot {
         nonce_tx: tx,
         nonce_rx: rx,
         full_address_checksum: false,
+        remote_v4: None,
     }
 }
 
@@ -799,6 +800,7 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
             nonce_tx: Nonce::N32(N_AB),
             nonce_rx: Some(Nonce::N32(N_AB)),
             full_address_checksum: false,
+            remote_v4: None,
         };
         let sent = |h: &Host, cap: &OwnedFd, other: &OwnedFd, l: Locator, what: &str| {
             udp_send(h, NID_B, 5555, what.as_bytes());
@@ -936,6 +938,7 @@ fn next_hop_cache_follows_route_changes() {
             nonce_tx: Nonce::N32(N_AB),
             nonce_rx: Some(Nonce::N32(N_AB)),
             full_address_checksum: false,
+            remote_v4: None,
         })
         .unwrap();
         let (cap2, cap3) = (capture_l2(m2), capture_l2(m3));
