@@ -12,6 +12,8 @@ mod event;
 mod reply;
 mod request;
 
+/// the balancing policy a `policy_set` names
+pub use ilnp_core::Policy;
 pub use event::Event;
 pub use reply::{
     AdmissionStatus, BalanceInfo, BalancePeer, Data, DatapathMode, DnsStatus, DnsUpdateStatus, FastCounters, Flushed,

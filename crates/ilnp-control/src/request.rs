@@ -46,7 +46,7 @@ pub enum Request {
     PolicySet {
         #[serde(default)]
         peer: Option<String>,
-        policy: String,
+        policy: ilnp_core::Policy,
     },
     /// set an uplink's balancing weight (0 = backup only) → [`crate::BalanceInfo`]
     LocatorSet { dev: String, weight: u32 },
@@ -139,20 +139,14 @@ impl Request {
     /// What a request's fields must satisfy beyond their types, without knowing the
     /// daemon's state: `peer_add` has a locator and a unicast NID
     /// (`ilnp_wire::Nid::check_unicast`; its locators were checked as they
-    /// parsed), `policy_set` names a policy. `from_line` (the daemon) and ilnpctl
-    /// (before it asks) both check with this.
+    /// parsed; a `policy_set`'s policy is typed, checked as it parses). `from_line`
+    /// (the daemon) and ilnpctl (before it asks) both check with this.
     pub fn check(&self) -> Result<(), String> {
-        match self {
-            Request::PeerAdd { nid, locators, .. } => {
-                nid.value.check_unicast().map_err(|e| format!("{} {e}", Nid::NAME))?;
-                if locators.is_empty() {
-                    return Err("at least one locator is needed".into());
-                }
+        if let Request::PeerAdd { nid, locators, .. } = self {
+            nid.value.check_unicast().map_err(|e| format!("{} {e}", Nid::NAME))?;
+            if locators.is_empty() {
+                return Err("at least one locator is needed".into());
             }
-            Request::PolicySet { policy, .. } if !["failover", "per-flow", "per-packet"].contains(&policy.as_str()) => {
-                return Err(format!("unknown policy {policy:?} (failover, per-flow or per-packet)"));
-            }
-            _ => {}
         }
         Ok(())
     }

@@ -37,7 +37,7 @@ fn every_request() -> Vec<Request> {
         Request::Stats,
         Request::Monitor,
         Request::PolicyShow,
-        Request::PolicySet { peer: Some("cn".into()), policy: "per-flow".into() },
+        Request::PolicySet { peer: Some("cn".into()), policy: crate::Policy::PerFlow },
         Request::LocatorSet { dev: "eth1".into(), weight: 80 },
         Request::DnsStatus,
     ]
@@ -46,9 +46,10 @@ fn every_request() -> Vec<Request> {
 #[test]
 fn balancing_requests_name_a_bad_policy() {
     let e = Request::from_line(r#"{"cmd":"policy_set","policy":"round-robin"}"#).unwrap_err().to_string();
-    assert!(e.contains("\"round-robin\""), "{e}");
+    // the value and the choices (serde's words for the typed policy)
+    assert!(e.contains("`round-robin`") && e.contains("`per-flow`"), "{e}");
     let r = Request::from_line(r#"{"cmd":"policy_set","policy":"per-packet"}"#).unwrap();
-    assert_eq!(r, Request::PolicySet { peer: None, policy: "per-packet".into() });
+    assert_eq!(r, Request::PolicySet { peer: None, policy: crate::Policy::PerPacket });
 }
 
 #[test]

@@ -81,7 +81,7 @@ impl std::str::FromStr for Policy {
             "failover" => Ok(Policy::Failover),
             "per-flow" => Ok(Policy::PerFlow),
             "per-packet" => Ok(Policy::PerPacket),
-            _ => Err(format!("unknown policy '{s}' (failover, per-flow or per-packet)")),
+            _ => Err(format!("unknown policy {s:?} (failover, per-flow or per-packet)")),
         }
     }
 }

@@ -22,6 +22,11 @@ use std::time::{Duration, Instant};
 /// checked here with the daemon's own rules (`Request::check`, ilnp-wire's
 /// `unicast`), so a typo is reported before the daemon is asked; what needs the
 /// daemon's state (its own NID, its identifier prefix) it checks itself.
+/// A balancing policy as typed (`ilnp_control::Policy`, the core's, names them).
+fn policy(p: &str) -> Result<ilnp_control::Policy, String> {
+    p.parse().map_err(|e| format!("policy: {e}"))
+}
+
 pub fn request(obj: &Object) -> Result<Request, String> {
     let req = match obj {
         Object::Status => Request::Status,
@@ -39,8 +44,8 @@ pub fn request(obj: &Object) -> Result<Request, String> {
         }
         Object::Policy { args } => match args.as_slice() {
             [] => Request::PolicyShow,
-            [p] => Request::PolicySet { peer: None, policy: p.clone() },
-            [peer, p] => Request::PolicySet { peer: Some(peer.clone()), policy: p.clone() },
+            [p] => Request::PolicySet { peer: None, policy: policy(p)? },
+            [peer, p] => Request::PolicySet { peer: Some(peer.clone()), policy: policy(p)? },
             _ => return Err("policy: at most PEER and POLICY".into()),
         },
         Object::Peer { verb: None | Some(PeerVerb::Show) } => Request::PeerShow,

@@ -7,7 +7,7 @@ use crate::bpf::PeerCounters;
 use crate::config;
 use anyhow::{anyhow, bail, Result};
 use ilnp_control::{self as ctl, Data, Reply, Request};
-use ilnp_core::{Action, Event, HandoffMode, LocatorState, PeerLocator, PeerRecord, Policy, RouterPreference};
+use ilnp_core::{Action, Event, HandoffMode, LocatorState, PeerLocator, PeerRecord, RouterPreference};
 use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -134,7 +134,6 @@ impl Daemon {
             Request::Monitor => Data::Monitoring(ctl::Monitoring),
             Request::PolicyShow => Data::Balance(self.balance_info()),
             Request::PolicySet { peer, policy } => {
-                let policy: Policy = policy.parse().map_err(|e: String| anyhow!(e))?;
                 let nid = match peer.as_deref() {
                     None => None,
                     Some(who) => Some(self.peer_nid(who)?),
