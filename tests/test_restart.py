@@ -213,3 +213,32 @@ def test_slow_path_session_stalls_while_down_and_resumes(bed, tmp_path):
     finally:
         dcn.stop()
         dmn.stop()
+
+
+def test_v4_path_session_behind_a_nat_survives_a_kill9_of_the_cn(bed, tmp_path):
+    """The v4 path (issue #26) is carried by ilnpd's UDP socket: while the CN's ilnpd is
+    down its datagrams wait (TCP retransmits); the new ilnpd binds the port again and takes
+    the NAT's observed address from the state file, so its replies reach the MN through
+    the NAT at once, without a new datagram from the MN having to show it."""
+    from test_ipv4_nat import MN_NID as MN, onto_v4, remote_of, v4_pair
+
+    t, dcn, dmn = v4_pair(bed)
+    cn, mn = t["cn"], t["mn"]
+    mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
+    mn.wait_listening(5201)
+    c = cn.spawn("iperf3", "-c", MN_ID, "-t", "8", "-b", "20M", "-i", "0.5", "-J",
+                 stdout=open(tmp_path / "tcp.json", "w"))
+    time.sleep(1)
+    onto_v4(t, dcn, dmn)
+    via = remote_of(dcn, MN)["remote_locators"][0]["via"]
+    time.sleep(1)
+    dcn.kill()
+    time.sleep(1)
+    dcn.start()
+    assert remote_of(dcn, MN)["remote_locators"][0].get("via") == via, "the NAT's address restored"
+    assert c.wait(timeout=30) == 0
+    r = json.loads((tmp_path / "tcp.json").read_text())
+    assert "error" not in r, r.get("error")
+    per = [i["sum"]["bytes"] for i in r["intervals"]]
+    print(f"v4 path, CN restarted: bytes per 0.5 s {per}")
+    assert all(b > 0 for b in per[-4:]), per  # data again in the last two seconds
