@@ -105,12 +105,12 @@ def test_session_survives_move_between_networks(bed, tmp_path, handoff, wan_r3_m
     # 1.75-2 RTT behaviour (351/401 ms on a 200 ms path) fails this.
     rtt_new = 2 * wan_r3_ms + 1
     assert max(rtts_ms) <= rtt_new + 1 + 8, (rtts_ms, rtt_new)
-    if handoff == "soft" and not wan_r3_ms:
-        assert lost_to_mn == 0 and lost_to_cn == 0, (lost_to_mn, lost_to_cn)
-    elif handoff == "soft":
-        # KNOWN GAP (issue #3 stays open): on the emulated WAN path one datagram
-        # CN->MN is sometimes lost at the moment the CN switches to the new locator
-        assert lost_to_mn <= 1 and lost_to_cn == 0, (lost_to_mn, lost_to_cn)
+    if handoff == "soft":
+        # make-before-break, LAN and LAN -> WAN alike: nothing lost either way (README,
+        # docs/experiments.md; the lab's seed000 runs assert the same). The one datagram the
+        # LAN -> WAN case once tolerated was not reproduced in 7 runs on this commit (3 on a
+        # quiet machine, 4 beside two busy loops on the two cores): 0 lost in every one
+        assert lost_to_mn == 0 and lost_to_cn == 0, (lost_to_mn, lost_to_cn, missing)
     else:
         # break-before-make: what was in flight to the old locator (RTT < 1 ms
         # here, 100 datagrams/s) may be lost, and is counted
