@@ -139,7 +139,9 @@ def test_nat_rebinding_is_validated_and_forged_packets_change_nothing(bed, tmp_p
     onto_v4(t, dcn, dmn)
     old_via = remote_of(dcn, MN_NID)["remote_locators"][0]["via"]
     # a UDP echo both ways over the v4 path while the NAT rebinds
-    cn.spawn("socat", f"UDP6-RECVFROM:7,bind=[{CN_ID}],fork", "EXEC:cat")
+    # (an echo server in one process: socat's fork per datagram fell behind on a loaded machine)
+    cn.spawn("python3", "-c", "import socket\ns = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
+             f"s.bind(('{CN_ID}', 7))\nwhile True:\n    d, a = s.recvfrom(100)\n    s.sendto(d, a)")
     cn.wait_listening_udp(7)
     cap = Capture(r1, "eth-r3", tmp_path / "outside.pcap", filt="udp dst port 6740")
     mon = Monitor(dcn)
@@ -147,8 +149,9 @@ def test_nat_rebinding_is_validated_and_forged_packets_change_nothing(bed, tmp_p
 import socket, time, json, sys
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.bind(("{MN_ID}", 0)); s.settimeout(0.01)
 got = set(); t0 = time.monotonic(); i = 0
-while time.monotonic() - t0 < 8:
-    s.sendto(str(i).encode(), ("{CN_ID}", 7)); i += 1
+while time.monotonic() - t0 < 9:  # 8 s of echoes, then 1 s for the last answers
+    if time.monotonic() - t0 < 8:
+        s.sendto(str(i).encode(), ("{CN_ID}", 7)); i += 1
     end = time.monotonic() + 0.02
     while time.monotonic() < end:
         try: got.add(int(s.recv(100)))
@@ -161,12 +164,16 @@ print(json.dumps({{"sent": i, "got": sorted(got)}}))
     r3.run("nft", "add rule ip nat post oifname eth-r1 meta l4proto udp masquerade to :20000-20099")
     r3.run("nft", "add rule ip nat post oifname eth-r1 masquerade")
     r3.run("conntrack", "-D", "-p", "udp", "--orig-port-src", "6740")
-    wait_for(lambda: dcn.stats()["core"].get("v4_path_rebound", 0) == 1, timeout=5, what="rebinding validated")
+    wait_for(lambda: dcn.stats()["core"].get("v4_path_rebound", 0) >= 1, timeout=5, what="rebinding validated")
     new_via = remote_of(dcn, MN_NID)["remote_locators"][0]["via"]
-    assert new_via != old_via and 20000 <= int(new_via.rsplit(":", 1)[1]) <= 20099, (old_via, new_via)
-    assert dcn.stats()["core"].get("v4_path_challenge_sent", 0) == 1
-    assert [e for _, e in mon.of("v4_path") if e["outcome"] == "rebound"]
-    time.sleep(1.5)  # out of the challenge hold-off
+    v4_events = lambda: [(e["outcome"], e["via"]) for _, e in mon.of("v4_path")]  # noqa: E731
+    assert new_via != old_via and 20000 <= int(new_via.rsplit(":", 1)[1]) <= 20099, (old_via, new_via, v4_events())
+    # the path moved to where its challenge was answered, and only there (a datagram still in
+    # flight from the old mapping on a loaded machine may open a challenge of its own: it is
+    # never answered, the path stays)
+    assert ("challenged", new_via) in v4_events() and ("rebound", new_via) in v4_events(), v4_events()
+    assert {via for outcome, via in v4_events() if outcome == "rebound"} == {new_via}, v4_events()
+    time.sleep(1.5)  # out of the challenge hold-off; any other challenge has ended
     # an on-path attacker replays one of the MN's datagrams (right nonce) from its own port
     cap.stop()
     replay = udp_payloads(tmp_path / "outside.pcap")[-1]
@@ -174,10 +181,12 @@ print(json.dumps({{"sent": i, "got": sorted(got)}}))
     r1.run("python3", "-c",
            "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(('198.51.100.1',5555));"
            f"s.sendto(bytes.fromhex('{replay.hex()}'),('{CN_V4}',6740))")
-    wait_for(lambda: dcn.stats()["core"].get("v4_path_challenge_failed", 0) == 1, timeout=5,
+    attacker = "198.51.100.1:5555"
+    wait_for(lambda: ("unanswered: path kept", attacker) in v4_events(), timeout=5,
              what="the attacker's path challenged and not answered")
     after = dcn.stats()["core"]
-    assert after.get("v4_path_challenge_sent", 0) == before.get("v4_path_challenge_sent", 0) + 1
+    assert after.get("v4_path_challenge_sent", 0) == before.get("v4_path_challenge_sent", 0) + 1, v4_events()
+    assert ("challenged", attacker) in v4_events() and ("rebound", attacker) not in v4_events(), v4_events()
     assert remote_of(dcn, MN_NID)["remote_locators"][0]["via"] == new_via, "the path did not move"
     # a forged datagram (wrong nonce) from another port: dropped, no path challenge
     forged = bytearray(replay)
@@ -187,12 +196,14 @@ print(json.dumps({{"sent": i, "got": sorted(got)}}))
            f"s.sendto(bytes.fromhex('{bytes(forged).hex()}'),('{CN_V4}',6740))")
     wait_for(lambda: dcn.stats()["core"].get("bad_nonce", 0) > before.get("bad_nonce", 0), timeout=5, what="drop")
     assert dcn.stats()["core"].get("v4_path_challenge_sent", 0) == after.get("v4_path_challenge_sent", 0)
+    assert not [via for _, via in v4_events() if via.endswith(":5556")], v4_events()
     assert remote_of(dcn, MN_NID)["remote_locators"][0]["via"] == new_via
     ping.wait(timeout=20)
     mon.stop()
     echo = json.loads((tmp_path / "echo.json").read_text())
     lost = echo["sent"] - len(echo["got"])
-    print(f"echo: sent {echo['sent']}, lost {lost}; via {old_via} -> {new_via}; CN core {dcn.stats()['core']}")
+    print(f"echo: sent {echo['sent']}, lost {lost}; via {old_via} -> {new_via}; v4 path events {v4_events()}; "
+          f"CN core {dcn.stats()['core']}")
     # the echo's replies to the old mapping until the rebinding was validated (one NAT'd
     # round trip after the MN's first datagram on the new one) are lost; margin: 5 of ~350
     assert echo["sent"] > 250 and lost <= 5, (echo["sent"], lost)
