@@ -9,7 +9,9 @@
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
+#include <linux/ip.h>
 #include <linux/ipv6.h>
+#include <linux/udp.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -26,6 +28,12 @@
 #define ICMPV6_ECHO_REPLY 129
 #define ICMPV6_LOCATOR_UPDATE 156
 #define IPV6_HLEN 40
+#define IPV4_HLEN 20 /* no options */
+
+/* bpf_skb_adjust_room: the new outer header after a shrink is IPv6 (skb->protocol
+ * follows). Linux 6.3; Debian 12's uapi headers (6.1) lack the name, and a 6.1
+ * kernel refuses the flag (-EINVAL, the packet untouched). */
+#define ILNP_ADJ_ROOM_DECAP_L3_IPV6 (1ULL << 8)
 
 /* ILNP_PIN_MAPS (set by build.rs for the pinned variant): ilnpd pins the maps
  * by name under its pin directory and reuses them after a restart. */
@@ -160,6 +168,23 @@ static __always_inline __u64 lo64(const struct in6_addr *a)
 static __always_inline void set_hi64(struct in6_addr *a, __u64 v)
 {
 	*(__u64 *)&a->s6_addr[0] = v;
+}
+
+/* A v4 path: the locator 0004:ADDR:PORT (ilnp_wire::v4path), its address and
+ * port as they are on the wire (network order). */
+static __always_inline int is_v4_loc(__u64 loc)
+{
+	return (loc & 0xffff) == bpf_htons(ILNP_V4_MARK);
+}
+
+static __always_inline __u32 v4_loc_addr(__u64 loc)
+{
+	return (__u32)(loc >> 16); /* bytes 2-5 of the stored locator */
+}
+
+static __always_inline __u16 v4_loc_port(__u64 loc)
+{
+	return (__u16)(loc >> 48); /* bytes 6-7 */
 }
 
 /* Offset of the checksum inside the upper-layer header; -1: not handled. */

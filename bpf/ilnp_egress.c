@@ -295,15 +295,88 @@ static __always_inline int eg_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cf
 }
 
 /*
+ * A v4 path (docs/architecture.md § IPv4 and NAT): may this packet go in UDP/IPv4
+ * from the fast path? 0 = yes, with *dst the address and port it goes to (the
+ * ILCC's remote_v4: the peer's NAT, or its locator's own), else a punt reason.
+ * Both locators must be v4 paths (ilnp-core's fit_local picks them so); a
+ * balanced pair other than the ILCC's has no destination here (ilnpd knows its
+ * NAT): slow path. The packet, with its nonce header and 28 bytes of IPv4 and
+ * UDP, must fit the uplink's MTU (GSO packets: ilnp0's MTU leaves the room);
+ * a bigger one goes to ilnpd's socket, which lets the kernel fragment it.
+ */
+static __always_inline int eg_v4_check(struct __sk_buff *skb, struct egress_ctx *c, struct ilnp_local_val *lv,
+				       __u64 *dst)
+{
+	__u32 mtu_len = skb->len;
+
+	if (!is_v4_loc(c->local_loc) || !is_v4_loc(c->remote_loc) || c->remote_loc != c->e->remote_loc ||
+	    c->e->remote_v4_port == 0)
+		return ILNP_R_EGRESS_PUNT_V4;
+	if (!skb->gso_size &&
+	    bpf_check_mtu(skb, lv->ifindex, &mtu_len, 16 + ILNP_V4_OVERHEAD, 0) != BPF_MTU_CHK_RET_SUCCESS)
+		return ILNP_R_EGRESS_PUNT_V4_MTU;
+	/* the same wire order as a locator: 0004, address, port */
+	*dst = bpf_htons(ILNP_V4_MARK) | (__u64)(*(__u32 *)c->e->remote_v4_addr) << 16 |
+	       (__u64)c->e->remote_v4_port << 48;
+	return 0;
+}
+
+static __always_inline __u16 csum_fold(__u64 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)~s;
+}
+
+/*
+ * Wire form -> the same in UDP/IPv4, from our v4 locator's address and port to
+ * dst's. The IPv4 header is what ilnpd's socket would send (DF clear, the kernel
+ * may fragment; a random ID), the UDP checksum 0 (RFC 768: none; the inner
+ * packet has its own). The skb becomes a UDP tunnel packet: a GSO packet is cut
+ * into segments, each with its own outer headers, by the uplink or the kernel,
+ * as for any UDP encapsulation (SKB_GSO_UDP_TUNNEL).
+ */
+static __always_inline int eg_push_v4(struct __sk_buff *skb, struct egress_ctx *c, __u64 dst)
+{
+	struct {
+		struct iphdr ip;
+		struct udphdr udp;
+	} h = {};
+	__u32 len = skb->len + ILNP_V4_OVERHEAD;
+	__s64 sum;
+
+	if (bpf_skb_adjust_room(skb, ILNP_V4_OVERHEAD, BPF_ADJ_ROOM_MAC,
+				BPF_F_ADJ_ROOM_ENCAP_L3_IPV4 | BPF_F_ADJ_ROOM_ENCAP_L4_UDP | BPF_F_ADJ_ROOM_FIXED_GSO))
+		return -1;
+	h.ip.version = 4;
+	h.ip.ihl = 5;
+	h.ip.tot_len = bpf_htons(len > 0xffff ? 0xffff : len); /* GSO: each segment gets its own */
+	h.ip.id = (__u16)bpf_get_prandom_u32();
+	h.ip.ttl = 64;
+	h.ip.protocol = IPPROTO_UDP;
+	h.ip.saddr = v4_loc_addr(c->local_loc);
+	h.ip.daddr = v4_loc_addr(dst);
+	sum = bpf_csum_diff(NULL, 0, (__be32 *)&h.ip, sizeof(h.ip), 0);
+	if (sum < 0)
+		return -1;
+	h.ip.check = csum_fold((__u64)sum);
+	h.udp.source = v4_loc_port(c->local_loc);
+	h.udp.dest = v4_loc_port(dst);
+	h.udp.len = bpf_htons(len - IPV4_HLEN > 0xffff ? 0xffff : len - IPV4_HLEN);
+	return bpf_skb_store_bytes(skb, 0, &h, sizeof(h), 0);
+}
+
+/*
  * bpf_redirect_neigh() pulls an Ethernet-sized L2 header before it routes to the
  * neighbour and drops packets without one (mac header == network header, as on
  * a TUN). Give it one; the neighbour layer writes the real addresses.
  */
-static __always_inline int eg_push_l2(struct __sk_buff *skb)
+static __always_inline int eg_push_l2(struct __sk_buff *skb, __u16 proto)
 {
 	struct ethhdr eth = {};
 
-	eth.h_proto = bpf_htons(ETH_P_IPV6);
+	eth.h_proto = bpf_htons(proto);
 	if (bpf_skb_change_head(skb, sizeof(eth), 0))
 		return -1;
 	return bpf_skb_store_bytes(skb, 0, &eth, sizeof(eth), 0);
@@ -316,6 +389,7 @@ int ilnp_egress(struct __sk_buff *skb)
 	struct ilnp_cfg *cfg = get_cfg();
 	struct ilnp_local_val *lv;
 	struct egress_ctx c = {};
+	__u64 v4_dst = 0;
 	__u32 oif = 0;
 	int r;
 
@@ -346,18 +420,35 @@ int ilnp_egress(struct __sk_buff *skb)
 	c.local_loc = c.e->local_loc;
 	c.remote_loc = c.e->remote_loc;
 	eg_balance(skb, cfg, &c);
-	/* a v4 path (0004:ADDR:PORT, network order): UDP/IPv4 through ilnpd's socket */
-	if ((c.remote_loc & 0xffff) == bpf_htons(0x0004) || (c.local_loc & 0xffff) == bpf_htons(0x0004))
-		return eg_punt(ILNP_R_EGRESS_PUNT_V4);
 	lv = bpf_map_lookup_elem(&ilnp_locals, &c.local_loc);
 	if (!lv || lv->state >= ILNP_LOC_AGED)
 		return eg_punt(ILNP_R_EGRESS_PUNT_LOCAL_LOC);
-	r = eg_route(skb, cfg, &c, lv, &nh, &oif);
+	if (is_v4_loc(c.remote_loc) || is_v4_loc(c.local_loc))
+		r = eg_v4_check(skb, &c, lv, &v4_dst);
+	else
+		r = eg_route(skb, cfg, &c, lv, &nh, &oif);
 	if (r)
 		return eg_punt(r);
 
 	/* from here on the packet is changed: a failure can only drop it */
-	if (eg_rewrite(skb, cfg, &c) || eg_push_l2(skb)) {
+	if (eg_rewrite(skb, cfg, &c)) {
+		count(ILNP_R_EGRESS_DROP_ERROR);
+		return TC_ACT_SHOT;
+	}
+	if (v4_dst) {
+		if (eg_push_v4(skb, &c, v4_dst) || eg_push_l2(skb, ETH_P_IP)) {
+			count(ILNP_R_EGRESS_DROP_ERROR);
+			return TC_ACT_SHOT;
+		}
+		__sync_fetch_and_add(&c.e->tx_pkts, 1);
+		__sync_fetch_and_add(&c.e->tx_bytes, skb->len - ETH_HLEN - ILNP_V4_OVERHEAD);
+		count(ILNP_R_EGRESS_FAST);
+		count(ILNP_R_EGRESS_V4);
+		/* the kernel routes the outer packet out of the locator's uplink (the
+		 * route lookup is bound to it, as for a socket bound to that device) */
+		return bpf_redirect_neigh(lv->ifindex, NULL, 0, 0);
+	}
+	if (eg_push_l2(skb, ETH_P_IPV6)) {
 		count(ILNP_R_EGRESS_DROP_ERROR);
 		return TC_ACT_SHOT;
 	}

@@ -370,6 +370,99 @@ static __always_inline int in_nonce_omitted(struct __sk_buff *skb, struct ilnp_c
 }
 #endif
 
+/*
+ * A v4 path's datagram (docs/architecture.md § IPv4 and NAT): ILNPv6 in UDP/IPv4
+ * to our [ipv4] port. The inner packet gets the checks of any ILNPv6 packet, and
+ * the path its own: it must come from the address and port the ILCC holds for the
+ * peer (remote_v4, which ilnpd validated, a NAT's included) to the address and
+ * port of the v4 locator it is sent to. Only then is the outer header removed and
+ * the packet translated like any other. Anything else ILNP goes to ilnpd whole,
+ * outer header and all, through ilnp0 like every punt: the kernel completes its
+ * checksums and cuts a GSO packet on the way into the TUN, which ilnpd's UDP
+ * socket would not (it would get an unfinished inner checksum, or 64 KB). The
+ * socket gets what is not looked at here: fragments (reassembled by the kernel),
+ * datagrams that are not ILNPv6 to our NID.
+ * A global function: the verifier checks it once, on its own.
+ */
+__attribute__((noinline)) int ilnp_in_v4(struct __sk_buff *skb)
+{
+	struct ilnp_cfg *cfg = get_cfg();
+	struct ilnp_local_val *lv;
+	struct ilnp_ilcc_val *e;
+	struct ingress_ctx c = {};
+	struct {
+		struct iphdr ip;
+		struct udphdr udp;
+	} o;
+	__u16 proto6 = bpf_htons(ETH_P_IPV6);
+	__u64 nid_s, loc_d;
+	int r;
+
+	if (!cfg || !cfg->v4_port || bpf_skb_load_bytes(skb, ETH_HLEN, &o, sizeof(o)) < 0)
+		return TC_ACT_OK;
+	if (o.ip.version != 4 || o.ip.ihl != 5 || o.ip.protocol != IPPROTO_UDP || (o.ip.frag_off & bpf_htons(0x3fff)) ||
+	    o.udp.dest != cfg->v4_port)
+		return TC_ACT_OK;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + ILNP_V4_OVERHEAD, &c.ip6, sizeof(c.ip6)) < 0 || c.ip6.version != 6 ||
+	    lo64(&c.ip6.daddr) != cfg->local_nid)
+		return TC_ACT_OK; /* ilnpd's socket counts it (v4_not_ilnp) */
+	if (c.ip6.nexthdr != NEXTHDR_DEST)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PLAIN);
+	c.dopt_off = ETH_HLEN + ILNP_V4_OVERHEAD + IPV6_HLEN;
+	switch (in_parse_opts(skb, &c)) {
+	case OPTS_NOT_ILNP:
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PLAIN);
+	case OPTS_MULTI:
+		return in_drop(ILNP_R_INGRESS_DROP_MULTI_NONCE);
+	case OPTS_MALFORMED:
+		return in_drop(ILNP_R_INGRESS_DROP_MALFORMED);
+	case OPTS_OVERRUN:
+		return in_drop(ILNP_R_INGRESS_DROP_NONCE_OVERRUN);
+	case OPTS_OTHER:
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_OPTIONS);
+	}
+	if (cfg->mode != ILNP_MODE_EBPF)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_USERSPACE);
+	r = in_check_proto(skb, &c);
+	if (r)
+		return in_punt(cfg, r);
+	nid_s = lo64(&c.ip6.saddr);
+	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
+	if (!e)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_MISS); /* admission is ilnpd's here */
+	if (e->flags & ILNP_ILCC_F_FULL_CSUM)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_CSUM_RULE);
+	if (e->nonce_rx_len == 0)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_NONCE_UNKNOWN);
+	if (!in_nonce_ok(skb, &c, e))
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_BAD_NONCE);
+	if (!in_src_loc_known(e, hi64(&c.ip6.saddr)))
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_SRC_LOC);
+	/* a NAT that rebound the peer's port, or a stranger: ilnpd challenges it */
+	if (e->remote_v4_port == 0 || e->remote_v4_port != o.udp.source || *(__u32 *)e->remote_v4_addr != o.ip.saddr)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PATH);
+	loc_d = hi64(&c.ip6.daddr);
+	lv = bpf_map_lookup_elem(&ilnp_locals, &loc_d);
+	if (!lv || lv->state >= ILNP_LOC_AGED || !is_v4_loc(loc_d) || v4_loc_addr(loc_d) != o.ip.daddr ||
+	    v4_loc_port(loc_d) != o.udp.dest)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_DST_LOC);
+
+	/* out of UDP/IPv4; a kernel that cannot (< 6.3) leaves the packet as it was */
+	if (bpf_skb_adjust_room(skb, -ILNP_V4_OVERHEAD, BPF_ADJ_ROOM_MAC,
+				ILNP_ADJ_ROOM_DECAP_L3_IPV6 | BPF_F_ADJ_ROOM_FIXED_GSO))
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_NO_DECAP);
+	c.dopt_off = ETH_HLEN + IPV6_HLEN;
+	if (bpf_skb_store_bytes(skb, __builtin_offsetof(struct ethhdr, h_proto), &proto6, sizeof(proto6), 0) ||
+	    in_rewrite(skb, cfg, &c))
+		return in_drop(ILNP_R_INGRESS_DROP_ERROR);
+	__sync_fetch_and_add(&e->rx_pkts, 1);
+	__sync_fetch_and_add(&e->rx_bytes, skb->len - ETH_HLEN);
+	in_note_local_rx(lv);
+	count(ILNP_R_INGRESS_FAST);
+	count(ILNP_R_INGRESS_V4);
+	return TC_ACT_OK;
+}
+
 SEC("classifier")
 int ilnp_ingress(struct __sk_buff *skb)
 {
@@ -380,6 +473,8 @@ int ilnp_ingress(struct __sk_buff *skb)
 	__u64 nid_s;
 	int r;
 
+	if (skb->protocol == bpf_htons(ETH_P_IP))
+		return ilnp_in_v4(skb);
 	if (!cfg || skb->protocol != bpf_htons(ETH_P_IPV6))
 		return TC_ACT_OK;
 	if (bpf_skb_load_bytes(skb, ETH_HLEN, &c.ip6, sizeof(c.ip6)) < 0)

@@ -24,6 +24,9 @@
 #define ILNP_NONCE_MAX 12
 #define ILNP_OPT_NONCE 0x8b
 #define ILNP_LOCALS_MAX 256
+/* a v4 path (ilnp_wire::v4path): the locator 0004:ADDR:PORT, ILNPv6 in UDP/IPv4 */
+#define ILNP_V4_MARK 0x0004
+#define ILNP_V4_OVERHEAD 28 /* IPv4 + UDP headers */
 #define ILNP_ILCC_DEFAULT_MAX 65536 /* ilnpd overrides it at load time */
 
 enum ilnp_mode {
@@ -38,7 +41,8 @@ struct ilnp_cfg {
 	__u32 ilnp0_ifindex; /* the TUN; ingress punts are redirected to its egress */
 	__u32 mode;          /* enum ilnp_mode */
 	__u32 flags;         /* ILNP_CFG_F_* */
-	__u32 _pad;
+	__u16 v4_port;       /* the v4 path's UDP port (network order); 0 = [ipv4] off */
+	__u16 _pad;
 };
 
 /* ilnp_cfg.flags: admission = "socket" (crates/ilnp-core/src/admission.rs). A
@@ -68,6 +72,13 @@ struct ilnp_ilcc_val {
 	__u64 tx_bytes;
 	__u64 rx_pkts;
 	__u64 rx_bytes;
+	/* remote_loc is a v4 path (0004:ADDR:PORT): where its packets go, the address
+	 * and port a NAT in front of the peer showed us, else the locator's own
+	 * (ilnp-core's RemoteLocator::v4_destination; network order). The ingress
+	 * program takes the peer's v4-path packets only from there. Port 0 = none. */
+	__u8 remote_v4_addr[4];
+	__u16 remote_v4_port;
+	__u8 _pad2[2];
 };
 
 enum ilnp_loc_state {
@@ -298,7 +309,17 @@ struct ilnp_tcp_rto {
 	X(INGRESS_DROP_NONCE_OVERRUN, "ingress_drop_nonce_overrun") /* nonce runs past its header */ \
 	X(EGRESS_PUNT_CSUM_RULE, "egress_punt_csum_rule")   /* full-address checksum peer: ilnpd */   \
 	X(INGRESS_PUNT_CSUM_RULE, "ingress_punt_csum_rule") /* ... translates its packets */ \
-	X(EGRESS_PUNT_V4, "egress_punt_v4")                 /* a v4 path (UDP/IPv4): ilnpd's socket */
+	X(EGRESS_PUNT_V4, "egress_punt_v4")                 /* a v4 path the fast path cannot send: */  \
+	                                                    /* no v4 destination, mixed families */     \
+	X(EGRESS_V4, "egress_v4")                           /* fast, in UDP/IPv4 (a v4 path) */         \
+	X(EGRESS_PUNT_V4_MTU, "egress_punt_v4_mtu")         /* v4 path, too big for the uplink: */      \
+	                                                    /* ilnpd's socket fragments it */           \
+	X(INGRESS_V4, "ingress_v4")                         /* fast, out of UDP/IPv4 (a v4 path) */     \
+	X(INGRESS_PUNT_V4_PATH, "ingress_punt_v4_path")     /* from another address:port than the */    \
+	                                                    /* ILCC's (NAT rebinding): ilnpd checks */  \
+	X(INGRESS_PUNT_V4_NO_DECAP, "ingress_punt_v4_no_decap") /* kernel < 6.3 cannot decapsulate */ \
+	X(INGRESS_PUNT_V4_PLAIN, "ingress_punt_v4_plain")   /* v4 path, no nonce first (plain, */      \
+	                                                    /* fragment, ICMPv6 error): ilnpd */
 
 #define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {
@@ -308,7 +329,8 @@ enum ilnp_reason {
 #undef ILNP_REASON_ENUM
 
 _Static_assert(sizeof(struct ilnp_cfg) == 32, "ilnp_cfg layout");
-_Static_assert(sizeof(struct ilnp_ilcc_val) == 144, "ilnp_ilcc_val layout");
+_Static_assert(sizeof(struct ilnp_ilcc_val) == 152, "ilnp_ilcc_val layout");
+_Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, remote_v4_addr) == 144, "ilnp_ilcc_val.remote_v4_addr");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_tx) == 80, "ilnp_ilcc_val.nonce_tx");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_rx) == 96, "ilnp_ilcc_val.nonce_rx");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, tx_pkts) == 112, "ilnp_ilcc_val counters 8-aligned");

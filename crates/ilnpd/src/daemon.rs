@@ -482,6 +482,7 @@ impl Daemon {
             ilcc_max_entries: self.cfg.ilcc_max_entries,
             admit_socket: self.cfg.admission == Admission::Socket,
             pin_dir: self.cfg.pin_dir.clone(),
+            v4_port: self.cfg.ipv4.as_ref().map(|v| v.port),
         })?;
         self.found.datapath = dp.adopted();
         // from here on `dp` is ours to undo: kept in `self` before anything else can fail

@@ -24,7 +24,9 @@ pub struct CfgVal {
     pub ilnp0_ifindex: u32,
     pub mode: u32,
     pub flags: u32,
-    pub _pad: u32,
+    /// the v4 path's UDP port, network order (`to_be`); 0 = `[ipv4]` off
+    pub v4_port: u16,
+    pub _pad: u16,
 }
 
 /// `struct ilnp_ilcc_val` (value of ilnp_ilcc, key = remote NID, 8 wire-order bytes).
@@ -45,6 +47,11 @@ pub struct IlccVal {
     pub tx_bytes: u64,
     pub rx_pkts: u64,
     pub rx_bytes: u64,
+    /// `remote_loc` is a v4 path: where its packets go (the peer's NAT, or the
+    /// locator's own address and port), network order; port 0 = none
+    pub remote_v4_addr: [u8; 4],
+    pub remote_v4_port: u16,
+    pub _pad2: [u8; 2],
 }
 
 /// `struct ilnp_local_val` (value of ilnp_locals, key = local locator).
@@ -222,6 +229,12 @@ pub const REASONS: &[&str] = &[
     "egress_punt_csum_rule",
     "ingress_punt_csum_rule",
     "egress_punt_v4",
+    "egress_v4",
+    "egress_punt_v4_mtu",
+    "ingress_v4",
+    "ingress_punt_v4_path",
+    "ingress_punt_v4_no_decap",
+    "ingress_punt_v4_plain",
 ];
 
 /// `ILNP_CFG_F_ADMIT_SOCKET` (ilnp_cfg.flags)
@@ -277,6 +290,10 @@ impl IlccVal {
         if s.full_address_checksum {
             v.flags |= ILCC_F_FULL_CSUM;
         }
+        if let Some(to) = s.remote_v4.filter(|_| s.remote_loc.is_v4_path()) {
+            v.remote_v4_addr = to.ip().octets();
+            v.remote_v4_port = to.port().to_be();
+        }
         v
     }
 }
@@ -313,11 +330,12 @@ int main(void) {
   O(ilnp_tcp_rto, snd_una) O(ilnp_tcp_rto, retransmits)
   printf("const.ILNP_TCP_RTO_MAX %d\n", ILNP_TCP_RTO_MAX);
   O(ilnp_cfg, id_prefix) O(ilnp_cfg, local_nid) O(ilnp_cfg, ilnp0_ifindex) O(ilnp_cfg, mode)
-  O(ilnp_cfg, flags) O(ilnp_cfg, _pad)
+  O(ilnp_cfg, flags) O(ilnp_cfg, v4_port) O(ilnp_cfg, _pad)
   O(ilnp_ilcc_val, local_loc) O(ilnp_ilcc_val, remote_loc) O(ilnp_ilcc_val, remote_locs)
   O(ilnp_ilcc_val, nonce_tx) O(ilnp_ilcc_val, nonce_tx_len) O(ilnp_ilcc_val, nonce_rx_len)
   O(ilnp_ilcc_val, n_remote_locs) O(ilnp_ilcc_val, flags) O(ilnp_ilcc_val, nonce_rx) O(ilnp_ilcc_val, _pad)
   O(ilnp_ilcc_val, tx_pkts) O(ilnp_ilcc_val, tx_bytes) O(ilnp_ilcc_val, rx_pkts) O(ilnp_ilcc_val, rx_bytes)
+  O(ilnp_ilcc_val, remote_v4_addr) O(ilnp_ilcc_val, remote_v4_port) O(ilnp_ilcc_val, _pad2)
   O(ilnp_local_val, state) O(ilnp_local_val, ifindex) O(ilnp_local_val, router) O(ilnp_local_val, last_rx_ns)
   printf("const.ILNP_LOCAL_RX_GRAIN_NS %llu\n", ILNP_LOCAL_RX_GRAIN_NS);
   ILNP_REASONS(R)
@@ -402,6 +420,7 @@ int main(void) {
             ("ilnp_cfg.ilnp0_ifindex", offset_of!(CfgVal, ilnp0_ifindex)),
             ("ilnp_cfg.mode", offset_of!(CfgVal, mode)),
             ("ilnp_cfg.flags", offset_of!(CfgVal, flags)),
+            ("ilnp_cfg.v4_port", offset_of!(CfgVal, v4_port)),
             ("ilnp_cfg._pad", offset_of!(CfgVal, _pad)),
             ("ilnp_ilcc_val.local_loc", offset_of!(IlccVal, local_loc)),
             ("ilnp_ilcc_val.remote_loc", offset_of!(IlccVal, remote_loc)),
@@ -417,6 +436,9 @@ int main(void) {
             ("ilnp_ilcc_val.tx_bytes", offset_of!(IlccVal, tx_bytes)),
             ("ilnp_ilcc_val.rx_pkts", offset_of!(IlccVal, rx_pkts)),
             ("ilnp_ilcc_val.rx_bytes", offset_of!(IlccVal, rx_bytes)),
+            ("ilnp_ilcc_val.remote_v4_addr", offset_of!(IlccVal, remote_v4_addr)),
+            ("ilnp_ilcc_val.remote_v4_port", offset_of!(IlccVal, remote_v4_port)),
+            ("ilnp_ilcc_val._pad2", offset_of!(IlccVal, _pad2)),
             ("ilnp_local_val.state", offset_of!(LocalVal, state)),
             ("ilnp_local_val.ifindex", offset_of!(LocalVal, ifindex)),
             ("ilnp_local_val.router", offset_of!(LocalVal, router)),

@@ -115,6 +115,9 @@ pub struct DatapathConfig {
     /// pin the maps here (on bpffs; /sys/fs/bpf is mounted if it is not) and
     /// reuse maps already pinned there, so a restart keeps the ILCC
     pub pin_dir: Option<PathBuf>,
+    /// `[ipv4]` port: the ingress program takes ILNPv6 in UDP/IPv4 to it (a v4
+    /// path); None = IPv4 is not looked at
+    pub v4_port: Option<u16>,
 }
 
 /// Where a partial sweep of the ILCC map goes on (None: from the start).
@@ -223,6 +226,7 @@ impl Datapath {
             ilnp0_ifindex: cfg.ilnp0_ifindex,
             mode: if cfg.mode == Mode::Ebpf { maps::MODE_EBPF } else { maps::MODE_USERSPACE },
             flags: if cfg.admit_socket { maps::CFG_F_ADMIT_SOCKET } else { 0 },
+            v4_port: cfg.v4_port.unwrap_or(0).to_be(),
             ..Default::default()
         };
         let mut m: Array<_, CfgVal> = Array::try_from(self.bpf.map_mut(MAP_CFG).ok_or_else(|| map_err(MAP_CFG))?)?;

@@ -282,6 +282,7 @@ fn attach_detach_and_maps_round_trip() {
                 ilcc_max_entries: 1024,
                 admit_socket: false,
                 pin_dir: (kind == AttachKind::Tcx).then(|| pin_dir.clone()),
+                v4_port: None,
             };
             let mut dp = Datapath::load_with(&cfg, kind).expect("load + verifier");
             let st = ns.tc_state("ilnp0");
@@ -358,6 +359,7 @@ fn attach_detach_and_maps_round_trip() {
             ilcc_max_entries: 16,
             admit_socket: false,
             pin_dir: Some(pin_dir.clone()),
+            v4_port: None,
         };
         let mut dp = Datapath::load_with(&cfg, AttachKind::Tcx).unwrap();
         dp.attach_uplink(up).unwrap();
@@ -420,6 +422,7 @@ fn ilnp0_datapath(ns: &Netns, nid: Nid, vnet: bool, mode: Mode) -> (OwnedFd, Dat
         ilcc_max_entries: 64,
         admit_socket: false,
         pin_dir: None,
+        v4_port: None,
     };
     (tun, Datapath::load(&cfg).unwrap())
 }

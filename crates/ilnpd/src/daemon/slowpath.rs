@@ -40,7 +40,8 @@ pub(super) enum ShellCounter {
     /// reading the fast path's per-peer counters failed (`refresh_activity`): sessions
     /// carried by the fast path alone would idle out
     ActivitySweepError,
-    /// a datagram on the v4 path's port that is not an IPv6 packet
+    /// a datagram on the v4 path's port that is not an IPv6 packet (or, punted
+    /// through ilnp0, not a UDP/IPv4 datagram)
     V4NotIlnp,
     /// a packet for a v4 path while `[ipv4]` is off (a peer advertised one)
     V4Off,
@@ -227,6 +228,11 @@ impl Daemon {
     pub(super) fn on_tun_packet(&mut self, pkt: &[u8], meta: crate::tun::PacketMeta) {
         let now = Instant::now();
         let csum = if meta.needs_csum { Csum::Partial } else { Csum::Complete };
+        if pkt.first().is_some_and(|b| b >> 4 == 4) {
+            // a v4 path's datagram the ingress program punted
+            self.on_tun_v4(pkt, csum);
+            return;
+        }
         if pkt.len() < 40 {
             self.bump(ShellCounter::TunRunt);
             return;

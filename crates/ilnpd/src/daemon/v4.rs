@@ -34,8 +34,8 @@ fn setsockopt_int(s: &socket2::Socket, level: libc::c_int, name: libc::c_int, v:
     }
 }
 
-/// Binds the v4 path's port on every IPv4 address (Step::V4Listen). The kernel's
-/// own UDP checksum covers the datagram; packets leave with DF clear so a path
+/// Binds the v4 path's port on every IPv4 address (Step::V4Listen). Packets leave
+/// without a UDP checksum and with DF clear so a path
 /// with a smaller MTU fragments rather than drops (ilnp0's MTU already leaves
 /// room for the 28 bytes of IPv4 and UDP).
 pub(super) fn bind(port: u16) -> Result<UdpSocket> {
@@ -45,6 +45,13 @@ pub(super) fn bind(port: u16) -> Result<UdpSocket> {
     // IP_PMTUDISC_DONT: let the kernel fragment a datagram larger than the path MTU
     if let Err(e) = setsockopt_int(&s, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DONT) {
         tracing::warn!("IP_MTU_DISCOVER on the v4 path's socket: {e}");
+    }
+    // UDP checksum 0, as the fast path sends (RFC 768 allows it; the inner packet has
+    // its own): with one, a datagram crossing a veth arrives CHECKSUM_PARTIAL for the
+    // outer UDP header, and once the ingress program removes that header the kernel
+    // would take the inner checksum for the partial one (bpf/ilnp_ingress.c)
+    if let Err(e) = setsockopt_int(&s, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1) {
+        tracing::warn!("SO_NO_CHECK on the v4 path's socket: {e}");
     }
     // *BUFFORCE (CAP_NET_ADMIN) goes past net.core.[rw]mem_max; else what the limit allows
     for (force, plain, what) in
@@ -65,12 +72,26 @@ impl Daemon {
     /// A datagram on the v4 path's port: its payload is a wire-form ILNPv6 packet.
     pub(super) fn on_v4_datagram(&mut self, pkt: &[u8], from: SocketAddr) {
         let SocketAddr::V4(from) = from else { return };
+        self.on_v4_payload(pkt, from, Csum::Complete);
+    }
+
+    /// A whole UDP/IPv4 datagram from the TUN: one the ingress program punted
+    /// (redirected to ilnp0 outer header and all; the kernel completed or left
+    /// partial its inner checksum as `csum` says, and cut GSO packets on the way).
+    pub(super) fn on_tun_v4(&mut self, pkt: &[u8], csum: Csum) {
+        match ilnp_wire::v4path::parse_udp4(pkt) {
+            Some((from, _, payload)) => self.on_v4_payload(payload, from, csum),
+            None => self.bump(ShellCounter::V4NotIlnp),
+        }
+    }
+
+    fn on_v4_payload(&mut self, pkt: &[u8], from: SocketAddrV4, csum: Csum) {
         if pkt.len() < 40 || pkt[0] >> 4 != 6 {
             self.bump(ShellCounter::V4NotIlnp);
             return;
         }
         let mut out = Vec::new();
-        self.core.handle_inbound_v4_into(Instant::now(), pkt, Csum::Complete, from, &mut out);
+        self.core.handle_inbound_v4_into(Instant::now(), pkt, csum, from, &mut out);
         self.run_actions(out);
     }
 
