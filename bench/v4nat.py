@@ -25,14 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from ilnp_lab.daemon import Ilnpd, Peer  # noqa: E402
-from ilnp_lab.fixtures import CN_V4, MN_V4, R3_INSIDE_V4, v4_join, v4_nat_topology  # noqa: E402
+from ilnp_lab.fixtures import CN_V4, CN_V6, MN_V4, R3_INSIDE_V4, v4_join, v4_nat_topology  # noqa: E402
 from ilnp_lab.services import radvd  # noqa: E402
 from ilnp_lab.testbed import Testbed, wait_for  # noqa: E402
 from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_NID, Monitor  # noqa: E402
 
 L2 = "2001:0db8:0002:0000"
 MN_V4_LOC = f"v4:{MN_V4}:6740"
-CN_V6 = "2001:db8:a::c"
 
 
 def iperf(node, *args, secs):

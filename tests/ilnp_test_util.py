@@ -2,11 +2,10 @@
 import json
 import os
 import subprocess
-import threading
 import time
 from pathlib import Path
 
-from ilnp_lab.daemon import Ilnpd, Peer, binary
+from ilnp_lab.daemon import Ilnpd, Monitor, Peer, binary  # noqa: F401 (Monitor: re-exported)
 from ilnp_lab.addr import CN_NID, ID_PREFIX, MN_NID, identifier_address  # noqa: F401 (re-exported to the tests)
 from ilnp_lab.addr import address as addr  # noqa: F401
 from ilnp_lab.fixtures import CN_L64, CN_WIRE, MN_L64, MN_WIRE, mobility_topology, three_node  # noqa: F401
@@ -134,27 +133,3 @@ def probe(node, me: str, peer: str, port: int, secs: float, rate: int, out) -> s
                       env=dict(os.environ, PYTHONPATH=lab))
 
 
-class Monitor:
-    """`ilnpctl monitor` with each event stamped (time.monotonic()) on arrival."""
-
-    def __init__(self, d: Ilnpd):
-        self.proc = d.node.spawn(binary("ilnpctl"), "-s", d.socket, "--json", "monitor", stdout=subprocess.PIPE)
-        self.events: list[tuple[float, dict]] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(e, dict) and "event" in e:
-                self.events.append((time.monotonic(), e))
-
-    def of(self, kind: str, after: float = 0.0) -> list[tuple[float, dict]]:
-        return [(t, e) for t, e in list(self.events) if e["event"] == kind and t >= after]
-
-    def stop(self):
-        stop_process(self.proc)
-        self.thread.join(timeout=5)

@@ -292,6 +292,14 @@ def _arrival_metrics(arrivals: list[tuple[float, int]], end_s: float | None, bin
     }
 
 
+def delivered(arrivals: list[tuple[float, int]], end_s: float | None, events: Sequence[dict] = (),
+              bin_s: float = 0.1, startup_s: float = STARTUP_S) -> dict:
+    """The metrics of `_arrival_metrics` for what a receiving application logged itself:
+    (seconds from the flow's start, bytes) per record it read. The same definitions as for
+    the captures (`tcp_flow`, `udp_flow`), applied to what reached the application."""
+    return _arrival_metrics(arrivals, end_s, bin_s, events, startup_s)
+
+
 # --------------------------------------------------------------------------- dropped at the MN
 
 

@@ -12,6 +12,9 @@
                                           seed 003 soft/hard handoff: latencies and goodput (moves soft, hard)
     ilnp-lab run signalling-scale [--quick] [--scheme ilnp|mptcp] [--runs N]
                                           seed 003 Table III: control messages vs correspondents (own runner: signalling.py)
+    ilnp-lab run dime-v4v6 [--quick] [--runs N]
+                                          IPv6 -> IPv4 behind a NAT -> IPv6, soft and hard: ILNPv6's v4 path vs
+                                          plain IPv6 and MPTCP with v4 and v6 subflows (own runner: v4v6.py)
     ilnp-lab report DIR                   rebuild report.md, CSV and plots from DIR/results.json
 """
 

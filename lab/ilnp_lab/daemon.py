@@ -7,6 +7,8 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -188,3 +190,29 @@ class Ilnpd:
 
     def identifier_address(self) -> str:
         return self.status()["identifier_address"]
+
+
+class Monitor:
+    """`ilnpctl monitor` with each event stamped (time.monotonic()) on arrival."""
+
+    def __init__(self, d: Ilnpd):
+        self.proc = d.node.spawn(binary("ilnpctl"), "-s", d.socket, "--json", "monitor", stdout=subprocess.PIPE)
+        self.events: list[tuple[float, dict]] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(e, dict) and "event" in e:
+                self.events.append((time.monotonic(), e))
+
+    def of(self, kind: str, after: float = 0.0) -> list[tuple[float, dict]]:
+        return [(t, e) for t, e in list(self.events) if e["event"] == kind and t >= after]
+
+    def stop(self):
+        stop_process(self.proc)
+        self.thread.join(timeout=5)

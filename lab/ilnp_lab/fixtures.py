@@ -67,6 +67,9 @@ def mobility_topology(bed: Testbed, wan_r2_ms: float = 0, wan_r3_ms: float = 0, 
     return nodes
 
 
+# the CN's plain IPv6 address in mobility_topology (seed000-tcp.toml's cn-r1 link)
+CN_V6 = "2001:db8:a::c"
+
 # v4_nat_topology's IPv4 plan: the CN and R1 public, R3's outside public, R3's inside private
 CN_V4 = "192.0.2.10"
 R3_OUTSIDE_V4 = "198.51.100.3"

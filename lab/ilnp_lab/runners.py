@@ -40,7 +40,7 @@ from pathlib import Path
 from .topology import EXPERIMENTS
 
 RUNNERS = {"aggregation": "ilnp_lab.aggregation", "seed002": "ilnp_lab.seed002", "seed004": "ilnp_lab.seed004",
-           "signalling": "ilnp_lab.signalling"}
+           "signalling": "ilnp_lab.signalling", "v4v6": "ilnp_lab.v4v6"}
 COMMON = {"quick", "out", "json", "seed"}
 # `ilnp-lab run` options and their defaults, to tell which ones the user gave
 RUN_DEFAULTS = {"runs": None, "scenario": None, "scheme": None, "cc": None, "jobs": 1, "dad": "optimistic",
