@@ -251,6 +251,55 @@ static __always_inline void in_note_local_rx(struct ilnp_local_val *lv)
 		lv->last_rx_ns = now;
 }
 
+/* A Destination Options verdict other than OPTS_NONCE (and OPTS_NOT_ILNP, which each
+ * caller handles its own way): what becomes of the packet. */
+static __always_inline int in_opts_refused(struct ilnp_cfg *cfg, int verdict)
+{
+	switch (verdict) {
+	case OPTS_MULTI:
+		return in_drop(ILNP_R_INGRESS_DROP_MULTI_NONCE); /* RFC 6744 §2 */
+	case OPTS_MALFORMED:
+		return in_drop(ILNP_R_INGRESS_DROP_MALFORMED);
+	case OPTS_OVERRUN:
+		return in_drop(ILNP_R_INGRESS_DROP_NONCE_OVERRUN);
+	}
+	return in_punt(cfg, ILNP_R_INGRESS_PUNT_OPTIONS); /* OPTS_OTHER */
+}
+
+/*
+ * Does the fast path vouch for this packet from an established peer: eBPF mode, an upper
+ * layer it translates, the peer's ILCC entry (*ep) with its nonce learned, the packet's
+ * nonce the peer's (or ours reflected), its source locator one the entry accepts? 0 = yes,
+ * else the punt reason. A wrong nonce is ilnpd's to judge and count; a right one from a new
+ * source locator is legitimate (RFC 6744 §4): ilnpd learns it.
+ */
+static __always_inline int in_verify(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c,
+				     struct ilnp_ilcc_val **ep)
+{
+	__u64 nid_s = lo64(&c->ip6.saddr);
+	struct ilnp_ilcc_val *e = NULL;
+	int r;
+
+	if (cfg->mode != ILNP_MODE_EBPF)
+		return ILNP_R_INGRESS_PUNT_USERSPACE;
+	r = in_check_proto(skb, c);
+	if (r)
+		return r;
+	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
+	if (!e)
+		return ILNP_R_INGRESS_PUNT_MISS;
+	if (e->flags & ILNP_ILCC_F_FULL_CSUM)
+		return ILNP_R_INGRESS_PUNT_CSUM_RULE;
+	if (e->nonce_rx_len == 0)
+		return ILNP_R_INGRESS_PUNT_NONCE_UNKNOWN;
+	if (!in_nonce_ok(skb, c, e))
+		return ILNP_R_INGRESS_PUNT_BAD_NONCE;
+	if (!in_src_loc_known(e, hi64(&c->ip6.saddr)))
+		return ILNP_R_INGRESS_PUNT_SRC_LOC;
+	*ep = e;
+	return 0;
+}
+
 /*
  * Admission (ILNP_CFG_F_ADMIT_SOCKET): would a local socket take this TCP/UDP
  * packet once translated? Looked up on the identifier-form tuple, which is what
@@ -346,7 +395,7 @@ static __always_inline int in_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cf
 static __always_inline int in_nonce_omitted(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c)
 {
 	struct ilnp_local_val *lv;
-	struct ilnp_ilcc_val *e;
+	struct ilnp_ilcc_val *e = NULL;
 	__u64 nid_s = lo64(&c->ip6.saddr), loc_d = hi64(&c->ip6.daddr);
 
 	if (cfg->mode != ILNP_MODE_EBPF || (c->ip6.nexthdr != IPPROTO_TCP && c->ip6.nexthdr != IPPROTO_UDP))
@@ -388,14 +437,14 @@ __attribute__((noinline)) int ilnp_in_v4(struct __sk_buff *skb)
 {
 	struct ilnp_cfg *cfg = get_cfg();
 	struct ilnp_local_val *lv;
-	struct ilnp_ilcc_val *e;
+	struct ilnp_ilcc_val *e = NULL;
 	struct ingress_ctx c = {};
 	struct {
 		struct iphdr ip;
 		struct udphdr udp;
 	} o;
 	__u16 proto6 = bpf_htons(ETH_P_IPV6);
-	__u64 nid_s, loc_d;
+	__u64 loc_d;
 	int r;
 
 	if (!cfg || !cfg->v4_port || bpf_skb_load_bytes(skb, ETH_HLEN, &o, sizeof(o)) < 0)
@@ -409,35 +458,15 @@ __attribute__((noinline)) int ilnp_in_v4(struct __sk_buff *skb)
 	if (c.ip6.nexthdr != NEXTHDR_DEST)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PLAIN);
 	c.dopt_off = ETH_HLEN + ILNP_V4_OVERHEAD + IPV6_HLEN;
-	switch (in_parse_opts(skb, &c)) {
-	case OPTS_NOT_ILNP:
+	r = in_parse_opts(skb, &c);
+	if (r == OPTS_NOT_ILNP)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PLAIN);
-	case OPTS_MULTI:
-		return in_drop(ILNP_R_INGRESS_DROP_MULTI_NONCE);
-	case OPTS_MALFORMED:
-		return in_drop(ILNP_R_INGRESS_DROP_MALFORMED);
-	case OPTS_OVERRUN:
-		return in_drop(ILNP_R_INGRESS_DROP_NONCE_OVERRUN);
-	case OPTS_OTHER:
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_OPTIONS);
-	}
-	if (cfg->mode != ILNP_MODE_EBPF)
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_USERSPACE);
-	r = in_check_proto(skb, &c);
+	if (r != OPTS_NONCE)
+		return in_opts_refused(cfg, r);
+	/* no ILCC entry: admission is ilnpd's here */
+	r = in_verify(skb, cfg, &c, &e);
 	if (r)
 		return in_punt(cfg, r);
-	nid_s = lo64(&c.ip6.saddr);
-	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
-	if (!e)
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_MISS); /* admission is ilnpd's here */
-	if (e->flags & ILNP_ILCC_F_FULL_CSUM)
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_CSUM_RULE);
-	if (e->nonce_rx_len == 0)
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_NONCE_UNKNOWN);
-	if (!in_nonce_ok(skb, &c, e))
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_BAD_NONCE);
-	if (!in_src_loc_known(e, hi64(&c.ip6.saddr)))
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_SRC_LOC);
 	/* a NAT that rebound the peer's port, or a stranger: ilnpd challenges it */
 	if (e->remote_v4_port == 0 || e->remote_v4_port != o.udp.source || *(__u32 *)e->remote_v4_addr != o.ip.saddr)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PATH);
@@ -467,7 +496,7 @@ SEC("classifier")
 int ilnp_ingress(struct __sk_buff *skb)
 {
 	struct ilnp_cfg *cfg = get_cfg();
-	struct ilnp_ilcc_val *e;
+	struct ilnp_ilcc_val *e = NULL;
 	struct ilnp_local_val *lv;
 	struct ingress_ctx c = {};
 	__u64 nid_s;
@@ -503,18 +532,11 @@ int ilnp_ingress(struct __sk_buff *skb)
 		return in_plain(skb, cfg, &c);
 
 	c.dopt_off = ETH_HLEN + IPV6_HLEN;
-	switch (in_parse_opts(skb, &c)) {
-	case OPTS_NOT_ILNP:
+	r = in_parse_opts(skb, &c);
+	if (r == OPTS_NOT_ILNP)
 		return in_plain(skb, cfg, &c);
-	case OPTS_MULTI:
-		return in_drop(ILNP_R_INGRESS_DROP_MULTI_NONCE); /* RFC 6744 §2 */
-	case OPTS_MALFORMED:
-		return in_drop(ILNP_R_INGRESS_DROP_MALFORMED);
-	case OPTS_OVERRUN:
-		return in_drop(ILNP_R_INGRESS_DROP_NONCE_OVERRUN);
-	case OPTS_OTHER:
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_OPTIONS);
-	}
+	if (r != OPTS_NONCE)
+		return in_opts_refused(cfg, r);
 	nid_s = lo64(&c.ip6.saddr);
 	/* admission: no state for a new NID unless a socket takes the packet; without
 	 * one the stack gets it statelessly and answers as for plain IPv6 (in both
@@ -529,25 +551,9 @@ int ilnp_ingress(struct __sk_buff *skb)
 		count(ILNP_R_INGRESS_NO_SOCKET);
 		return TC_ACT_OK;
 	}
-	if (cfg->mode != ILNP_MODE_EBPF)
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_USERSPACE);
-	r = in_check_proto(skb, &c);
+	r = in_verify(skb, cfg, &c, &e);
 	if (r)
 		return in_punt(cfg, r);
-
-	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
-	if (!e)
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_MISS);
-	if (e->flags & ILNP_ILCC_F_FULL_CSUM)
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_CSUM_RULE);
-	if (e->nonce_rx_len == 0)
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_NONCE_UNKNOWN);
-	/* ilnpd judges (and counts) a wrong nonce; a right one from a new source
-	 * locator is legitimate (RFC 6744 §4): ilnpd learns it */
-	if (!in_nonce_ok(skb, &c, e))
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_BAD_NONCE);
-	if (!in_src_loc_known(e, hi64(&c.ip6.saddr)))
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_SRC_LOC);
 	__u64 loc_d = hi64(&c.ip6.daddr);
 	lv = bpf_map_lookup_elem(&ilnp_locals, &loc_d);
 	if (!lv || lv->state >= ILNP_LOC_AGED)

@@ -17,6 +17,7 @@ from ilnp_lab.daemon import Ilnpd, Peer
 from ilnp_lab.fixtures import CN_V4, MN_V4, R3_OUTSIDE_V4, v4_join, v4_nat_topology
 from ilnp_lab.services import radvd
 from ilnp_lab.testbed import Testbed, wait_for
+from test_differential import RECEIVER, SENDER, SIZES
 from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, Capture, Monitor
 
 L2 = "2001:0db8:0002:0000"
@@ -206,35 +207,6 @@ print(json.dumps({{"sent": i, "got": sorted(got)}}))
     assert echo["sent"] > 250 and lost <= 5, (echo["sent"], lost)
 
 
-SIZES = [1, 100, 513, 1000, 1200, 1400]
-ECHO = r"""
-import socket, sys, json
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], 6100))
-s.settimeout(5)
-got = []
-try:
-    while len(got) < int(sys.argv[2]):
-        data, addr = s.recvfrom(65535)
-        got.append(data.hex())
-        s.sendto(data[::-1], addr)
-except socket.timeout:
-    pass
-print(json.dumps(got))
-"""
-SEND = r"""
-import socket, sys, json
-s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-s.bind((sys.argv[1], 40001))
-s.settimeout(3)
-back = []
-for n in json.loads(sys.argv[3]):
-    s.sendto(bytes((i * 7 + n) % 256 for i in range(n)), (sys.argv[2], 6100))
-    back.append(s.recvfrom(65535)[0].hex())
-print(json.dumps(back))
-"""
-
-
 def v4_datagrams(mode, workdir):
     """UDP both ways over the v4 path behind the NAT, with the fast path (ebpf) or without
     (userspace): the ILNPv6 packets the v4 path carried through R1 (outside the
@@ -255,9 +227,10 @@ def v4_datagrams(mode, workdir):
             t["r1"].run("ethtool", "-K", i, "tx", "off")
         caps = [Capture(t["r1"], i, workdir / f"v4-{i}.pcap", filt="udp port 6740", direction="out")
                 for i in ("eth-cn", "eth-r3")]
-        rx = cn.spawn("python3", "-c", ECHO, CN_ID, str(len(SIZES)), stdout=open(workdir / "rx.json", "w"))
+        # test_differential's receiver (echoes each datagram reversed) and sender
+        rx = cn.spawn("python3", "-c", RECEIVER, CN_ID, str(workdir / "rx.json"), str(len(SIZES)))
         cn.wait_listening_udp(6100)
-        back = json.loads(mn.run("python3", "-c", SEND, MN_ID, CN_ID, json.dumps(SIZES), timeout=30).stdout)
+        back = json.loads(mn.run("python3", "-c", SENDER, MN_ID, CN_ID, json.dumps(SIZES), timeout=30).stdout)
         rx.wait(timeout=15)
         wire = sorted((p for c in caps for p in pcap.read(c.stop()) if p.ports and 6100 in p.ports),
                       key=lambda p: p.ts)

@@ -281,12 +281,4 @@ def report(out: Path, res: dict, meta: dict) -> Path:
 def run(spec: Spec, args, meta: dict) -> int:
     out = args.out or Path("out") / spec.name
     res = run_experiment(spec, out, args.quick, args.runs)
-    runners.finish_meta(meta, failed=sum(1 for r in res["runs"] if not r["ok"]))
-    (out / "results.json").write_text(json.dumps(res, indent=1))
-    (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    path = report(out, res, meta)
-    if args.json:
-        print(json.dumps({"summary": summarise(res), **res}, indent=1))
-    else:
-        print(f"results: {out / 'results.json'}; report: {path}")
-    return 0
+    return runners.finish(sys.modules[__name__], out, res, meta, args, sum(1 for r in res["runs"] if not r["ok"]))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import json
 import os
 import shlex
 import sys
@@ -117,6 +118,21 @@ def provenance_line(meta: dict) -> str:
         return "Provenance: not recorded (a run from before the lab recorded it)."
     state = "reference run" if not why else "not a reference run: " + "; ".join(why)
     return f"Commit {(p.get('commit') or '?')[:12]}{'' if p.get('clean') else ' (dirty)'}: {state}."
+
+
+def finish(mod, out: Path, res, meta: dict, args, failed: int, json_out=None) -> int:
+    """The end of every own runner's `run`: provenance, results.json, meta.json, report.md,
+    then `json_out` (default: the module's summary and the results) with --json, else where
+    the files are. Exit status 1 if any run failed, else 0 (one rule for every runner)."""
+    finish_meta(meta, failed=failed)
+    (out / "results.json").write_text(json.dumps(res, indent=1))
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+    path = mod.report(out, res, meta)
+    if args.json:
+        print(json.dumps({"summary": mod.summarise(res), **res} if json_out is None else json_out, indent=1))
+    else:
+        print(f"results: {out / 'results.json'}; report: {path}")
+    return 1 if failed else 0
 
 
 def run(own, args) -> int:

@@ -476,12 +476,5 @@ def run(spec: Spec, args, meta: dict) -> int:
     """`ilnp-lab run seed002-lb` (runners.py hands the file here)."""
     out = args.out or Path("out") / spec.name
     res = run_experiment(spec, out, args.quick, args.runs)
-    runners.finish_meta(meta)
-    (out / "results.json").write_text(json.dumps(res, indent=1))
-    (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    path = report(out, res, meta)
-    if args.json:
-        print(json.dumps({"summary": summarise(res), **res}, indent=1))
-    else:
-        print(f"results: {out / 'results.json'}; report: {path}")
-    return 0
+    failed = sum(1 for r in res["sweep"] if not r.get("ok", True))
+    return runners.finish(sys.modules[__name__], out, res, meta, args, failed)

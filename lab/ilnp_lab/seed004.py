@@ -404,12 +404,5 @@ def run(spec: Spec, args, meta: dict) -> int:
                 tests=spec.quick_tests if quick else spec.tests)
     results = run_experiment(spec, quick, out, seed, args.scenario, args.scheme, False if args.no_scale else None,
                              log=(lambda s: print(s, file=sys.stderr, flush=True)) if as_json else (lambda s: print(s, flush=True)))
-    runners.finish_meta(meta, failed=sum(1 for r in results if not r.get("ok")))
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    rep = report(out, results, meta)
-    if as_json:
-        print(json.dumps(results, indent=1))
-    else:
-        print(f"results: {out / 'results.json'}; report: {rep}")
-    return 0 if all(r.get("ok") for r in results) else 1
+    failed = sum(1 for r in results if not r.get("ok"))
+    return runners.finish(sys.modules[__name__], out, results, meta, args, failed, json_out=results)

@@ -424,15 +424,7 @@ def run(spec: Spec, args, meta: dict) -> int:
                       file=sys.stderr)
                 results.append(r)
     failed = sum(1 for r in results if not r["ok"])
-    runners.finish_meta(meta, failed)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    path = report(out, results, meta)
-    if args.json:
-        print(json.dumps(results, indent=1))
-    else:
-        print(f"results: {out / 'results.json'}; report: {path}")
-    return 1 if failed else 0
+    return runners.finish(sys.modules[__name__], out, results, meta, args, failed, json_out=results)
 
 
 def main(argv: list[str]) -> int:

@@ -502,13 +502,4 @@ def run(spec: Spec, args, meta: dict) -> int:
     if args.runs:
         cfg["runs"] = args.runs
     res = run_experiment(cfg, out)
-    failed = sum(1 for r in res["runs"] if not r["ok"])
-    runners.finish_meta(meta, failed=failed)
-    (out / "results.json").write_text(json.dumps(res, indent=1))
-    (out / "meta.json").write_text(json.dumps(meta, indent=1))
-    path = report(out, res, meta)
-    if args.json:
-        print(json.dumps({"summary": summarise(res), **res}, indent=1))
-    else:
-        print(f"results: {out / 'results.json'}; report: {path}")
-    return 1 if failed else 0
+    return runners.finish(sys.modules[__name__], out, res, meta, args, sum(1 for r in res["runs"] if not r["ok"]))
