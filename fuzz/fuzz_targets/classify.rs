@@ -7,7 +7,7 @@ use ilnp_wire::translate::Csum;
 use ilnp_wire::{classify, destopts, ipv6, split_addr, Locator, Packet};
 use libfuzzer_sys::fuzz_target;
 
-const P: Locator = Locator(0xfd69_6c6e_7000_0000);
+const P: Locator = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(p) = classify(data) else { return };

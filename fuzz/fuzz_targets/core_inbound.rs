@@ -28,8 +28,10 @@ impl ilnp_core::RngCore for Fixed {
 
 fuzz_target!(|data: &[u8]| {
     let now = Instant::now();
-    let mut c =
-        Core::new(CoreConfig::new(Locator(0xfd69_6c6e_7000_0000), Nid(0x0200_00ff_fe00_000d)), Box::new(Fixed(1)));
+    let mut c = Core::new(
+        CoreConfig::new(ilnp_wire::DEFAULT_IDENTIFIER_PREFIX, Nid(0x0200_00ff_fe00_000d)),
+        Box::new(Fixed(1)),
+    );
     c.set_local_locators(
         now,
         vec![LocalLocator {

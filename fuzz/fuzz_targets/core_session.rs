@@ -36,7 +36,7 @@ use ilnp_wire::{Locator, Nid, Nonce};
 use libfuzzer_sys::fuzz_target;
 use std::time::{Duration, Instant};
 
-const P: Locator = Locator(0xfd69_6c6e_7000_0000);
+const P: Locator = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
 const LA: Locator = Locator(0x2001_0db8_000a_0000);
 const LB: Locator = Locator(0x2001_0db8_000b_0000);
 const LC: Locator = Locator(0x2001_0db8_000c_0000);

@@ -5,7 +5,7 @@ use ilnp_wire::translate;
 use ilnp_wire::{checksum, classify, ipv6, split_addr, Locator, Nonce};
 use libfuzzer_sys::fuzz_target;
 
-const P: Locator = Locator(0xfd69_6c6e_7000_0000);
+const P: Locator = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
 
 fuzz_target!(|data: &[u8]| {
     let meta = ts::icmp_error_meta(data);

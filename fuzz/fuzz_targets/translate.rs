@@ -6,7 +6,7 @@ use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{classify, ipv6, Locator, Nonce, Packet};
 use libfuzzer_sys::fuzz_target;
 
-const P: Locator = Locator(0xfd69_6c6e_7000_0000);
+const P: Locator = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
 
 fuzz_target!(|data: &[u8]| {
     let _ = ts::to_identifier(data, P, Csum::Complete);

@@ -447,7 +447,7 @@ mod tests {
 
     const LA: Locator = Locator(0x2001_0db8_000a_0000);
     const LB: Locator = Locator(0x2001_0db8_000b_0000);
-    const P: Locator = Locator(0xfd69_6c6e_7000_0000);
+    const P: Locator = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
     const N: Nid = Nid(0x0200_00ff_fe00_000d);
 
     fn loc(l: Locator, pref: u16, has_router: bool) -> LocalLocator {

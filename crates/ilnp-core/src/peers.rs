@@ -94,7 +94,7 @@ mod tests {
     use super::*;
 
     const ME: Nid = Nid(0x0200_00ff_fe00_000c);
-    const ID_PREFIX: Locator = Locator(0xfd69_6c6e_7000_0000);
+    const ID_PREFIX: Locator = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
 
     fn rec(nid: u64, locs: &[u64]) -> PeerRecord {
         PeerRecord {

@@ -11,7 +11,7 @@ use crate::time::secs;
 use ilnp_wire::{ilnp_addr, Locator, Nid};
 
 /// The identifier prefix every simulated host uses (ilnpd's default).
-pub(crate) const ID_PREFIX: Locator = Locator(0xfd69_6c6e_7000_0000);
+pub(crate) const ID_PREFIX: Locator = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
 /// First client source port (`CLIENT_PORT + host index % 20000`).
 const CLIENT_PORT: u16 = 40000;
 /// A datagram's payload starts with its sequence number and when it was sent.

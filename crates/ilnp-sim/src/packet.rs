@@ -84,11 +84,11 @@ pub(crate) fn src_nid(pkt: &[u8]) -> Nid {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ilnp_wire::{ilnp_addr, Locator};
+    use ilnp_wire::ilnp_addr;
 
     #[test]
     fn datagrams_verify_and_read_back() {
-        let p = Locator(0xfd69_6c6e_7000_0000);
+        let p = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
         let (a, b) = (Nid(0x0200_5100_0000_0001), Nid(0x0200_5100_0000_0002));
         let (s, d) = (ilnp_addr(p, a), ilnp_addr(p, b));
         let mut v = vec![1, 2, 3];

@@ -104,6 +104,11 @@ pub struct Nid(pub u64);
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Locator(pub u64);
 
+/// The identifier prefix P (`fd69:6c6e:7000::/64`, "iln" in a unique local prefix) that
+/// identifier addresses `P:NID` are in unless ilnpd's `identifier_prefix` says otherwise;
+/// also what the tests, the simulator and the fuzz targets use.
+pub const DEFAULT_IDENTIFIER_PREFIX: Locator = Locator(0xfd69_6c6e_7000_0000);
+
 /// Four colon-separated groups of four hex digits (RFC 6742 §3 presentation form).
 fn fmt_groups(v: u64, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     write!(f, "{:04x}:{:04x}:{:04x}:{:04x}", (v >> 48) & 0xffff, (v >> 32) & 0xffff, (v >> 16) & 0xffff, v & 0xffff)

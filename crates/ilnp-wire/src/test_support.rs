@@ -20,7 +20,7 @@ use crate::{Error, Locator, Nid, Nonce};
 use std::net::Ipv6Addr;
 
 /// The default identifier prefix (`fd69:6c6e:7000::/64`).
-pub const P: Locator = Locator(0xfd69_6c6e_7000_0000);
+pub const P: Locator = crate::DEFAULT_IDENTIFIER_PREFIX;
 /// Host A's locator (`2001:db8:a::/64`).
 pub const LA: Locator = Locator(0x2001_0db8_000a_0000);
 /// Host B's locator (`2001:db8:b::/64`).

@@ -817,7 +817,7 @@ mod tests {
     #[test]
     fn defaults_and_peers() {
         let c = load("uplinks = [\"eth0\"]\n[[peer]]\nname = \"mn\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{ l64 = \"2001:0db8:000b:0000\", pref = 10 }]\n").unwrap();
-        assert_eq!(c.id_prefix, Locator(0xfd69_6c6e_7000_0000));
+        assert_eq!(c.id_prefix, ilnp_wire::DEFAULT_IDENTIFIER_PREFIX);
         assert_eq!(c.nonce_len, 4);
         assert_eq!(c.datapath, Datapath::Ebpf);
         assert_eq!(c.soft_quiet_period, Duration::from_secs(3));

@@ -27,7 +27,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-const P: Locator = Locator(0xfd69_6c6e_7000_0000);
+const P: Locator = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
 const L: Locator = Locator(0x2001_0db8_0001_0000);
 const NID_A: Nid = Nid(0xa);
 const NID_B: Nid = Nid(0xb);

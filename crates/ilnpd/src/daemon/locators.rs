@@ -229,7 +229,7 @@ mod tests {
 
     #[test]
     fn identifier_prefix_overlap() {
-        let p = Locator(0xfd69_6c6e_7000_0000);
+        let p = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
         let a = |s: &str| s.parse::<Ipv6Addr>().unwrap();
         assert!(is_identifier_overlap(p, a("fd69:6c6e:7000::1"), 64));
         assert!(is_identifier_overlap(p, a("fd69:6c6e:7000::1"), 128), "an address inside P");

@@ -416,7 +416,7 @@ mod tests {
     use crate::config::peers::{load_hosts_str, load_toml_str};
 
     const ME: Nid = Nid(0x0200_00ff_fe00_000c);
-    const ID_PREFIX: Locator = Locator(0xfd69_6c6e_7000_0000);
+    const ID_PREFIX: Locator = ilnp_wire::DEFAULT_IDENTIFIER_PREFIX;
 
     /// `peer add NAME NID L64` as the daemon answers it: the request line parsed,
     /// then the record checked.
