@@ -59,27 +59,22 @@ CASES = {
 CELLS = ("eth-r2", "eth-r3")  # the MN's interfaces into R2's and R3's cells
 
 
-class Spec:
+class Spec(runners.TableSpec):
     """experiments/aggregation.toml: [experiment] = the full form, [quick] overrides it."""
     KEYS = {"topology", "move", "duration_s", "runs", "flows", "cases", "cc", "window", "cport"}
 
     def __init__(self, path: Path):
-        self.path = path
-        self.name, self.title, e, q = runners.read_tables(path, self.KEYS)
-        self.full = e
-        self.quick = {**e, **q}
-        for name, c in (("experiment", self.full), ("quick", self.quick)):
-            bad = [x for x in c["cases"] if x not in CASES]
-            if bad:
-                raise ValueError(f"{path}: [{name}] cases {bad}: unknown (known: {', '.join(CASES)})")
-            if c["flows"] < 2 or c["runs"] < 1 or c["duration_s"] <= 0:
-                raise ValueError(f"{path}: [{name}]: flows >= 2, runs >= 1, duration_s > 0")
+        super().__init__(path)
         self.topology = load(self.full["topology"])
         if self.full["move"] not in self.topology.moves:
             raise ValueError(f"{path}: move {self.full['move']!r}: not a move of {self.full['topology']}")
 
-    def cfg(self, quick: bool) -> dict:
-        return dict(self.quick if quick else self.full)
+    def check(self, name: str, c: dict) -> None:
+        bad = [x for x in c["cases"] if x not in CASES]
+        if bad:
+            raise ValueError(f"{self.path}: [{name}] cases {bad}: unknown (known: {', '.join(CASES)})")
+        if c["flows"] < 2 or c["runs"] < 1 or c["duration_s"] <= 0:
+            raise ValueError(f"{self.path}: [{name}]: flows >= 2, runs >= 1, duration_s > 0")
 
     def experiment(self):
         """The topology with every link up from the start and no timeline."""

@@ -87,6 +87,27 @@ def read_tables(path: Path, keys: set[str]) -> tuple[str, str, dict, dict]:
     return name, title, e, q
 
 
+class TableSpec:
+    """An own-runner file whose [experiment] table is the full form and whose [quick] table
+    overrides it (`read_tables`); subclasses name their KEYS and check the two forms in
+    `check(name, cfg)`."""
+    KEYS: set[str] = set()
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.name, self.title, e, q = read_tables(path, self.KEYS)
+        self.full = e
+        self.quick = {**e, **q}
+        for name, c in (("experiment", self.full), ("quick", self.quick)):
+            self.check(name, c)
+
+    def check(self, name: str, cfg: dict) -> None:
+        """Raise ValueError naming the file, the table and the bad value."""
+
+    def cfg(self, quick: bool) -> dict:
+        return dict(self.quick if quick else self.full)
+
+
 def refused_options(mod, args) -> list[str]:
     """The options the user gave that this runner does not honour."""
     given = [k for k, d in RUN_DEFAULTS.items() if getattr(args, k, d) != d]

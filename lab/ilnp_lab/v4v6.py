@@ -146,32 +146,25 @@ print(json.dumps({"sent": sent, "send_errors": errors, "broken": broken}))
 """
 
 
-class Spec:
+class Spec(runners.TableSpec):
     """experiments/dime-v4v6.toml: [experiment] = the full form, [quick] overrides it."""
     KEYS = {"duration_s", "runs", "schemes", "moves", "to_v4_s", "back_s", "overlap_s", "rate_pps", "size", "wan_ms"}
 
-    def __init__(self, path: Path):
-        self.path = path
-        self.name, self.title, e, q = runners.read_tables(path, self.KEYS)
-        self.full = e
-        self.quick = {**e, **q}
-        for name, c in (("experiment", self.full), ("quick", self.quick)):
-            missing = self.KEYS - {"wan_ms"} - set(c)
-            if missing:
-                raise ValueError(f"{path}: [{name}]: {', '.join(sorted(missing))} missing")
-            for k, known in (("schemes", SCHEMES), ("moves", MOVES)):
-                bad = [x for x in c[k] if x not in known]
-                if bad or not c[k]:
-                    raise ValueError(f"{path}: [{name}] {k} {bad or c[k]}: unknown or empty (known: {', '.join(known)})")
-            if not 0 < c["to_v4_s"] < c["to_v4_s"] + c["overlap_s"] < c["back_s"] < c["back_s"] + c["overlap_s"] \
-                    < c["duration_s"] - 1:
-                raise ValueError(f"{path}: [{name}]: need 0 < to_v4_s < to_v4_s + overlap_s < back_s < back_s + "
-                                 "overlap_s < duration_s - 1")
-            if c["runs"] < 1 or c["rate_pps"] <= 0 or not 8 <= c["size"] <= 1400:
-                raise ValueError(f"{path}: [{name}]: runs >= 1, rate_pps > 0, 8 <= size <= 1400")
-
-    def cfg(self, quick: bool) -> dict:
-        return dict(self.quick if quick else self.full)
+    def check(self, name: str, c: dict) -> None:
+        path = self.path
+        missing = self.KEYS - {"wan_ms"} - set(c)
+        if missing:
+            raise ValueError(f"{path}: [{name}]: {', '.join(sorted(missing))} missing")
+        for k, known in (("schemes", SCHEMES), ("moves", MOVES)):
+            bad = [x for x in c[k] if x not in known]
+            if bad or not c[k]:
+                raise ValueError(f"{path}: [{name}] {k} {bad or c[k]}: unknown or empty (known: {', '.join(known)})")
+        if not 0 < c["to_v4_s"] < c["to_v4_s"] + c["overlap_s"] < c["back_s"] < c["back_s"] + c["overlap_s"] \
+                < c["duration_s"] - 1:
+            raise ValueError(f"{path}: [{name}]: need 0 < to_v4_s < to_v4_s + overlap_s < back_s < back_s + "
+                             "overlap_s < duration_s - 1")
+        if c["runs"] < 1 or c["rate_pps"] <= 0 or not 8 <= c["size"] <= 1400:
+            raise ValueError(f"{path}: [{name}]: runs >= 1, rate_pps > 0, 8 <= size <= 1400")
 
 
 OPTIONS = {"runs"}
