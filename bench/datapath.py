@@ -13,7 +13,14 @@ the kernel's defaults (TSO/GSO on, GRO off). In every block each measurement run
 whole list repeats `--rounds` times (A B A B ...); medians and [min-max] are printed, and
 ratios of medians against plain IPv6 of the same block:
 
-  tcp1, tcp4        iperf3 TCP CN -> MN, 1 and 4 streams, Gbit/s
+  tcp1, tcp4        iperf3 TCP CN -> MN, 1 and 4 streams, Gbit/s, and the sender's
+                    retransmitted segments
+  tcp1_1cpu, ...    the same with both iperf3 processes pinned to CPU 0 (taskset): with the two
+                    hosts' stacks on one veth, every cycle of the transfer (sender, both
+                    softirqs, receiver) then comes from one core, so the rate is the inverse of
+                    the per-byte cost. With two cores the rate also depends on how the work
+                    splits between them, which plain IPv6 and ILNPv6 do differently on veth
+                    (docs/benchmarks.md § Why ILNPv6 ran 4 TCP streams faster than plain)
   udp64, udp1400    iperf3 UDP CN -> MN, -b 0, payload 64 / 1400 bytes; packets/s delivered
                     to MN's UDP layer (Udp6InDatagrams + Udp6RcvbufErrors: what crossed both
                     data paths; iperf3's own receive rate, below that, is printed too):
@@ -61,7 +68,7 @@ from ilnp_lab.testbed import Testbed, binary, stop_process  # noqa: E402
 PLAIN_MN = "2001:db8:b::d"
 FLOOR_MN = "2001:db8:b::e"  # plain IPv6 + a 16-byte DestOpts header pushed at CN's uplink (header floor)
 FLOOR_SRC = Path(__file__).resolve().parent / "hdr_floor.bpf.c"
-TESTS = ("tcp1", "tcp4", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv", "rr")
+TESTS = ("tcp1", "tcp4", "tcp1_1cpu", "tcp4_1cpu", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv", "rr")
 
 
 def build(bed, topo):
@@ -94,14 +101,18 @@ def header_floor(bed, cn, mn):
     cn.run("tc", "filter", "add", "dev", "eth0", "egress", "bpf", "da", "obj", str(obj), "sec", "tc")
 
 
-def iperf_tcp(cn, mn, dst, seconds, streams):
-    srv = mn.spawn("iperf3", "-s", "-1", "-B", dst)
+def iperf_tcp(cn, mn, dst, seconds, streams, cpu=None):
+    """Gbit/s received and segments retransmitted; `cpu`: both iperf3 processes pinned to it."""
+    pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    srv = mn.spawn(*pin, "iperf3", "-s", "-1", "-B", dst)
     time.sleep(0.3)
-    r = cn.run("iperf3", "-c", dst, "-t", str(seconds), "-P", str(streams), "-J", check=False, timeout=seconds + 40)
+    r = cn.run(*pin, "iperf3", "-c", dst, "-t", str(seconds), "-P", str(streams), "-J", check=False,
+               timeout=seconds + 40)
     srv.wait(timeout=15)
     if r.returncode != 0:
         return None
-    return {"v": json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9}
+    end = json.loads(r.stdout)["end"]
+    return {"v": end["sum_received"]["bits_per_second"] / 1e9, "retrans": end["sum_sent"].get("retransmits")}
 
 
 def udp6_delivered(node):
@@ -166,7 +177,8 @@ def rr(cn, mn, dst, count):
 
 def measure(test, cn, mn, dst, a):
     if test.startswith("tcp"):
-        return iperf_tcp(cn, mn, dst, a.seconds, int(test[3:]))
+        streams, _, cpu = test[3:].partition("_")
+        return iperf_tcp(cn, mn, dst, a.seconds, int(streams), 0 if cpu == "1cpu" else None)
     if test.startswith("udp"):
         size, kind = test[3:].split("_")
         return iperf_udp(cn, mn, dst, a.seconds, int(size), 1 if kind == "snd" else 2)
@@ -335,6 +347,9 @@ def print_row(row, a):
                         f"{si[0] / 1e3 if si else 0:.0f}k; iperf3 got {ap_[0] / 1e3 if ap_ else 0:.0f}k/"
                         f"{ai[0] / 1e3 if ai else 0:.0f}k)")
             floor = f" | header floor {fmt(h, unit)} ({h[0] / p[0]:.2f}x)" if p and h and p[0] else ""
+            if t.startswith("tcp"):
+                rp, ri = med(r["plain"], "retrans"), med(r["ilnp"], "retrans")
+                loss = f" (retransmitted segments {rp[0] if rp else '-'} / {ri[0] if ri else '-'})"
             print(f"  {t:<13} plain {fmt(p, unit)} | ILNP {fmt(i, unit)} | {ratio}{loss}{floor}")
         pr = r["probe"]
         extra = ""
@@ -350,6 +365,8 @@ def print_row(row, a):
 def markdown(rows):
     """One table line per block: medians, ratios (ILNP / plain of the same block), added RTT."""
     def cell(t, r, key="v", unit=""):
+        if t not in r:  # a run from before the measurement existed
+            return "-"
         p, i = med(r[t]["plain"], key), med(r[t]["ilnp"], key)
         if not p or not i:
             return "failed"
@@ -381,14 +398,16 @@ def markdown(rows):
             return "-"
         return f"{h[0] / 1e3:.0f}k ({h[0] / p[0]:.2f}x)"
 
-    lines = ["| topology | path | ILCC | TCP 1 stream Gbit/s | TCP 4 streams Gbit/s | UDP 64 B, 1 sender: delivered pps | "
+    lines = ["| topology | path | ILCC | TCP 1 stream Gbit/s | TCP 4 streams Gbit/s | TCP 1 / 4 streams, one core, Gbit/s | "
+             "UDP 64 B, 1 sender: delivered pps | "
              "UDP 64 B, 2 senders: iperf3 rx pps | UDP 1400 B, 1 sender: delivered pps | UDP 1400 B, 2 senders: iperf3 rx pps | "
              "RR µs median (added); p99 | BPF ns/pkt CN egress / MN ingress; ilnpd CPU ns/pkt | "
              "header floor: UDP 64 B, 1 sender: delivered pps (vs plain) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         r = row["tests"]
         lines.append(f"| {row['topo']} | {row['mode']} | {row['entries']:,} | {cell('tcp1', r)} | {cell('tcp4', r)} | "
+                     f"{cell('tcp1_1cpu', r)}; {cell('tcp4_1cpu', r)} | "
                      f"{cell('udp64_snd', r, unit='k')} | {cell('udp64_rcv', r, 'app_pps', 'k')} | "
                      f"{cell('udp1400_snd', r, unit='k')} | {cell('udp1400_rcv', r, 'app_pps', 'k')} | {rtt(r)} | "
                      f"{bpf(r)} | {floor(r)} |")

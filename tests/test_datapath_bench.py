@@ -1,6 +1,6 @@
 """Issue #14: bench/datapath.py's smoke run measures what it says (the numbers themselves
 are the bench's, not asserted here): through a router with the hosts' default offloads,
-the eBPF path moves TCP and UDP (64- and 1400-byte) for plain IPv6 and ILNPv6, ilnp-rr
+the eBPF path moves TCP (on two cores and on one, with retransmissions counted) and UDP (64- and 1400-byte) for plain IPv6 and ILNPv6, ilnp-rr
 times round trips with no loss, and the per-packet BPF time is read for the sender's
 egress and the receiver's ingress programs with one run per 64-byte datagram; the header floor
 (plain IPv6 plus a 16-byte Destination Options header) is delivered and carries that header."""
@@ -21,10 +21,12 @@ def test_datapath_bench_quick_routed_ebpf(tmp_path):
     rows = json.loads(out.read_text())
     assert len(rows) == 1 and rows[0]["topo"] == "routed" and rows[0]["mode"] == "ebpf", rows
     tests = rows[0]["tests"]
-    for name in ("tcp1", "tcp4", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv"):
+    for name in ("tcp1", "tcp4", "tcp1_1cpu", "tcp4_1cpu", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv"):
         for k in ("plain", "ilnp"):
             m = tests[name][k][0]
             assert m and m["v"] > 0, (name, k, tests[name])
+            if name.startswith("tcp"):
+                assert m["retrans"] >= 0, (name, k, m)
     for k in ("plain", "ilnp"):
         m = tests["rr"][k][0]
         assert m and m["lost"] == 0 and 0 < m["v"] <= m["p99"], (k, tests["rr"])
