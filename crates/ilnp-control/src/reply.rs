@@ -8,6 +8,7 @@
 //! fields are ignored. The daemon always sends every field.
 
 use crate::request::Request;
+use crate::Policy;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -155,10 +156,10 @@ pub struct Status {
 /// correspondent's locator pairs (ilnp-core `balance`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BalanceInfo {
-    /// `failover`, `per-flow` or `per-packet`, for correspondents without their own
-    pub default_policy: String,
+    /// for correspondents without their own (None: a daemon from before balancing)
+    pub default_policy: Option<Policy>,
     /// NID → policy, for correspondents with their own
-    pub peer_policy: BTreeMap<String, String>,
+    pub peer_policy: BTreeMap<String, Policy>,
     /// uplink name → weight (uplinks not listed weigh 1)
     pub weights: BTreeMap<String, u32>,
     /// per-flow hash seed (configured, or derived from the NID: stable across restarts)
@@ -182,7 +183,7 @@ impl BalanceInfo {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BalancePeer {
     pub nid: String,
-    pub policy: String,
+    pub policy: Policy,
     /// `local>remote` locator pairs with their reduced weights
     pub pairs: Vec<(String, u32)>,
     /// per-packet: the slow path's position in the schedule

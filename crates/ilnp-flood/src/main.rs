@@ -7,7 +7,7 @@
 //! Prints one JSON object: {"sent", "errors", "seconds", "pps"}.
 
 use clap::Parser;
-use ilnp_wire::{checksum, destopts, ilnp_addr, ipv6, Nid, Nonce};
+use ilnp_wire::{destopts, ilnp_addr, ipv6, l4, Nid, Nonce};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use std::net::Ipv6Addr;
@@ -49,28 +49,20 @@ struct Args {
 
 const GROUP_BIT: u64 = 0x0100_0000_0000_0000;
 
-fn udp(src: &Ipv6Addr, dst: &Ipv6Addr, sport: u16, dport: u16, payload: usize) -> Vec<u8> {
-    let len = 8 + payload;
-    let mut u = Vec::with_capacity(len);
-    u.extend_from_slice(&sport.to_be_bytes());
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&(len as u16).to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.resize(len, 0x5a);
-    let c = checksum::transport_checksum_wire(src, dst, ipv6::PROTO_UDP, &u);
-    checksum::write_field(&mut u, 6, c);
+/// A UDP datagram carrying `payload`, checksum under the ILNPv6 wire rule.
+fn udp(src: &Ipv6Addr, dst: &Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut u = Vec::with_capacity(l4::UDP_HEADER_LEN + payload.len());
+    l4::UdpRepr { src_port: sport, dst_port: dport }.emit(payload, &mut u);
+    l4::fill_checksum(&mut u, ipv6::PROTO_UDP, src, dst, l4::PseudoHeader::Ilnp);
     u
 }
 
+/// A SYN (window 64240, no options), checksum under the ILNPv6 wire rule.
 fn syn(src: &Ipv6Addr, dst: &Ipv6Addr, sport: u16, dport: u16, seq: u32) -> Vec<u8> {
-    let mut t = Vec::with_capacity(20);
-    t.extend_from_slice(&sport.to_be_bytes());
-    t.extend_from_slice(&dport.to_be_bytes());
-    t.extend_from_slice(&seq.to_be_bytes());
-    // ack 0, data offset 5, SYN, window 64240, checksum, urgent
-    t.extend_from_slice(&[0, 0, 0, 0, 0x50, 0x02, 0xfa, 0xf0, 0, 0, 0, 0]);
-    let c = checksum::transport_checksum_wire(src, dst, ipv6::PROTO_TCP, &t);
-    checksum::write_field(&mut t, 16, c);
+    let mut t = Vec::with_capacity(l4::TCP_HEADER_LEN);
+    l4::TcpRepr { src_port: sport, dst_port: dport, seq, ack: 0, flags: l4::tcp_flags::SYN, window: 64240 }
+        .emit(&[], &mut t);
+    l4::fill_checksum(&mut t, ipv6::PROTO_TCP, src, dst, l4::PseudoHeader::Ilnp);
     t
 }
 
@@ -85,6 +77,7 @@ fn main() {
     let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
     sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
     sa.sin6_addr.s6_addr = a.dst.octets();
+    let payload = vec![0x5a; a.payload];
     let (mut sent, mut errors) = (0u64, 0u64);
     let t0 = Instant::now();
     for i in 0..a.count {
@@ -94,7 +87,7 @@ fn main() {
         let (proto, upper) = if a.syn {
             (ipv6::PROTO_TCP, syn(&src, &a.dst, sport, a.dport, rng.next_u32()))
         } else {
-            (ipv6::PROTO_UDP, udp(&src, &a.dst, sport, a.dport, a.payload))
+            (ipv6::PROTO_UDP, udp(&src, &a.dst, sport, a.dport, &payload))
         };
         let nonce = Nonce::N32(rng.next_u32().to_be_bytes());
         let pkt = destopts::packet(src, a.dst, 64, (!a.no_nonce).then_some(&nonce), proto, &upper);

@@ -1,21 +1,11 @@
 //! The applications' packets, on `ilnp-wire`: the IPv6 header (`ipv6::Repr`,
-//! `ipv6::Packet`), the extension-header walk (`ipv6::upper_layer_info`), the
-//! ports after the fixed header (`ipv6::flow_ports`) and the checksum
-//! (`checksum::compute`, `field_offset`, `write_field`).
-//!
-//! `ilnp-wire` has no UDP header view and no UDP builder outside its
-//! `test-support` feature (whose `udp` allocates and does not send a zero checksum
-//! as 0xffff): the UDP header's layout (`UDP_HEADER_LEN`, the ports' place in a
-//! TCP/UDP header) is written here, and only here, until it has.
+//! `ipv6::Packet`), the extension-header walk (`ipv6::upper_layer_info`), and the
+//! UDP header's view, builder and checksum (`l4`).
 
 use ilnp_wire::ipv6::{self, HEADER_LEN, PROTO_TCP, PROTO_UDP};
-use ilnp_wire::{checksum, split_addr, Nid};
+use ilnp_wire::l4::{self, UDP_HEADER_LEN};
+use ilnp_wire::{split_addr, Nid};
 use std::net::Ipv6Addr;
-
-/// Source port, destination port, length, checksum.
-const UDP_HEADER_LEN: usize = 8;
-/// A TCP or UDP header starts with the source and the destination port.
-const PORTS_LEN: usize = 4;
 
 /// An identifier-form UDP datagram `src → dst` into `v` (cleared first, its
 /// allocation reused), checksum complete (a computed 0 sent as 0xffff).
@@ -24,17 +14,8 @@ pub(crate) fn udp_into(v: &mut Vec<u8>, src: Ipv6Addr, dst: Ipv6Addr, sport: u16
     v.clear();
     let len = UDP_HEADER_LEN + payload.len();
     ipv6::Repr { src, dst, next_header: PROTO_UDP, payload_len: len as u16, hop_limit: 64 }.emit(v);
-    v.extend_from_slice(&sport.to_be_bytes());
-    v.extend_from_slice(&dport.to_be_bytes());
-    v.extend_from_slice(&(len as u16).to_be_bytes());
-    v.extend_from_slice(&[0, 0]);
-    v.extend_from_slice(payload);
-    let c = match checksum::compute(&src, &dst, PROTO_UDP, &v[HEADER_LEN..]) {
-        0 => 0xffff,
-        c => c,
-    };
-    let at = HEADER_LEN + checksum::field_offset(PROTO_UDP).expect("UDP has a checksum");
-    checksum::write_field(v, at, c);
+    l4::UdpRepr { src_port: sport, dst_port: dport }.emit(payload, v);
+    l4::fill_checksum(&mut v[HEADER_LEN..], PROTO_UDP, &src, &dst, l4::PseudoHeader::Full);
 }
 
 /// A UDP datagram directly after the fixed header (identifier form, as the core
@@ -53,12 +34,12 @@ impl<'a> Udp<'a> {
     #[inline]
     pub(crate) fn parse(pkt: &'a [u8]) -> Option<Udp<'a>> {
         let ip = ipv6::Packet::new_checked(pkt).ok()?;
-        if ip.next_header() != PROTO_UDP || pkt.len() < HEADER_LEN + UDP_HEADER_LEN {
+        if ip.next_header() != PROTO_UDP {
             return None;
         }
         let (_, src_nid) = split_addr(ip.src());
-        let ports = ipv6::flow_ports(pkt);
-        Some(Udp { src_nid, sport: ports.sport, dport: ports.dport, payload: &pkt[HEADER_LEN + UDP_HEADER_LEN..] })
+        let u = l4::Udp::new_checked(&pkt[HEADER_LEN..]).ok()?;
+        Some(Udp { src_nid, sport: u.src_port(), dport: u.dst_port(), payload: u.payload_slice() })
     }
 }
 
@@ -71,8 +52,7 @@ pub(crate) fn transport_dport(pkt: &[u8]) -> Option<u16> {
     if (u.proto != PROTO_UDP && u.proto != PROTO_TCP) || !u.has_header() {
         return None;
     }
-    let ports = pkt.get(u.offset..u.offset + PORTS_LEN)?;
-    Some(u16::from_be_bytes([ports[2], ports[3]]))
+    l4::ports(pkt.get(u.offset..)?).map(|(_, dport)| dport)
 }
 
 /// The source NID of an IPv6 packet (of `::` if it is not one).
@@ -84,7 +64,7 @@ pub(crate) fn src_nid(pkt: &[u8]) -> Nid {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ilnp_wire::ilnp_addr;
+    use ilnp_wire::{checksum, ilnp_addr};
 
     #[test]
     fn datagrams_verify_and_read_back() {

@@ -193,23 +193,19 @@ pub fn tcp_no_route_hint(
     remote_port: u16,
     snd_una: u32,
 ) -> Vec<u8> {
-    const TCP_HEADER_LEN: u16 = 20;
-    const TCP_DATA_OFFSET_5: u8 = 5 << 4;
-    const TCP_FLAG_ACK: u8 = 0x10;
-    let mut quoted = Vec::with_capacity(HEADER_LEN + usize::from(TCP_HEADER_LEN));
+    use crate::l4::{tcp_flags, TcpRepr, TCP_HEADER_LEN};
+    let mut quoted = Vec::with_capacity(HEADER_LEN + TCP_HEADER_LEN);
     crate::ipv6::Repr {
         src: local,
         dst: remote,
         next_header: crate::ipv6::PROTO_TCP,
-        payload_len: TCP_HEADER_LEN,
+        payload_len: TCP_HEADER_LEN as u16,
         hop_limit: 64,
     }
     .emit(&mut quoted);
-    quoted.extend_from_slice(&local_port.to_be_bytes());
-    quoted.extend_from_slice(&remote_port.to_be_bytes());
-    quoted.extend_from_slice(&snd_una.to_be_bytes());
-    quoted.extend_from_slice(&[0; 4]); // acknowledgment number: not matched
-    quoted.extend_from_slice(&[TCP_DATA_OFFSET_5, TCP_FLAG_ACK, 0, 0, 0, 0, 0, 0]); // window, checksum, urgent
+    // acknowledgment number, window and checksum: not matched
+    TcpRepr { src_port: local_port, dst_port: remote_port, seq: snd_una, ack: 0, flags: tcp_flags::ACK, window: 0 }
+        .emit(&[], &mut quoted);
     error_packet(remote, local, TYPE_DEST_UNREACH, UNREACH_NO_ROUTE, 0, &quoted)
 }
 

@@ -117,9 +117,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// A TCP segment with RST set directly after the fixed header (how a host's
     /// stack sends its resets).
     pub fn is_tcp_rst(&self) -> bool {
-        const TCP_FLAGS: usize = 13;
-        const RST: u8 = 0x04;
-        self.next_header() == PROTO_TCP && self.payload().get(TCP_FLAGS).is_some_and(|f| f & RST != 0)
+        use crate::l4::{tcp_flags, TCP_FLAGS};
+        self.next_header() == PROTO_TCP && self.payload().get(TCP_FLAGS).is_some_and(|f| f & tcp_flags::RST != 0)
     }
 }
 
@@ -216,10 +215,10 @@ pub fn flow_ports(pkt: &[u8]) -> FlowPorts {
     let Some(&proto) = pkt.get(6) else { return FlowPorts::default() };
     let u16_at = |o: usize| pkt.get(o..o + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
     let l4 = HEADER_LEN;
-    match proto {
-        PROTO_TCP | PROTO_UDP if pkt.len() >= l4 + 4 => FlowPorts { proto, sport: u16_at(l4), dport: u16_at(l4 + 2) },
+    match (proto, pkt.get(l4..).and_then(crate::l4::ports)) {
+        (PROTO_TCP | PROTO_UDP, Some((sport, dport))) => FlowPorts { proto, sport, dport },
         // echo request/reply: the identifier (offset 4 of the ICMPv6 header)
-        PROTO_ICMPV6 if matches!(pkt.get(l4), Some(128 | 129)) && pkt.len() >= l4 + 6 => {
+        (PROTO_ICMPV6, _) if matches!(pkt.get(l4), Some(128 | 129)) && pkt.len() >= l4 + 6 => {
             FlowPorts { proto, sport: u16_at(l4 + 4), dport: 0 }
         }
         _ => FlowPorts { proto, sport: 0, dport: 0 },

@@ -11,6 +11,7 @@ pub mod classify;
 pub mod destopts;
 pub mod icmpv6;
 pub mod ipv6;
+pub mod l4;
 pub mod rdata;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;

@@ -15,6 +15,7 @@ use crate::classify::{classify, IcmpError, Packet};
 use crate::destopts;
 use crate::icmpv6;
 use crate::ipv6::{self, PROTO_DSTOPTS, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
+use crate::l4;
 use crate::translate::{Csum, QuotedMeta, WireMeta};
 use crate::{Error, Locator, Nid, Nonce};
 use std::net::Ipv6Addr;
@@ -43,27 +44,19 @@ pub fn ipv6_packet(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, upper: &[u8]) 
 
 /// A UDP datagram with a correct (full-address) checksum.
 pub fn udp(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut u = Vec::with_capacity(8 + payload.len());
-    u.extend_from_slice(&sport.to_be_bytes());
-    u.extend_from_slice(&dport.to_be_bytes());
-    u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    u.extend_from_slice(&[0, 0]);
-    u.extend_from_slice(payload);
-    let c = checksum::compute(&src, &dst, PROTO_UDP, &u);
-    checksum::write_field(&mut u, 6, c);
+    let mut u = Vec::with_capacity(l4::UDP_HEADER_LEN + payload.len());
+    l4::UdpRepr { src_port: sport, dst_port: dport }.emit(payload, &mut u);
+    l4::fill_checksum(&mut u, PROTO_UDP, &src, &dst, l4::PseudoHeader::Full);
     ipv6_packet(src, dst, PROTO_UDP, &u)
 }
 
 /// A TCP segment (20-byte header, PSH|ACK, seq 1, ack 0, window 0xffff) with a
 /// correct (full-address) checksum.
 pub fn tcp(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
-    let mut t = Vec::with_capacity(20 + payload.len());
-    t.extend_from_slice(&sport.to_be_bytes());
-    t.extend_from_slice(&dport.to_be_bytes());
-    t.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
-    t.extend_from_slice(payload);
-    let c = checksum::compute(&src, &dst, PROTO_TCP, &t);
-    checksum::write_field(&mut t, 16, c);
+    let mut t = Vec::with_capacity(l4::TCP_HEADER_LEN + payload.len());
+    let flags = l4::tcp_flags::PSH | l4::tcp_flags::ACK;
+    l4::TcpRepr { src_port: sport, dst_port: dport, seq: 1, ack: 0, flags, window: 0xffff }.emit(payload, &mut t);
+    l4::fill_checksum(&mut t, PROTO_TCP, &src, &dst, l4::PseudoHeader::Full);
     ipv6_packet(src, dst, PROTO_TCP, &t)
 }
 

@@ -140,7 +140,7 @@ fn status(d: &Status) -> String {
 }
 
 fn balance_summary(b: &BalanceInfo) -> String {
-    let mut s = format!("policy {}", if b.default_policy.is_empty() { "failover" } else { &b.default_policy });
+    let mut s = format!("policy {}", b.default_policy.unwrap_or_default());
     for (n, p) in &b.peer_policy {
         let _ = write!(s, ", {n}: {p}");
     }
@@ -157,7 +157,7 @@ fn balance(b: &BalanceInfo) -> String {
         .peers
         .iter()
         .flat_map(|p| {
-            p.pairs.iter().map(move |(pair, w)| vec![p.nid.clone(), p.policy.clone(), pair.clone(), w.to_string()])
+            p.pairs.iter().map(move |(pair, w)| vec![p.nid.clone(), p.policy.to_string(), pair.clone(), w.to_string()])
         })
         .collect();
     if !rows.is_empty() {

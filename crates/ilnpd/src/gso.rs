@@ -8,6 +8,7 @@
 //! with complete checksums (tun-rs's port of wireguard-go's `gsoSplit`), and each
 //! segment then goes through the core like any other packet.
 
+use ilnp_wire::l4::{TCP_DATA_OFFSET, TCP_MAX_HEADER_LEN, UDP_HEADER_LEN};
 use std::io;
 use tun_rs::{gso_split, VirtioNetHdr, VIRTIO_NET_HDR_GSO_TCPV6, VIRTIO_NET_HDR_GSO_UDP_L4};
 
@@ -28,7 +29,7 @@ pub fn split(pkt: &[u8], vnet_hdr: &[u8]) -> io::Result<Vec<Vec<u8>>> {
         VIRTIO_NET_HDR_GSO_UDP_L4 => UDP_HEADER_LEN,
         _ => return Err(bad("GSO type is not TCPv6 or UDP")),
     };
-    if !(UDP_HEADER_LEN..=60).contains(&l4_len) {
+    if !(UDP_HEADER_LEN..=TCP_MAX_HEADER_LEN).contains(&l4_len) {
         return Err(bad("transport header length out of range"));
     }
     hdr.hdr_len = u16::try_from(start + l4_len).map_err(|_| bad("header length overflow"))?;
@@ -48,9 +49,6 @@ pub fn split(pkt: &[u8], vnet_hdr: &[u8]) -> io::Result<Vec<Vec<u8>>> {
     Ok(bufs)
 }
 
-/// TCP header: data offset is the high nibble of byte 12 (RFC 9293 §3.1).
-const TCP_DATA_OFFSET: usize = 12;
-const UDP_HEADER_LEN: usize = 8;
 /// "TCP has ECN set" bit of gso_type (linux/virtio_net.h); tun-rs does not export it.
 const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
 

@@ -171,14 +171,14 @@ impl Daemon {
             self.uplinks.iter().find(|u| u.index == ifx).map_or_else(|| format!("ifindex {ifx}"), |u| u.name.clone())
         };
         ctl::BalanceInfo {
-            default_policy: v.default_policy.to_string(),
-            peer_policy: v.peer_policy.into_iter().map(|(n, p)| (n, p.to_string())).collect(),
+            default_policy: Some(v.default_policy),
+            peer_policy: v.peer_policy,
             weights: v.weights.into_iter().map(|(i, w)| (name_of(i), w)).collect(),
             flow_seed: v.flow_seed,
             peers: v
                 .peers
                 .into_iter()
-                .map(|p| ctl::BalancePeer { nid: p.nid, policy: p.policy.to_string(), pairs: p.pairs, seq: p.seq })
+                .map(|p| ctl::BalancePeer { nid: p.nid, policy: p.policy, pairs: p.pairs, seq: p.seq })
                 .collect(),
         }
     }
