@@ -98,6 +98,9 @@ def box_plot(data: Mapping[str, Sequence[float | None]], path: str | Path, title
         ax.set_xlim(0.4, len(labels) + 0.6)
         if not filled:
             ax.set_ylim(0, 1)
+        elif all(x >= 0 for v in values for x in v):
+            # from 0, not from the smallest value: a spread of 0.3 ms around 200 ms must not fill the plot
+            ax.set_ylim(bottom=0, top=ymax * 1.05 if ymax > 0 else 1)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)

@@ -229,14 +229,42 @@ def handoff_table(by_scheme: dict[str, list[dict]]) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|---|---|"] + rows
 
 
+# the seed's scheme names for ours, where the thesis publishes a row (PUBLISHED)
+SEED_SCHEME = {"ilnp-hard": "ILNP hard", "ilnp-soft": "ILNP soft"}
+
+
+def summary_table(cell: str, by_scheme: dict[str, list[dict]], published: dict | None) -> list[str]:
+    """One cell's headline: per scheme, did the session survive, how long did the application
+    wait at the join and at the leave, how long the handoff took, what was delivered; with the
+    seed's handoff and interruption for the move beside ILNPv6's, and its MIPv6 rows."""
+    med = lambda xs: analysis.summary([x for x in xs if x is not None])  # noqa: E731
+    out = [f"**{cell}**", "", "| scheme | session survived | interruption at join (ms) | interruption at leave (ms) "
+           "| handoff (ms) | data (MB) |" + (" seed: handoff / interruption (ms) |" if published else ""),
+           "|---|---|---|---|---|---|" + ("---|" if published else "")]
+    for sc, srs in by_scheme.items():
+        one = lambda k: fmt(med(r["flow"].get(k) for r in srs))  # noqa: E731
+        seed = ""
+        if published:
+            name = SEED_SCHEME.get(sc)
+            seed = (f" {published['handoff'][name]:g} / {published['interruption'][name]:g} |" if name else " — |")
+        out.append(f"| {sc} | {sum(1 for r in srs if r['session_survived'])}/{len(srs)} "
+                   f"| {one('interruption_join_ms')} | {one('interruption_leave_ms')} "
+                   f"| {fmt(med(r.get('handoff_delay_ms') for r in srs))} "
+                   f"| {fmt(med(r['flow']['bytes_received'] for r in srs), 1e-6, 2)} |{seed}")
+    if published:
+        out += [f"| {k} (seed, analytic) | — | {published['interruption'][k]:g} | — | {published['handoff'][k]:g} | — | — |"
+                for k in published["handoff"] if k.startswith("MIPv6")]
+    return out + [""]
+
+
 def write(outdir: Path, results: list[dict], meta: dict) -> Path:
     """Writes results.csv, the plots and report.md into `outdir`; returns the report's path."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     write_csv(results, outdir / "results.csv")
     pdir = outdir / "plots"
-    lines = [f"# ilnp-lab report: {meta['experiment']}", "", f"{meta.get('title', '')}", "",
-             f"Command: `{meta['command']}`  ", f"Started {meta['started']}, {meta['runs_done']} runs "
+    head = [f"# ilnp-lab report: {meta['experiment']}", "", f"{meta.get('title', '')}", ""]
+    lines = ["## The run", "", f"Command: `{meta['command']}`  ", f"Started {meta['started']}, {meta['runs_done']} runs "
              f"({meta['runs_failed']} failed), {meta['runs_per_cell']} per cell, {meta.get('jobs', 1)} at a time, flows of {meta['duration_s']:g} s"
              f"{' (--quick)' if meta.get('quick') else ''}.", "", "Versions and link emulation:", ""]
     prov = meta.get("provenance_start") or {}
@@ -266,7 +294,7 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
     window = next((r["flow"].get("event_window") for r in results if r.get("ok", True) and r.get("flow")), None)
     window = window or {"pre_s": analysis.EVENT_PRE_S, "rtts": analysis.EVENT_RTTS, "margin_s": analysis.EVENT_MARGIN_S}
     startup = next((r["flow"].get("startup_s") for r in results if r.get("ok", True) and r.get("flow")), None)
-    lines += ["", "Values are median [25th–75th percentile] over the runs of a cell. Definitions (seed 000 §5.4, "
+    lines += ["", "## Definitions", "", "Values are median [25th–75th percentile] over the runs of a cell. Definitions (seed 000 §5.4, "
               "issue #9): *data* = unique TCP/UDP payload bytes delivered to the MN; a packet captured at the MN "
               "that its ilnpd dropped (hard handoff: addressed to a locator its latest Locator Update no longer "
               "advertises) is *not* delivered; *retrans.* = data segments the CN sent with a sequence number it "
@@ -288,7 +316,17 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
               "interruption; *handoff* = first Locator Update after joining sent → its ack, at the MN; *RA→LU* "
               "= the new network's first Router Advertisement at the MN → the first LU on the wire; *stale drops "
               "flow / probe* = captured packets ilnpd dropped for a stale locator, per flow (by port); *probe* = "
-              "sequence-numbered UDP probe lost CN→MN / MN→CN.", ""]
+              "sequence-numbered UDP probe lost CN→MN / MN→CN. The probe is a plain UDP socket for every scheme: "
+              "for plain IPv6 and MPTCP it stays on the MN's first address, so once the MN has left that network "
+              "every probe datagram is lost until the run ends (probe rate × the time away: the ≈ 1,000 of those "
+              "rows), while ILNPv6 moves it with the session.", ""]
+    summary = ["## Summary", "",
+               "Per cell, the median over its runs (definitions below). Where the seed publishes numbers for the "
+               "move (thesis Tables 6.5–6.12, analytic, no loss), they stand beside ours; why ours differ, and "
+               "whether the seed's claim holds, is discussed per experiment in docs/experiments.md. An interruption is "
+               "the longest gap between data the application received around the event; a soft handoff onto a path "
+               "with a longer delay shows the flow's first round trips on it as such a gap (e.g. ≈ 84 ms when a TCP "
+               "flow moves onto a 200 ms path), where the seed's 0 is the analytic pause for signalling.", ""]
 
     ok = [r for r in results if r.get("ok", True)]
     failed = [r for r in results if not r.get("ok", True)]
@@ -297,10 +335,12 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
         groups.setdefault(group_key(r), []).append(r)
     for (exp, load, cc, move), rs in sorted(groups.items()):
         tag = "-".join(x for x in (move, load if load != "default" else "", cc if cc != "-" else "") if x)
-        lines += [f"## {move}" + (f", load {load}" if load != "default" else "") + (f", {cc}" if cc != "-" else ""), ""]
+        cell = f"{move}" + (f", load {load}" if load != "default" else "") + (f", {cc}" if cc != "-" else "")
+        lines += [f"## {cell}: details", ""]
         by_scheme: dict[str, list[dict]] = {}
         for r in sorted(rs, key=lambda r: (r["scheme"], r["run"])):
             by_scheme.setdefault(r["scheme"], []).append(r)
+        summary += summary_table(cell, by_scheme, PUBLISHED.get(move))
         lines += ["| scheme | runs | session survived | data (MB) | retrans. | flow lost | broken at (s): not delivered "
                   "after | interruption at join (ms) | interruption at leave (ms) | steady gap max / p99 (ms) "
                   "| start-up gap (ms) | handoff (ms) "
@@ -366,6 +406,6 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
     if failed:
         lines += ["## Failed runs", ""] + [f"* {r['cell']} run {r['run']}: {r['error']}" for r in failed] + [""]
     path = outdir / "report.md"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text("\n".join(head + summary + lines) + "\n")
     (outdir / "meta.json").write_text(json.dumps(meta, indent=1))
     return path
