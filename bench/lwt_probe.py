@@ -3,7 +3,7 @@
 header floor? Prints numbers and ratios; asserts nothing. Run as root after scripts/setup.sh
 and `cargo build --release`:
 
-    sudo .venv/bin/python bench/lwt_probe.py [--rounds 3] [--seconds 2] [--json out.json]
+    sudo .venv/bin/python bench/lwt_probe.py [--rounds 3] [--seconds 2] [--json out.json] [--quick]
 
 Direct topology of bench/datapath.py (CN — MN, one veth, default offloads), both daemons up;
 iperf3 UDP CN -> MN at -b 0, one sender, payload 64 and 1400 bytes, packets/s delivered to
@@ -79,7 +79,10 @@ def main():
     ap.add_argument("--seconds", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", help="write every measurement here")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 round of 1 s")
     a = ap.parse_args()
+    if a.quick:
+        a.rounds, a.seconds = 1, 1
     res = {t: {k: [] for k in ("plain", "ilnp", "floor", "lwt", "lwt_hr")} for t, _ in TESTS}
     with Testbed() as bed:
         cn, _, mn = build(bed, "direct")

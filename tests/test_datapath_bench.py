@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "datapath.py"
+LWT_PROBE = Path(__file__).resolve().parents[1] / "bench" / "lwt_probe.py"
 
 
 def test_datapath_bench_quick_routed_ebpf(tmp_path):
@@ -58,3 +59,19 @@ def test_nonce_omitted_measurement_build_compiles(tmp_path):
                            capture_output=True, text=True)
         assert r.returncode == 0, (name, r.stderr[-3000:])
     assert objs["default"].read_bytes() != objs["omitted"].read_bytes()
+
+
+def test_lwt_probe_quick_carries_the_header_in_one_transmit(tmp_path):
+    """Issue #27 item 1: bench/lwt_probe.py's LWT xmit prototype loads on a route, and what it
+    sends is delivered to MN's UDP socket with the 16-byte header on the wire (142-byte frames on
+    CN's uplink for a 64-byte payload, as ILNPv6 and the header floor; plain 126), on both routes
+    (the uplink's, and the headroom-only VXLAN device's)."""
+    out = tmp_path / "lwt.json"
+    r = subprocess.run([sys.executable, str(LWT_PROBE), "--quick", "--json", str(out)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    res = json.loads(out.read_text())
+    for k, frame in (("plain", 126), ("ilnp", 142), ("floor", 142), ("lwt", 142), ("lwt_hr", 142)):
+        m = res["udp64"][k][0]
+        assert m and m["v"] > 0 and abs(m["wire_bytes"] - frame) < 1, (k, m)
+    assert "LWT probe" in r.stdout
