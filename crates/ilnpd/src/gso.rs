@@ -8,7 +8,7 @@
 //! with complete checksums (tun-rs's port of wireguard-go's `gsoSplit`), and each
 //! segment then goes through the core like any other packet.
 
-use ilnp_wire::l4::{TCP_DATA_OFFSET, TCP_MAX_HEADER_LEN, UDP_HEADER_LEN};
+use ilnp_wire::l4::{self, TCP_MAX_HEADER_LEN, UDP_HEADER_LEN};
 use std::io;
 use tun_rs::{gso_split, VirtioNetHdr, VIRTIO_NET_HDR_GSO_TCPV6, VIRTIO_NET_HDR_GSO_UDP_L4};
 
@@ -21,11 +21,9 @@ pub fn split(pkt: &[u8], vnet_hdr: &[u8]) -> io::Result<Vec<Vec<u8>>> {
     // segment, see wireguard-go tun_linux.go): the transport header starts at
     // csum_start, and its length comes from the header itself.
     let l4_len = match hdr.gso_type & !VIRTIO_NET_HDR_GSO_ECN {
-        VIRTIO_NET_HDR_GSO_TCPV6 => {
-            let doff =
-                *pkt.get(start + TCP_DATA_OFFSET).ok_or_else(|| bad("GSO packet shorter than its TCP header"))?;
-            usize::from(doff >> 4) * 4
-        }
+        VIRTIO_NET_HDR_GSO_TCPV6 => l4::Tcp::new_checked(pkt.get(start..).unwrap_or_default())
+            .map_err(|e| bad(&format!("GSO packet's TCP header: {e}")))?
+            .header_len(),
         VIRTIO_NET_HDR_GSO_UDP_L4 => UDP_HEADER_LEN,
         _ => return Err(bad("GSO type is not TCPv6 or UDP")),
     };
