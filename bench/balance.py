@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Load-balancing benchmark (issue #12 "Numbers"), on seed 002's Fig. 7 testbed (two hosts,
-each on two segments; lab/ilnp_lab/seed002.py builds it), all in one run:
+each on two segments; lab/ilnp_lab/balancing.py builds it), all in one run:
 
 * 128-byte frames at this machine's limit: iperf3 UDP `-b 0` vm1 -> vm2 for each of plain
   IPv6 (vm2's SLAAC address; before ilnpd starts, and with ilnpd running), ILNPv6 failover,
@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 
-from ilnp_lab import bpfstats, pcap, seed002  # noqa: E402
+from ilnp_lab import analysis, balancing, bpfstats, pcap  # noqa: E402
+from ilnp_lab.capture import Capture  # noqa: E402
 from ilnp_lab.addr import identifier_address  # noqa: E402
 from ilnp_lab.testbed import Testbed, stop_process  # noqa: E402
 
@@ -56,11 +56,6 @@ def set_policy(ds, policy: str) -> None:
         d.ctl_raw("policy", policy)
 
 
-def median(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=5, help="seconds per rate measurement")
@@ -70,15 +65,15 @@ def main() -> None:
     ap.add_argument("--json", help="write results here")
     args = ap.parse_args()
     res: dict = {"frame": FRAME, "rate": {}, "bpf_ns": {}, "split": None}
-    ilnp_len, plain_len = seed002.udp_payload(FRAME, True), seed002.udp_payload(FRAME, False)
+    ilnp_len, plain_len = balancing.udp_payload(FRAME, True), balancing.udp_payload(FRAME, False)
     with Testbed() as bed:
-        nodes = seed002.build(bed)
+        nodes = balancing.build(bed)
         vm1, vm2 = nodes["vm1"], nodes["vm2"]
-        plain_dst, ilnp_dst = seed002.slaac(vm2, "cafe"), identifier_address(seed002.VM2_NID)
+        plain_dst, ilnp_dst = balancing.slaac(vm2, "cafe"), identifier_address(balancing.VM2_NID)
         rate = {k: [] for k in ("plain, no ilnpd", "plain", *POLICIES)}
         for _ in range(args.rounds):
             rate["plain, no ilnpd"].append(udp(vm1, vm2, plain_dst, plain_len, args.seconds))
-        ds = seed002.start_daemons(nodes, "per-packet", (50, 50))
+        ds = balancing.start_daemons(nodes, "per-packet", (50, 50))
         for i in range(args.rounds):
             order = ["plain", *POLICIES]
             order = order[i % len(order):] + order[:i % len(order)]
@@ -89,8 +84,8 @@ def main() -> None:
                         args.seconds)
                 rate[k].append(r)
                 print(f"  round {i} {k:16} {r}", file=sys.stderr)
-        res["rate"] = {k: {"runs": v, "median_pps": median([r.get("delivered_pps") for r in v]),
-                           "median_sent_pps": median([r.get("sent_pps") for r in v])} for k, v in rate.items()}
+        res["rate"] = {k: {"runs": v, "median_pps": analysis.median([r.get("delivered_pps") for r in v]),
+                           "median_sent_pps": analysis.median([r.get("sent_pps") for r in v])} for k, v in rate.items()}
 
         progs = bpfstats.daemon_progs(ds[0].proc.pid)
         with bpfstats.stats_enabled():
@@ -104,15 +99,15 @@ def main() -> None:
                 res["bpf_ns"][k] = {"ns_per_pkt": ns / n if n else None, "runs": n}
 
         set_policy(ds, "per-packet")
-        seed002.set_weights(ds, (80, 20))
-        caps = {seg: seed002.Tcpdump(vm2, dev, bed.workdir / f"split-{seg}.pcap")
-                for seg, (dev, _, _) in seed002.NETS.items()}
+        balancing.set_weights(ds, (80, 20))
+        caps = {seg: Capture(vm2, bed.workdir / f"split-{seg}.pcap", iface=dev, direction="in", snaplen=128)
+                for seg, (dev, _, _) in balancing.NETS.items()}
         udp(vm1, vm2, ilnp_dst, ilnp_len, 60, rate="10M", packets=args.split)
-        got = {seg: 0 for seg in seed002.NETS}
+        got = {seg: 0 for seg in balancing.NETS}
         for c in caps.values():
             for x in pcap.read(c.stop()):
                 if x.proto == 17 and x.nonces and x.ports and x.ports[1] == 5201:
-                    for seg, (_, _, pre) in seed002.NETS.items():
+                    for seg, (_, _, pre) in balancing.NETS.items():
                         got[seg] += x.src_loc == pre
         total = sum(got.values())
         res["split"] = {"weights": [80, 20], "sent": args.split, "by_source_locator": got, "received": total,

@@ -10,24 +10,18 @@ to, measured with ping in the same run (target: <= RTT + 1 ms); the interruption
 gap in data at the MN) against plain IPv6 and MPTCP; packets lost; LUs per handoff;
 and "locator usable -> LU on the wire", from the new network's first Router
 Advertisement to the first LU (target: <= 10 ms). Numbers, never assertions: the
-tests assert behaviour, this prints what it measured. Uses the lab's runner
-(lab/ilnp_lab/runner.py) on experiments/seed000-tcp.toml.
+tests assert behaviour, this prints what it measured. Uses the lab's mobility plugin
+(lab/ilnp_lab/mobility.py) on experiments/seed000-tcp.toml.
 """
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 
-from ilnp_lab import runner, topology  # noqa: E402
-
-
-def med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
+from ilnp_lab import analysis, mobility, topology  # noqa: E402
 
 
 def f(x, nd=1):
@@ -46,9 +40,9 @@ def main() -> int:
     if args.jobs > cores:
         ap.error(f"--jobs {args.jobs} is more than this machine's {cores} cores: timed testbeds would compete for the CPUs")
     ex = topology.load("seed000-tcp")
-    cells, _ = runner.cells(ex, args.move, ["ilnp-soft", "ilnp-hard", "mptcp", "plain"])
-    runner.install_sigterm()
-    results, interrupted = runner.run_all(ex, cells, args.runs, args.seconds, args.out, seed=1,
+    cells, _ = mobility.cells(ex, args.move, ["ilnp-soft", "ilnp-hard", "mptcp", "plain"])
+    mobility.install_sigterm()
+    results, interrupted = mobility.run_all(ex, cells, args.runs, args.seconds, args.out, seed=1,
                                            jobs=max(1, args.jobs))
     ok = [r for r in results if r.get("ok")]
     print(f"\nhandoff benchmark: {len(ok)}/{len(results)} runs, {args.seconds:g} s flows, medians over {args.runs} runs")
@@ -61,16 +55,16 @@ def main() -> int:
             rs = [r for r in ok if r["move"] == move and r["scheme"] == scheme]
             if not rs:
                 continue
-            rtt_new = med([r["rtt_ms"].get(new_router) for r in rs])
-            join = med([r["lu"][0]["delay_ms"] if r["lu"] else None for r in rs])
-            leave = med([r["lu"][1]["delay_ms"] if len(r["lu"]) > 1 else None for r in rs])
+            rtt_new = analysis.median([r["rtt_ms"].get(new_router) for r in rs])
+            join = analysis.median([r["lu"][0]["delay_ms"] if r["lu"] else None for r in rs])
+            leave = analysis.median([r["lu"][1]["delay_ms"] if len(r["lu"]) > 1 else None for r in rs])
             ratio = join / rtt_new if join is not None and rtt_new else None
             meets = "—" if join is None or rtt_new is None else ("yes" if join <= rtt_new + 1 else "no")
             print(f"{move:8} {scheme:10} {f(rtt_new, 2):>8} {f(join, 2):>8} {f(ratio, 2):>6} {meets:>7} {f(leave, 2):>8} "
-                  f"{f(med([max((e['interruption_ms'] or 0 for e in r['flow']['events']), default=None) for r in rs])):>8} "
-                  f"{f(med([r['flow']['lost'] for r in rs]), 0):>6} {f(med([r['lu_copies'] for r in rs]) if scheme.startswith('ilnp') else None, 0):>4} "
-                  f"{f(med([r['ra_to_lu_ms'] for r in rs]), 2):>7} {sum(r['session_survived'] for r in rs)}/{len(rs):<6}")
-        print(f"{'':8} (RTT old path via {old_router}: {f(med([r['rtt_ms'].get(old_router) for r in ok if r['move'] == move]), 2)} ms)")
+                  f"{f(analysis.median([max((e['interruption_ms'] or 0 for e in r['flow']['events']), default=None) for r in rs])):>8} "
+                  f"{f(analysis.median([r['flow']['lost'] for r in rs]), 0):>6} {f(analysis.median([r['lu_copies'] for r in rs]) if scheme.startswith('ilnp') else None, 0):>4} "
+                  f"{f(analysis.median([r['ra_to_lu_ms'] for r in rs]), 2):>7} {sum(r['session_survived'] for r in rs)}/{len(rs):<6}")
+        print(f"{'':8} (RTT old path via {old_router}: {f(analysis.median([r['rtt_ms'].get(old_router) for r in ok if r['move'] == move]), 2)} ms)")
     print("columns: RTT new = CN -> R3 ping (ms); LU->ack = first LU (on joining R3) sent -> ack at the MN (ms); "
           "ratio = LU->ack / RTT new; leave LU = the LU on leaving R2 (ms); interr. = the longer of the interruptions at "
           "join and leave (longest gap in TCP data delivered at the MN around each event, analysis.py; ms); lost = seed 000 §5.4 lost packets; LUs = LU packets sent by the MN in the run; RA->LU = new network's "

@@ -2,15 +2,15 @@
 import json
 import os
 import subprocess
-import time
 from pathlib import Path
 
+from ilnp_lab.capture import Capture  # noqa: F401 (re-exported to the tests)
 from ilnp_lab.daemon import Ilnpd, Monitor, Peer, binary  # noqa: F401 (Monitor: re-exported)
 from ilnp_lab.addr import CN_NID, ID_PREFIX, MN_NID, identifier_address  # noqa: F401 (re-exported to the tests)
 from ilnp_lab.addr import address as addr  # noqa: F401
 from ilnp_lab.fixtures import CN_L64, CN_WIRE, MN_L64, MN_WIRE, mobility_topology, three_node  # noqa: F401
 from ilnp_lab.services import radvd
-from ilnp_lab.testbed import stop_process, wait_for
+from ilnp_lab.testbed import wait_for
 
 CN_ID = identifier_address(CN_NID)
 MN_ID = identifier_address(MN_NID)
@@ -105,24 +105,6 @@ def mobile_pair(bed, mn_extra=None):
     dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
                 extra=dict(mn_extra or {})).start()
     return t, dcn, dmn
-
-
-class Capture:
-    """tcpdump on one interface of a node, written to a pcap."""
-
-    def __init__(self, node, iface, path, filt="ip6", direction="inout"):
-        self.node, self.path = node, str(path)
-        self.proc = node.spawn("tcpdump", "-i", iface, "-Q", direction, "-U", "--immediate-mode", "-n", "-s", "0",
-                               "-w", self.path, filt, stderr=subprocess.PIPE)
-        # tcpdump prints "listening on" once the capture is live
-        line = self.proc.stderr.readline().decode()
-        if "listening" not in line:
-            raise RuntimeError(f"tcpdump on {node.name}/{iface} did not start: {line}")
-
-    def stop(self):
-        time.sleep(0.3)
-        stop_process(self.proc)
-        return self.path
 
 
 def probe(node, me: str, peer: str, port: int, secs: float, rate: int, out) -> subprocess.Popen:

@@ -96,7 +96,7 @@ def test_per_packet_80_20_at_the_receiver_and_both_ends(bed, tmp_path):
     cn, mn = t["cn"], t["mn"]
     st = dmn.ctl("status")
     assert st["balance"]["default_policy"] == "per-packet" and st["balance"]["weights"] == {"eth-r2": 80, "eth-r3": 20}
-    cap = Capture(cn, "eth0", tmp_path / "cn.pcap", direction="in")
+    cap = Capture(cn, tmp_path / "cn.pcap", iface="eth0", direction="in")
     mn.run("python3", "-c", SENDER, CN_ID, "7001", "1000", "1", "1000", MN_ID, timeout=60)
     got = udp_to(pcap.read(cap.stop()), 7001)
     assert len(got) == 1000, len(got)
@@ -110,7 +110,7 @@ def test_per_packet_80_20_at_the_receiver_and_both_ends(bed, tmp_path):
 
     # the other end: the CN spreads over the MN's two locators (equal preference),
     # counted at the MN by destination locator
-    caps = [Capture(mn, d, tmp_path / f"mn-{d}.pcap", direction="in") for d in ("eth-r2", "eth-r3")]
+    caps = [Capture(mn, tmp_path / f"mn-{d}.pcap", iface=d, direction="in") for d in ("eth-r2", "eth-r3")]
     cn.run("python3", "-c", SENDER, MN_ID, "7002", "1000", "1", "1000", CN_ID, timeout=60)
     got = [udp_to(pcap.read(c.stop()), 7002) for c in caps]
     d2 = sum(p.dst_loc == LOC2 for p in got[0])
@@ -124,7 +124,7 @@ def test_per_flow_keeps_flows_on_one_path(bed, tmp_path):
     t, dcn, dmn = setup(bed, mn_extra={"balance_policy": "per-flow",
                                        "locator_weight": {"eth-r2": 80, "eth-r3": 20}})
     cn, mn = t["cn"], t["mn"]
-    cap = Capture(cn, "eth0", tmp_path / "cn.pcap", direction="in")
+    cap = Capture(cn, tmp_path / "cn.pcap", iface="eth0", direction="in")
     # 100 flows (source ports 20000-20099), 5 packets each, interleaved
     mn.run("python3", "-c", SENDER, CN_ID, "7003", "500", "100", "1", MN_ID, timeout=60)
     got = udp_to(pcap.read(cap.stop()), 7003)

@@ -27,7 +27,7 @@ import sys
 
 import pytest
 
-from ilnp_lab import cc, cctrace, runner
+from ilnp_lab import cc, cctrace, mobility
 from ilnp_lab.topology import load
 from ilnp_lab.testbed import run, stop_process, wait_for
 
@@ -158,7 +158,7 @@ def test_lab_offers_hybla_and_veno_and_runs_seed000_with_the_bpf_version(tmp_pat
     what it registered."""
     ex = load("seed000-tcp")
     ex.ccs = ["cubic", "hybla", "veno"]
-    todo, notes = runner.cells(ex, ["lan-lan"], ["ilnp-soft"])
+    todo, notes = mobility.cells(ex, ["lan-lan"], ["ilnp-soft"])
     assert [c.cc for c in todo] == ["cubic", "hybla", "veno"] and not any("skipped" in n for n in notes), notes
     before, maps = cc.available(), struct_ops_maps()
     out = tmp_path / "veno"

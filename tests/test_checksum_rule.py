@@ -25,7 +25,7 @@ def iperf3(c, s, *args, check=True):
 
 def test_both_ends_on_the_full_address_rule(bed, tmp_path):
     cn, r1, mn, dcn, dmn = ilnp_pair(bed, extra={"transport_checksum": "full-address"})
-    cap = Capture(r1, "eth-mn", tmp_path / "r1.pcap", filt="ip6")
+    cap = Capture(r1, tmp_path / "r1.pcap", iface="eth-mn", filt="ip6")
     tcp = iperf3(cn, mn, "-t", "2")
     assert tcp["end"]["sum_received"]["bytes"] > 1_000_000
     udp = iperf3(cn, mn, "-u", "-b", "10M", "-l", "1000", "-t", "1")["end"]["sum"]

@@ -62,7 +62,7 @@ def one_run(mode, workdir, host_csum_offload):
             for n in (cn, mn):
                 n.run("ethtool", "-K", "eth0", "tx", "off")
         # what R1 sends on: CN->MN leaves through eth-mn, MN->CN through eth-cn
-        caps = [Capture(r1, i, workdir / f"wire-{i}.pcap", direction="out") for i in ("eth-mn", "eth-cn")]
+        caps = [Capture(r1, workdir / f"wire-{i}.pcap", iface=i, direction="out") for i in ("eth-mn", "eth-cn")]
         out = workdir / "recv.json"
         rx = mn.spawn("python3", "-c", RECEIVER, MN_ID, str(out), str(len(SIZES)))
         mn.wait_listening_udp(6100)
@@ -104,7 +104,7 @@ def balanced_choices(mode, workdir, policy):
     with Testbed(workdir=workdir) as bed:
         t, dcn, dmn = setup(bed, mn_extra={"balance_policy": policy, "locator_weight": {"eth-r2": 80, "eth-r3": 20}},
                             datapath=mode)
-        cap = Capture(t["cn"], "eth0", workdir / "cn.pcap", direction="in")
+        cap = Capture(t["cn"], workdir / "cn.pcap", iface="eth0", direction="in")
         flows = "1" if policy == "per-packet" else "50"
         t["mn"].run("python3", "-c", SENDER, CN_ID, "7010", "200", flows, "1", MN_ID, timeout=60)
         got = udp_to(pcap.read(cap.stop()), 7010)

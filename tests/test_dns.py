@@ -69,7 +69,7 @@ def test_unmodified_apps_by_name(bed, tmp_path):
     assert [(p["name"], p["nid"], p["source"]) for p in peers] == [(f"mn.{ZONE}", MN_NID, "dns")]
     assert peers[0]["locators"] == [{"l64": MN_L64, "pref": 10}]
 
-    cap = Capture(r1, "eth-mn", tmp_path / "r1.pcap")
+    cap = Capture(r1, tmp_path / "r1.pcap", iface="eth-mn")
     # curl by name
     root = bed.workdir / "www"
     root.mkdir()

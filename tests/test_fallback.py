@@ -49,7 +49,7 @@ def peer(d):
 @pytest.mark.parametrize("mode", ["ebpf", "userspace"])
 def test_curl_and_iperf3_to_a_non_ilnp_peer(bed, mode, tmp_path):
     cn, r1, mn, dcn = non_ilnp_mn(bed, mode)
-    cap = Capture(r1, "eth-mn", tmp_path / "r1.pcap")
+    cap = Capture(r1, tmp_path / "r1.pcap", iface="eth-mn")
     elapsed = curl_blob(bed, cn, mn)
     # the Parameter Problem answers the first SYN; the SYN itself is re-sent plain
     assert elapsed < 1.0, f"curl took {elapsed:.2f}s"

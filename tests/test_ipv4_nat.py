@@ -142,7 +142,7 @@ def test_nat_rebinding_is_validated_and_forged_packets_change_nothing(bed, tmp_p
     cn.spawn("python3", "-c", "import socket\ns = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
              f"s.bind(('{CN_ID}', 7))\nwhile True:\n    d, a = s.recvfrom(100)\n    s.sendto(d, a)")
     cn.wait_listening_udp(7)
-    cap = Capture(r1, "eth-r3", tmp_path / "outside.pcap", filt="udp dst port 6740")
+    cap = Capture(r1, tmp_path / "outside.pcap", iface="eth-r3", filt="udp dst port 6740")
     mon = Monitor(dcn)
     ping = mn.spawn("python3", "-c", f"""
 import socket, time, json, sys
@@ -225,7 +225,7 @@ def v4_datagrams(mode, workdir):
         # on its way out, as a NIC would (test_differential.py)
         for i in ("eth-cn", "eth-r3"):
             t["r1"].run("ethtool", "-K", i, "tx", "off")
-        caps = [Capture(t["r1"], i, workdir / f"v4-{i}.pcap", filt="udp port 6740", direction="out")
+        caps = [Capture(t["r1"], workdir / f"v4-{i}.pcap", iface=i, filt="udp port 6740", direction="out")
                 for i in ("eth-cn", "eth-r3")]
         # test_differential's receiver (echoes each datagram reversed) and sender
         rx = cn.spawn("python3", "-c", RECEIVER, CN_ID, str(workdir / "rx.json"), str(len(SIZES)))

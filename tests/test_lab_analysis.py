@@ -644,7 +644,7 @@ def test_lu_by_event_and_iperf_receiver(tmp_path):
 def test_report_columns_follow_the_new_metrics(tmp_path):
     import csv
 
-    from ilnp_lab import report
+    from ilnp_lab import mobility_report as report
 
     c, m = hard_handoff_capture(tmp_path)
     acc = analysis.accepted_locators(analysis.lu_handshakes(m, T0, mn_nid=MN_NID), "hard")
@@ -763,7 +763,6 @@ def test_event_context_windows_from_the_topology(tmp_path):
     join, the first RA with the joined network's prefix (plus DAD when not optimistic)."""
     from scapy.layers.inet6 import ICMPv6ND_RA, ICMPv6NDOptPrefixInfo
 
-    from ilnp_lab import runner
     from ilnp_lab.topology import load
 
     ex = load("seed000-tcp")
@@ -773,12 +772,12 @@ def test_event_context_windows_from_the_topology(tmp_path):
     m = write(tmp_path / "ra.pcap", [(1.0, ra("2001:db8:3::")), (5.5, ra("2001:db8:2::")), (6.01, ra("2001:db8:3::"))])
     tl = [{"t_s": 5.0, "node": "mn", "iface": "eth-r3", "action": "up"},
           {"t_s": 20.0, "node": "mn", "iface": "eth-r2", "action": "down"}]
-    join, leave = runner.event_context(ex, "wan-lan", m, T0, tl)
+    join, leave = analysis.event_context(ex, "wan-lan", m, T0, tl)
     assert join["usable_s"] == pytest.approx(6.01) and join["rtt_s"] == 0.2, "old path R2 (WAN) drains"
     assert leave["usable_s"] == 20.0 and leave["rtt_s"] == 0.2
     ex.dad, ex.dad_transmits = "standard", 2
-    assert runner.event_context(ex, "lan-lan", m, T0, tl)[0]["usable_s"] == pytest.approx(8.01)
-    assert runner.event_context(ex, "lan-lan", m, T0, tl)[1]["rtt_s"] == 0.0
+    assert analysis.event_context(ex, "lan-lan", m, T0, tl)[0]["usable_s"] == pytest.approx(8.01)
+    assert analysis.event_context(ex, "lan-lan", m, T0, tl)[1]["rtt_s"] == 0.0
 
 
 def test_reverse_flow_mn_is_the_client(tmp_path):
@@ -915,3 +914,17 @@ def test_udp_transfer_one_way_delay_and_reverse_half(tmp_path):
     assert f["one_way_delay_ms"]["n"] == 3 and f["one_way_delay_ms"]["mean"] == pytest.approx(80 / 3, abs=0.01)
     assert f["one_way_delay_ms"]["max"] == pytest.approx(40.0, abs=0.01)
     assert analysis.udp_reverse([c], [m], PORT, T0) == {"packets_sent": 3, "packets_delivered": 2, "lost": 1}
+
+
+def test_between_events_gives_each_event_what_came_before_the_next():
+    evs = [{"t": 1.0}, {"t": 5.0}]
+    items = [{"at": 0.5}, {"at": 1.0}, {"at": 4.9}, {"at": 5.0}, {"at": 9.0}]
+    got = analysis.between_events(evs, items, "t", "at")
+    assert [[x["at"] for x in g] for g in got] == [[1.0, 4.9], [5.0, 9.0]]
+    # the v4 experiment's per-event handshake reads the first of them
+    from ilnp_lab.v4v6 import lu_per_event
+    lus = [{"t_s": 1.2, "rtt_ms": 3.0}, {"t_s": 6.0, "rtt_ms": 4.0}]
+    rows = lu_per_event([{"label": "a", "applied_s": 1.0}, {"label": "b", "applied_s": 1.1}, {"label": "c", "applied_s": 5.5}],
+                        lus)
+    assert [(r["label"], r["event_to_ack_ms"], r["lu_rtt_ms"]) for r in rows] == \
+        [("a", None, None), ("b", 100.0, 3.0), ("c", 500.0, 4.0)]

@@ -69,6 +69,26 @@ def test_shipped_experiments_check_and_list():
     assert r.returncode == 2 and "no move 'lan-moon'" in r.stderr, r
 
 
+@pytest.mark.parametrize("old,new,expect", [
+    ("[traffic]", "[trafic]\nx = 1\n\n[traffic]", "table(s) trafic: unknown"),
+    ("tests = [0, 5, 10]", "tests = [0, 5, 10]\nbogus = 1", "[quick] bogus: unknown"),
+    ("clients = 20", "clientz = 20", "[traffic] clientz: unknown"),
+    ("load_pps = 66 ", "# load_pps = 66 ", "[traffic] needs load_pps"),
+    ('scenarios = ["transport", "network"]', 'scenarios = ["transport", "netwerk"]', "[experiment] scenario 'netwerk'"),
+    ('\nplugin = "admission"', '\nplugin = "admision"', "plugin = 'admision': unknown (known: admission, aggregation,"),
+    ('\nplugin = "admission"', '\nrunner = "seed004"', "the key is now `plugin`"),
+])
+def test_plugin_experiment_files_are_checked_like_mobility_ones(tmp_path, old, new, expect):
+    """Every plugin's file goes through experiment.Spec: unknown tables and keys, missing keys,
+    bad values and unknown plugins are refused naming the file and the item."""
+    src = (SEED.parent / "seed004-ilcc.toml").read_text()
+    assert src.count(old) == 1, old
+    bad = tmp_path / "bad.toml"
+    bad.write_text(src.replace(old, new))
+    r = lab("check", str(bad))
+    assert r.returncode == 2 and expect in r.stderr and str(bad) in r.stderr, r
+
+
 @pytest.mark.parametrize("args,expect", [
     (["--jobs", str((os.cpu_count() or 1) + 1)], "more than this machine's"),
     (["--dad", "sometimes"], "invalid choice: 'sometimes'"),
@@ -78,6 +98,7 @@ def test_shipped_experiments_check_and_list():
     (["--sysctl", "moon:net.ipv4.tcp_frto=0"], "no node 'moon'"),
     (["--sysctl", "cn:kernel.panic=1"], "not a network-namespace sysctl"),
     (["--sysctl", "cn:net.ipv4.tcp_no_such_knob=1"], "this kernel has no net.ipv4.tcp_no_such_knob"),
+    (["--no-scale"], "--no-scale do(es) not apply to this experiment (mobility plugin"),
 ])
 def test_bad_run_options_are_refused_before_anything_is_created(tmp_path, args, expect):
     r = lab("run", "seed000-tcp", "--quick", "--out", str(tmp_path / "out"), *args)
@@ -87,7 +108,7 @@ def test_bad_run_options_are_refused_before_anything_is_created(tmp_path, args, 
 
 
 def test_reference_check_names_every_reason():
-    from ilnp_lab.runner import reference_check
+    from ilnp_lab.provenance import reference_check
     prov = {"commit": "a" * 40, "clean": True, "dirty_files": [], "ilnpd_sha256": "1", "ilnpd_newer_than_sources": True}
     good = {"provenance_start": prov, "provenance_end": prov, "quick": False, "jobs": 2, "cores": 2, "runs_failed": 0}
     assert reference_check(good) == []
@@ -103,7 +124,7 @@ def test_reference_check_names_every_reason():
 def test_binary_freshness_counts_only_what_it_is_built_from(tmp_path):
     """A test module (not compiled into ilnpd) changed after the build does not make the binary
     stale; a source cargo's dep-info lists, an eBPF source or a manifest does."""
-    from ilnp_lab.runner import built_from
+    from ilnp_lab.provenance import built_from
     files = ["Cargo.toml", "crates/d/src/lib.rs", "crates/d/src/tests.rs", "bpf/dp.c", "bpf/cc/veno.c"]
     for f in files:
         (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)

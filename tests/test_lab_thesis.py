@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ilnp_lab import runner, topology
+from ilnp_lab import mobility, topology
 import csv
 
 from test_lab_experiments import lab, namespaces, png_ok
@@ -37,11 +37,11 @@ def test_jitter_lu_timer_and_quick_timeline_are_read():
     assert [round(loss.path_delivery(f"lan-{p}", "mn", "eth-r3") ** 2, 2) for p in (1, 2, 5, 10)] == [.98, .96, .90, .81]
     assert loss.path_delivery("wan-10", "mn", "eth-r2") == 1.0  # R1-R2 has no loss: the old link
     # --quick with timeline = "cut": events at their written times, those after the end left out
-    cell = runner.Cell("lan-10", "ilnp-soft", loss.loads[0], "-")
-    quick = runner.Run(loss, cell, 1, loss.quick_duration_s, Path("/nonexistent"), 1).event_times()
+    cell = mobility.Cell("lan-10", "ilnp-soft", loss.loads[0], "-")
+    quick = mobility.Run(loss, cell, 1, loss.quick_duration_s, Path("/nonexistent"), 1).event_times()
     assert [(round(t, 3), e.label) for t, e in quick][:3] == [(3, "join R3"), (6, "leave R2"), (9, "join R2")]
     assert max(t for t, _ in quick) < loss.quick_duration_s and len(quick) == 7
-    full = runner.Run(loss, cell, 1, loss.duration_s, Path("/nonexistent"), 1).event_times()
+    full = mobility.Run(loss, cell, 1, loss.duration_s, Path("/nonexistent"), 1).event_times()
     assert len(full) == 19
 
 

@@ -6,11 +6,11 @@ joins R3 (link up: SLAAC gives a second locator) and later leaves R2 (link down)
 """
 
 import json
-import subprocess
 import time
 
 import pytest
 
+from ilnp_lab.capture import Capture
 from ilnp_lab.daemon import Ilnpd, Peer, binary
 from ilnp_lab.fixtures import mobility_topology
 from ilnp_lab.services import radvd
@@ -240,8 +240,7 @@ def test_wan_to_lan_lu_leaves_through_the_new_uplink(bed, tmp_path, datapath):
     dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
                 datapath=datapath).start()
     caps = {r: tmp_path / f"{r}.pcap" for r in ("r2", "r3")}
-    dumps = [t[r].spawn("tcpdump", "-i", "eth-mn", "-n", "-U", "-w", str(p), "ip6 and ip6[6] == 60",
-                        stderr=subprocess.DEVNULL) for r, p in caps.items()]
+    dumps = [Capture(t[r], p, "ip6 and ip6[6] == 60", iface="eth-mn") for r, p in caps.items()]
     mon = monitor(dmn, tmp_path / "mn-events.jsonl")
     secs = 6
     pm = probe(mn, MN_ID, CN_ID, 7100, secs, 50, str(tmp_path / "mn-probe.json"))
@@ -253,8 +252,9 @@ def test_wan_to_lan_lu_leaves_through_the_new_uplink(bed, tmp_path, datapath):
     for p in (pm, pc):
         p.wait(timeout=30)
     time.sleep(0.5)
-    for p in dumps + [mon]:
-        stop_process(p)
+    for c in dumps:
+        c.stop(settle_s=0)
+    stop_process(mon)
     acks = events(tmp_path / "mn-events.jsonl", "lu_acked")
     rtts_ms = [a["rtt_us"] / 1000 for a in acks]
     seen = {r: _ilnp_sources(t[r], p) for r, p in caps.items()}

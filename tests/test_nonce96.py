@@ -50,7 +50,7 @@ def test_tcp_and_udp_with_96_bit_nonces(bed, tmp_path, bits):
     # (a 32-bit nonce is padded: ilnp_wire::destopts, tests/test_gso_exthdr.py)
     for node, b in ((cn, cn_bits), (mn, mn_bits)):
         assert "mtu 1484 " in node.ip("link", "show", "ilnp0").stdout
-    cap = Capture(r1, "eth-mn", tmp_path / "r1.pcap", filt="ip6")
+    cap = Capture(r1, tmp_path / "r1.pcap", iface="eth-mn", filt="ip6")
     tcp = iperf3(cn, mn, "-t", "2")  # default MSS: full-size segments
     assert tcp["sum_received"]["bytes"] > 2_000_000
     rev = iperf3(cn, mn, "-t", "2", "-R")  # the MN sends: its nonce size on full-size segments
@@ -82,7 +82,7 @@ def test_96_bit_path_mtu_full_size_tcp(bed, tmp_path):
     Packet Too Big (1400); the translated error (1400 - 16) lowers the identifier
     route's PMTU and TCP goes on at once: no black hole, no other error."""
     cn, r1, mn, dcn, dmn = pair(bed, 96, 96, mtu_mn=1400)
-    cap = Capture(r1, "eth-cn", tmp_path / "r1.pcap", filt="ip6")
+    cap = Capture(r1, tmp_path / "r1.pcap", iface="eth-cn", filt="ip6")
     end = iperf3(cn, mn, "-n", "4M")
     assert end["sum_sent"]["bytes"] >= 4_000_000
     route = cn.run("ip", "-6", "route", "get", MN_ID).stdout

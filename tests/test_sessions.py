@@ -75,7 +75,7 @@ def test_wire_format_on_router(bed, mode, tmp_path):
     # finish checksums in software on the senders so the capture shows final values
     for n in (cn, mn):
         n.run("ethtool", "-K", "eth0", "tx", "off", check=False)
-    cap = Capture(r1, "eth-mn", tmp_path / "r1.pcap")
+    cap = Capture(r1, tmp_path / "r1.pcap", iface="eth-mn")
     mn.spawn("socat", "-u", f"UDP6-RECV:6000,bind=[{MN_ID}]", "OPEN:/dev/null")
     mn.spawn("socat", f"TCP6-LISTEN:7001,bind=[{MN_ID}],reuseaddr,fork", "EXEC:cat")
     mn.wait_listening_udp(6000)
@@ -122,7 +122,7 @@ def test_wire_format_on_router(bed, mode, tmp_path):
 @pytest.mark.parametrize("mode", MODES)
 def test_plain_ipv6_untouched(bed, mode, tmp_path):
     cn, r1, mn, dcn, dmn = ilnp_pair(bed, datapath=mode)
-    cap = Capture(r1, "eth-mn", tmp_path / "plain.pcap")
+    cap = Capture(r1, tmp_path / "plain.pcap", iface="eth-mn")
     mn.spawn("socat", "TCP6-LISTEN:7002,bind=[2001:db8:b::d],reuseaddr,fork", "EXEC:cat")
     mn.wait_listening(7002)
     r = cn.run("sh", "-c", "echo plain | socat -t 2 - TCP6:[2001:db8:b::d]:7002")

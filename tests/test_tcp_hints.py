@@ -46,7 +46,7 @@ def _hard_move_gap(bed, tmp_path, hints: bool):
     dmn = Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
                 extra={"handoff": "hard"}).start()
     # on R3 (the MN's eth-r3 is down until the move): ILNPv6 only
-    cap = Capture(t["r3"], "eth-mn", tmp_path / "r3-mn.pcap", filt="ip6[6] == 60")
+    cap = Capture(t["r3"], tmp_path / "r3-mn.pcap", iface="eth-mn", filt="ip6[6] == 60")
     secs = 1 + OUTAGE_S + 4
     srv = mn.spawn("python3", "-c", RECV)
     mn.wait_listening(PORT)

@@ -88,7 +88,7 @@ def live_exchange(bed, tmp_path, with_lu: bool):
         n.run("ethtool", "-K", "eth0", "tx", "off", check=False)
     r1.add_addr("eth-mn", "2001:db8:bc::1/64")
     mon = Monitor(dmn)  # long before the LU: events before ilnpctl subscribes are not replayed
-    cap = Capture(r1, "eth-mn", tmp_path / "r1.pcap")
+    cap = Capture(r1, tmp_path / "r1.pcap", iface="eth-mn")
     mn.spawn("socat", "-u", f"UDP6-RECV:6000,bind=[{MN_ID}]", "OPEN:/dev/null")
     mn.spawn("socat", f"TCP6-LISTEN:7001,bind=[{MN_ID}],reuseaddr,fork", "EXEC:cat")
     mn.wait_listening(7001)

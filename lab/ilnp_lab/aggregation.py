@@ -34,18 +34,17 @@ interleaved: run 1 of every case, then run 2, ...
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-from . import runners, schemes
+from . import experiment, schemes
 from .analysis import ci95
-from .testbed import Testbed, stop_process, wait_for
+from .plots import plt, save
+from .testbed import REORDER_COUNTERS, Testbed, stop_process, wait_for
 from .topology import build, load
-from .seed002 import REORDER_KEYS
 
 IPERF_PORT = 5201
 # case -> (scheme, policy, several flows?)
@@ -59,7 +58,7 @@ CASES = {
 CELLS = ("eth-r2", "eth-r3")  # the MN's interfaces into R2's and R3's cells
 
 
-class Spec(runners.TableSpec):
+class Spec(experiment.Spec):
     """experiments/aggregation.toml: [experiment] = the full form, [quick] overrides it."""
     KEYS = {"topology", "move", "duration_s", "runs", "flows", "cases", "cc", "window", "cport"}
 
@@ -90,7 +89,7 @@ def describe(spec: Spec) -> str:
 
 
 class _Run:
-    """What schemes.py's classes expect of a run (runner.Run's attributes they read)."""
+    """What schemes.py's classes expect of a run (mobility.Run's attributes they read)."""
 
     def __init__(self, ex, rdir: Path, seed: int):
         self.ex, self.rdir, self.seed, self.step, self.notes = ex, rdir, seed, "start", []
@@ -161,7 +160,7 @@ def one(spec: Spec, cfg: dict, case: str, index: int, out: Path, tag: str) -> di
     tot = max(1, sum(res["cell_bytes"].values()))
     res["cell_share_pct"] = {dev: 100 * v / tot for dev, v in res["cell_bytes"].items()}
     res["retrans_segs"] = n1.get("TcpRetransSegs", 0) - n0.get("TcpRetransSegs", 0)
-    res["nstat_sender"] = {k: n1.get(k, 0) - n0.get(k, 0) for k in REORDER_KEYS}
+    res["nstat_sender"] = {k: n1.get(k, 0) - n0.get(k, 0) for k in REORDER_COUNTERS}
     res["ofo_queued_receiver"] = r1.get("TcpExtTCPOFOQueue", 0) - r0.get("TcpExtTCPOFOQueue", 0)
     res["mptcp_join_acks"] = n1.get("MPTcpExtMPJoinAckRx", 0) - n0.get("MPTcpExtMPJoinAckRx", 0)
     try:
@@ -184,7 +183,7 @@ def run_experiment(spec: Spec, out: Path, quick: bool, runs: int | None = None) 
     if runs:
         cfg["runs"] = runs
     out.mkdir(parents=True, exist_ok=True)
-    tag = f"ag{os.getpid() % 1000}{os.urandom(1).hex()}"
+    tag = experiment.run_tag("ag")
     res = {"config": cfg, "runs": []}
     t0 = time.monotonic()
     for i in range(cfg["runs"]):
@@ -221,9 +220,6 @@ def summarise(res: dict) -> dict:
 
 
 def plot(out: Path, res: dict) -> str | None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     s = {k: v for k, v in summarise(res).items() if v.get("runs")}
     if not s:
         return None
@@ -233,10 +229,7 @@ def plot(out: Path, res: dict) -> str | None:
     ax.set_ylabel(f"MB delivered in {res['config']['duration_s']} s")
     ax.set_title("two 30 Mbit/s cells: data moved per case")
     plt.setp(ax.get_xticklabels(), rotation=15)
-    fig.tight_layout()
-    p = out / "aggregation.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
+    p = save(fig, out / "aggregation.png")
     return p.name
 
 
@@ -244,9 +237,7 @@ def report(out: Path, res: dict, meta: dict) -> Path:
     cfg = res["config"]
     s = summarise(res)
     fig = plot(out, res)
-    L = [f"# {meta['title']}", "", f"Command: `{meta['command']}`  ",
-         f"Started {meta['started']}, {'QUICK FORM (not a reference run)' if meta['quick'] else 'full form'}, "
-         f"{meta['cores']} cores, {res['elapsed_s']:.0f} s.", runners.provenance_line(meta), "",
+    L = experiment.header(meta, f"{res['elapsed_s']:.0f} s") + [
          f"Topology: {cfg['topology']} (move {cfg['move']}), both cells up for the whole run, no move. "
          f"Data CN -> MN for {cfg['duration_s']} s, {cfg['cc']}, window {cfg.get('window') or 'default'}; "
          f"{cfg['runs']} run(s) per case, interleaved; a fresh testbed per run.", "",
@@ -274,6 +265,6 @@ def report(out: Path, res: dict, meta: dict) -> Path:
 
 
 def run(spec: Spec, args, meta: dict) -> int:
-    out = args.out or Path("out") / spec.name
+    out = experiment.out_dir(spec, args)
     res = run_experiment(spec, out, args.quick, args.runs)
-    return runners.finish(sys.modules[__name__], out, res, meta, args, sum(1 for r in res["runs"] if not r["ok"]))
+    return experiment.finish(sys.modules[__name__], out, res, meta, args, sum(1 for r in res["runs"] if not r["ok"]))

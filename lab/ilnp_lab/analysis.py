@@ -50,16 +50,22 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import json
 import math
 import os
 import statistics
 import struct
 from bisect import bisect_right
 from collections import Counter, defaultdict
-from typing import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 from .addr import groups64, nid_value
+from . import pcap
 from .pcap import EXT_HDRS, ICMPV6, TCP, UDP, iter_ipv6, upper_layer
+
+if TYPE_CHECKING:
+    from .topology import Experiment
 
 LU_TYPE = 156
 LU_ADVERT, LU_ACK = 1, 2
@@ -471,7 +477,7 @@ def tcp_flow(
     packets the CN retransmitted whose sequence range was not delivered twice (a dropped
     or lost original, or a lost retransmission), counted once; None for a broken session,
     which reports `broken_at_s` and `undelivered_after_break` (data packets the CN sent
-    that never reached the MN's TCP) instead. `events` (the runner's timeline) give the
+    that never reached the MN's TCP) instead. `events` (the mobility run's timeline) give the
     per-event interruptions.
     """
     cn_paths, mn_paths = _as_list(cn_pcaps), _as_list(mn_pcaps)
@@ -797,14 +803,22 @@ def lu_handshakes(mn_pcaps: str | Iterable[str], t0: float, mn_nid: str | int | 
     return out
 
 
+def between_events(events: Sequence[dict], items: Sequence[dict], event_t: str, item_t: str) -> list[list[dict]]:
+    """For each event (in the given order, by time), the items whose time falls from it up to
+    the next event: what each move event caused (its LUs, handshakes)."""
+    out = []
+    for i, e in enumerate(events):
+        nxt = events[i + 1][event_t] if i + 1 < len(events) else math.inf
+        out.append([x for x in items if e[event_t] <= x[item_t] < nxt])
+    return out
+
+
 def lu_by_event(lus: Sequence[dict], events: Sequence[dict]) -> list[dict]:
     """The MN's first Locator Update after each move event (before the next one): when it
     was sent, LU -> ack at the MN, and the LU packets sent in that period."""
     evs = sorted(events, key=lambda e: e["t_s"])
     out, seen = [], Counter()
-    for i, e in enumerate(evs):
-        nxt = evs[i + 1]["t_s"] if i + 1 < len(evs) else math.inf
-        mine = [a for a in lus if e["t_s"] <= a["t_sent_s"] < nxt]
+    for e, mine in zip(evs, between_events(evs, lus, "t_s", "t_sent_s")):
         kind = _event_kind(e)
         seen[kind] += 1
         out.append({"key": kind if seen[kind] == 1 else f"{kind}{seen[kind]}", "label": e.get("label"),
@@ -930,7 +944,7 @@ def handoff_latencies(mn_pcaps: str | Iterable[str], t0: float, events: Sequence
     * `event_to_new_path_ms`: the event -> that first data packet on the new path, whatever
       the signalling (for plain IPv6, which has no control message).
 
-    `events`: the runner's timeline with `new_prefixes` added; only what happens before the
+    `events`: the mobility run's timeline with `new_prefixes` added; only what happens before the
     flow's end `end_s` counts; times in ms, None where there was no such message or packet."""
     paths = _as_list(mn_pcaps)
     ctrl = control_messages(paths, t0)
@@ -1102,3 +1116,102 @@ def summary(values: Iterable[float | None]) -> dict:
         return {"n": 0, "median": None, "p25": None, "p75": None, "min": None, "max": None}
     return {"n": len(v), "median": statistics.median(v), "p25": _percentile(v, 0.25), "p75": _percentile(v, 0.75),
             "min": v[0], "max": v[-1]}
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    """The median of the values that are not None (None if none)."""
+    return summary(values)["median"]
+
+
+# ---------------------------------------------------------------- a mobility run's events
+# What the timeline's events need from the captures and the experiment file (`mobility.Run.analyse`).
+
+def probe_loss(d: Path, ex: Experiment) -> dict | None:
+    if not ex.probe_pps:
+        return None
+    try:
+        a = json.loads((d / f"probe-{ex.cn}.json").read_text())
+        b = json.loads((d / f"probe-{ex.mn}.json").read_text())
+    except (OSError, ValueError) as e:
+        return {"error": f"probe output missing: {e}"}
+    return {"cn_to_mn_sent": a["sent"], "cn_to_mn_lost": a["sent"] - len(b["got"]),
+            "mn_to_cn_sent": b["sent"], "mn_to_cn_lost": b["sent"] - len(a["got"])}
+
+
+# RetransTimer (RFC 4861 default; radvd advertises 0, unspecified): one DAD probe's wait
+DAD_RETRANS_S = 1.0
+
+
+def first_ra_s(mn_pcap: str, t0: float, after_s: float, prefix: str) -> float | None:
+    """The first Router Advertisement carrying `prefix` captured at the MN at or after
+    `after_s` (relative to t0), or None."""
+    want = ipaddress.IPv6Network(prefix).network_address.packed[:8]
+    for p in pcap.read(mn_pcap):
+        if p.proto == pcap.ICMPV6 and p.l4[:1] == b"\x86" and p.ts - t0 >= after_s and want in p.l4[16:]:
+            return p.ts - t0
+    return None
+
+
+def event_context(ex: Experiment, move: str, mn_pcap: str, t0: float, timeline: list[dict]) -> list[dict]:
+    """The timeline's events with what their interruption window needs (analysis.event_window):
+    `rtt_s` = the larger configured round trip of the MN's paths up just before and just after
+    the event; `usable_s` = for the MN joining a network, when its new locator is usable (the
+    first RA with its prefix, plus dad_transmits x RetransTimer unless DAD is optimistic or
+    off), None if no RA was captured; otherwise the event's own time."""
+    up = {iface for iface, link in ex.host_ifaces(ex.mn) if link.up}
+    rtt = {iface: ex.path_rtt_s(move, ex.mn, iface) for iface, _ in ex.host_ifaces(ex.mn)}
+    out = []
+    for e in sorted(timeline, key=lambda e: e["t_s"]):
+        before = set(up)
+        if e["node"] == ex.mn:
+            (up.add if e["action"] == "up" else up.discard)(e["iface"])
+        paths = before | up or set(rtt)
+        usable = e["t_s"]
+        if e["node"] == ex.mn and e["action"] == "up":
+            ra = ex.radvd_facing(ex.mn, e["iface"])
+            t_ra = first_ra_s(mn_pcap, t0, e["t_s"], ra.prefix) if ra else None
+            dad = ex.dad_transmits * DAD_RETRANS_S if ex.dad == "standard" else 0.0
+            usable = None if t_ra is None else round(t_ra + dad, 6)
+        out.append(dict(e, rtt_s=max(rtt[i] for i in paths), usable_s=usable))
+    return out
+
+
+def mn_prefix(ex: Experiment, iface: str) -> str | None:
+    """The /64 the MN has on `iface`: its static address's network or what is advertised there."""
+    for i, link in ex.host_ifaces(ex.mn):
+        if i == iface:
+            addr = link.a_addr if (link.a, link.a_if) == (ex.mn, iface) else link.b_addr
+            if addr:
+                return str(ipaddress.IPv6Interface(addr).network)
+    ra = ex.radvd_facing(ex.mn, iface)
+    return ra.prefix if ra else None
+
+
+def with_new_prefixes(ex: Experiment, timeline: list[dict]) -> list[dict]:
+    """The timeline with each event's `new_prefixes`: the MN's path after it (a join: the
+    joined network; a leave: the networks still up; another node's event: none)."""
+    up = {iface for iface, link in ex.host_ifaces(ex.mn) if link.up}
+    out = []
+    for e in sorted(timeline, key=lambda e: e["t_s"]):
+        new = []
+        if e["node"] == ex.mn:
+            (up.add if e["action"] == "up" else up.discard)(e["iface"])
+            ifaces = [e["iface"]] if e["action"] == "up" else sorted(up)
+            new = [p for p in (mn_prefix(ex, i) for i in ifaces) if p]
+        out.append(dict(e, new_prefixes=new))
+    return out
+
+
+def ra_to_lu_ms(mn_pcap: str, t0: float, timeline: list[dict], ex: Experiment, lus: list[dict]) -> float | None:
+    """Locator usable -> LU on the wire: from the first Router Advertisement carrying the
+    joined network's prefix (with optimistic DAD the address is usable on receipt) to
+    the first LU the MN sends after it."""
+    join = next((e for e in timeline if e["action"] == "up" and e["node"] == ex.mn), None)
+    ra = ex.radvd_facing(ex.mn, join["iface"]) if join else None
+    if not ra or not lus:
+        return None
+    t_ra = first_ra_s(mn_pcap, t0, join["t_s"], ra.prefix)
+    if t_ra is None:
+        return None
+    after = [l["t_sent_s"] for l in lus if l["t_sent_s"] >= t_ra]
+    return round((after[0] - t_ra) * 1000, 3) if after else None

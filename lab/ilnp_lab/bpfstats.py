@@ -1,6 +1,6 @@
 """What an ilnpd process's eBPF programs and maps cost, read with bpftool: the objects a
 given daemon holds (found through its fds, because bpftool lists every namespace's), the
-programs' run_time_ns / run_cnt, a map's locked memory. Used by `seed004.py` and
+programs' run_time_ns / run_cnt, a map's locked memory. Used by `admission.py` and
 `bench/admission.py`. `kernel.bpf_stats_enabled` (machine-wide) must be 1 while run times
 are taken: `stats_enabled()` sets it and puts the old value back, and also holds a
 `BPF_ENABLE_STATS` fd (the kernel counts its holders apart from the sysctl), so another

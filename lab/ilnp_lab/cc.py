@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 

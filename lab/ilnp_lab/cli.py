@@ -1,21 +1,16 @@
 """`ilnp-lab`: the laboratory's command line.
 
     ilnp-lab demo                         the README demo (a TCP session surviving a move)
-    ilnp-lab list                         the shipped experiments
+    ilnp-lab list                         the shipped experiments and their plugins
     ilnp-lab check FILE|NAME              validate an experiment file, create nothing
-    ilnp-lab run NAME|FILE [--quick] [--runs N] [--scenario MOVE] [--scheme S] [--out DIR]
-    ilnp-lab run seed002-lb [--quick] [--runs N] [--out DIR]
-                                          seed 002 balancing + overhead + reordering (own runner: seed002.py)
-    ilnp-lab run seed004-ilcc [--quick] [--scenario transport|network] [--scheme socket|open] [--no-scale]
-                                          seed 004 ILCC under random-NID load (own runner: seed004.py)
-    ilnp-lab run dime-handoff [--quick] [--scheme S]
-                                          seed 003 soft/hard handoff: latencies and goodput (moves soft, hard)
-    ilnp-lab run signalling-scale [--quick] [--scheme ilnp|mptcp] [--runs N]
-                                          seed 003 Table III: control messages vs correspondents (own runner: signalling.py)
-    ilnp-lab run dime-v4v6 [--quick] [--runs N]
-                                          IPv6 -> IPv4 behind a NAT -> IPv6, soft and hard: ILNPv6's v4 path vs
-                                          plain IPv6 and MPTCP with v4 and v6 subflows (own runner: v4v6.py)
-    ilnp-lab report DIR                   rebuild report.md, CSV and plots from DIR/results.json
+    ilnp-lab run NAME|FILE [--quick] [--runs N] [--out DIR] [--json] [--seed N] [plugin options]
+    ilnp-lab report DIR [--reanalyse]     rebuild report.md, CSV and plots from DIR/results.json
+
+Every experiment is a plugin named by what it measures (experiment.py): mobility (moves on a
+timeline, the default; options --scenario MOVE, --scheme S, --cc, --jobs, --dad, --dad-transmits,
+--assoc-delay, --sysctl), balancing (seed002-lb), admission (seed004-ilcc; --scenario
+transport|network, --scheme socket|open, --no-scale), signalling (signalling-scale; --scheme
+ilnp|mptcp), aggregation, v4v6 (dime-v4v6). An option a plugin does not honour is refused.
 """
 
 from __future__ import annotations
@@ -23,13 +18,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import shlex
 import sys
 from pathlib import Path
 
-from . import runners
-from .topology import DAD_MODES, EXPERIMENTS, SCHEMES, SpecError, load, parse_sysctl
+from . import experiment, provenance
+from .topology import DAD_MODES, EXPERIMENTS, SCHEMES, load
 
 
 def main(argv=None) -> int:
@@ -74,121 +67,42 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "list":
             for p in sorted(EXPERIMENTS.glob("*.toml")):
-                own = runners.load(p)
-                if own:
-                    print(f"{own[1].name:16} {own[0].describe(own[1])}")
-                    continue
-                ex = load(p)
-                print(f"{ex.name:16} {ex.title}  (moves: {', '.join(ex.moves)}; schemes: {', '.join(ex.schemes)})")
-            return 0
-        own = runners.load(runners.experiment_path(args.experiment)) if args.cmd in ("check", "run") else None
-        if own and args.cmd == "check":
-            mod, spec = own
-            print(f"{spec.path}: ok: {mod.__name__.rsplit('.', 1)[1]} runner: {mod.describe(spec)}")
-            return 0
-        if own:
-            # not a mobility experiment: its own runner (runners.py)
-            return runners.run(own, args)
-        if args.cmd == "check":
-            ex = load(args.experiment)
-            print(f"{ex.path}: ok: {len(ex.nodes)} nodes, {len(ex.links)} links, {len(ex.all_events())} events, "
-                  f"moves {', '.join(ex.moves)}, schemes {', '.join(ex.schemes)}")
+                mod, spec = experiment.load(p)
+                print(f"{spec.name:16} {mod.describe(spec)}  [{experiment.plugin_of(mod)}]")
             return 0
         if args.cmd == "report":
-            from . import report
-            results = json.loads((args.dir / "results.json").read_text())
-            meta = json.loads((args.dir / "meta.json").read_text())
-            own = runners.of_run_folder(meta)
-            if own and args.reanalyse:
-                print(f"ilnp-lab report --reanalyse: {args.dir} is a {own[1].name} run (its own runner): nothing to "
-                      "reanalyse from captures; `ilnp-lab report DIR` rebuilds its report", file=sys.stderr)
-                return 2
-            if own:
-                print(own[0].report(args.dir, results, meta))
-                return 0
-            if args.reanalyse:
-                from . import runner
-                ex = load(meta["file"])
-                ex.dad, ex.dad_transmits = meta.get("dad", ex.dad), meta.get("dad_transmits", ex.dad_transmits)
-                results = runner.reanalyse(args.dir, results, ex)
-                (args.dir / "results.json").write_text(json.dumps(results, indent=1))
-                # the data is the run's; the analysis is this checkout's: say which
-                prov = runner.provenance()
-                meta["reanalysed"] = {"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                                      "commit": prov["commit"], "clean": prov["clean"]}
-                (args.dir / "meta.json").write_text(json.dumps(meta, indent=1))
-            print(report.write(args.dir, results, meta))
+            return report(args)
+        mod, spec = experiment.load(experiment.experiment_path(args.experiment))
+        if args.cmd == "check":
+            print(f"{spec.path}: ok: {experiment.plugin_of(mod)} plugin: {mod.describe(spec)}")
             return 0
-        return run(args)
-    except SpecError as e:
-        print(f"ilnp-lab: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:
+        return experiment.run((mod, spec), args)
+    except ValueError as e:  # topology.SpecError too: every refusal names the file and the item
         print(f"ilnp-lab: {e}", file=sys.stderr)
         return 2
 
 
-def run(args) -> int:
-    from . import cc, report, runner
-
-    ex = load(args.experiment)
-    if os.geteuid() != 0:
-        print("ilnp-lab run: needs root (network namespaces, BPF)", file=sys.stderr)
-        return 2
-    if args.runs is not None and args.runs < 1:
-        print(f"ilnp-lab run: --runs {args.runs}: must be at least 1", file=sys.stderr)
-        return 2
-    if args.dad_transmits < 1 or args.assoc_delay < 0:
-        print(f"ilnp-lab run: --dad-transmits {args.dad_transmits} / --assoc-delay {args.assoc_delay}: "
-              "need at least 1 / at least 0", file=sys.stderr)
-        return 2
-    cores = os.cpu_count() or 1
-    if args.jobs > cores:
-        print(f"ilnp-lab run: --jobs {args.jobs} is more than this machine's {cores} cores: timed testbeds would "
-              f"compete for the CPUs (use --jobs {cores} or fewer)", file=sys.stderr)
-        return 2
-    if args.cc:
-        ex.ccs = args.cc
-    ex.dad, ex.dad_transmits, ex.assoc_delay_s = args.dad, args.dad_transmits, args.assoc_delay
-    ex.sysctls = [parse_sysctl(ex, s) for s in args.sysctl or ()]
-    todo, notes = runner.cells(ex, args.scenario, args.scheme)
-    if not todo:
-        print(f"ilnp-lab run: nothing to run: {'; '.join(notes)}", file=sys.stderr)
-        return 2
-    duration = ex.quick_duration_s if args.quick else ex.duration_s
-    runs = args.runs or (ex.quick_runs if args.quick else ex.runs)
-    out = args.out or Path("out") / ex.name
-    out.mkdir(parents=True, exist_ok=True)
-    runner.install_sigterm()
-    meta = {"experiment": ex.name, "title": ex.title, "file": str(ex.path),
-            "command": shlex.join(["ilnp-lab", "run", *sys.argv[2:]] if sys.argv[1:2] == ["run"] else sys.argv),
-            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"), "quick": args.quick,
-            "duration_s": duration, "runs_per_cell": runs, "jobs": args.jobs, "cores": cores, "seed": args.seed,
-            "dad": args.dad, "dad_transmits": args.dad_transmits, "assoc_delay_s": args.assoc_delay,
-            "sysctls": [f"{n}:{k}={v}" for n, k, v in ex.sysctls],
-            "versions": runner.versions(), "provenance_start": runner.provenance(), "notes": notes}
-    for n in notes:
-        print(f"note: {n}", file=sys.stderr)
-    try:
-        # hybla/veno the kernel lacks: registered as BPF struct_ops for this run, removed after
-        with cc.loaded(sorted({c.cc for c in todo})) as impl:
-            meta["cc_impl"] = impl
-            results, interrupted = runner.run_all(ex, todo, runs, duration, out, args.seed, max(1, args.jobs))
-    except runner.StepError as e:
-        print(f"ilnp-lab run: {e}", file=sys.stderr)
-        return 1
-    meta["runs_done"] = len(results)
-    meta["runs_failed"] = sum(1 for r in results if not r.get("ok"))
-    meta["interrupted"] = interrupted
-    meta["provenance_end"] = runner.provenance()
-    meta["reference_not_because"] = runner.reference_check(meta)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    path = report.write(out, results, meta)
-    if args.json:
-        print(json.dumps(results, indent=1))
-    else:
-        print(f"results: {out / 'results.json'}, {out / 'results.csv'}; report: {path}")
-    return 130 if interrupted else (1 if meta["runs_failed"] else 0)
+def report(args) -> int:
+    results = json.loads((args.dir / "results.json").read_text())
+    meta = json.loads((args.dir / "meta.json").read_text())
+    mod = experiment.plugin_of_run(meta)
+    if args.reanalyse:
+        if experiment.plugin_of(mod) != "mobility":
+            print(f"ilnp-lab report --reanalyse: {args.dir} is a {meta['experiment']} run "
+                  f"({experiment.plugin_of(mod)} plugin): nothing to reanalyse from captures; "
+                  "`ilnp-lab report DIR` rebuilds its report", file=sys.stderr)
+            return 2
+        ex = load(meta["file"])
+        ex.dad, ex.dad_transmits = meta.get("dad", ex.dad), meta.get("dad_transmits", ex.dad_transmits)
+        results = mod.reanalyse(args.dir, results, ex)
+        (args.dir / "results.json").write_text(json.dumps(results, indent=1))
+        # the data is the run's; the analysis is this checkout's: say which
+        prov = provenance.provenance()
+        meta["reanalysed"] = {"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                              "commit": prov["commit"], "clean": prov["clean"]}
+        (args.dir / "meta.json").write_text(json.dumps(meta, indent=1))
+    print(mod.report(args.dir, results, meta))
+    return 0
 
 
 if __name__ == "__main__":

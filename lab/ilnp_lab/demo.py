@@ -18,6 +18,7 @@ import sys
 import time
 
 from .addr import CN_NID, MN_NID, l64
+from .capture import Capture
 from .daemon import Ilnpd, Peer, binary
 from .fixtures import mobility_topology
 from .services import radvd
@@ -51,8 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         print(dmn.ctl_raw("locator", "show").stdout)
 
         cap = bed.workdir / "r1.pcap"
-        tcpd = r1.spawn("tcpdump", "-i", "eth-cn", "-U", "--immediate-mode", "-n", "-w", str(cap),
-                        "ip6[6] == 60 and ip6[40] == 58")  # ICMPv6 behind a Destination Options header
+        tcpd = Capture(r1, cap, "ip6[6] == 60 and ip6[40] == 58", iface="eth-cn")  # ICMPv6 behind a Destination Options header
         mon = subprocess.Popen(mn.cmd(binary("ilnpctl"), "-s", dmn.socket, "monitor"), stdout=subprocess.PIPE,
                                text=True, start_new_session=True)
         bed.procs.append(mon)
@@ -90,8 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
         srv.wait(timeout=10)
         stop_process(mon)
-        time.sleep(0.3)
-        stop_process(tcpd)
+        tcpd.stop()
         ok = cli.returncode == 0 and any("receiver" in l for l in lines)
         say("the Locator Updates R1 forwarded, decoded by tshark (ICMPv6 type 156):")
         r = r1.run("tshark", "-r", str(cap), "-Y", "icmpv6.type == 156", "-T", "fields", "-e", "frame.time_relative",

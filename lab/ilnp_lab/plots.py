@@ -10,16 +10,18 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-__all__ = ["timeline_plot", "box_plot", "seed004_plots"]
+__all__ = ["plt", "figure_path", "save", "timeline_plot", "box_plot", "vs_test", "series_plot"]
 
 
-def _out(path: str | Path) -> Path:
+def figure_path(path: str | Path) -> Path:
+    """`path`, its folder created."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     return p
 
 
-def _save(fig, path: Path) -> Path:
+def save(fig, path: Path) -> Path:
+    """Every lab figure is written this way: tight layout, PNG at 110 dpi; the figure is closed."""
     fig.tight_layout()
     fig.savefig(path, format="png", dpi=110)
     plt.close(fig)
@@ -37,7 +39,7 @@ def timeline_plot(
     `series` maps a label to [[t_bin_start_s, bytes_per_s], ...] (analysis timelines).
     Rates are shown in Mbit/s.
     """
-    p = _out(path)
+    p = figure_path(path)
     fig, ax = plt.subplots(figsize=(8, 4.2))
     drawn = 0
     for label, pts in series.items():
@@ -67,12 +69,12 @@ def timeline_plot(
     ax.grid(True, alpha=0.3)
     if drawn:
         ax.legend(loc="best", fontsize=8)
-    return _save(fig, p)
+    return save(fig, p)
 
 
 def box_plot(data: Mapping[str, Sequence[float | None]], path: str | Path, title: str, ylabel: str) -> Path:
     """One box per scheme with its points overlaid; empty schemes are labelled "no data"."""
-    p = _out(path)
+    p = figure_path(path)
     labels = [str(k) for k in data]
     values = [[float(v) for v in vals if v is not None] for vals in data.values()]
     fig, ax = plt.subplots(figsize=(max(4.5, 1.3 * len(labels) + 2), 4.2))
@@ -104,12 +106,12 @@ def box_plot(data: Mapping[str, Sequence[float | None]], path: str | Path, title
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)
-    return _save(fig, p)
+    return save(fig, p)
 
 
-def _vs_test(rows, key, path, title, ylabel, logy=False) -> Path:
+def vs_test(rows, key, path, title, ylabel, logy=False) -> Path:
     """One line per (scenario, policy): `key(row)` against the test (Test0..10, then `max`)."""
-    p = _out(path)
+    p = figure_path(path)
     fig, ax = plt.subplots(figsize=(8, 4.2))
     tests = []
     for r in rows:
@@ -134,59 +136,19 @@ def _vs_test(rows, key, path, title, ylabel, logy=False) -> Path:
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
-    return _save(fig, p)
+    return save(fig, p)
 
 
-def seed004_plots(results: Sequence[Mapping], outdir: str | Path) -> list[Path]:
-    """Seed 004's figures from `seed004.run_experiment` rows: ILCC size vs test and over time
-    (Figs. 4-5), per-packet time vs test (Figs. 6-7), serving (Fig. 8) and drop rate (Figs.
-    9, 11), serving over time (Figs. 10, 12), CPU split (Figs. 13-16)."""
-    d = Path(outdir)
-    rows = [r for r in results if "ilcc_series" in r]
-    out = [
-        _vs_test(rows, lambda r: r["ilcc_max"], d / "ilcc-size.png", "ILCC size (both tiers, max over the test)",
-                 "entries", logy=True),
-        _vs_test(rows, lambda r: r["established_max"], d / "ilcc-established.png", "ILCC established entries (max)",
-                 "entries", logy=True),
-        _vs_test(rows, lambda r: r["fast_ns_per_pkt"] and r["fast_ns_per_pkt"] / 1000, d / "per-packet-fast.png",
-                 "per-packet time: T's ingress BPF program (run_time_ns / run_cnt)", "µs per packet"),
-        _vs_test(rows, lambda r: r["slow_ns_mean"] and r["slow_ns_mean"] / 1000, d / "per-packet-slow.png",
-                 "per-packet time: ilnpd slow path (slow_path_ns histogram mean)", "µs per packet"),
-        _vs_test([r for r in rows if r["scenario"] == "transport"], lambda r: r["serving"] and 100 * r["serving"],
-                 d / "serving.png", "serving rate of the echo clients", "% of requests answered"),
-        _vs_test(rows, lambda r: r["drop"] is not None and 100 * r["drop"] or 0.0, d / "drop.png",
-                 "drop rate at T", "% of packets sent to T"),
-        _vs_test(rows, lambda r: r["cpu_pct"]["ilnpd"], d / "cpu-ilnpd.png", "CPU: T's ilnpd (utime+stime)",
-                 "% of one core"),
-        _vs_test(rows, lambda r: r["cpu_pct"]["bpf"], d / "cpu-bpf.png", "CPU: T's BPF programs (run_time_ns)",
-                 "% of one core"),
-    ]
-    # ILCC size over time per test (Figs. 4-5), one figure per scenario and policy
-    for label in dict.fromkeys((r["scenario"], r["policy"]) for r in rows):
-        p = _out(d / f"ilcc-time-{label[0]}-{label[1]}.png")
-        fig, ax = plt.subplots(figsize=(8, 4.2))
-        for r in rows:
-            if (r["scenario"], r["policy"]) == label:
-                pts = [(t, e + m) for t, e, m in r["ilcc_series"] if e is not None]
-                ax.plot([t for t, _ in pts], [y for _, y in pts], label=f"Test{r['test']}")
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("ILCC entries (both tiers)")
-        ax.set_title(f"ILCC size over time: {label[0]} scenario, admission = {label[1]}")
-        ax.grid(True, alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-        out.append(_save(fig, p))
-    # echo serving per second (Figs. 10, 12)
-    for pol in dict.fromkeys(r["policy"] for r in rows if r["scenario"] == "transport"):
-        p = _out(d / f"serving-time-{pol}.png")
-        fig, ax = plt.subplots(figsize=(8, 4.2))
-        for r in rows:
-            if r["scenario"] == "transport" and r["policy"] == pol and r["clients"]["per_s"]:
-                ps = r["clients"]["per_s"]
-                ax.plot(range(len(ps)), [100 * rc / s if s else None for s, rc in ps], label=f"Test{r['test']}")
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("% of requests answered")
-        ax.set_title(f"echo serving over time, admission = {pol}")
-        ax.grid(True, alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
-        out.append(_save(fig, p))
-    return out
+def series_plot(series: Mapping[str, tuple[Sequence[float], Sequence[float | None]]], path: str | Path, title: str,
+                ylabel: str, xlabel: str = "time (s)") -> Path:
+    """One line per labelled (xs, ys) series, e.g. a value over time per test."""
+    p = figure_path(path)
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for label, (xs, ys) in series.items():
+        ax.plot(xs, ys, label=label)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    return save(fig, p)

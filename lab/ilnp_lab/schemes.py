@@ -1,4 +1,4 @@
-"""The schemes a run compares, one class each, with the hooks `runner.Run` calls in order:
+"""The schemes a run compares, one class each, with the hooks `mobility.Run` calls in order:
 
     setup(nodes)  after SLAAC: what the scheme needs before traffic; returns (src, dst),
                   the addresses the flow and the probes use
@@ -9,7 +9,7 @@
 
 `wrap` prefixes the iperf3 commands (mptcpize), `server_bind` binds the server, `reverse`
 swaps the iperf3 roles (the CN is the server, the MN the client with `-R`: the data still flows
-CN -> MN), `note` states what the scheme configures (runner.cells adds it to the run's notes),
+CN -> MN), `note` states what the scheme configures (mobility.cells adds it to the run's notes),
 `mn_nid` marks runs whose captures carry ILNPv6 (LU handshakes, stale-locator drops).
 `BY_NAME` holds one class per name in topology.SCHEMES.
 """

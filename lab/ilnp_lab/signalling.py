@@ -1,10 +1,10 @@
 """`ilnp-lab run signalling-scale`: seed 003 §VI-E (Table III, Fig. 13) and thesis §6.4:
 the control messages and bytes one handoff costs as the number of correspondents grows.
 
-Not a mobility experiment (`runner.py` runs one flow between one CN and the MN): here one
-MN holds `conns` idle TCP connections to each of N correspondent hosts and moves once; what
-is measured is the signalling on the wire at the MN, beside the published formulas. Its file
-`experiments/signalling-scale.toml` says `runner = "signalling"` (runners.py dispatches).
+The signalling plugin (experiment.py); not a mobility experiment (mobility.py runs one flow
+between one CN and the MN): here one MN holds `conns` idle TCP connections to each of N
+correspondent hosts and moves once; what is measured is the signalling on the wire at the MN, beside the published formulas. Its file
+`experiments/signalling-scale.toml` says `plugin = "signalling"`.
 
 Topology: one router `r`; the N CNs (namespaces cn1..cnN) on one Linux bridge inside `r`
 (2001:db8:c::/64, static addresses, `r` is their default router); the MN on two access links
@@ -43,11 +43,11 @@ import sys
 import time
 from pathlib import Path
 
-from . import analysis, runners
+from . import analysis, experiment
 from .addr import MN_NID, identifier_address, l64, lab_nid
 from .daemon import Ilnpd, Peer
-from .plots import _out, _save, plt
-from .runner import capture
+from .plots import figure_path, plt, save
+from .capture import wire_capture
 from .services import radvd
 from .testbed import Node, Testbed, stop_process, wait_for
 from .topology import dad_sysctls
@@ -81,26 +81,19 @@ def cn_addr(i: int) -> str:
     return f"{CN_NET}{0x100 + i:x}"
 
 
-class Spec:
+class Spec(experiment.Spec):
     """experiments/signalling-scale.toml: [experiment] = the full form, [quick] overrides it."""
     KEYS = {"correspondents", "conns", "schemes", "outage_s", "settle_s", "runs"}
+    DEFAULTS = {"conns": 4, "schemes": list(SCHEMES), "outage_s": 1.0, "settle_s": 2.0, "runs": 1}
 
-    def __init__(self, path: Path):
-        self.path = path
-        self.name, self.title, e, q = runners.read_tables(path, self.KEYS)
-        self.full = {"conns": 4, "schemes": list(SCHEMES), "outage_s": 1.0, "settle_s": 2.0, "runs": 1, **e}
-        self.quick = {**self.full, **q}
-        for name, c in (("experiment", self.full), ("quick", self.quick)):
-            ns = c.get("correspondents")
-            if not isinstance(ns, list) or not ns or not all(isinstance(n, int) and 1 <= n <= 250 for n in ns):
-                raise ValueError(f"{path}: [{name}] correspondents = {ns!r}: a list of counts 1..250")
-            if not all(s in SCHEMES for s in c["schemes"]):
-                raise ValueError(f"{path}: [{name}] schemes = {c['schemes']!r}: known: {', '.join(SCHEMES)}")
-            if not (isinstance(c["conns"], int) and 1 <= c["conns"] <= 64):
-                raise ValueError(f"{path}: [{name}] conns = {c['conns']!r}: 1..64")
-
-    def cfg(self, quick: bool) -> dict:
-        return dict(self.quick if quick else self.full)
+    def check(self, name: str, c: dict) -> None:
+        ns = c.get("correspondents")
+        if not isinstance(ns, list) or not ns or not all(isinstance(n, int) and 1 <= n <= 250 for n in ns):
+            raise ValueError(f"{self.path}: [{name}] correspondents = {ns!r}: a list of counts 1..250")
+        if not all(s in SCHEMES for s in c["schemes"]):
+            raise ValueError(f"{self.path}: [{name}] schemes = {c['schemes']!r}: known: {', '.join(SCHEMES)}")
+        if not (isinstance(c["conns"], int) and 1 <= c["conns"] <= 64):
+            raise ValueError(f"{self.path}: [{name}] conns = {c['conns']!r}: 1..64")
 
 
 OPTIONS = {"runs", "scheme"}  # --runs N: runs per point; --scheme ilnp|mptcp
@@ -284,7 +277,7 @@ def run_point(scheme: str, n: int, cfg: dict, out: Path, seed: int) -> dict:
                                    f"{(d / 'hold.err').read_text()[-500:]}")
             res["daemon_cost_before"] = _procs_cost([dm.proc.pid for dm in daemons])
             step = "capture and move"
-            cap = capture(mn, d / "mn.pcap")
+            cap = wire_capture(mn, d / "mn.pcap")
             time.sleep(0.5)
             t0 = time.time()
             mn.set_link("eth-a", False)
@@ -310,8 +303,7 @@ def run_point(scheme: str, n: int, cfg: dict, out: Path, seed: int) -> dict:
                 holder.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 stop_process(holder)
-            time.sleep(0.3)
-            stop_process(cap)
+            cap.stop()
             step = "analyse"
             msgs = analysis.control_messages(str(d / "mn.pcap"), t0)
             tot = analysis.control_totals(msgs, 0.0)
@@ -352,7 +344,7 @@ def plot(out: Path, results: list[dict]) -> list[str]:
     ax.set_title(f"Handoff control messages ({conns} connections per correspondent)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    p = _save(fig, _out(out / "plots" / "signalling-scale-messages.png"))
+    p = save(fig, figure_path(out / "plots" / "signalling-scale-messages.png"))
     return [str(p.relative_to(out))]
 
 
@@ -360,9 +352,7 @@ def report(out: Path, results: list[dict], meta: dict) -> Path:
     out = Path(out)
     figs = plot(out, results)
     cfg = meta.get("config", {})
-    L = [f"# {meta['title']}", "", f"Command: `{meta['command']}`  ",
-         f"Started {meta['started']}, {'QUICK FORM (not a reference run)' if meta.get('quick') else 'full form'}, "
-         f"{meta.get('cores')} cores.", runners.provenance_line(meta), "",
+    L = experiment.header(meta) + [
          "One MN, N correspondent hosts (namespaces on one bridge behind router r), "
          f"{cfg.get('conns', 4)} idle TCP connections from the MN to each; one hard handoff (the MN's link to "
          f"network A down, {cfg.get('outage_s', 1)} s later its link to B up). Counted at the MN, all interfaces, "
@@ -401,7 +391,7 @@ def report(out: Path, results: list[dict], meta: dict) -> Path:
 
 
 def run(spec: Spec, args, meta: dict) -> int:
-    """`ilnp-lab run signalling-scale` (runners.py hands the file here)."""
+    """`ilnp-lab run signalling-scale` (experiment.py hands the file here)."""
     cfg = spec.cfg(args.quick)
     if getattr(args, "scheme", None):
         bad = [s for s in args.scheme if s not in SCHEMES]
@@ -410,8 +400,7 @@ def run(spec: Spec, args, meta: dict) -> int:
             return 2
         cfg["schemes"] = args.scheme
     runs = args.runs or cfg["runs"]
-    out = args.out or Path("out") / spec.name
-    out.mkdir(parents=True, exist_ok=True)
+    out = experiment.out_dir(spec, args)
     meta["config"] = cfg
     results = []
     for scheme in cfg["schemes"]:
@@ -424,7 +413,7 @@ def run(spec: Spec, args, meta: dict) -> int:
                       file=sys.stderr)
                 results.append(r)
     failed = sum(1 for r in results if not r["ok"])
-    return runners.finish(sys.modules[__name__], out, results, meta, args, failed, json_out=results)
+    return experiment.finish(sys.modules[__name__], out, results, meta, args, failed, json_out=results)
 
 
 def main(argv: list[str]) -> int:

@@ -10,7 +10,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from .plots import _out, _save, box_plot, plt
+from .plots import box_plot, figure_path, plt, save
 
 __all__ = ["plot_dir"]
 
@@ -33,7 +33,7 @@ def plot_dir(d: str | Path) -> list[Path]:
                 ilcc = int(row["ilcc_established"]) + int(row["ilcc_embryonic"])
                 series[row["variant"]].append((float(row["t_s"]), ilcc, int(row["lus_received"])))
     if series:
-        p = _out(d / "server.png")
+        p = figure_path(d / "server.png")
         fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
         for v, pts in series.items():
             a1.plot([t for t, _, _ in pts], [n for _, n, _ in pts], label=v)
@@ -45,7 +45,7 @@ def plot_dir(d: str | Path) -> list[Path]:
         for a in (a1, a2):
             a.grid(True, alpha=0.3)
         a1.legend(fontsize=8)
-        out.append(_save(fig, p))
+        out.append(save(fig, p))
     return out
 
 

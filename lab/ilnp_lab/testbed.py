@@ -31,6 +31,13 @@ from pyroute2.netlink.exceptions import NetlinkError
 REPO = Path(__file__).resolve().parents[2]
 
 
+# The TCP counters (`nstat` names) that say how a flow's packets were reordered and recovered:
+# the balancing and aggregation experiments report their deltas over a run.
+REORDER_COUNTERS = ("TcpRetransSegs", "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder", "TcpExtTCPRenoReorder",
+                    "TcpExtTCPReordering", "TcpExtTCPFastRetrans", "TcpExtTCPSlowStartRetrans", "TcpExtTCPLostRetransmit",
+                    "TcpExtTCPDSACKRecv", "TcpExtTCPDSACKUndo", "TcpExtTCPOFOQueue", "TcpExtTCPSpuriousRTOs")
+
+
 class StepError(RuntimeError):
     """A testbed step failed; the message names the step and its output."""
 

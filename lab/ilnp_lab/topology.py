@@ -371,7 +371,7 @@ def load(name_or_path: str | Path) -> Experiment:
 
 def _experiment(c: _Ctx, ex: dict) -> dict:
     """[experiment]: name, title, duration, runs, roles and the schemes."""
-    c.keys("[experiment]", ex, {"name", "title", "duration_s", "runs", "cn", "mn", "schemes"}, {"name", "cn", "mn"})
+    c.keys("[experiment]", ex, {"name", "title", "plugin", "duration_s", "runs", "cn", "mn", "schemes"}, {"name", "cn", "mn"})
     duration = c.num("[experiment]", ex, "duration_s", 30, 2, 3600)
     runs = c.num("[experiment]", ex, "runs", 10, 1, 1000, integer=True)
     schemes = ex.get("schemes", list(SCHEMES))

@@ -41,14 +41,12 @@ ack, and the LU's own round trip) and the data path's v4 counters (which path ca
 from __future__ import annotations
 
 import json
-import os
-import statistics
 import sys
 import threading
 import time
 from pathlib import Path
 
-from . import analysis, runners
+from . import analysis, experiment
 from .addr import CN_NID, MN_NID, identifier_address
 from .daemon import Ilnpd, Monitor, Peer
 from .fixtures import CN_L64, CN_V4, CN_V6, MN_V4, v4_join, v4_nat_topology
@@ -146,7 +144,7 @@ print(json.dumps({"sent": sent, "send_errors": errors, "broken": broken}))
 """
 
 
-class Spec(runners.TableSpec):
+class Spec(experiment.Spec):
     """experiments/dime-v4v6.toml: [experiment] = the full form, [quick] overrides it."""
     KEYS = {"duration_s", "runs", "schemes", "moves", "to_v4_s", "back_s", "overlap_s", "rate_pps", "size", "wan_ms"}
 
@@ -333,9 +331,7 @@ def lu_per_event(events: list[dict], lus: list[dict]) -> list[dict]:
     its ack; the LU's round trip); none when the event needed none (a join under hard
     handoff that only adds a locator the peer hears of with the next LU is still one)."""
     out = []
-    for i, e in enumerate(events):
-        nxt = events[i + 1]["applied_s"] if i + 1 < len(events) else float("inf")
-        after = [x for x in lus if e["applied_s"] <= x["t_s"] < nxt]
+    for e, after in zip(events, analysis.between_events(events, lus, "applied_s", "t_s")):
         out.append({"label": e["label"], "event_to_ack_ms": round((after[0]["t_s"] - e["applied_s"]) * 1000, 3)
                     if after else None, "lu_rtt_ms": after[0]["rtt_ms"] if after else None})
     return out
@@ -343,7 +339,7 @@ def lu_per_event(events: list[dict], lus: list[dict]) -> list[dict]:
 
 def run_experiment(cfg: dict, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
-    tag = f"v4{os.getpid() % 1000}{os.urandom(1).hex()}"
+    tag = experiment.run_tag("v4")
     res = {"config": cfg, "runs": []}
     t0 = time.monotonic()
     cases = [(s, m) for m in cfg["moves"] for s in cfg["schemes"]]
@@ -358,11 +354,6 @@ def run_experiment(cfg: dict, out: Path) -> dict:
                 for p in ("tcp", "udp") if p in f) + ("" if r["ok"] else "  FAILED"), file=sys.stderr)
     res["elapsed_s"] = time.monotonic() - t0
     return res
-
-
-def _med(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
 
 
 def summarise(res: dict) -> dict:
@@ -380,9 +371,9 @@ def summarise(res: dict) -> dict:
         row["runs"] = len(rows)
         row["survived"] = sum(1 for f in rows if f["broken_at_s"] is None)
         row["on_v4"] = sum(1 for f in rows if f["on_v4_only"] > 0)
-        row["lost_median"] = _med([f["lost"] for f in rows])
+        row["lost_median"] = analysis.median([f["lost"] for f in rows])
         keys = list(rows[0]["interruptions_ms"])
-        row["interruption_ms"] = {k: _med([f["interruptions_ms"].get(k) for f in rows]) for k in keys}
+        row["interruption_ms"] = {k: analysis.median([f["interruptions_ms"].get(k) for f in rows]) for k in keys}
     for r in res["runs"]:
         if r["scheme"] == "ilnp":
             for proto in r["flows"]:
@@ -393,9 +384,9 @@ def summarise(res: dict) -> dict:
     for row in s.values():
         hs = row.pop("_hs", None)
         if hs:
-            row["event_to_ack_ms"] = [_med([h[i]["event_to_ack_ms"] for h in hs if i < len(h)])
+            row["event_to_ack_ms"] = [analysis.median([h[i]["event_to_ack_ms"] for h in hs if i < len(h)])
                                       for i in range(max(len(h) for h in hs))]
-            row["lu_rtt_ms"] = [_med([h[i]["lu_rtt_ms"] for h in hs if i < len(h)]) for i in range(max(len(h) for h in hs))]
+            row["lu_rtt_ms"] = [analysis.median([h[i]["lu_rtt_ms"] for h in hs if i < len(h)]) for i in range(max(len(h) for h in hs))]
     return s
 
 
@@ -407,9 +398,7 @@ def report(out: Path, res: dict, meta: dict) -> Path:
     cfg = res["config"]
     s = summarise(res)
     labels = {m: [e["label"] for e in timeline(cfg, m)] for m in cfg["moves"]}
-    L = [f"# {meta['title']}", "", f"Command: `{meta['command']}`  ",
-         f"Started {meta['started']}, {'QUICK FORM (not a reference run)' if meta['quick'] else 'full form'}, "
-         f"{meta['cores']} cores, {res['elapsed_s']:.0f} s.", runners.provenance_line(meta), ""]
+    L = experiment.header(meta, f"{res['elapsed_s']:.0f} s")
     L += ["## Summary", ""]
     for move in cfg["moves"]:
         il = {p: s.get(f"ilnp {move} {p}") for p in ("tcp", "udp")}
@@ -490,9 +479,9 @@ def report(out: Path, res: dict, meta: dict) -> Path:
 
 
 def run(spec: Spec, args, meta: dict) -> int:
-    out = args.out or Path("out") / spec.name
+    out = experiment.out_dir(spec, args)
     cfg = spec.cfg(args.quick)
     if args.runs:
         cfg["runs"] = args.runs
     res = run_experiment(cfg, out)
-    return runners.finish(sys.modules[__name__], out, res, meta, args, sum(1 for r in res["runs"] if not r["ok"]))
+    return experiment.finish(sys.modules[__name__], out, res, meta, args, sum(1 for r in res["runs"] if not r["ok"]))

@@ -1,12 +1,9 @@
 """`ilnp-lab run seed002-lb`: seed 002 §V–VI (Fig. 7 topology, Figs. 8–10, Table II) and
 issue #12 item 4 (reordering of one TCP flow balanced per packet over paths of different delay).
 
-Not the mobility runner (`runner.py`): that one runs *moves* (events on a timeline, one flow,
-schemes × runs, captures analysed for handoff gaps); this experiment has no move, its factors
-are weights, frame sizes and target rates, and its measurements are per-locator counts,
-iperf3 UDP goodput and ping RTT. So it has its own small runner here and writes its own
-results.json and report.md; its file `experiments/seed002-lb.toml` says `runner = "seed002"`
-(runners.py dispatches).
+The balancing plugin (experiment.py): no move (that is mobility.py's), its factors are
+weights, frame sizes and target rates, and its measurements are per-locator counts, iperf3
+UDP goodput and ping RTT. Its file `experiments/seed002-lb.toml` says `plugin = "balancing"`.
 
 Fig. 7 topology: hosts vm1 and vm2, each on two Ethernet segments ('cafe' = 2001:db8:cafe::/64
 on eth0, 'd00d' = 2001:db8:d00d::/64 on eth1; each segment a Linux bridge in its own
@@ -20,18 +17,19 @@ segments directly). Both hosts run ilnpd, per-packet policy, equal locator prefe
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from . import pcap, runners
+from . import experiment, pcap
 from .analysis import ci95
+from .capture import Capture
+from .plots import plt, save
 from .addr import identifier_address, lab_nid
 from .daemon import Ilnpd, Peer
 from .services import nic_segmentation, radvd
-from .testbed import Node, Testbed, stop_process, wait_for
+from .testbed import REORDER_COUNTERS, Node, Testbed, stop_process, wait_for
 
 NETS = {"cafe": ("eth0", "2001:db8:cafe::/64", 0x2001_0DB8_CAFE_0000),
         "d00d": ("eth1", "2001:db8:d00d::/64", 0x2001_0DB8_D00D_0000)}
@@ -40,25 +38,19 @@ ETH_IP6_UDP = 14 + 40 + 8
 NONCE_OPT = 16  # our Destination Options header (16 bytes for either nonce size: ilnp_wire::destopts)
 
 
-class Spec:
+class Spec(experiment.Spec):
     """experiments/seed002-lb.toml: [experiment] = the full form, [quick] overrides it."""
     KEYS = {"weights", "echoes", "interval_s", "trials", "sizes", "rates", "points", "beyond", "flow_s",
             "sweep_weights", "reorder_s", "reorder_delay_ms"}
+    DEFAULTS = {"points": None}
+    QUICK_DEFAULTS = {"sizes": None}
 
-    def __init__(self, path: Path):
-        self.path = path
-        self.name, self.title, e, q = runners.read_tables(path, self.KEYS)
-        self.full = {"points": None, **e}
-        self.quick = {**self.full, "sizes": None, **q}
-        for name, c in (("experiment", self.full), ("quick", self.quick)):
-            for w in c["weights"] + c["sweep_weights"]:
-                if len(w) != 2 or min(w) < 0 or sum(w) <= 0:
-                    raise ValueError(f"{path}: [{name}] weights {w}: two non-negative weights, not both 0")
-            if not (c["points"] or (c["sizes"] and c["rates"])):
-                raise ValueError(f"{path}: [{name}]: needs points or sizes and rates")
-
-    def cfg(self, quick: bool) -> dict:
-        return dict(self.quick if quick else self.full)
+    def check(self, name: str, c: dict) -> None:
+        for w in c["weights"] + c["sweep_weights"]:
+            if len(w) != 2 or min(w) < 0 or sum(w) <= 0:
+                raise ValueError(f"{self.path}: [{name}] weights {w}: two non-negative weights, not both 0")
+        if not (c["points"] or (c["sizes"] and c["rates"])):
+            raise ValueError(f"{self.path}: [{name}]: needs points or sizes and rates")
 
 
 OPTIONS = {"runs"}  # --runs N: trials per weighting
@@ -144,27 +136,12 @@ def set_weights(ds: tuple[Ilnpd, Ilnpd], w: tuple[int, int]) -> None:
 
 
 # ---------------------------------------------------------------- measurements
-class Tcpdump:
-    def __init__(self, node: Node, dev: str, path: Path):
-        self.path = str(path)
-        self.proc = node.spawn("tcpdump", "-i", dev, "-Q", "in", "-U", "--immediate-mode", "-n", "-s", "128",
-                               "-w", self.path, "ip6", stderr=subprocess.PIPE)
-        line = self.proc.stderr.readline().decode()
-        if "listening" not in line:
-            raise RuntimeError(f"tcpdump on {node.name}/{dev} did not start: {line}")
-
-    def stop(self) -> str:
-        time.sleep(0.3)
-        stop_process(self.proc)
-        return self.path
-
-
 def echo_trial(nodes, echoes: int, interval: float, out: Path) -> dict:
     """`echoes` ICMPv6 echoes vm1 → vm2's identifier address. Counted at each receiver from
     captures: the replies at vm1 by source locator (vm2's weighted choice) and by interface
     (vm1's locators, equal preference: shared), the requests at vm2 by source locator."""
     vm1, vm2 = nodes["vm1"], nodes["vm2"]
-    caps = {(h.name, seg): Tcpdump(h, dev, out / f"{h.name}-{seg}.pcap")
+    caps = {(h.name, seg): Capture(h, out / f"{h.name}-{seg}.pcap", iface=dev, direction="in", snaplen=128)
             for h in (vm1, vm2) for seg, (dev, _, _) in NETS.items()}
     p = vm1.run("ping", "-6", "-q", "-c", str(echoes), "-i", str(interval), "-W", "2", identifier_address(VM2_NID),
                 check=False, timeout=echoes * interval + 60)
@@ -257,9 +234,6 @@ def rx_packets(node: Node) -> dict[str, int]:
     return {seg: node.link_stats(dev)["rx_packets"] for seg, (dev, _, _) in NETS.items()}
 
 
-REORDER_KEYS = ("TcpRetransSegs", "TcpExtTCPSACKReorder", "TcpExtTCPTSReorder", "TcpExtTCPRenoReorder",
-                "TcpExtTCPReordering", "TcpExtTCPFastRetrans", "TcpExtTCPSlowStartRetrans", "TcpExtTCPLostRetransmit",
-                "TcpExtTCPDSACKRecv", "TcpExtTCPDSACKUndo", "TcpExtTCPOFOQueue", "TcpExtTCPSpuriousRTOs")
 
 
 def reorder_run(policy: str, secs: float, delay_ms: float, workdir: Path, tag: str) -> dict:
@@ -292,7 +266,7 @@ def reorder_run(policy: str, secs: float, delay_ms: float, workdir: Path, tag: s
         res["retransmits"] = j["end"]["sum_sent"].get("retransmits")
     except (ValueError, KeyError) as e:
         res["error"] = f"iperf3: {e}"
-    res["nstat"] = {h: {k: after[h].get(k, 0) - before[h].get(k, 0) for k in REORDER_KEYS} for h in after}
+    res["nstat"] = {h: {k: after[h].get(k, 0) - before[h].get(k, 0) for k in REORDER_COUNTERS} for h in after}
     res["pairs"] = pairs.get("peers", [])
     got = {seg: rx1[seg] - rx0[seg] for seg in NETS}
     res["vm2_rx_packets"] = got
@@ -309,7 +283,7 @@ def run_experiment(spec: Spec, out: Path, quick: bool, trials: int | None = None
     if trials:
         cfg["trials"] = trials
     out.mkdir(parents=True, exist_ok=True)
-    tag = f"s2{os.getpid() % 1000}{os.urandom(1).hex()}"
+    tag = experiment.run_tag("s2")
     res = {"config": {k: v for k, v in cfg.items()}, "echo": [], "sweep": [], "reorder": []}
     t0 = time.monotonic()
     with Testbed(workdir=out / "bed", tag=tag) as bed:
@@ -360,9 +334,6 @@ def summarise(res: dict) -> dict:
 
 
 def plots(out: Path, res: dict) -> list[str]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     made = []
     groups = sorted({r["group"] for r in res["sweep"]})
     for frame in sorted({r["frame"] for r in res["sweep"]}):
@@ -385,9 +356,7 @@ def plots(out: Path, res: dict) -> list[str]:
         ax[0].set_title(f"RTT, {frame}-byte frames (cf. seed Fig. 8{'a' if frame == 128 else 'b'})")
         ax[1].set_title(f"goodput ratio, {frame}-byte frames (cf. Fig. 10)")
         p = out / f"sweep-{frame}.png"
-        fig.tight_layout()
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
+        save(fig, p)
         made.append(p.name)
     s = summarise(res)
     if s:
@@ -402,9 +371,7 @@ def plots(out: Path, res: dict) -> list[str]:
         ax.set_title("volume balancing at the receiver (cf. seed Fig. 9)")
         ax.legend()
         p = out / "balance.png"
-        fig.tight_layout()
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
+        save(fig, p)
         made.append(p.name)
     return made
 
@@ -412,9 +379,7 @@ def plots(out: Path, res: dict) -> list[str]:
 def report(out: Path, res: dict, meta: dict) -> Path:
     s = summarise(res)
     figs = plots(out, res)
-    L = [f"# {meta['title']}", "", f"Command: `{meta['command']}`  ", f"Started {meta['started']}, "
-         f"{'QUICK FORM (not a reference run)' if meta['quick'] else 'full form'}, {meta['cores']} cores, "
-         f"{res['elapsed_s']:.0f} s.", runners.provenance_line(meta), "",
+    L = experiment.header(meta, f"{res['elapsed_s']:.0f} s") + [
          "Topology: seed 002 Fig. 7 (vm1, vm2 each on segments cafe and d00d; `ra` advertises both prefixes; "
          "ILNPv6 per-packet policy, equal locator preference, weights = the seed's locator precedence).", "",
          "## Volume balancing (seed Fig. 9)", "",
@@ -473,8 +438,8 @@ def report(out: Path, res: dict, meta: dict) -> Path:
 
 
 def run(spec: Spec, args, meta: dict) -> int:
-    """`ilnp-lab run seed002-lb` (runners.py hands the file here)."""
-    out = args.out or Path("out") / spec.name
+    """`ilnp-lab run seed002-lb` (experiment.py hands the file here)."""
+    out = experiment.out_dir(spec, args)
     res = run_experiment(spec, out, args.quick, args.runs)
     failed = sum(1 for r in res["sweep"] if not r.get("ok", True))
-    return runners.finish(sys.modules[__name__], out, res, meta, args, failed)
+    return experiment.finish(sys.modules[__name__], out, res, meta, args, failed)

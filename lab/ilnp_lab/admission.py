@@ -1,7 +1,7 @@
 """Seed 004 reproduced: `ilnp-lab run seed004-ilcc` (experiments/seed004-ilcc.toml).
 
-Not a mobility experiment (no moves, schemes or captures), so it has its own runner here
-instead of runner.py's: one testbed per (scenario, policy), T's ilnpd started afresh for
+The admission plugin (experiment.py): no moves, schemes or captures (mobility.py's); one
+testbed per (scenario, policy), T's ilnpd started afresh for
 every test (no state file, no pins: each test starts with an empty ILCC, as the seed's).
 
     T (target: ilnpd, admission = POLICY) — R1 (router; load generators) — B (echo clients)
@@ -30,10 +30,9 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 from pathlib import Path
 
-from . import plots, runners
+from . import experiment, plots
 from .addr import CN_NID, MN_NID, identifier_address
 from .bpfstats import BPF_STATS, daemon_progs, prog_stats
 from .daemon import Ilnpd, Peer, binary
@@ -110,24 +109,35 @@ while True:
 """
 
 
-class Spec:
+class Spec(experiment.Spec):
+    """experiments/seed004-ilcc.toml: [experiment] the full form, [quick] its overrides,
+    [traffic] the clients and the load, [target] T's ilnpd settings (ilnpd checks them)."""
+    KEYS = {"duration_s", "tests", "scenarios", "policies", "scale"}
+    DEFAULTS = {"scale": False}
+    QUICK_DEFAULTS = {"duration_s": 5, "tests": [0, 5, 10]}
+    TABLES = {"traffic": {"clients", "client_pps", "load_pps", "echo_port", "closed_port", "scale_pps_cap"},
+              "target": None}
+    REQUIRED = {"experiment": {"duration_s", "tests", "scenarios", "policies"},
+                "traffic": {"clients", "client_pps", "load_pps", "echo_port", "closed_port"}}
+
     def __init__(self, path: Path):
-        d = tomllib.loads(path.read_text())
-        e, q, tr = d["experiment"], d.get("quick", {}), d["traffic"]
-        self.path, self.name, self.title = path, e["name"], e["title"]
+        super().__init__(path)
+        e, q, tr = self.full, self.quick, self.tables["traffic"]
         self.duration_s, self.tests = float(e["duration_s"]), list(e["tests"])
-        self.scenarios, self.policies, self.scale = list(e["scenarios"]), list(e["policies"]), bool(e.get("scale"))
-        self.quick_duration_s, self.quick_tests = float(q.get("duration_s", 5)), list(q.get("tests", [0, 5, 10]))
+        self.scenarios, self.policies, self.scale = list(e["scenarios"]), list(e["policies"]), bool(e["scale"])
+        self.quick_duration_s, self.quick_tests = float(q["duration_s"]), list(q["tests"])
         self.clients, self.client_pps, self.load_pps = int(tr["clients"]), float(tr["client_pps"]), float(tr["load_pps"])
         self.echo_port, self.closed_port = int(tr["echo_port"]), int(tr["closed_port"])
         self.scale_pps_cap = int(tr.get("scale_pps_cap", 1_000_000))
-        self.target = dict(d.get("target", {}))
-        for s in self.scenarios:
+        self.target = self.tables["target"]
+
+    def check(self, name: str, c: dict) -> None:
+        for s in c["scenarios"]:
             if s not in ("transport", "network"):
-                raise ValueError(f"{path}: scenario {s!r}: transport or network")
-        for p in self.policies:
+                raise ValueError(f"{self.path}: [{name}] scenario {s!r}: transport or network")
+        for p in c["policies"]:
             if p not in ("socket", "open"):
-                raise ValueError(f"{path}: policy {p!r}: socket or open")
+                raise ValueError(f"{self.path}: [{name}] policy {p!r}: socket or open")
 
 
 OPTIONS = {"scenario", "scheme", "no_scale"}  # --scheme picks the admission policy (socket|open)
@@ -354,11 +364,51 @@ def _num(x, fmt=".2f"):
     return "–" if x is None else format(x, fmt)
 
 
+def figures(results: list[dict], outdir: str | Path) -> list[Path]:
+    """Seed 004's figures from `run_experiment` rows: ILCC size vs test and over time
+    (Figs. 4-5), per-packet time vs test (Figs. 6-7), serving (Fig. 8) and drop rate (Figs.
+    9, 11), serving over time (Figs. 10, 12), CPU split (Figs. 13-16)."""
+    d = Path(outdir)
+    rows = [r for r in results if "ilcc_series" in r]
+    out = [
+        plots.vs_test(rows, lambda r: r["ilcc_max"], d / "ilcc-size.png", "ILCC size (both tiers, max over the test)",
+                      "entries", logy=True),
+        plots.vs_test(rows, lambda r: r["established_max"], d / "ilcc-established.png", "ILCC established entries (max)",
+                      "entries", logy=True),
+        plots.vs_test(rows, lambda r: r["fast_ns_per_pkt"] and r["fast_ns_per_pkt"] / 1000, d / "per-packet-fast.png",
+                      "per-packet time: T's ingress BPF program (run_time_ns / run_cnt)", "µs per packet"),
+        plots.vs_test(rows, lambda r: r["slow_ns_mean"] and r["slow_ns_mean"] / 1000, d / "per-packet-slow.png",
+                      "per-packet time: ilnpd slow path (slow_path_ns histogram mean)", "µs per packet"),
+        plots.vs_test([r for r in rows if r["scenario"] == "transport"], lambda r: r["serving"] and 100 * r["serving"],
+                      d / "serving.png", "serving rate of the echo clients", "% of requests answered"),
+        plots.vs_test(rows, lambda r: r["drop"] is not None and 100 * r["drop"] or 0.0, d / "drop.png",
+                      "drop rate at T", "% of packets sent to T"),
+        plots.vs_test(rows, lambda r: r["cpu_pct"]["ilnpd"], d / "cpu-ilnpd.png", "CPU: T's ilnpd (utime+stime)",
+                      "% of one core"),
+        plots.vs_test(rows, lambda r: r["cpu_pct"]["bpf"], d / "cpu-bpf.png", "CPU: T's BPF programs (run_time_ns)",
+                      "% of one core"),
+    ]
+    # ILCC size over time per test (Figs. 4-5), one figure per scenario and policy
+    for scen, pol in dict.fromkeys((r["scenario"], r["policy"]) for r in rows):
+        series = {}
+        for r in rows:
+            if (r["scenario"], r["policy"]) == (scen, pol):
+                pts = [(t, e + m) for t, e, m in r["ilcc_series"] if e is not None]
+                series[f"Test{r['test']}"] = ([t for t, _ in pts], [y for _, y in pts])
+        out.append(plots.series_plot(series, d / f"ilcc-time-{scen}-{pol}.png",
+                                     f"ILCC size over time: {scen} scenario, admission = {pol}", "ILCC entries (both tiers)"))
+    # echo serving per second (Figs. 10, 12)
+    for pol in dict.fromkeys(r["policy"] for r in rows if r["scenario"] == "transport"):
+        series = {f"Test{r['test']}": (range(len(ps)), [100 * rc / s if s else None for s, rc in ps])
+                  for r in rows if r["scenario"] == "transport" and r["policy"] == pol and (ps := r["clients"]["per_s"])}
+        out.append(plots.series_plot(series, d / f"serving-time-{pol}.png", f"echo serving over time, admission = {pol}",
+                                     "% of requests answered"))
+    return out
+
+
 def report(out: Path, results: list[dict], meta: dict) -> Path:
-    figs = plots.seed004_plots(results, out / "plots")
-    L = [f"# {meta['title']}", "", f"Command: `{meta['command']}`  ", f"Started {meta['started']}, "
-         f"{'quick form (not a reference run)' if meta['quick'] else 'full form'}: {meta['duration_s']:g} s per test, "
-         f"tests {meta['tests']}, {meta['cores']} cores.", runners.provenance_line(meta), ""]
+    figs = figures(results, out / "plots")
+    L = experiment.header(meta, f"{meta['duration_s']:g} s per test", f"tests {meta['tests']}")
     L += ["## Seed 004 (its text, §5) beside ours", "",
           f"* seed traffic: transport {SEED['transport_pps']}; network {SEED['network_pps']}",
           f"* seed without policy: {SEED['without_policy']}",
@@ -396,13 +446,12 @@ def report(out: Path, results: list[dict], meta: dict) -> Path:
 
 
 def run(spec: Spec, args, meta: dict) -> int:
-    """`ilnp-lab run seed004-ilcc` (runners.py hands the file here)."""
+    """`ilnp-lab run seed004-ilcc` (experiment.py hands the file here)."""
     quick, seed, as_json = args.quick, args.seed, args.json
-    out = (args.out or Path("out") / spec.name).resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = experiment.out_dir(spec, args).resolve()
     meta.update(duration_s=spec.quick_duration_s if quick else spec.duration_s,
                 tests=spec.quick_tests if quick else spec.tests)
     results = run_experiment(spec, quick, out, seed, args.scenario, args.scheme, False if args.no_scale else None,
                              log=(lambda s: print(s, file=sys.stderr, flush=True)) if as_json else (lambda s: print(s, flush=True)))
     failed = sum(1 for r in results if not r.get("ok"))
-    return runners.finish(sys.modules[__name__], out, results, meta, args, failed, json_out=results)
+    return experiment.finish(sys.modules[__name__], out, results, meta, args, failed, json_out=results)

@@ -1,4 +1,5 @@
-"""Results of a run folder -> results.csv, plots/*.png and report.md.
+"""The mobility plugin's report (mobility.report): a run folder's results -> results.csv,
+plots/*.png and report.md.
 
 Our numbers sit beside the seeds': the measured ILNPv6 values of seed 000 / thesis
 Ch. 5 and the thesis's analytic values (Tables 6.5-6.12, no loss), which are also the
@@ -8,10 +9,9 @@ only MIPv6 rows (MIPv6 cannot run on this kernel): labelled as reference rows.
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
-from . import analysis, plots
+from . import analysis, experiment, plots
 
 # thesis Tables 6.5-6.12 (no loss): handoff delay and interruption time, ms
 PUBLISHED = {
@@ -167,7 +167,7 @@ PUBLISHED_LU_LOSS_MS = {"lan": 1007, "wan": 1202}
 
 
 def sender_table(by_scheme: dict[str, list[dict]]) -> list[str]:
-    """The CN's TCP recovery (its kernel's counters, runner.TCP_COUNTERS) and the data delivered
+    """The CN's TCP recovery (its kernel's counters, mobility.TCP_COUNTERS) and the data delivered
     in runs where the kernel undid an RTO against the others: after an outage the first acks
     can cover data the MN got before its link went but never acked; the sender then judges the
     RTO spurious and restores the window it had before, and the repair that follows is slow."""
@@ -263,18 +263,12 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
     outdir.mkdir(parents=True, exist_ok=True)
     write_csv(results, outdir / "results.csv")
     pdir = outdir / "plots"
-    head = [f"# ilnp-lab report: {meta['experiment']}", "", f"{meta.get('title', '')}", ""]
-    lines = ["## The run", "", f"Command: `{meta['command']}`  ", f"Started {meta['started']}, {meta['runs_done']} runs "
-             f"({meta['runs_failed']} failed), {meta['runs_per_cell']} per cell, {meta.get('jobs', 1)} at a time, flows of {meta['duration_s']:g} s"
-             f"{' (--quick)' if meta.get('quick') else ''}.", "", "Versions and link emulation:", ""]
+    head = experiment.header(meta, f"{meta['runs_done']} runs ({meta['runs_failed']} failed)",
+                             f"{meta['runs_per_cell']} per cell", f"{meta.get('jobs', 1)} at a time",
+                             f"flows of {meta['duration_s']:g} s")
     prov = meta.get("provenance_start") or {}
-    why = meta.get("reference_not_because")
-    if why is None:  # a folder from before provenance was recorded
-        why = ["no provenance recorded"]
-    lines[-3:-3] = ["", (f"**Reference run**: commit {prov.get('commit')}, clean tree, one ilnpd build "
-                         f"(sha256 {str(prov.get('ilnpd_sha256'))[:12]}), {meta.get('jobs', 1)} testbed(s) on "
-                         f"{meta.get('cores')} cores." if not why else
-                         f"**Not a reference run**: {'; '.join(why)}.")]
+    lines = ["## The run", ""] + ([f"ilnpd build sha256 {prov['ilnpd_sha256'][:12]}.", ""] if prov else []) + [
+             "Versions and link emulation:", ""]
     if "reanalysed" in meta:
         r = meta["reanalysed"]
         lines[-3:-3] = [f"Results re-analysed from the run's captures at {r['at']} with the analysis of commit "
@@ -407,5 +401,4 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
         lines += ["## Failed runs", ""] + [f"* {r['cell']} run {r['run']}: {r['error']}" for r in failed] + [""]
     path = outdir / "report.md"
     path.write_text("\n".join(head + summary + lines) + "\n")
-    (outdir / "meta.json").write_text(json.dumps(meta, indent=1))
     return path

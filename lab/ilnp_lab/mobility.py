@@ -1,6 +1,6 @@
-"""Runs an experiment: every cell (move x scheme x load x congestion control) `runs`
-times, each run on a freshly built testbed that is removed afterwards, even when
-the run fails or the user presses Ctrl-C.
+"""The mobility plugin (experiment.py; every experiment file that names no other plugin):
+every cell (move x scheme x load x congestion control) `runs` times, each run on a freshly
+built testbed that is removed afterwards, even when the run fails or the user presses Ctrl-C.
 
 One run: build the network, start radvd and wait for SLAAC, set up the scheme
 (schemes.py: ilnpd on CN and MN with hard or soft handoff, or soft by name with a BIND node;
@@ -17,8 +17,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import platform
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,12 +24,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import analysis, pcap
+from . import analysis, experiment, mobility_report
 from . import cc as cc_mod
-from .addr import ID_NET
+from .capture import wire_capture
 from .schemes import BY_NAME as SCHEME_CLASSES
-from .testbed import StepError, Testbed, binary, netem_available, stop_process, wait_for
-from .topology import Experiment, Load, build
+from .testbed import StepError, Testbed, stop_process, wait_for
+from .topology import Experiment, Load, build, load, parse_sysctl
 
 IPERF_PORT = 5201
 PROBE_PORT = 7100
@@ -80,24 +78,6 @@ def cells(ex: Experiment, moves: list[str] | None = None, schemes: list[str] | N
     return out, notes
 
 
-def capture(node, path: Path) -> subprocess.Popen:
-    """tcpdump on all of a node's interfaces but ilnp0, headers only, written as it goes.
-    ilnp0 is left out: besides identifier-form packets it carries, a second time, every
-    wire packet the ingress program hands to ilnpd (LUs, stale-locator packets), which
-    would count twice."""
-    filt = f"ip6 and not net {ID_NET}"
-    if node.nl.link_lookup(ifname="ilnp0"):
-        filt += f" and not ifindex {node.index('ilnp0')}"
-    p = node.spawn("tcpdump", "-i", "any", "-s", "160", "-U", "--immediate-mode", "-n", "-w", str(path),
-                   filt, stderr=subprocess.PIPE)
-    seen = []
-    for _ in range(3):  # "data link type ..." may come before "listening on ..."
-        seen.append(p.stderr.readline().decode().strip())
-        if "listening" in seen[-1]:
-            return p
-    raise StepError(f"tcpdump on {node.name} did not start: {' / '.join(seen)}")
-
-
 class Run:
     def __init__(self, ex: Experiment, cell: Cell, index: int, duration: float, rdir: Path, seed: int):
         self.ex, self.cell, self.index, self.duration, self.rdir, self.seed = ex, cell, index, duration, rdir, seed
@@ -142,7 +122,7 @@ class Run:
         src, dst = scheme.setup()  # names its own steps
 
         self.step = "start captures, server and probes"
-        caps = {n.name: capture(n, d / f"{n.name}.pcap") for n in (cn, mn)}
+        caps = {n.name: wire_capture(n, d / f"{n.name}.pcap") for n in (cn, mn)}
         scheme.start()
         # the data flows CN -> MN either way; `reverse`: the MN is the client (iperf3 -R, a download)
         srv_node, cli_node, srv_addr, cli_addr = (cn, mn, src, dst) if scheme.reverse else (mn, cn, dst, src)
@@ -197,8 +177,8 @@ class Run:
         extra = scheme.extra()
         scheme.stop()
         time.sleep(0.5)  # the last segments and FINs reach the capture files
-        for p in caps.values():
-            stop_process(p)
+        for c in caps.values():
+            c.stop(settle_s=0)
         raw = {"t0": t0, "timeline": timeline, "stats": stats, "notes": self.notes, "rtt_ms": rtt,
                "mn_nid": scheme.mn_nid, "extra": extra, "tcp_sender": sender}
         (d / "run.json").write_text(json.dumps(raw, indent=1))
@@ -221,7 +201,7 @@ class Run:
         lus = analysis.lu_handshakes(mn_pcaps, t0, mn_nid=mn_nid) if mn_nid else []
         # hard handoff: the MN accepts only the locators of its latest LU; packets captured to others were dropped
         acc = analysis.accepted_locators(lus, cell.scheme.split("-")[1] if mn_nid else None)
-        events = event_context(ex, cell.move, mn_pcaps[0], t0, timeline)
+        events = analysis.event_context(ex, cell.move, mn_pcaps[0], t0, timeline)
         kw = {"accepted": acc, "events": events, "end_s": self.duration}
         reverse = SCHEME_CLASSES[cell.scheme].reverse
         if ex.kind == "tcp":
@@ -237,7 +217,7 @@ class Run:
         res["iperf_receiver"] = analysis.iperf_receiver(d / f"iperf-{'client' if reverse else 'server'}.json", ex.kind)
         res["session_survived"] = flow["broken_at_s"] is None  # data delivered in the flow's last second
         # seed 003 §VI-B: control and data-plane latency per event; the control messages of the run
-        res["latency"] = analysis.handoff_latencies(mn_pcaps, t0, with_new_prefixes(ex, events), IPERF_PORT,
+        res["latency"] = analysis.handoff_latencies(mn_pcaps, t0, analysis.with_new_prefixes(ex, events), IPERF_PORT,
                                                     reverse=reverse, end_s=self.duration)
         first_event = min((e["t_s"] for e in timeline), default=0.0)
         res["control"] = analysis.control_totals(analysis.control_messages(mn_pcaps, t0), first_event)
@@ -245,7 +225,7 @@ class Run:
         res["lu_by_event"] = analysis.lu_by_event(lus, timeline)
         res["handoff_delay_ms"] = lus[0]["delay_ms"] if lus else None
         res["lu_copies"] = sum(l["copies"] for l in lus)
-        res["ra_to_lu_ms"] = ra_to_lu_ms(mn_pcaps[0], t0, timeline, ex, lus)
+        res["ra_to_lu_ms"] = analysis.ra_to_lu_ms(mn_pcaps[0], t0, timeline, ex, lus)
         if mn_nid:
             # thesis Ch. 6: per join, did the CN switch, with how many LUs, how fast; beside the
             # analytic single-shot probability of this move's links (topology.path_delivery)
@@ -258,7 +238,7 @@ class Run:
             res["handoffs"] = hs
         else:
             res["handoffs"] = None
-        res["probe"] = probe_loss(d, ex)
+        res["probe"] = analysis.probe_loss(d, ex)
         try:
             ij = json.loads((d / "iperf-client.json").read_text() or "{}")
             res["iperf_error"] = ij.get("error")
@@ -303,184 +283,6 @@ def path_rtts_ms(ex: Experiment, nodes: dict) -> dict[str, float]:
             if "min/avg/max" in line:
                 out[r.node] = float(line.split("=")[1].split("/")[1])
     return out
-
-
-def probe_loss(d: Path, ex: Experiment) -> dict | None:
-    if not ex.probe_pps:
-        return None
-    try:
-        a = json.loads((d / f"probe-{ex.cn}.json").read_text())
-        b = json.loads((d / f"probe-{ex.mn}.json").read_text())
-    except (OSError, ValueError) as e:
-        return {"error": f"probe output missing: {e}"}
-    return {"cn_to_mn_sent": a["sent"], "cn_to_mn_lost": a["sent"] - len(b["got"]),
-            "mn_to_cn_sent": b["sent"], "mn_to_cn_lost": b["sent"] - len(a["got"])}
-
-
-# RetransTimer (RFC 4861 default; radvd advertises 0, unspecified): one DAD probe's wait
-DAD_RETRANS_S = 1.0
-
-
-def first_ra_s(mn_pcap: str, t0: float, after_s: float, prefix: str) -> float | None:
-    """The first Router Advertisement carrying `prefix` captured at the MN at or after
-    `after_s` (relative to t0), or None."""
-    want = ipaddress.IPv6Network(prefix).network_address.packed[:8]
-    for p in pcap.read(mn_pcap):
-        if p.proto == pcap.ICMPV6 and p.l4[:1] == b"\x86" and p.ts - t0 >= after_s and want in p.l4[16:]:
-            return p.ts - t0
-    return None
-
-
-def event_context(ex: Experiment, move: str, mn_pcap: str, t0: float, timeline: list[dict]) -> list[dict]:
-    """The timeline's events with what their interruption window needs (analysis.event_window):
-    `rtt_s` = the larger configured round trip of the MN's paths up just before and just after
-    the event; `usable_s` = for the MN joining a network, when its new locator is usable (the
-    first RA with its prefix, plus dad_transmits x RetransTimer unless DAD is optimistic or
-    off), None if no RA was captured; otherwise the event's own time."""
-    up = {iface for iface, link in ex.host_ifaces(ex.mn) if link.up}
-    rtt = {iface: ex.path_rtt_s(move, ex.mn, iface) for iface, _ in ex.host_ifaces(ex.mn)}
-    out = []
-    for e in sorted(timeline, key=lambda e: e["t_s"]):
-        before = set(up)
-        if e["node"] == ex.mn:
-            (up.add if e["action"] == "up" else up.discard)(e["iface"])
-        paths = before | up or set(rtt)
-        usable = e["t_s"]
-        if e["node"] == ex.mn and e["action"] == "up":
-            ra = ex.radvd_facing(ex.mn, e["iface"])
-            t_ra = first_ra_s(mn_pcap, t0, e["t_s"], ra.prefix) if ra else None
-            dad = ex.dad_transmits * DAD_RETRANS_S if ex.dad == "standard" else 0.0
-            usable = None if t_ra is None else round(t_ra + dad, 6)
-        out.append(dict(e, rtt_s=max(rtt[i] for i in paths), usable_s=usable))
-    return out
-
-
-def mn_prefix(ex: Experiment, iface: str) -> str | None:
-    """The /64 the MN has on `iface`: its static address's network or what is advertised there."""
-    for i, link in ex.host_ifaces(ex.mn):
-        if i == iface:
-            addr = link.a_addr if (link.a, link.a_if) == (ex.mn, iface) else link.b_addr
-            if addr:
-                return str(ipaddress.IPv6Interface(addr).network)
-    ra = ex.radvd_facing(ex.mn, iface)
-    return ra.prefix if ra else None
-
-
-def with_new_prefixes(ex: Experiment, timeline: list[dict]) -> list[dict]:
-    """The timeline with each event's `new_prefixes`: the MN's path after it (a join: the
-    joined network; a leave: the networks still up; another node's event: none)."""
-    up = {iface for iface, link in ex.host_ifaces(ex.mn) if link.up}
-    out = []
-    for e in sorted(timeline, key=lambda e: e["t_s"]):
-        new = []
-        if e["node"] == ex.mn:
-            (up.add if e["action"] == "up" else up.discard)(e["iface"])
-            ifaces = [e["iface"]] if e["action"] == "up" else sorted(up)
-            new = [p for p in (mn_prefix(ex, i) for i in ifaces) if p]
-        out.append(dict(e, new_prefixes=new))
-    return out
-
-
-def ra_to_lu_ms(mn_pcap: str, t0: float, timeline: list[dict], ex: Experiment, lus: list[dict]) -> float | None:
-    """Locator usable -> LU on the wire: from the first Router Advertisement carrying the
-    joined network's prefix (with optimistic DAD the address is usable on receipt) to
-    the first LU the MN sends after it."""
-    join = next((e for e in timeline if e["action"] == "up" and e["node"] == ex.mn), None)
-    ra = ex.radvd_facing(ex.mn, join["iface"]) if join else None
-    if not ra or not lus:
-        return None
-    t_ra = first_ra_s(mn_pcap, t0, join["t_s"], ra.prefix)
-    if t_ra is None:
-        return None
-    after = [l["t_sent_s"] for l in lus if l["t_sent_s"] >= t_ra]
-    return round((after[0] - t_ra) * 1000, 3) if after else None
-
-
-def built_from(repo: Path, ilnpd: Path, tracked: list[str]) -> list[Path]:
-    """The tracked sources `ilnpd` is built from: the Rust files cargo's dep-info (`ilnpd.d`
-    beside the binary) lists for it, when every one of them is in `repo` (so test-only modules,
-    which are not compiled into the binary, do not count), plus the eBPF sources build.rs
-    compiles and the manifests; without usable dep-info, every tracked file under crates/ and
-    bpf/. bpf/cc/ is not built into ilnpd (the lab compiles it at load time: cc.py)."""
-    listed = None
-    try:
-        text = ilnpd.with_name(ilnpd.name + ".d").read_text()
-        deps = [Path(x) for x in text.split(":", 1)[1].replace("\\\n", " ").split()]
-        if deps and all(d.is_relative_to(repo) for d in deps):
-            listed = {str(d.relative_to(repo)) for d in deps}
-    except (OSError, IndexError, ValueError):
-        pass
-    out = []
-    for f in tracked:
-        if f.startswith("bpf/cc/") or not (repo / f).exists():
-            continue
-        if listed is None or f in listed or f.startswith("bpf/") or f.endswith(("Cargo.toml", "Cargo.lock", "build.rs")):
-            out.append(repo / f)
-    return out
-
-
-def provenance() -> dict:
-    """Which code a run used: the commit, whether the work tree was clean (tracked files),
-    the ilnpd binary (sha256) and whether it is newer than every tracked source it is built
-    from. Taken at the start and the end of `ilnp-lab run`: a reference run is one commit,
-    clean, with one binary built from it (`reference_check`)."""
-    import hashlib
-
-    repo = LAB_DIR.parent
-
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True, timeout=20).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
-    dirty = [l[3:] for l in git("status", "--porcelain", "--untracked-files=no").splitlines() if l.strip()]
-    ilnpd = Path(binary("ilnpd"))
-    sources = built_from(repo, ilnpd, git("ls-files", "crates", "bpf", "Cargo.lock", "Cargo.toml").split())
-    newest = max((f.stat().st_mtime for f in sources), default=0.0)
-    return {"commit": git("rev-parse", "HEAD").strip() or None, "clean": not dirty and bool(sources),
-            "dirty_files": dirty[:20], "ilnpd": str(ilnpd), "ilnpd_sha256": hashlib.sha256(ilnpd.read_bytes()).hexdigest(),
-            "ilnpd_newer_than_sources": ilnpd.stat().st_mtime >= newest}
-
-
-def reference_check(meta: dict) -> list[str]:
-    """Why a run folder is not a reference run (empty: it is one)."""
-    why = []
-    a, b = meta.get("provenance_start") or {}, meta.get("provenance_end") or {}
-    if not a or not b:
-        why.append("no provenance recorded")
-    else:
-        if not (a["clean"] and b["clean"]):
-            why.append(f"work tree not clean ({', '.join(a['dirty_files'] or b['dirty_files']) or 'no tracked sources'})")
-        if a["commit"] != b["commit"]:
-            why.append(f"the commit changed during the run ({a['commit']} -> {b['commit']})")
-        if a["ilnpd_sha256"] != b["ilnpd_sha256"]:
-            why.append("ilnpd was rebuilt during the run (mixed builds)")
-        if not a["ilnpd_newer_than_sources"]:
-            why.append("ilnpd is older than the sources it is built from (run `cargo build --release`)")
-    if meta.get("quick"):
-        why.append("--quick")
-    if meta.get("jobs", 1) > (meta.get("cores") or 1):
-        why.append(f"{meta['jobs']} testbeds at once on {meta.get('cores')} cores")
-    if meta.get("runs_failed"):
-        why.append(f"{meta['runs_failed']} runs failed")
-    if meta.get("interrupted"):
-        why.append("interrupted")
-    return why
-
-
-def versions() -> dict:
-    def first_line(cmd):
-        try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-            return (p.stdout or p.stderr).strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            return "unavailable"
-    git = first_line(["git", "-C", str(LAB_DIR.parent), "describe", "--always", "--dirty"])
-    return {"kernel": platform.release(), "python": platform.python_version(), "git": git,
-            "ilnpd": first_line([binary("ilnpd"), "--version"]), "iperf3": first_line(["iperf3", "--version"]),
-            "radvd": first_line(["radvd", "--version"]), "tcpdump": first_line(["tcpdump", "--version"]),
-            "mptcpize": "present" if shutil.which("mptcpize") else "absent",
-            "link_emulation": "netem" if netem_available() else "ilnp-delayline (this kernel has no netem)"}
 
 
 def _one(ex: Experiment, cell: Cell, i: int, duration: float, out: Path, seed: int) -> dict:
@@ -577,3 +379,58 @@ def install_sigterm(worker: bool = False) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     elif signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when started with SIGINT ignored
         signal.signal(signal.SIGINT, handler)
+
+
+# ---------------------------------------------------------------- the plugin (experiment.py)
+# The mobility file format is richer than a plugin table: topology.py reads and checks all of it.
+Spec = load
+OPTIONS = set(experiment.RUN_DEFAULTS) - {"no_scale"}  # every `ilnp-lab run` option but the admission one
+
+
+def describe(ex: Experiment) -> str:
+    return (f"{ex.title}  ({len(ex.nodes)} nodes, {len(ex.links)} links, {len(ex.all_events())} events; "
+            f"moves: {', '.join(ex.moves)}; schemes: {', '.join(ex.schemes)})")
+
+
+def report(out: Path, results: list[dict], meta: dict) -> Path:
+    return mobility_report.write(out, results, meta)
+
+
+def run(ex: Experiment, args, meta: dict) -> int:
+    """`ilnp-lab run NAME` for a mobility experiment: the cells the options pick, `runs` each."""
+    if args.dad_transmits < 1 or args.assoc_delay < 0:
+        print(f"ilnp-lab run: --dad-transmits {args.dad_transmits} / --assoc-delay {args.assoc_delay}: "
+              "need at least 1 / at least 0", file=sys.stderr)
+        return 2
+    cores = os.cpu_count() or 1
+    if args.jobs > cores:
+        print(f"ilnp-lab run: --jobs {args.jobs} is more than this machine's {cores} cores: timed testbeds would "
+              f"compete for the CPUs (use --jobs {cores} or fewer)", file=sys.stderr)
+        return 2
+    if args.cc:
+        ex.ccs = args.cc
+    ex.dad, ex.dad_transmits, ex.assoc_delay_s = args.dad, args.dad_transmits, args.assoc_delay
+    ex.sysctls = [parse_sysctl(ex, s) for s in args.sysctl or ()]
+    todo, notes = cells(ex, args.scenario, args.scheme)
+    if not todo:
+        print(f"ilnp-lab run: nothing to run: {'; '.join(notes)}", file=sys.stderr)
+        return 2
+    duration = ex.quick_duration_s if args.quick else ex.duration_s
+    runs = args.runs or (ex.quick_runs if args.quick else ex.runs)
+    out = experiment.out_dir(ex, args)
+    install_sigterm()
+    meta.update(duration_s=duration, runs_per_cell=runs, dad=args.dad, dad_transmits=args.dad_transmits,
+                assoc_delay_s=args.assoc_delay, sysctls=[f"{n}:{k}={v}" for n, k, v in ex.sysctls], notes=notes)
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+    try:
+        # hybla/veno the kernel lacks: registered as BPF struct_ops for this run, removed after
+        with cc_mod.loaded(sorted({c.cc for c in todo})) as impl:
+            meta["cc_impl"] = impl
+            results, interrupted = run_all(ex, todo, runs, duration, out, args.seed, max(1, args.jobs))
+    except StepError as e:
+        print(f"ilnp-lab run: {e}", file=sys.stderr)
+        return 1
+    meta["runs_done"] = len(results)
+    return experiment.finish(sys.modules[__name__], out, results, meta, args, sum(1 for r in results if not r.get("ok")),
+                             json_out=results, interrupted=interrupted)
