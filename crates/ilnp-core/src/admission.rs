@@ -38,10 +38,14 @@
 //! elsewhere; a flood that also randomises locators makes every locator hold one
 //! entry, and the rule falls back to the oldest overall (FIFO).
 
-use crate::event::{DropReason, Event, Outcome};
-use crate::{Action, Core, IlccEntry, LocatorState, RemoteLocator};
+use crate::event::{DropReason, Event, Outcome, Stats};
+use crate::ilcc::Ilcc;
+use crate::{
+    drop_packet, Action, Core, CoreConfig, IlccEntry, IlccSnapshot, LocalLocators, LocatorState, RemoteLocator,
+};
 use ilnp_wire::translate::{self, Csum, WireMeta};
 use ilnp_wire::{ilnp_addr, ClassifyError, Locator, Nid, Nonce, Packet};
+use rand_core::RngCore;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -238,7 +242,9 @@ impl EmbryonicOrder {
     }
 }
 
-/// The core's admission state.
+/// The core's admission state: the sub-machine deciding who gets ILCC state and
+/// what goes to unconfirmed sources. It owns its own state; the rest of the core's
+/// it reads or changes comes in as arguments (`AdmissionCx`).
 #[derive(Debug)]
 pub struct AdmissionState {
     pub order: EmbryonicOrder,
@@ -248,10 +254,23 @@ pub struct AdmissionState {
     key: Option<[u64; 2]>,
 }
 
-impl AdmissionState {
-    pub fn new(rate_per_s: f64, burst: u32) -> AdmissionState {
-        AdmissionState { order: EmbryonicOrder::default(), hello: TokenBucket::new(rate_per_s, burst), key: None }
-    }
+/// The rest of the core's state admission reads or changes, lent by `Core` for
+/// one call (disjoint borrows of its fields).
+pub(crate) struct AdmissionCx<'a> {
+    pub cfg: &'a CoreConfig,
+    pub ilcc: &'a mut Ilcc,
+    pub stats: &'a mut Stats,
+    pub local: &'a LocalLocators,
+    pub rng: &'a mut dyn RngCore,
+}
+
+/// A responder's entry `AdmissionState::admit_responder` made, for
+/// `AdmissionState::greet_responder`.
+pub(crate) struct Admitted {
+    tier: Tier,
+    nonce_tx: Nonce,
+    /// the fast path's entry as made (None: embryonic)
+    snap: Option<IlccSnapshot>,
 }
 
 /// Counts the status shows: entries per tier and the policy's bounds.
@@ -263,36 +282,47 @@ pub struct TierCounts {
     pub max_embryonic: usize,
 }
 
-impl Core {
+impl AdmissionState {
+    pub fn new(rate_per_s: f64, burst: u32) -> AdmissionState {
+        AdmissionState { order: EmbryonicOrder::default(), hello: TokenBucket::new(rate_per_s, burst), key: None }
+    }
+
     /// A verified-format packet from `meta.src_nid`, which has no entry. Creates
     /// the responder's entry in the tier the policy says (evicting the oldest
-    /// embryonic one if that tier is full) and sends the hello if the budget
-    /// allows. Returns false (counted) if no entry could be made.
-    pub(crate) fn admit_responder(&mut self, now: Instant, meta: &WireMeta, out: &mut Vec<Action>) -> bool {
+    /// embryonic one if that tier is full). `listed_pref`: the preference the peer
+    /// database gives `meta.src_loc` for that NID (None: not listed there). None if
+    /// no entry could be made; else the caller ends a fallback to the peer and
+    /// calls `greet_responder`.
+    pub(crate) fn admit_responder(
+        &mut self,
+        cx: &mut AdmissionCx<'_>,
+        now: Instant,
+        meta: &WireMeta,
+        listed_pref: Option<u16>,
+        out: &mut Vec<Action>,
+    ) -> Option<Admitted> {
         let nid = meta.src_nid;
         // a peer our database lists, arriving from a locator the database gives it,
         // is one our side could have initiated to: established at once (unless that
         // tier is full), so a one-way flow from it gets our Locator Updates
-        let known = self.peers.get(&nid).is_some_and(|p| p.record.locators.iter().any(|l| l.loc == meta.src_loc));
-        let tier = match self.cfg.admission {
+        let known = listed_pref.is_some();
+        let tier = match cx.cfg.admission {
             Admission::Open => Tier::Established,
-            Admission::Socket if known && !self.ilcc.is_full() => Tier::Established,
+            Admission::Socket if known && !cx.ilcc.is_full() => Tier::Established,
             Admission::Socket => Tier::Embryonic,
         };
-        if self.ilcc.tier_is_full(tier) && (tier == Tier::Established || !self.evict_oldest_embryonic(out)) {
-            return false;
+        if cx.ilcc.tier_is_full(tier)
+            && (tier == Tier::Established || !self.evict_oldest_embryonic(cx.ilcc, cx.stats, out))
+        {
+            return None;
         }
         // socket: the nonce a refusal to this peer would have carried (see answer_unadmitted)
-        let nonce_tx = match self.cfg.admission {
-            _ if self.cfg.adopt_initiator_nonce => meta.nonce,
-            Admission::Socket => self.responder_nonce(nid, meta.src_loc, &meta.nonce),
-            Admission::Open => self.new_nonce(),
+        let nonce_tx = match cx.cfg.admission {
+            _ if cx.cfg.adopt_initiator_nonce => meta.nonce,
+            Admission::Socket => self.responder_nonce(cx.cfg, &mut *cx.rng, nid, meta.src_loc, &meta.nonce),
+            Admission::Open => crate::random_nonce(&mut *cx.rng, cx.cfg.nonce_len),
         };
-        let pref = self
-            .peers
-            .get(&nid)
-            .and_then(|p| p.record.locators.iter().find(|l| l.loc == meta.src_loc).map(|l| l.pref))
-            .unwrap_or(10);
+        let pref = listed_pref.unwrap_or(10);
         let mut e = IlccEntry::new(
             nid,
             vec![RemoteLocator::new(meta.src_loc, pref, LocatorState::Active, Some(now))],
@@ -303,22 +333,30 @@ impl Core {
             now,
         );
         e.tier = tier;
-        e.checksum_rule = self.checksum_rule(nid);
+        e.checksum_rule = cx.cfg.checksum_rule(nid);
         if tier == Tier::Embryonic {
-            e.emb_seq = self.admission.order.push(meta.src_loc, nid);
-            self.sweep_order();
+            e.emb_seq = self.order.push(meta.src_loc, nid);
+            self.sweep_order(cx.ilcc);
         }
         let snap = e.snapshot();
-        if self.ilcc.insert(e).is_err() {
-            return false;
-        }
-        if let Some(p) = self.peers.get_mut(&nid) {
-            p.non_ilnp = false;
-        }
-        // it speaks ILNPv6 after all (or again)
-        self.end_fallback(nid, out);
-        self.stats.bump(Outcome::PeerCreated);
-        self.stats.bump(match (tier, self.cfg.admission) {
+        cx.ilcc.insert(e).ok()?;
+        Some(Admitted { tier, nonce_tx, snap })
+    }
+
+    /// Counts and reports the entry `admit_responder` made for `meta.src_nid`, and
+    /// sends the hello if the budget allows.
+    pub(crate) fn greet_responder(
+        &mut self,
+        cx: &mut AdmissionCx<'_>,
+        now: Instant,
+        meta: &WireMeta,
+        admitted: Admitted,
+        out: &mut Vec<Action>,
+    ) {
+        let nid = meta.src_nid;
+        let Admitted { tier, nonce_tx, snap } = admitted;
+        cx.stats.bump(Outcome::PeerCreated);
+        cx.stats.bump(match (tier, cx.cfg.admission) {
             (Tier::Embryonic, _) => Outcome::AdmittedEmbryonic,
             (Tier::Established, Admission::Open) => Outcome::AdmittedOpen,
             (Tier::Established, Admission::Socket) => Outcome::AdmittedKnownPeer,
@@ -333,24 +371,23 @@ impl Core {
         // tell the initiator our nonce now, even if the application never answers
         // (one-way UDP): our Locator Updates must verify (RFC 6741 §13.1). Towards
         // an unconfirmed source only under the global budget.
-        if tier == Tier::Embryonic && !self.admission.hello.take(now) {
-            self.stats.bump(Outcome::HelloRateLimited);
-            return true;
+        if tier == Tier::Embryonic && !self.hello.take(now) {
+            cx.stats.bump(Outcome::HelloRateLimited);
+            return;
         }
         let pkt = translate::nonce_only_packet(
-            ilnp_addr(meta.dst_loc, self.cfg.local_nid),
+            ilnp_addr(meta.dst_loc, cx.cfg.local_nid),
             ilnp_addr(meta.src_loc, nid),
             &nonce_tx,
         );
-        self.stats.bump(Outcome::HelloSent);
-        if let Some(e) = self.ilcc.get_mut(&nid) {
+        cx.stats.bump(Outcome::HelloSent);
+        if let Some(e) = cx.ilcc.get_mut(&nid) {
             e.answered = true;
             if e.tier == Tier::Embryonic {
-                self.stats.bump(Outcome::TxToEmbryonic);
+                cx.stats.bump(Outcome::TxToEmbryonic);
             }
         }
-        out.push(Action::SendWire { pkt, uplink: self.local.uplink_of(meta.dst_loc) });
-        true
+        out.push(Action::SendWire { pkt, uplink: cx.local.uplink_of(meta.dst_loc) });
     }
 
     /// Our nonce towards a responder's peer: SipHash-2-4 under a secret key of the
@@ -359,20 +396,27 @@ impl Core {
     /// nonce, so its core sees no change (no peer-restart challenge). Unpredictable
     /// without the key; bound to the locator, so a spoofer that claims a NID from
     /// its own locator learns a nonce worthless for that NID's session elsewhere.
-    pub(crate) fn responder_nonce(&mut self, nid: Nid, loc: Locator, peer_nonce: &Nonce) -> Nonce {
-        if self.cfg.adopt_initiator_nonce {
+    /// The key is drawn from `rng` at the first call.
+    pub(crate) fn responder_nonce(
+        &mut self,
+        cfg: &CoreConfig,
+        rng: &mut dyn RngCore,
+        nid: Nid,
+        loc: Locator,
+        peer_nonce: &Nonce,
+    ) -> Nonce {
+        if cfg.adopt_initiator_nonce {
             // one nonce both ways: the refusal carries the one the entry will use
             return *peer_nonce;
         }
-        let rng = &mut self.rng;
-        let key = *self.admission.key.get_or_insert_with(|| [rng.next_u64(), rng.next_u64()]);
+        let key = *self.key.get_or_insert_with(|| [rng.next_u64(), rng.next_u64()]);
         let mut msg = Vec::with_capacity(29);
         msg.push(0);
         msg.extend_from_slice(&nid.0.to_be_bytes());
         msg.extend_from_slice(&loc.0.to_be_bytes());
         msg.extend_from_slice(peer_nonce.as_bytes());
         let a = siphash24(key, &msg).to_be_bytes();
-        if self.cfg.nonce_len != 12 {
+        if cfg.nonce_len != 12 {
             return Nonce::N32([a[0], a[1], a[2], a[3]]);
         }
         msg[0] = 1;
@@ -395,6 +439,7 @@ impl Core {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn answer_unadmitted(
         &mut self,
+        cx: &mut AdmissionCx<'_>,
         now: Instant,
         nid: Nid,
         pkt: &[u8],
@@ -404,22 +449,22 @@ impl Core {
         out: &mut Vec<Action>,
     ) {
         let what = || format!("answer to {nid}");
-        if !self.admission.hello.has_token(now) {
-            self.drop(out, DropReason::AnswerRateLimited, what());
+        if !self.hello.has_token(now) {
+            drop_packet(cx.stats, out, DropReason::AnswerRateLimited, what());
             return;
         }
         let Some(h) = hints(nid).filter(|h| now.saturating_duration_since(h.at) <= ANSWER_HINT_MAX_AGE) else {
-            self.drop(out, DropReason::AnswerUnadmitted, what());
+            drop_packet(cx.stats, out, DropReason::AnswerUnadmitted, what());
             return;
         };
-        let Some(local) = Some(h.local_loc).filter(|l| self.local.is_usable(*l)).or_else(|| self.local.best()) else {
-            self.drop(out, DropReason::AnswerUnadmitted, what());
+        let Some(local) = Some(h.local_loc).filter(|l| cx.local.is_usable(*l)).or_else(|| cx.local.best()) else {
+            drop_packet(cx.stats, out, DropReason::AnswerUnadmitted, what());
             return;
         };
-        self.admission.hello.take(now); // there is one (has_token above, same `now`)
-        let nonce = self.responder_nonce(nid, h.remote_loc, &h.peer_nonce);
-        let rule = self.checksum_rule(nid);
-        let id_prefix = self.cfg.id_prefix;
+        self.hello.take(now); // there is one (has_token above, same `now`)
+        let nonce = self.responder_nonce(cx.cfg, &mut *cx.rng, nid, h.remote_loc, &h.peer_nonce);
+        let rule = cx.cfg.checksum_rule(nid);
+        let id_prefix = cx.cfg.id_prefix;
         let res = match class {
             Ok(Packet::IcmpError(err)) if csum == Csum::Complete => {
                 err.to_wire(id_prefix, local, h.remote_loc, &nonce, &h.peer_nonce)
@@ -430,37 +475,38 @@ impl Core {
         };
         match res {
             Ok(pkt) => {
-                self.stats.bump(Outcome::AnswerSent);
-                out.push(Action::SendWire { pkt, uplink: self.local.uplink_of(local) });
+                cx.stats.bump(Outcome::AnswerSent);
+                out.push(Action::SendWire { pkt, uplink: cx.local.uplink_of(local) });
             }
-            Err(e) => self.drop(out, DropReason::OutMalformed, format!("{}: {e}", what())),
+            Err(e) => drop_packet(cx.stats, out, DropReason::OutMalformed, format!("{}: {e}", what())),
         }
     }
 
     /// A packet with the right nonce from `nid`'s embryonic entry: promoted if we
-    /// answered it before (the peer received what we sent to its locator).
-    pub(crate) fn maybe_promote(&mut self, nid: Nid, out: &mut Vec<Action>) {
-        let Some(e) = self.ilcc.get(&nid) else { return };
+    /// answered it before (the peer received what we sent to its locator). Its
+    /// order item goes stale, swept later (`sweep_order`).
+    pub(crate) fn maybe_promote(&self, ilcc: &mut Ilcc, stats: &mut Stats, nid: Nid, out: &mut Vec<Action>) {
+        let Some(e) = ilcc.get(&nid) else { return };
         if e.tier != Tier::Embryonic || !e.answered {
             return;
         }
-        if self.ilcc.promote(&nid).is_err() {
-            self.stats.bump(Outcome::PromoteRefusedFull);
+        if ilcc.promote(&nid).is_err() {
+            stats.bump(Outcome::PromoteRefusedFull);
             return;
         }
-        self.stats.bump(Outcome::Promoted);
-        let e = self.ilcc.get_mut(&nid).expect("present");
+        stats.bump(Outcome::Promoted);
+        let e = ilcc.get_mut(&nid).expect("present");
         out.extend(e.snapshot().map(Action::IlccUpsert));
     }
 
     /// Removes the oldest embryonic entry of the source locator holding the most.
     /// False if there is none.
-    fn evict_oldest_embryonic(&mut self, out: &mut Vec<Action>) -> bool {
-        while let Some((seq, nid)) = self.admission.order.pop_victim() {
-            let live = self.ilcc.get(&nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq);
+    fn evict_oldest_embryonic(&mut self, ilcc: &mut Ilcc, stats: &mut Stats, out: &mut Vec<Action>) -> bool {
+        while let Some((seq, nid)) = self.order.pop_victim() {
+            let live = ilcc.get(&nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq);
             if live {
-                self.ilcc.remove(&nid);
-                self.stats.bump(Outcome::EmbryonicEvicted);
+                ilcc.remove(&nid);
+                stats.bump(Outcome::EmbryonicEvicted);
                 out.push(Action::Event(Event::PeerRemoved { nid, reason: "embryonic_evicted" }));
                 return true;
             }
@@ -470,15 +516,78 @@ impl Core {
 
     /// Drops order items whose entry went (promoted, expired, flushed) once they
     /// are more than the live ones: amortised O(1) per admission.
-    fn sweep_order(&mut self) {
-        let live = self.ilcc.count(Tier::Embryonic) + 1;
-        if self.admission.order.len() <= 2 * live + 16 {
+    fn sweep_order(&mut self, ilcc: &Ilcc) {
+        let live = ilcc.count(Tier::Embryonic) + 1;
+        if self.order.len() <= 2 * live + 16 {
             return;
         }
-        let ilcc = &self.ilcc;
-        self.admission
-            .order
-            .retain(|seq, nid| ilcc.get(&nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq));
+        self.order.retain(|seq, nid| ilcc.get(&nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq));
+    }
+}
+
+/// The core's entry points into admission: each lends the sub-machine the state
+/// it needs.
+impl Core {
+    /// The admission state and the rest of the core's state it works on.
+    fn admission_parts(&mut self) -> (&mut AdmissionState, AdmissionCx<'_>) {
+        let cx = AdmissionCx {
+            cfg: &self.cfg,
+            ilcc: &mut self.ilcc,
+            stats: &mut self.stats,
+            local: &self.local,
+            rng: &mut *self.rng,
+        };
+        (&mut self.admission, cx)
+    }
+
+    /// A verified-format packet from `meta.src_nid`, which has no entry. Creates
+    /// the responder's entry in the tier the policy says (evicting the oldest
+    /// embryonic one if that tier is full) and sends the hello if the budget
+    /// allows. Returns false (counted) if no entry could be made.
+    pub(crate) fn admit_responder(&mut self, now: Instant, meta: &WireMeta, out: &mut Vec<Action>) -> bool {
+        let nid = meta.src_nid;
+        let listed_pref =
+            self.peers.get(&nid).and_then(|p| p.record.locators.iter().find(|l| l.loc == meta.src_loc)).map(|l| l.pref);
+        let (admission, mut cx) = self.admission_parts();
+        let Some(admitted) = admission.admit_responder(&mut cx, now, meta, listed_pref, out) else { return false };
+        if let Some(p) = self.peers.get_mut(&nid) {
+            p.non_ilnp = false;
+        }
+        // it speaks ILNPv6 after all (or again)
+        self.end_fallback(nid, out);
+        let (admission, mut cx) = self.admission_parts();
+        admission.greet_responder(&mut cx, now, meta, admitted, out);
+        true
+    }
+
+    /// Our nonce towards a responder's peer (`AdmissionState::responder_nonce`),
+    /// for the tests.
+    #[cfg(test)]
+    pub(crate) fn responder_nonce(&mut self, nid: Nid, loc: Locator, peer_nonce: &Nonce) -> Nonce {
+        self.admission.responder_nonce(&self.cfg, &mut *self.rng, nid, loc, peer_nonce)
+    }
+
+    /// Our stack's answer towards `nid`, which has no entry
+    /// (`AdmissionState::answer_unadmitted`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn answer_unadmitted(
+        &mut self,
+        now: Instant,
+        nid: Nid,
+        pkt: &[u8],
+        csum: Csum,
+        class: &Result<Packet<'_>, ClassifyError>,
+        hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
+        out: &mut Vec<Action>,
+    ) {
+        let (admission, mut cx) = self.admission_parts();
+        admission.answer_unadmitted(&mut cx, now, nid, pkt, csum, class, hints, out);
+    }
+
+    /// A packet with the right nonce from `nid`: its embryonic entry is promoted if
+    /// we answered it before (`AdmissionState::maybe_promote`).
+    pub(crate) fn maybe_promote(&mut self, nid: Nid, out: &mut Vec<Action>) {
+        self.admission.maybe_promote(&mut self.ilcc, &mut self.stats, nid, out);
     }
 
     /// Entries per tier and the bounds.

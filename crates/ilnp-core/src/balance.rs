@@ -30,9 +30,9 @@
 //! uplinks fit), weights reduced so the schedule fits [`SLOTS`]. The fast path and
 //! the slow path use the same [`BalanceTable`], so they choose the same pairs.
 
-use crate::ilcc::IlccEntry;
+use crate::ilcc::{Ilcc, IlccEntry};
 use crate::local::LocalLocators;
-use crate::{Action, Core, LocatorState};
+use crate::{Action, Core, CoreConfig, LocatorState};
 use ilnp_wire::ipv6::FlowPorts;
 use ilnp_wire::{Locator, Nid};
 use serde::{Deserialize, Serialize};
@@ -270,7 +270,9 @@ pub fn build_table(nid: Nid, policy: Policy, cands: &[((Locator, Locator), u32)]
     BalanceTable { nid, policy, pairs, weights, slots, flow_seed: seed, seq: 0 }
 }
 
-/// The core's balancing configuration and per-correspondent tables (plain data).
+/// The core's balancing configuration and per-correspondent tables: the
+/// sub-machine owns them; the rest of the core's state it reads comes in as
+/// arguments (`BalanceCx`).
 #[derive(Clone, Debug, Default)]
 pub struct Balancer {
     /// policy for correspondents without their own
@@ -355,10 +357,18 @@ pub struct BalancePeerView {
     pub seq: u64,
 }
 
-impl Core {
+/// The rest of the core's state balancing reads, lent by `Core` for one call
+/// (disjoint borrows of its fields).
+pub(crate) struct BalanceCx<'a> {
+    pub cfg: &'a CoreConfig,
+    pub ilcc: &'a Ilcc,
+    pub local: &'a LocalLocators,
+}
+
+impl Balancer {
     /// After a public entry point: tables follow entries that changed (upserted),
     /// all of them when our locator set was reported, and removed entries lose theirs.
-    pub(crate) fn balance_follow(&mut self, out: &mut Vec<Action>) {
+    pub(crate) fn follow(&mut self, cx: &BalanceCx<'_>, out: &mut Vec<Action>) {
         let mut nids: BTreeSet<Nid> = BTreeSet::new();
         let mut all = false;
         for a in out.iter() {
@@ -374,50 +384,69 @@ impl Core {
             }
         }
         if all {
-            nids.extend(self.ilcc.iter().map(|e| e.nid));
-            nids.extend(self.balance.tables.keys().copied());
+            nids.extend(cx.ilcc.iter().map(|e| e.nid));
+            nids.extend(self.tables.keys().copied());
         }
-        self.balance_refresh(nids, out);
+        self.refresh_each(cx, nids, out);
     }
 
-    fn balance_refresh(&mut self, nids: impl IntoIterator<Item = Nid>, out: &mut Vec<Action>) {
+    /// `refresh` of each of `nids`, the changes into `out`.
+    fn refresh_each(&mut self, cx: &BalanceCx<'_>, nids: impl IntoIterator<Item = Nid>, out: &mut Vec<Action>) {
         for nid in nids {
             // failover and no table: nothing to do, O(1) per entry
-            if self.balance.policy_of(nid) == Policy::Failover && !self.balance.tables.contains_key(&nid) {
+            if self.policy_of(nid) == Policy::Failover && !self.tables.contains_key(&nid) {
                 continue;
             }
-            if let Some(c) = self.balance.refresh(nid, &self.local, self.ilcc.get(&nid)) {
+            if let Some(c) = self.refresh(nid, cx.local, cx.ilcc.get(&nid)) {
                 out.push(Action::Balance(c));
             }
         }
     }
 
-    /// The pair the next packet to `nid` takes under its policy (None: failover).
-    pub(crate) fn balance_choose(&mut self, nid: Nid, pkt: &[u8], out: &mut Vec<Action>) -> Option<(Locator, Locator)> {
-        if self.balance.policy_of(nid) == Policy::Failover && !self.balance.tables.contains_key(&nid) {
-            return None;
-        }
-        self.balance_refresh([nid], out);
-        let f = ilnp_wire::ipv6::flow_ports(pkt);
-        self.balance.choose(nid, self.cfg.local_nid, f)
+    /// `refresh` of every ILCC entry, the changes returned.
+    fn refresh_entries(&mut self, cx: &BalanceCx<'_>) -> Vec<Action> {
+        let mut out = Vec::new();
+        let nids: Vec<Nid> = cx.ilcc.iter().map(|e| e.nid).collect();
+        self.refresh_each(cx, nids, &mut out);
+        out
     }
 
-    /// Sets the policy of one correspondent (a peer or an ILCC entry), or the
-    /// default (`None`). Returns the fast path's changes.
-    pub fn set_policy(&mut self, peer: Option<Nid>, policy: Policy) -> Result<Vec<Action>, BalanceError> {
+    /// The pair the next packet `pkt` to `nid` takes under its policy (None:
+    /// failover); its table is refreshed first.
+    pub(crate) fn choose_for(
+        &mut self,
+        cx: &BalanceCx<'_>,
+        nid: Nid,
+        pkt: &[u8],
+        out: &mut Vec<Action>,
+    ) -> Option<(Locator, Locator)> {
+        if self.policy_of(nid) == Policy::Failover && !self.tables.contains_key(&nid) {
+            return None;
+        }
+        self.refresh_each(cx, [nid], out);
+        let f = ilnp_wire::ipv6::flow_ports(pkt);
+        self.choose(nid, cx.cfg.local_nid, f)
+    }
+
+    /// Sets the policy of one correspondent (`listed`: it has a peer record; else it
+    /// needs an ILCC entry), or the default (`None`). Returns the fast path's changes.
+    pub(crate) fn set_policy(
+        &mut self,
+        cx: &BalanceCx<'_>,
+        peer: Option<Nid>,
+        listed: bool,
+        policy: Policy,
+    ) -> Result<Vec<Action>, BalanceError> {
         let mut out = Vec::new();
         match peer {
-            Some(n) if !self.peers.contains_key(&n) && self.ilcc.get(&n).is_none() => {
-                return Err(BalanceError::UnknownPeer(n))
-            }
+            Some(n) if !listed && cx.ilcc.get(&n).is_none() => return Err(BalanceError::UnknownPeer(n)),
             Some(n) => {
-                self.balance.peer_policy.insert(n, policy);
-                self.balance_refresh([n], &mut out);
+                self.peer_policy.insert(n, policy);
+                self.refresh_each(cx, [n], &mut out);
             }
             None => {
-                self.balance.default_policy = policy;
-                let nids: Vec<Nid> = self.ilcc.iter().map(|e| e.nid).collect();
-                self.balance_refresh(nids, &mut out);
+                self.default_policy = policy;
+                out = self.refresh_entries(cx);
             }
         }
         Ok(out)
@@ -425,41 +454,32 @@ impl Core {
 
     /// Sets the balancing weight of the uplink `ifindex` (0 = backup only). Refused
     /// if every uplink carrying a locator would then weigh 0.
-    pub fn set_uplink_weight(&mut self, ifindex: u32, weight: u32) -> Result<Vec<Action>, BalanceError> {
-        let mut w = self.balance.weights.clone();
+    pub(crate) fn set_uplink_weight(
+        &mut self,
+        cx: &BalanceCx<'_>,
+        ifindex: u32,
+        weight: u32,
+    ) -> Result<Vec<Action>, BalanceError> {
+        let mut w = self.weights.clone();
         w.insert(ifindex, weight);
-        let mut uplinks: BTreeSet<u32> = self.local.all().iter().map(|l| l.ifindex).collect();
+        let mut uplinks: BTreeSet<u32> = cx.local.all().iter().map(|l| l.ifindex).collect();
         uplinks.insert(ifindex);
         if uplinks.iter().all(|u| w.get(u).copied().unwrap_or(1) == 0) {
             return Err(BalanceError::AllWeightsZero);
         }
-        self.balance.weights = w;
-        let mut out = Vec::new();
-        let nids: Vec<Nid> = self.ilcc.iter().map(|e| e.nid).collect();
-        self.balance_refresh(nids, &mut out);
-        Ok(out)
+        self.weights = w;
+        Ok(self.refresh_entries(cx))
     }
 
-    /// The per-flow hash seed (configuration; the default derives from the NID).
-    pub fn set_flow_seed(&mut self, seed: u64) -> Vec<Action> {
-        self.balance.flow_seed = seed;
-        let mut out = Vec::new();
-        let nids: Vec<Nid> = self.ilcc.iter().map(|e| e.nid).collect();
-        self.balance_refresh(nids, &mut out);
-        out
+    /// Sets the per-flow hash seed. Returns the fast path's changes.
+    pub(crate) fn set_flow_seed(&mut self, cx: &BalanceCx<'_>, seed: u64) -> Vec<Action> {
+        self.flow_seed = seed;
+        self.refresh_entries(cx)
     }
 
-    pub fn policy_of(&self, nid: Nid) -> Policy {
-        self.balance.policy_of(nid)
-    }
-
-    pub fn balance_table(&self, nid: Nid) -> Option<&BalanceTable> {
-        self.balance.tables.get(&nid)
-    }
-
-    pub fn balance_view(&self) -> BalanceView {
-        let b = &self.balance;
-        let mut peers: Vec<BalancePeerView> = b
+    /// What `ilnpctl status` / `policy` show.
+    pub(crate) fn view(&self) -> BalanceView {
+        let mut peers: Vec<BalancePeerView> = self
             .tables
             .values()
             .map(|t| BalancePeerView {
@@ -471,12 +491,67 @@ impl Core {
             .collect();
         peers.sort_by(|a, b| a.nid.cmp(&b.nid));
         BalanceView {
-            default_policy: b.default_policy,
-            peer_policy: b.peer_policy.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
-            weights: b.weights.clone(),
-            flow_seed: b.flow_seed,
+            default_policy: self.default_policy,
+            peer_policy: self.peer_policy.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
+            weights: self.weights.clone(),
+            flow_seed: self.flow_seed,
             peers,
         }
+    }
+}
+
+/// The core's entry points into balancing: each lends the balancer the state it
+/// needs.
+impl Core {
+    /// The balancer and the rest of the core's state it reads.
+    fn balance_parts(&mut self) -> (&mut Balancer, BalanceCx<'_>) {
+        let cx = BalanceCx { cfg: &self.cfg, ilcc: &self.ilcc, local: &self.local };
+        (&mut self.balance, cx)
+    }
+
+    /// After a public entry point: tables follow what changed (`Balancer::follow`).
+    pub(crate) fn balance_follow(&mut self, out: &mut Vec<Action>) {
+        let (balance, cx) = self.balance_parts();
+        balance.follow(&cx, out);
+    }
+
+    /// The pair the next packet to `nid` takes under its policy (None: failover).
+    pub(crate) fn balance_choose(&mut self, nid: Nid, pkt: &[u8], out: &mut Vec<Action>) -> Option<(Locator, Locator)> {
+        let (balance, cx) = self.balance_parts();
+        balance.choose_for(&cx, nid, pkt, out)
+    }
+
+    /// Sets the policy of one correspondent (a peer or an ILCC entry), or the
+    /// default (`None`). Returns the fast path's changes.
+    pub fn set_policy(&mut self, peer: Option<Nid>, policy: Policy) -> Result<Vec<Action>, BalanceError> {
+        let listed = peer.is_some_and(|n| self.peers.contains_key(&n));
+        let (balance, cx) = self.balance_parts();
+        balance.set_policy(&cx, peer, listed, policy)
+    }
+
+    /// Sets the balancing weight of the uplink `ifindex` (0 = backup only). Refused
+    /// if every uplink carrying a locator would then weigh 0.
+    pub fn set_uplink_weight(&mut self, ifindex: u32, weight: u32) -> Result<Vec<Action>, BalanceError> {
+        let (balance, cx) = self.balance_parts();
+        balance.set_uplink_weight(&cx, ifindex, weight)
+    }
+
+    /// The per-flow hash seed (configuration; the default derives from the NID).
+    pub fn set_flow_seed(&mut self, seed: u64) -> Vec<Action> {
+        let (balance, cx) = self.balance_parts();
+        balance.set_flow_seed(&cx, seed)
+    }
+
+    pub fn policy_of(&self, nid: Nid) -> Policy {
+        self.balance.policy_of(nid)
+    }
+
+    pub fn balance_table(&self, nid: Nid) -> Option<&BalanceTable> {
+        self.balance.tables.get(&nid)
+    }
+
+    pub fn balance_view(&self) -> BalanceView {
+        self.balance.view()
     }
 }
 

@@ -20,10 +20,12 @@
 //! bucket and a bound on open ones), so forged packets cannot turn the host into a
 //! ping source or keep a peer's traffic on the slow path. Every outcome is counted.
 
-use crate::event::{Event, Outcome};
-use crate::{Action, Core, LocatorState, RemoteLocator};
+use crate::event::{Event, Outcome, Stats};
+use crate::ilcc::Ilcc;
+use crate::{Action, Core, CoreConfig, LocalLocators, LocatorState, RemoteLocator};
 use ilnp_wire::icmpv6::{Repr, TYPE_ECHO_REQUEST};
 use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
+use rand_core::RngCore;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -63,12 +65,25 @@ pub(crate) struct Challenge {
     held: Option<Vec<u8>>,
 }
 
+/// The open peer-restart challenges and their limits: the sub-machine owns them;
+/// the rest of the core's state it reads or changes comes in as arguments
+/// (`ChallengeCx`).
 #[derive(Debug, Default)]
 pub(crate) struct Challenges {
     open: HashMap<Nid, Challenge>,
     holdoff: HashMap<Nid, Instant>,
     tokens: u32,
     refilled: Option<Instant>,
+}
+
+/// The rest of the core's state the challenges read or change, lent by `Core` for
+/// one call (disjoint borrows of its fields).
+pub(crate) struct ChallengeCx<'a> {
+    pub cfg: &'a CoreConfig,
+    pub ilcc: &'a mut Ilcc,
+    pub stats: &'a mut Stats,
+    pub local: &'a LocalLocators,
+    pub rng: &'a mut dyn RngCore,
 }
 
 impl Challenges {
@@ -129,12 +144,14 @@ fn challenge_timeout(srtt_us: Option<u64>) -> Duration {
     }
 }
 
-impl Core {
+impl Challenges {
     /// A packet from `nid` with `nonce`, not the one its entry knows (already counted
     /// as `bad_nonce` and not delivered): open a challenge if none is open and the
     /// limits allow, else keep the open one.
-    pub(crate) fn challenge_bad_nonce(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn bad_nonce(
         &mut self,
+        cx: &mut ChallengeCx<'_>,
         now: Instant,
         nid: Nid,
         nonce: Nonce,
@@ -142,14 +159,14 @@ impl Core {
         ident: Vec<u8>,
         out: &mut Vec<Action>,
     ) {
-        if let Some(c) = self.challenges.open.get_mut(&nid) {
+        if let Some(c) = self.open.get_mut(&nid) {
             if c.old_locs.contains(&src) && is_echo_reply(&ident, c.echo_word, &c.echo_body) {
                 // the node at an old locator answered with a new nonce: it restarted,
                 // and this is its nonce (whoever sent the packet that opened the
                 // challenge: a forger racing a real restart does not win)
                 c.new_nonce = nonce;
                 c.new_src = src;
-                self.challenge_replace(now, nid, "answered with a new nonce: peer restarted", out);
+                self.replace(cx.ilcc, cx.stats, now, nid, "answered with a new nonce: peer restarted", out);
                 return;
             }
             if c.new_nonce == nonce && carries_data(&ident) {
@@ -157,19 +174,19 @@ impl Core {
             }
             return;
         }
-        if !self.challenges.admit(now, nid) {
-            self.stats.bump(Outcome::PeerChallengeRateLimited);
+        if !self.admit(now, nid) {
+            cx.stats.bump(Outcome::PeerChallengeRateLimited);
             return;
         }
-        let Some(e) = self.ilcc.get(&nid) else { return };
-        let src_addr = ilnp_addr(e.local_locator, self.cfg.local_nid);
-        let echo_word = self.rng.next_u32();
+        let Some(e) = cx.ilcc.get(&nid) else { return };
+        let src_addr = ilnp_addr(e.local_locator, cx.cfg.local_nid);
+        let echo_word = cx.rng.next_u32();
         let mut echo_body = ECHO_MARK.to_vec();
         let mut rnd = [0u8; 8];
-        self.rng.fill_bytes(&mut rnd);
+        cx.rng.fill_bytes(&mut rnd);
         echo_body.extend_from_slice(&rnd);
         let echo = Repr { msg_type: TYPE_ECHO_REQUEST, code: 0, data_word: echo_word, body: &echo_body };
-        let uplink = self.local.uplink_of(e.local_locator);
+        let uplink = cx.local.uplink_of(e.local_locator);
         let old_locs: Vec<Locator> =
             e.remote_locators.iter().filter(|r| r.state != LocatorState::Expired).map(|r| r.loc).collect();
         // the fast path must punt this peer's packets before the echo leaves: on a
@@ -189,36 +206,44 @@ impl Core {
             deadline,
             held: carries_data(&ident).then_some(ident),
         };
-        self.challenges.open.insert(nid, c);
-        self.stats.bump(Outcome::PeerChallengeSent);
+        self.open.insert(nid, c);
+        cx.stats.bump(Outcome::PeerChallengeSent);
         out.push(Action::Event(Event::PeerChallenge { nid, outcome: "sent" }));
     }
 
     /// A packet with the entry's own nonce arrived: if a challenge was open, the old
     /// peer is alive and the new nonce was a forgery.
-    pub(crate) fn challenge_answered(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) {
-        if self.challenges.open.remove(&nid).is_none() {
+    pub(crate) fn answered(&mut self, ilcc: &Ilcc, stats: &mut Stats, now: Instant, nid: Nid, out: &mut Vec<Action>) {
+        if self.open.remove(&nid).is_none() {
             return;
         }
-        self.challenges.holdoff.insert(nid, now + CHALLENGE_HOLDOFF);
-        self.stats.bump(Outcome::PeerChallengeAnswered);
+        self.holdoff.insert(nid, now + CHALLENGE_HOLDOFF);
+        stats.bump(Outcome::PeerChallengeAnswered);
         out.push(Action::Event(Event::PeerChallenge { nid, outcome: "answered: new nonce was forged" }));
-        out.extend(self.ilcc.get(&nid).and_then(|e| e.snapshot()).map(Action::IlccUpsert));
+        out.extend(ilcc.get(&nid).and_then(|e| e.snapshot()).map(Action::IlccUpsert));
     }
 
     /// Challenges nobody answered: the old peer is gone, the new nonce takes over.
-    pub(crate) fn challenges_due(&mut self, now: Instant, out: &mut Vec<Action>) {
-        let due: Vec<Nid> = self.challenges.open.iter().filter(|(_, c)| c.deadline <= now).map(|(n, _)| *n).collect();
+    pub(crate) fn due(&mut self, ilcc: &mut Ilcc, stats: &mut Stats, now: Instant, out: &mut Vec<Action>) {
+        let due: Vec<Nid> = self.open.iter().filter(|(_, c)| c.deadline <= now).map(|(n, _)| *n).collect();
         for nid in due {
-            self.challenge_replace(now, nid, "unanswered: peer restarted, new nonce taken", out);
+            self.replace(ilcc, stats, now, nid, "unanswered: peer restarted, new nonce taken", out);
         }
     }
 
     /// The old peer is gone: its entry takes the new nonce and source locator, and
     /// the held packet is delivered.
-    fn challenge_replace(&mut self, now: Instant, nid: Nid, why: &'static str, out: &mut Vec<Action>) {
-        let Some(c) = self.challenges.open.remove(&nid) else { return };
-        let Some(e) = self.ilcc.get_mut(&nid) else { return };
+    fn replace(
+        &mut self,
+        ilcc: &mut Ilcc,
+        stats: &mut Stats,
+        now: Instant,
+        nid: Nid,
+        why: &'static str,
+        out: &mut Vec<Action>,
+    ) {
+        let Some(c) = self.open.remove(&nid) else { return };
+        let Some(e) = ilcc.get_mut(&nid) else { return };
         let pref = e.remote_locators.iter().find(|r| r.loc == c.new_src).map_or(10, |r| r.pref);
         e.nonce_rx = Some(c.new_nonce);
         e.remote_locators = vec![RemoteLocator::new(c.new_src, pref, LocatorState::Active, Some(now))];
@@ -226,9 +251,50 @@ impl Core {
         e.last_acked_lu = None;
         e.last_used = now;
         out.extend(e.snapshot().map(Action::IlccUpsert));
-        self.stats.bump(Outcome::PeerRestartReplaced);
+        stats.bump(Outcome::PeerRestartReplaced);
         out.push(Action::Event(Event::PeerChallenge { nid, outcome: why }));
         out.extend(c.held.map(Action::DeliverLocal));
+    }
+}
+
+/// The core's entry points into the peer-restart challenges: each lends the
+/// sub-machine the state it needs.
+impl Core {
+    /// The challenges and the rest of the core's state they work on.
+    fn challenge_parts(&mut self) -> (&mut Challenges, ChallengeCx<'_>) {
+        let cx = ChallengeCx {
+            cfg: &self.cfg,
+            ilcc: &mut self.ilcc,
+            stats: &mut self.stats,
+            local: &self.local,
+            rng: &mut *self.rng,
+        };
+        (&mut self.challenges, cx)
+    }
+
+    /// A packet from `nid` with a nonce its entry does not know: challenge the old
+    /// peer (`Challenges::bad_nonce`).
+    pub(crate) fn challenge_bad_nonce(
+        &mut self,
+        now: Instant,
+        nid: Nid,
+        nonce: Nonce,
+        src: Locator,
+        ident: Vec<u8>,
+        out: &mut Vec<Action>,
+    ) {
+        let (challenges, mut cx) = self.challenge_parts();
+        challenges.bad_nonce(&mut cx, now, nid, nonce, src, ident, out);
+    }
+
+    /// A packet with the entry's own nonce arrived (`Challenges::answered`).
+    pub(crate) fn challenge_answered(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) {
+        self.challenges.answered(&self.ilcc, &mut self.stats, now, nid, out);
+    }
+
+    /// Challenges nobody answered (`Challenges::due`).
+    pub(crate) fn challenges_due(&mut self, now: Instant, out: &mut Vec<Action>) {
+        self.challenges.due(&mut self.ilcc, &mut self.stats, now, out);
     }
 }
 

@@ -151,6 +151,11 @@ impl CoreConfig {
             v4_keepalive: Duration::from_secs(25),
         }
     }
+
+    /// The TCP/UDP checksum rule towards `nid`: its own setting, else the default.
+    pub(crate) fn checksum_rule(&self, nid: Nid) -> ChecksumRule {
+        self.peer_checksum.get(&nid).copied().unwrap_or(self.transport_checksum)
+    }
 }
 
 #[cfg(test)]

@@ -20,13 +20,15 @@
 //! (`Action::PlainPeerUpsert` → BPF `ilnp_plain_peers`); it has no ILCC entry, so
 //! our packets to it miss the egress program and come here too.
 
-use crate::event::{DropReason, Event, Outcome};
-use crate::{Action, Core};
+use crate::event::{DropReason, Event, Outcome, Stats};
+use crate::ilcc::Ilcc;
+use crate::{drop_packet, Action, Core, CoreConfig, LocalLocators};
 use ilnp_wire::classify::Plain;
 use ilnp_wire::icmpv6;
 use ilnp_wire::ipv6::{self, PROTO_ICMPV6};
 use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
+use rand_core::RngCore;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -88,26 +90,54 @@ pub(crate) enum State {
 }
 
 /// Per-peer fallback state; bounded by the peer records (only an initiator, which
-/// needs a record, falls back).
+/// needs a record, falls back). The sub-machine owns it; the rest of the core's
+/// state it reads or changes comes in as arguments (`FallbackCx`).
 #[derive(Debug, Default)]
 pub(crate) struct Fallback {
     peers: BTreeMap<Nid, State>,
 }
 
-impl Core {
-    /// How `nid` is reached.
-    pub fn peer_state(&self, nid: Nid) -> PeerState {
-        match self.fallback.peers.get(&nid) {
+/// The rest of the core's state the fallback reads or changes, lent by `Core` for
+/// one call (disjoint borrows of its fields).
+pub(crate) struct FallbackCx<'a> {
+    pub cfg: &'a CoreConfig,
+    pub ilcc: &'a Ilcc,
+    pub stats: &'a mut Stats,
+    pub local: &'a LocalLocators,
+    pub rng: &'a mut dyn RngCore,
+}
+
+/// What `Fallback::inbound` made of a plain packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Inbound {
+    /// not a fallback peer's: ILNP as usual
+    NotOurs,
+    /// taken (delivered, or dropped and counted)
+    Taken,
+    /// the Echo Reply to the probe of `nid` at `remote`: the caller starts its
+    /// fallback (`FallbackReason::NoAnswer`)
+    ProbeAnswered { nid: Nid, remote: Locator },
+}
+
+/// A silent correspondent is probed (`fallback_probe_after`).
+fn probing_on(cfg: &CoreConfig) -> bool {
+    cfg.fallback && !cfg.fallback_probe_after.is_zero()
+}
+
+impl Fallback {
+    /// How `nid` is reached; `non_ilnp`: its record says it is not ILNPv6-capable.
+    pub(crate) fn peer_state(&self, nid: Nid, non_ilnp: bool) -> PeerState {
+        match self.peers.get(&nid) {
             Some(State::Plain { .. }) => PeerState::Fallback,
             Some(State::Probing { .. }) => PeerState::Probing,
-            None if self.peers.get(&nid).is_some_and(|p| p.non_ilnp) => PeerState::NonIlnp,
+            None if non_ilnp => PeerState::NonIlnp,
             None => PeerState::Ilnp,
         }
     }
 
     /// The fallback of `nid`, if it is reached as plain IPv6.
-    pub fn fallback_view(&self, nid: Nid, now: Instant) -> Option<FallbackView> {
-        match self.fallback.peers.get(&nid)? {
+    pub(crate) fn view(&self, nid: Nid, now: Instant) -> Option<FallbackView> {
+        match self.peers.get(&nid)? {
             State::Plain { remote, reason, since, pkts_out, pkts_in } => Some(FallbackView {
                 reason: *reason,
                 address: ilnp_addr(*remote, nid),
@@ -119,7 +149,174 @@ impl Core {
         }
     }
 
-    /// From now on `nid` is plain IPv6 at `remote:nid`.
+    /// From now on `nid` is plain IPv6 at `remote:nid` (its ILCC entry is the
+    /// caller's to remove first).
+    pub(crate) fn start(
+        &mut self,
+        stats: &mut Stats,
+        now: Instant,
+        nid: Nid,
+        remote: Locator,
+        reason: FallbackReason,
+        out: &mut Vec<Action>,
+    ) {
+        self.peers.insert(nid, State::Plain { remote, reason, since: now, pkts_out: 0, pkts_in: 0 });
+        stats.bump(Outcome::FallbackStarted);
+        out.push(Action::PlainPeerUpsert { nid, remote_loc: remote });
+        out.push(Action::Event(Event::PeerFallback { nid, reason: reason.as_str(), address: ilnp_addr(remote, nid) }));
+    }
+
+    /// The peer showed a nonce: it speaks ILNPv6 (after all, or again).
+    pub(crate) fn end(&mut self, stats: &mut Stats, nid: Nid, out: &mut Vec<Action>) {
+        if let Some(s) = self.peers.remove(&nid) {
+            if matches!(s, State::Plain { .. }) {
+                stats.bump(Outcome::FallbackEnded);
+            }
+            out.push(Action::PlainPeerRemove(nid));
+        }
+    }
+
+    /// Forgets `nid`'s fallback with its record.
+    pub(crate) fn forget(&mut self, nid: Nid) -> bool {
+        self.peers.remove(&nid).is_some()
+    }
+
+    /// An identifier-form packet to `nid`: carried as plain IPv6 if `nid` is in
+    /// fallback. False: not ours, ILNP as usual.
+    pub(crate) fn outbound(
+        &mut self,
+        cx: &mut FallbackCx<'_>,
+        nid: Nid,
+        pkt: &[u8],
+        csum: Csum,
+        out: &mut Vec<Action>,
+    ) -> bool {
+        let Some(State::Plain { remote, pkts_out, .. }) = self.peers.get_mut(&nid) else { return false };
+        let remote = *remote;
+        *pkts_out += 1;
+        let Some(local) = cx.local.best() else {
+            drop_packet(cx.stats, out, DropReason::NoLocalLocator, format!("plain packet to {nid}"));
+            return true;
+        };
+        match translate::to_plain(pkt, cx.cfg.id_prefix, local, remote, csum) {
+            Ok(p) => {
+                cx.stats.bump(Outcome::FallbackPktsOut);
+                out.push(Action::SendWire { pkt: p, uplink: cx.local.uplink_of(local) });
+            }
+            Err(e) => drop_packet(cx.stats, out, DropReason::OutMalformed, format!("{e}: plain packet to {nid}")),
+        }
+        true
+    }
+
+    /// A plain packet the fast path punted: from a fallback peer → identifier form;
+    /// the Echo Reply to a probe → `Inbound::ProbeAnswered`.
+    pub(crate) fn inbound(
+        &mut self,
+        cx: &mut FallbackCx<'_>,
+        p: &Plain<'_>,
+        csum: Csum,
+        out: &mut Vec<Action>,
+    ) -> Inbound {
+        let (src_loc, nid) = split_addr(p.ip.src);
+        let (dst_loc, dst_nid) = split_addr(p.ip.dst);
+        let Some(state) = self.peers.get(&nid).cloned() else { return Inbound::NotOurs };
+        let summary = || format!("{} -> {}", p.ip.src, p.ip.dst);
+        let remote = match state {
+            State::Plain { remote, .. } | State::Probing { remote, .. } => remote,
+        };
+        if dst_nid != cx.cfg.local_nid || src_loc != remote || cx.local.accepts(dst_loc).is_err() {
+            drop_packet(cx.stats, out, DropReason::FallbackUnexpected, summary());
+            return Inbound::Taken;
+        }
+        match state {
+            State::Probing { ident, .. } => {
+                if is_probe_reply(p.bytes(), ident) {
+                    return Inbound::ProbeAnswered { nid, remote };
+                }
+                drop_packet(cx.stats, out, DropReason::FallbackUnexpected, summary());
+            }
+            State::Plain { .. } => match translate::from_plain(p.bytes(), cx.cfg.id_prefix, csum) {
+                Ok((ident, _)) => {
+                    if let Some(State::Plain { pkts_in, .. }) = self.peers.get_mut(&nid) {
+                        *pkts_in += 1;
+                    }
+                    cx.stats.bump(Outcome::FallbackPktsIn);
+                    out.push(Action::DeliverLocal(ident));
+                }
+                Err(e) => drop_packet(cx.stats, out, DropReason::Malformed, format!("{e}: {}", summary())),
+            },
+        }
+        Inbound::Taken
+    }
+
+    /// After an ILNP packet to `nid` left: if the session is old enough and the peer
+    /// never showed its nonce, ask its `L64:NID` over plain IPv6 whether it is there.
+    pub(crate) fn maybe_probe(&mut self, cx: &mut FallbackCx<'_>, now: Instant, nid: Nid, out: &mut Vec<Action>) {
+        let after = cx.cfg.fallback_probe_after;
+        if !probing_on(cx.cfg) {
+            return;
+        }
+        let Some(e) = cx.ilcc.get(&nid) else { return };
+        if !e.initiator || e.nonce_rx.is_some() || now.saturating_duration_since(e.created) < after {
+            return;
+        }
+        if let Some(State::Probing { sent, .. }) = self.peers.get(&nid) {
+            if now.saturating_duration_since(*sent) < after {
+                return; // one probe per interval
+            }
+        }
+        let (local, Some(remote)) = (e.local_locator, e.best_remote().map(|r| r.loc)) else { return };
+        let ident = cx.rng.next_u32() as u16;
+        let probe = icmpv6::Repr {
+            msg_type: icmpv6::TYPE_ECHO_REQUEST,
+            code: 0,
+            data_word: u32::from(ident) << 16 | 1,
+            body: PROBE_BODY,
+        }
+        .packet(ilnp_addr(local, cx.cfg.local_nid), ilnp_addr(remote, nid), 64, None);
+        self.peers.insert(nid, State::Probing { ident, remote, sent: now });
+        cx.stats.bump(Outcome::FallbackProbeSent);
+        out.push(Action::PlainPeerUpsert { nid, remote_loc: remote });
+        out.push(Action::SendWire { pkt: probe, uplink: cx.local.uplink_of(local) });
+    }
+
+    /// The peer's nonce arrived: a probe for it is moot.
+    pub(crate) fn cancel_probe(&mut self, nid: Nid, out: &mut Vec<Action>) {
+        if matches!(self.peers.get(&nid), Some(State::Probing { .. })) {
+            self.peers.remove(&nid);
+            out.push(Action::PlainPeerRemove(nid));
+        }
+    }
+}
+
+/// The core's entry points into the fallback: each lends the sub-machine the state
+/// it needs.
+impl Core {
+    /// The fallback state and the rest of the core's state it works on.
+    fn fallback_parts(&mut self) -> (&mut Fallback, FallbackCx<'_>) {
+        let cx = FallbackCx {
+            cfg: &self.cfg,
+            ilcc: &self.ilcc,
+            stats: &mut self.stats,
+            local: &self.local,
+            rng: &mut *self.rng,
+        };
+        (&mut self.fallback, cx)
+    }
+
+    /// How `nid` is reached.
+    pub fn peer_state(&self, nid: Nid) -> PeerState {
+        let non_ilnp = self.peers.get(&nid).is_some_and(|p| p.non_ilnp);
+        self.fallback.peer_state(nid, non_ilnp)
+    }
+
+    /// The fallback of `nid`, if it is reached as plain IPv6.
+    pub fn fallback_view(&self, nid: Nid, now: Instant) -> Option<FallbackView> {
+        self.fallback.view(nid, now)
+    }
+
+    /// From now on `nid` is plain IPv6 at `remote:nid`: its ILCC entry goes, its
+    /// record says it is not ILNPv6-capable.
     pub(crate) fn start_fallback(
         &mut self,
         now: Instant,
@@ -134,125 +331,54 @@ impl Core {
         if let Some(p) = self.peers.get_mut(&nid) {
             p.non_ilnp = true;
         }
-        self.fallback.peers.insert(nid, State::Plain { remote, reason, since: now, pkts_out: 0, pkts_in: 0 });
-        self.stats.bump(Outcome::FallbackStarted);
-        out.push(Action::PlainPeerUpsert { nid, remote_loc: remote });
-        out.push(Action::Event(Event::PeerFallback { nid, reason: reason.as_str(), address: ilnp_addr(remote, nid) }));
+        self.fallback.start(&mut self.stats, now, nid, remote, reason, out);
     }
 
     /// The peer showed a nonce: it speaks ILNPv6 (after all, or again).
     pub(crate) fn end_fallback(&mut self, nid: Nid, out: &mut Vec<Action>) {
-        if let Some(s) = self.fallback.peers.remove(&nid) {
-            if matches!(s, State::Plain { .. }) {
-                self.stats.bump(Outcome::FallbackEnded);
-            }
-            out.push(Action::PlainPeerRemove(nid));
-        }
+        self.fallback.end(&mut self.stats, nid, out);
     }
 
     /// Forgets `nid`'s fallback with its record (`del_peer`).
     pub(crate) fn forget_fallback(&mut self, nid: Nid) -> bool {
-        self.fallback.peers.remove(&nid).is_some()
+        self.fallback.forget(nid)
     }
 
     /// An identifier-form packet to `nid`: carried as plain IPv6 if `nid` is in
     /// fallback. False: not ours, ILNP as usual.
     pub(crate) fn fallback_outbound(&mut self, nid: Nid, pkt: &[u8], csum: Csum, out: &mut Vec<Action>) -> bool {
-        let Some(State::Plain { remote, pkts_out, .. }) = self.fallback.peers.get_mut(&nid) else { return false };
-        let remote = *remote;
-        *pkts_out += 1;
-        let Some(local) = self.local.best() else {
-            self.drop(out, DropReason::NoLocalLocator, format!("plain packet to {nid}"));
-            return true;
-        };
-        match translate::to_plain(pkt, self.cfg.id_prefix, local, remote, csum) {
-            Ok(p) => {
-                self.stats.bump(Outcome::FallbackPktsOut);
-                out.push(Action::SendWire { pkt: p, uplink: self.local.uplink_of(local) });
-            }
-            Err(e) => self.drop(out, DropReason::OutMalformed, format!("{e}: plain packet to {nid}")),
-        }
-        true
+        let (fallback, mut cx) = self.fallback_parts();
+        fallback.outbound(&mut cx, nid, pkt, csum, out)
     }
 
     /// A plain packet the fast path punted: from a fallback peer → identifier form;
     /// the Echo Reply to a probe → fallback. False: not a fallback peer's.
     pub(crate) fn fallback_inbound(&mut self, now: Instant, p: &Plain<'_>, csum: Csum, out: &mut Vec<Action>) -> bool {
-        let (src_loc, nid) = split_addr(p.ip.src);
-        let (dst_loc, dst_nid) = split_addr(p.ip.dst);
-        let Some(state) = self.fallback.peers.get(&nid).cloned() else { return false };
-        let summary = || format!("{} -> {}", p.ip.src, p.ip.dst);
-        let remote = match state {
-            State::Plain { remote, .. } | State::Probing { remote, .. } => remote,
-        };
-        if dst_nid != self.cfg.local_nid || src_loc != remote || self.local.accepts(dst_loc).is_err() {
-            self.drop(out, DropReason::FallbackUnexpected, summary());
-            return true;
-        }
-        match state {
-            State::Probing { ident, .. } => {
-                if is_probe_reply(p.bytes(), ident) {
-                    self.start_fallback(now, nid, remote, FallbackReason::NoAnswer, out);
-                } else {
-                    self.drop(out, DropReason::FallbackUnexpected, summary());
-                }
+        let (fallback, mut cx) = self.fallback_parts();
+        match fallback.inbound(&mut cx, p, csum, out) {
+            Inbound::NotOurs => false,
+            Inbound::Taken => true,
+            Inbound::ProbeAnswered { nid, remote } => {
+                self.start_fallback(now, nid, remote, FallbackReason::NoAnswer, out);
+                true
             }
-            State::Plain { .. } => match translate::from_plain(p.bytes(), self.cfg.id_prefix, csum) {
-                Ok((ident, _)) => {
-                    if let Some(State::Plain { pkts_in, .. }) = self.fallback.peers.get_mut(&nid) {
-                        *pkts_in += 1;
-                    }
-                    self.stats.bump(Outcome::FallbackPktsIn);
-                    out.push(Action::DeliverLocal(ident));
-                }
-                Err(e) => self.drop(out, DropReason::Malformed, format!("{e}: {}", summary())),
-            },
         }
-        true
     }
 
-    /// After an ILNP packet to `nid` left: if the session is old enough and the peer
-    /// never showed its nonce, ask its `L64:NID` over plain IPv6 whether it is there.
+    /// After an ILNP packet to `nid` left: probe a silent peer (`Fallback::maybe_probe`).
     pub(crate) fn maybe_probe(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) {
-        let after = self.cfg.fallback_probe_after;
-        if !self.fallback_probing_on() {
-            return;
-        }
-        let Some(e) = self.ilcc.get(&nid) else { return };
-        if !e.initiator || e.nonce_rx.is_some() || now.saturating_duration_since(e.created) < after {
-            return;
-        }
-        if let Some(State::Probing { sent, .. }) = self.fallback.peers.get(&nid) {
-            if now.saturating_duration_since(*sent) < after {
-                return; // one probe per interval
-            }
-        }
-        let (local, Some(remote)) = (e.local_locator, e.best_remote().map(|r| r.loc)) else { return };
-        let ident = self.rng.next_u32() as u16;
-        let probe = icmpv6::Repr {
-            msg_type: icmpv6::TYPE_ECHO_REQUEST,
-            code: 0,
-            data_word: u32::from(ident) << 16 | 1,
-            body: PROBE_BODY,
-        }
-        .packet(ilnp_addr(local, self.cfg.local_nid), ilnp_addr(remote, nid), 64, None);
-        self.fallback.peers.insert(nid, State::Probing { ident, remote, sent: now });
-        self.stats.bump(Outcome::FallbackProbeSent);
-        out.push(Action::PlainPeerUpsert { nid, remote_loc: remote });
-        out.push(Action::SendWire { pkt: probe, uplink: self.local.uplink_of(local) });
+        let (fallback, mut cx) = self.fallback_parts();
+        fallback.maybe_probe(&mut cx, now, nid, out);
     }
 
     /// A silent correspondent is probed (`fallback_probe_after`).
     pub(crate) fn fallback_probing_on(&self) -> bool {
-        self.cfg.fallback && !self.cfg.fallback_probe_after.is_zero()
+        probing_on(&self.cfg)
     }
 
     /// The peer's nonce arrived: a probe for it is moot.
     pub(crate) fn cancel_probe(&mut self, nid: Nid, out: &mut Vec<Action>) {
-        if matches!(self.fallback.peers.get(&nid), Some(State::Probing { .. })) {
-            self.fallback.peers.remove(&nid);
-            out.push(Action::PlainPeerRemove(nid));
-        }
+        self.fallback.cancel_probe(nid, out);
     }
 }
 

@@ -223,22 +223,15 @@ impl Core {
 
     /// The TCP/UDP checksum rule towards `nid`: its own setting, else the default.
     pub(crate) fn checksum_rule(&self, nid: Nid) -> ChecksumRule {
-        self.cfg.peer_checksum.get(&nid).copied().unwrap_or(self.cfg.transport_checksum)
+        self.cfg.checksum_rule(nid)
     }
 
     fn drop(&mut self, out: &mut Vec<Action>, reason: DropReason, detail: String) {
-        self.stats.drop(reason);
-        out.push(Action::Event(Event::drop(reason, detail)));
+        drop_packet(&mut self.stats, out, reason, detail);
     }
 
     fn new_nonce(&mut self) -> Nonce {
-        let mut b = [0u8; 12];
-        self.rng.fill_bytes(&mut b);
-        if self.cfg.nonce_len == 12 {
-            nonce96(b)
-        } else {
-            Nonce::N32([b[0], b[1], b[2], b[3]])
-        }
+        random_nonce(&mut *self.rng, self.cfg.nonce_len)
     }
 
     // ---------------------------------------------------------------- peers
@@ -369,6 +362,24 @@ impl Core {
         self.challenges.mask(out);
         self.balance_follow(out);
         self.v4_route(out);
+    }
+}
+
+/// Counts a dropped packet and reports it (`Core::drop` for a sub-machine lent
+/// the counters).
+pub(crate) fn drop_packet(stats: &mut Stats, out: &mut Vec<Action>, reason: DropReason, detail: String) {
+    stats.drop(reason);
+    out.push(Action::Event(Event::drop(reason, detail)));
+}
+
+/// A fresh random nonce from `rng`: 96 bits if `nonce_len` is 12, else 32.
+pub(crate) fn random_nonce(rng: &mut dyn RngCore, nonce_len: usize) -> Nonce {
+    let mut b = [0u8; 12];
+    rng.fill_bytes(&mut b);
+    if nonce_len == 12 {
+        nonce96(b)
+    } else {
+        Nonce::N32([b[0], b[1], b[2], b[3]])
     }
 }
 
