@@ -179,22 +179,18 @@ def one(spec: Spec, cfg: dict, case: str, index: int, out: Path, tag: str) -> di
 
 
 def run_experiment(spec: Spec, out: Path, quick: bool, runs: int | None = None) -> dict:
-    cfg = spec.cfg(quick)
-    if runs:
-        cfg["runs"] = runs
+    cfg = spec.cfg(quick, runs=runs)
     out.mkdir(parents=True, exist_ok=True)
     tag = experiment.run_tag("ag")
     res = {"config": cfg, "runs": []}
     t0 = time.monotonic()
-    for i in range(cfg["runs"]):
-        order = cfg["cases"][i % len(cfg["cases"]):] + cfg["cases"][:i % len(cfg["cases"])]  # rotate: interleaved
-        for case in order:
-            r = one(spec, cfg, case, i, out, tag)
-            res["runs"].append(r)
-            print(f"  run {i} {case:16} {r.get('bytes', 0) / 1e6:8.1f} MB, {r.get('goodput_mbit', 0):6.1f} Mbit/s, "
-                  f"retrans {r['retrans_segs']:5}, cells {r['cell_share_pct']['eth-r2']:.0f}/"
-                  f"{r['cell_share_pct']['eth-r3']:.0f} %{'' if r['ok'] else '  FAILED ' + r.get('error', '')}",
-                  file=sys.stderr)
+    for i, case in experiment.rotations(cfg["cases"], cfg["runs"]):
+        r = one(spec, cfg, case, i, out, tag)
+        res["runs"].append(r)
+        print(f"  run {i} {case:16} {r.get('bytes', 0) / 1e6:8.1f} MB, {r.get('goodput_mbit', 0):6.1f} Mbit/s, "
+              f"retrans {r['retrans_segs']:5}, cells {r['cell_share_pct']['eth-r2']:.0f}/"
+              f"{r['cell_share_pct']['eth-r3']:.0f} %{'' if r['ok'] else '  FAILED ' + r.get('error', '')}",
+              file=sys.stderr)
     res["elapsed_s"] = time.monotonic() - t0
     return res
 

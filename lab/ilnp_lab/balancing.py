@@ -279,9 +279,7 @@ def reorder_run(policy: str, secs: float, delay_ms: float, workdir: Path, tag: s
 
 # ---------------------------------------------------------------- experiment
 def run_experiment(spec: Spec, out: Path, quick: bool, trials: int | None = None) -> dict:
-    cfg = spec.cfg(quick)
-    if trials:
-        cfg["trials"] = trials
+    cfg = spec.cfg(quick, trials=trials)
     out.mkdir(parents=True, exist_ok=True)
     tag = experiment.run_tag("s2")
     res = {"config": {k: v for k, v in cfg.items()}, "echo": [], "sweep": [], "reorder": []}

@@ -128,8 +128,9 @@ class Spec:
     def check(self, name: str, cfg: dict) -> None:
         """Raise ValueError naming the file, the table and the bad value."""
 
-    def cfg(self, quick: bool) -> dict:
-        return dict(self.quick if quick else self.full)
+    def cfg(self, quick: bool, **given) -> dict:
+        """The quick or the full form, with the options the user `given` (those not None)."""
+        return {**(self.quick if quick else self.full), **{k: v for k, v in given.items() if v is not None}}
 
 
 def refused_options(mod, args) -> list[str]:
@@ -172,6 +173,15 @@ def out_dir(spec, args) -> Path:
 def run_tag(prefix: str) -> str:
     """A short prefix of this run's own namespace and device names (unique per run)."""
     return f"{prefix}{os.getpid() % 1000}{os.urandom(1).hex()}"
+
+
+def rotations(cases: list, runs: int):
+    """(run index, case): `runs` rounds of every case, each round starting one case later than
+    the one before (interleaved: a slow drift of the machine spreads over every case)."""
+    for i in range(runs):
+        k = i % len(cases)
+        for case in cases[k:] + cases[:k]:
+            yield i, case
 
 
 def finish(mod, out: Path, res, meta: dict, args, failed: int, json_out=None, interrupted: bool = False) -> int:

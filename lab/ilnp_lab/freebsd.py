@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .addr import address, groups64, nid_value, upper64
+from .pcap import ones_sum
 
 OPT_NONCE = 0x8B
 PROTO_UDP, PROTO_ICMPV6, PROTO_NONE, PROTO_DSTOPTS, PROTO_FRAG = 17, 58, 59, 60, 44
@@ -68,18 +69,9 @@ LU_MAX_RETRANS = 7  # net.inet6.ilnp6.lumaxretrans
 LOCAL_PREF = 10  # every RA prefix (nd6_rtr.c)
 
 
-def csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s
-
-
 def l4_checksum(src: bytes, dst: bytes, proto: int, body: bytes) -> int:
     pseudo = src + dst + struct.pack("!IxxxB", len(body), proto)
-    c = 0xFFFF - csum(pseudo + body)
+    c = 0xFFFF - ones_sum(pseudo + body)
     return 0xFFFF if (c == 0 and proto == PROTO_UDP) else c
 
 

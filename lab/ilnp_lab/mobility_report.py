@@ -229,6 +229,13 @@ def handoff_table(by_scheme: dict[str, list[dict]]) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|---|---|"] + rows
 
 
+def path_rtts(rs: list[dict]) -> dict[str, float]:
+    """The median over the runs of each access path's round trip (mobility.path_rtts_ms: CN to
+    the access router's MN-facing address)."""
+    names = sorted({k for r in rs for k in (r.get("rtt_ms") or {})})
+    return {k: analysis.median((r.get("rtt_ms") or {}).get(k) for r in rs) for k in names}
+
+
 # the seed's scheme names for ours, where the thesis publishes a row (PUBLISHED)
 SEED_SCHEME = {"ilnp-hard": "ILNP hard", "ilnp-soft": "ILNP soft"}
 
@@ -394,7 +401,9 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
             data = {s: [v for v in (get(r) for r in srs) if v is not None] for s, srs in by_scheme.items()}
             if metric == "retrans" and not exp.endswith("tcp"):
                 continue
-            figs.append(plots.box_plot(data, pdir / f"{exp}-{tag}-{metric}.png", f"{exp} {tag}", label))
+            # an LU handshake is one round trip of the path it takes: each path's, measured in the runs
+            refs = {f"round trip via {k} (ping, median)": v for k, v in path_rtts(rs).items()} if metric == "handoff" else None
+            figs.append(plots.box_plot(data, pdir / f"{exp}-{tag}-{metric}.png", f"{exp} {tag}", label, refs=refs))
         lines += [""] + [f"![{Path(f).stem}](plots/{Path(f).name})" for f in figs] + [""]
     lines += goodput_ratio_table(ok)
     if failed:

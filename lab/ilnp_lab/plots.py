@@ -72,8 +72,11 @@ def timeline_plot(
     return save(fig, p)
 
 
-def box_plot(data: Mapping[str, Sequence[float | None]], path: str | Path, title: str, ylabel: str) -> Path:
-    """One box per scheme with its points overlaid; empty schemes are labelled "no data"."""
+def box_plot(data: Mapping[str, Sequence[float | None]], path: str | Path, title: str, ylabel: str,
+             refs: Mapping[str, float] | None = None) -> Path:
+    """One box per scheme with its points overlaid; empty schemes are labelled "no data".
+    `refs`: labelled reference values drawn as dashed lines across the plot (e.g. each path's
+    round trip beside handoff delays)."""
     p = figure_path(path)
     labels = [str(k) for k in data]
     values = [[float(v) for v in vals if v is not None] for vals in data.values()]
@@ -102,7 +105,12 @@ def box_plot(data: Mapping[str, Sequence[float | None]], path: str | Path, title
             ax.set_ylim(0, 1)
         elif all(x >= 0 for v in values for x in v):
             # from 0, not from the smallest value: a spread of 0.3 ms around 200 ms must not fill the plot
-            ax.set_ylim(bottom=0, top=ymax * 1.05 if ymax > 0 else 1)
+            top = max([ymax, *(refs or {}).values()])
+            ax.set_ylim(bottom=0, top=top * 1.05 if top > 0 else 1)
+        for i, (label, y) in enumerate((refs or {}).items()):
+            ax.axhline(y, linestyle="--", linewidth=1, color=f"C{(i + 3) % 10}", label=label)
+        if refs:
+            ax.legend(loc="best", fontsize=8)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3)

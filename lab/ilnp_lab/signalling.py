@@ -392,14 +392,12 @@ def report(out: Path, results: list[dict], meta: dict) -> Path:
 
 def run(spec: Spec, args, meta: dict) -> int:
     """`ilnp-lab run signalling-scale` (experiment.py hands the file here)."""
-    cfg = spec.cfg(args.quick)
-    if getattr(args, "scheme", None):
-        bad = [s for s in args.scheme if s not in SCHEMES]
-        if bad:
-            print(f"ilnp-lab run {spec.name}: --scheme {', '.join(bad)}: known: {', '.join(SCHEMES)}", file=sys.stderr)
-            return 2
-        cfg["schemes"] = args.scheme
-    runs = args.runs or cfg["runs"]
+    bad = [s for s in args.scheme or () if s not in SCHEMES]
+    if bad:
+        print(f"ilnp-lab run {spec.name}: --scheme {', '.join(bad)}: known: {', '.join(SCHEMES)}", file=sys.stderr)
+        return 2
+    cfg = spec.cfg(args.quick, schemes=args.scheme, runs=args.runs)
+    runs = cfg["runs"]
     out = experiment.out_dir(spec, args)
     meta["config"] = cfg
     results = []

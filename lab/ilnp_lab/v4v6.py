@@ -343,15 +343,13 @@ def run_experiment(cfg: dict, out: Path) -> dict:
     res = {"config": cfg, "runs": []}
     t0 = time.monotonic()
     cases = [(s, m) for m in cfg["moves"] for s in cfg["schemes"]]
-    for i in range(cfg["runs"]):
-        k = i % len(cases)
-        for scheme, move in cases[k:] + cases[:k]:  # rotated: interleaved
-            r = one(cfg, scheme, move, i, out, tag)
-            res["runs"].append(r)
-            f = r["flows"]
-            print(f"  run {i} {scheme:6} {move:5} " + "  ".join(
-                f"{p}: lost {f[p].get('lost')} broken {f[p].get('broken_at_s')} gaps {f[p].get('interruptions_ms')}"
-                for p in ("tcp", "udp") if p in f) + ("" if r["ok"] else "  FAILED"), file=sys.stderr)
+    for i, (scheme, move) in experiment.rotations(cases, cfg["runs"]):
+        r = one(cfg, scheme, move, i, out, tag)
+        res["runs"].append(r)
+        f = r["flows"]
+        print(f"  run {i} {scheme:6} {move:5} " + "  ".join(
+            f"{p}: lost {f[p].get('lost')} broken {f[p].get('broken_at_s')} gaps {f[p].get('interruptions_ms')}"
+            for p in ("tcp", "udp") if p in f) + ("" if r["ok"] else "  FAILED"), file=sys.stderr)
     res["elapsed_s"] = time.monotonic() - t0
     return res
 
@@ -480,8 +478,6 @@ def report(out: Path, res: dict, meta: dict) -> Path:
 
 def run(spec: Spec, args, meta: dict) -> int:
     out = experiment.out_dir(spec, args)
-    cfg = spec.cfg(args.quick)
-    if args.runs:
-        cfg["runs"] = args.runs
+    cfg = spec.cfg(args.quick, runs=args.runs)
     res = run_experiment(cfg, out)
     return experiment.finish(sys.modules[__name__], out, res, meta, args, sum(1 for r in res["runs"] if not r["ok"]))

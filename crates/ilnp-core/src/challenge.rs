@@ -135,16 +135,7 @@ impl Challenges {
         self.tokens -= 1;
         true
     }
-}
 
-fn challenge_timeout(srtt_us: Option<u64>) -> Duration {
-    match srtt_us {
-        Some(us) => (Duration::from_micros(us) * CHALLENGE_RTTS).clamp(CHALLENGE_MIN, CHALLENGE_MAX),
-        None => CHALLENGE_DEFAULT,
-    }
-}
-
-impl Challenges {
     /// A packet from `nid` with `nonce`, not the one its entry knows (already counted
     /// as `bad_nonce` and not delivered): open a challenge if none is open and the
     /// limits allow, else keep the open one.
@@ -254,6 +245,13 @@ impl Challenges {
         stats.bump(Outcome::PeerRestartReplaced);
         out.push(Action::Event(Event::PeerChallenge { nid, outcome: why }));
         out.extend(c.held.map(Action::DeliverLocal));
+    }
+}
+
+fn challenge_timeout(srtt_us: Option<u64>) -> Duration {
+    match srtt_us {
+        Some(us) => (Duration::from_micros(us) * CHALLENGE_RTTS).clamp(CHALLENGE_MIN, CHALLENGE_MAX),
+        None => CHALLENGE_DEFAULT,
     }
 }
 
