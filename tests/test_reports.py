@@ -35,3 +35,9 @@ def test_mobility_report_opens_with_its_summary():
     summary = report[report.index("## Summary"):report.index("## The run")]
     # the seed's analytic numbers beside ours, and MIPv6's rows (which cannot run here)
     assert "| ilnp-soft | 10/10 |" in summary and "| 7 / 0 |" in summary and "MIPv6 RO (seed, analytic)" in summary
+    # the seeds' claims, each with our numbers, a verdict and its rule, before the per-cell tables
+    claims = summary[summary.index("**The seeds' claims, checked on this run**"):summary.index("**lan-lan, cubic**")]
+    assert "sessions kept per scheme: ilnp-hard 40/40, ilnp-soft 40/40, plain 0/40" in claims, claims
+    assert "within it in 8 of 8 cell × scheme pairs" in claims and claims.count("**Agrees") == 3, claims
+    # a soft handoff onto the 200 ms path is the one cell with a gap beyond the flow's steady level
+    assert "not in lan-wan, cubic (join 84.0 ms" in claims and "**Agrees in 3 of 4.**" in claims, claims
