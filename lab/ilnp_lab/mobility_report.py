@@ -295,7 +295,8 @@ def claims(groups: dict[tuple, list[dict]], ex) -> list[str]:
                            f"{analysis.median(p[2] for p in pairs):g})")
     if n:
         out.append("* *A handoff (first LU → its ack) takes one round trip of the path the LU takes* (thesis Tables "
-                   "6.5–6.12, analytic; the path's round trip measured in the same runs): "
+                   "6.5–6.12, analytic; the path's round trip: CN to that network's access router, pinged in the same "
+                   "runs, the MN's own link excluded): "
                    + (f"within it in {len(excess)} of {n} cell × scheme pairs (median handoff − round trip "
                       f"{_ms(min(excess))} to {_ms(max(excess))} ms)" if excess else "in none")
                    + (f"; not in {'; '.join(off)}" if off else "") + ". "
@@ -358,8 +359,8 @@ def experiment_of(meta: dict):
     """The run's experiment file as this checkout reads it (None if it cannot be read)."""
     from .topology import load
     try:
-        return load(experiment.experiment_path(meta["experiment"]) if experiment.experiment_path(meta["experiment"]).is_file()
-                    else meta.get("file", ""))
+        shipped = experiment.experiment_path(meta["experiment"])
+        return load(shipped if shipped.is_file() else meta.get("file", ""))
     except (ValueError, OSError):
         return None
 
@@ -503,7 +504,7 @@ def write(outdir: Path, results: list[dict], meta: dict) -> Path:
             if metric == "retrans" and not exp.endswith("tcp"):
                 continue
             # an LU handshake is one round trip of the path it takes: each path's, measured in the runs
-            refs = {f"round trip via {k} (ping, median)": v for k, v in path_rtts(rs).items()} if metric == "handoff" else None
+            refs = {f"round trip CN → {k} (ping, median)": v for k, v in path_rtts(rs).items()} if metric == "handoff" else None
             figs.append(plots.box_plot(data, pdir / f"{exp}-{tag}-{metric}.png", f"{exp} {tag}", label, refs=refs))
         lines += [""] + [f"![{Path(f).stem}](plots/{Path(f).name})" for f in figs] + [""]
     summary[4:4] = claims(groups, experiment_of(meta))
