@@ -44,7 +44,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Packet::Plain(p) => {
-            if p.ip.next_header == ipv6::PROTO_DSTOPTS {
+            if p.ip.next_header == ipv6::NextHeader::DSTOPTS {
                 let h = &p.bytes()[40..];
                 assert_eq!(destopts::find_nonce_in_header(h, 40).map(|n| n.is_some()), Ok(false));
             }

@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
     // the nonce of the header directly after a fixed header (classify's first step)
     let nonce = ipv6::Packet::new_checked(data)
         .ok()
-        .filter(|p| p.next_header() == ipv6::PROTO_DSTOPTS)
+        .filter(|p| p.next_header() == ipv6::NextHeader::DSTOPTS)
         .map(|p| destopts::find_nonce_in_header(p.payload(), ipv6::HEADER_LEN));
     if let Some(Ok(Some(n))) = nonce {
         assert_eq!(data[n.option_offset], destopts::OPT_NONCE);

@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
     let meta = ts::icmp_error_meta(data);
     let _ = translate::quoted_nonce(data);
     if let Ok(m) = meta.as_ref().copied() {
-        assert!(!m.rejects_nonce || (m.icmp_type == 4 && m.icmp_code == 2));
+        assert!(!m.rejects_nonce || (m.icmp_type == ilnp_wire::icmpv6::Icmpv6Type::PARAM_PROBLEM && m.icmp_code == 2));
     }
     if let Ok((out, m)) = ts::icmp_error_to_identifier(data, P) {
         assert_eq!(meta.as_ref(), Ok(&m));

@@ -29,7 +29,11 @@ fuzz_target!(|data: &[u8]| {
             }
             // an ICMPv6 error or LU (even a broken one) is not a data packet on the wire
             other => {
-                assert_eq!(ipv6::upper_layer_info(data).ok().map(|u| u.proto), Some(ipv6::PROTO_ICMPV6), "{other:?}");
+                assert_eq!(
+                    ipv6::upper_layer_info(data).ok().map(|u| u.proto),
+                    Some(ipv6::NextHeader::ICMPV6),
+                    "{other:?}"
+                );
                 return;
             }
         };

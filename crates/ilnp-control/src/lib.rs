@@ -12,9 +12,10 @@ mod event;
 mod reply;
 mod request;
 
+pub use event::Event;
+
 /// the balancing policy a `policy_set` names
 pub use ilnp_core::Policy;
-pub use event::Event;
 pub use reply::{
     AdmissionStatus, BalanceInfo, BalancePeer, Data, DatapathMode, DnsStatus, DnsUpdateStatus, FastCounters, Flushed,
     Handoff, IlccEntry, LocatorInfo, LocatorState, Monitoring, PeerAdded, PeerDeleted, PeerFallback, PeerInfo,

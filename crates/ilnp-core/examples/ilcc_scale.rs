@@ -51,7 +51,7 @@ fn from(nid: Nid, nonce: u32) -> Vec<u8> {
     let (s, d) = (ilnp_addr(LA, nid), ilnp_addr(LB, NB));
     let mut u = udp(ilnp_addr(P, nid), ilnp_addr(P, NB), 4000, 5000, b"payload-16-bytes");
     let upper = u.split_off(ipv6::HEADER_LEN);
-    with_nonce(s, d, &Nonce::N32(nonce.to_be_bytes()), ipv6::PROTO_UDP, &upper)
+    with_nonce(s, d, &Nonce::N32(nonce.to_be_bytes()), ipv6::NextHeader::UDP, &upper)
 }
 
 fn core(n: usize) -> Core {

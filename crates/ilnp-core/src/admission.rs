@@ -606,6 +606,8 @@ mod tests {
     use super::*;
     use crate::event::DropReason;
     use crate::tests::{core, delivered, local, udp, wire, LA, LB, LB2, NA, NB};
+    use ilnp_wire::icmpv6::Icmpv6Type;
+    use ilnp_wire::ipv6::NextHeader;
     use ilnp_wire::test_support as ts;
     use std::time::Duration;
 
@@ -822,7 +824,7 @@ mod tests {
         let mut t = ts::tcp(s, d, sport, dport, b"");
         t[40 + 13] = flags;
         t[40 + 16..40 + 18].copy_from_slice(&[0, 0]);
-        let c = ilnp_wire::checksum::compute(&s, &d, 6, &t[40..]);
+        let c = ilnp_wire::checksum::compute(&s, &d, NextHeader::TCP, &t[40..]);
         t[40 + 16..40 + 18].copy_from_slice(&c.to_be_bytes());
         t
     }
@@ -883,7 +885,14 @@ mod tests {
         let na = crate::tests::nonce_of(&w);
         let hint = AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: na, at: now };
         // B's stack answers the identifier-form datagram with port unreachable
-        let err = ts::icmp_error(ilnp_addr(ts::P, NB), ilnp_addr(ts::P, NA), 1, 4, 0, &udp(NA, NB, b"x"));
+        let err = ts::icmp_error(
+            ilnp_addr(ts::P, NB),
+            ilnp_addr(ts::P, NA),
+            Icmpv6Type::DEST_UNREACH,
+            4,
+            0,
+            &udp(NA, NB, b"x"),
+        );
         let out = b.handle_outbound_hinted(now, &err, Csum::Complete, &mut |_| Some(hint));
         let e = wire(&out);
         assert_eq!(e.len(), 1, "{out:?}");

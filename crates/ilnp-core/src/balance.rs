@@ -149,7 +149,7 @@ pub fn mix64(mut x: u64) -> u64 {
 /// The flow hash of an identifier-form packet: seed, both NIDs, protocol and ports.
 /// Identical in `bpf/ilnp_egress.c` (`flow_hash`).
 pub fn flow_hash(seed: u64, src: Nid, dst: Nid, f: FlowPorts) -> u64 {
-    let ports = (u64::from(f.proto) << 32) | (u64::from(f.sport) << 16) | u64::from(f.dport);
+    let ports = (u64::from(f.proto.0) << 32) | (u64::from(f.sport) << 16) | u64::from(f.dport);
     mix64(mix64(mix64(seed ^ src.0) ^ dst.0) ^ ports)
 }
 
@@ -558,6 +558,7 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ilnp_wire::ipv6::NextHeader;
 
     const L1: Locator = Locator(0x2001_0db8_0001_0000);
     const L2: Locator = Locator(0x2001_0db8_0002_0000);
@@ -601,7 +602,7 @@ mod tests {
     #[test]
     fn flow_hash_is_fixed_across_runs() {
         // a literal: the egress program (and a restarted daemon) must agree
-        let f = FlowPorts { proto: 17, sport: 4000, dport: 53 };
+        let f = FlowPorts { proto: NextHeader::UDP, sport: 4000, dport: 53 };
         assert_eq!(flow_hash(1, Nid(2), Nid(3), f), flow_hash(1, Nid(2), Nid(3), f));
         assert_eq!(mix64(0), 0);
         assert_eq!(mix64(1), 0xb456_bcfc_34c2_cb2c);

@@ -23,7 +23,7 @@
 use crate::event::{Event, Outcome, Stats};
 use crate::ilcc::Ilcc;
 use crate::{Action, Core, CoreConfig, LocalLocators, LocatorState, RemoteLocator};
-use ilnp_wire::icmpv6::{Repr, TYPE_ECHO_REQUEST};
+use ilnp_wire::icmpv6::{Icmpv6Type, Repr};
 use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
 use rand_core::RngCore;
 use std::collections::HashMap;
@@ -176,7 +176,7 @@ impl Challenges {
         let mut rnd = [0u8; 8];
         cx.rng.fill_bytes(&mut rnd);
         echo_body.extend_from_slice(&rnd);
-        let echo = Repr { msg_type: TYPE_ECHO_REQUEST, code: 0, data_word: echo_word, body: &echo_body };
+        let echo = Repr { msg_type: Icmpv6Type::ECHO_REQUEST, code: 0, data_word: echo_word, body: &echo_body };
         let uplink = cx.local.uplink_of(e.local_locator);
         let old_locs: Vec<Locator> =
             e.remote_locators.iter().filter(|r| r.state != LocatorState::Expired).map(|r| r.loc).collect();
@@ -298,18 +298,18 @@ impl Core {
 
 /// Not a nonce-only packet (No Next Header): worth holding for the stack.
 fn carries_data(pkt: &[u8]) -> bool {
-    ilnp_wire::ipv6::upper_layer_info(pkt).is_ok_and(|u| u.proto != ilnp_wire::ipv6::PROTO_NONE)
+    ilnp_wire::ipv6::upper_layer_info(pkt).is_ok_and(|u| u.proto != ilnp_wire::ipv6::NextHeader::NONE)
 }
 
 /// Whether an identifier-form packet is the Echo Reply to our challenge.
 pub(crate) fn is_echo_reply(pkt: &[u8], word: u32, body: &[u8]) -> bool {
     let Ok(ul) = ilnp_wire::ipv6::upper_layer_info(pkt) else { return false };
-    if ul.proto != ilnp_wire::ipv6::PROTO_ICMPV6 || !ul.is_whole() {
+    if ul.proto != ilnp_wire::ipv6::NextHeader::ICMPV6 || !ul.is_whole() {
         return false;
     }
     let Ok(m) = ilnp_wire::icmpv6::Message::new_checked(&pkt[ul.offset..]) else { return false };
     // Message::body() starts at the data word
-    m.msg_type() == ilnp_wire::icmpv6::TYPE_ECHO_REPLY && m.data_word() == word && m.as_bytes().get(8..) == Some(body)
+    m.msg_type() == Icmpv6Type::ECHO_REPLY && m.data_word() == word && m.as_bytes().get(8..) == Some(body)
 }
 
 #[cfg(test)]

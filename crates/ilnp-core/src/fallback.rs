@@ -25,7 +25,7 @@ use crate::ilcc::Ilcc;
 use crate::{drop_packet, Action, Core, CoreConfig, LocalLocators};
 use ilnp_wire::classify::Plain;
 use ilnp_wire::icmpv6;
-use ilnp_wire::ipv6::{self, PROTO_ICMPV6};
+use ilnp_wire::ipv6::{self, NextHeader};
 use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
 use rand_core::RngCore;
@@ -268,7 +268,7 @@ impl Fallback {
         let (local, Some(remote)) = (e.local_locator, e.best_remote().map(|r| r.loc)) else { return };
         let ident = cx.rng.next_u32() as u16;
         let probe = icmpv6::Repr {
-            msg_type: icmpv6::TYPE_ECHO_REQUEST,
+            msg_type: icmpv6::Icmpv6Type::ECHO_REQUEST,
             code: 0,
             data_word: u32::from(ident) << 16 | 1,
             body: PROBE_BODY,
@@ -384,9 +384,9 @@ impl Core {
 
 /// An Echo Reply carrying our probe's identifier and body.
 fn is_probe_reply(pkt: &[u8], ident: u16) -> bool {
-    let Ok((PROTO_ICMPV6, off)) = ipv6::upper_layer(pkt) else { return false };
+    let Ok((NextHeader::ICMPV6, off)) = ipv6::upper_layer(pkt) else { return false };
     let Some(m) = pkt.get(off..).and_then(|b| icmpv6::Message::new_checked(b).ok()) else { return false };
-    m.msg_type() == icmpv6::TYPE_ECHO_REPLY
+    m.msg_type() == icmpv6::Icmpv6Type::ECHO_REPLY
         && (m.data_word() >> 16) as u16 == ident
         && m.invoking_packet() == PROBE_BODY
 }
@@ -417,7 +417,7 @@ mod tests {
     /// at the nonce option; returns A's actions and the packet A sent.
     fn rejected(a: &mut Core, now: Instant, first: &[u8]) -> Vec<Action> {
         let w = wire(&a.handle_outbound(now, first, Csum::Complete)).pop().unwrap();
-        let pp = ts::icmp_error(ilnp_addr(LB, NB), ilnp_addr(LA, NA), icmpv6::TYPE_PARAM_PROBLEM, 2, 42, &w);
+        let pp = ts::icmp_error(ilnp_addr(LB, NB), ilnp_addr(LA, NA), icmpv6::Icmpv6Type::PARAM_PROBLEM, 2, 42, &w);
         a.handle_inbound(now, &pp, Csum::Complete)
     }
 
@@ -495,7 +495,7 @@ mod tests {
         assert_eq!(sent.len(), 2);
         let probe = &sent[1];
         assert!(matches!(classify(probe), Ok(Packet::Plain(_))));
-        assert_eq!(probe[40], icmpv6::TYPE_ECHO_REQUEST);
+        assert_eq!(probe[40], icmpv6::Icmpv6Type::ECHO_REQUEST.0);
         assert_eq!(&probe[24..40], &ilnp_addr(LB, NB).octets());
         assert_eq!(plain_ups(&out), [(NB, LB)]);
         assert_eq!(a.peer_state(NB), PeerState::Probing);
@@ -508,8 +508,9 @@ mod tests {
         assert_eq!(a.peer_state(NB), PeerState::Probing);
         // B's kernel answers the echo
         let word = u32::from_be_bytes([probe[44], probe[45], probe[46], probe[47]]);
-        let reply = icmpv6::Repr { msg_type: icmpv6::TYPE_ECHO_REPLY, code: 0, data_word: word, body: PROBE_BODY }
-            .packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 64, None);
+        let reply =
+            icmpv6::Repr { msg_type: icmpv6::Icmpv6Type::ECHO_REPLY, code: 0, data_word: word, body: PROBE_BODY }
+                .packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 64, None);
         let out = a.handle_inbound(t0 + ms(1220), &reply, Csum::Complete);
         assert!(out.contains(&Action::IlccRemove(NB)));
         assert_eq!(a.peer_state(NB), PeerState::Fallback);

@@ -86,7 +86,7 @@ impl Core {
             Some(q) => out.push(Action::DeliverLocal(icmpv6::error_packet(
                 ilnp_addr(self.cfg.id_prefix, nid),
                 ilnp_addr(self.cfg.id_prefix, self.cfg.local_nid),
-                icmpv6::TYPE_DEST_UNREACH,
+                icmpv6::Icmpv6Type::DEST_UNREACH,
                 icmpv6::UNREACH_ADDRESS,
                 0,
                 &q,
@@ -137,7 +137,7 @@ mod tests {
         let err = icmpv6::error_packet(
             ilnp_addr(P, NB),
             ilnp_addr(P, NA),
-            icmpv6::TYPE_DEST_UNREACH,
+            icmpv6::Icmpv6Type::DEST_UNREACH,
             icmpv6::UNREACH_ADDRESS,
             0,
             &data,

@@ -133,7 +133,7 @@ impl Core {
         if data.after_fragment {
             self.stats.bump(Outcome::FragmentNonceAfterFrag);
         }
-        if meta.proto == ipv6::PROTO_NONE {
+        if meta.proto == ipv6::NextHeader::NONE {
             // a nonce-only packet: nothing for the stack
             self.stats.bump(Outcome::NonceOnlyReceived);
             return;
@@ -204,7 +204,7 @@ impl Core {
 /// asked about a malformed LU, whose error does not say).
 fn has_nonce(pkt: &[u8]) -> bool {
     ipv6::Packet::new_checked(pkt).is_ok_and(|p| {
-        p.next_header() == ipv6::PROTO_DSTOPTS
+        p.next_header() == ipv6::NextHeader::DSTOPTS
             && matches!(ilnp_wire::destopts::find_nonce_in_header(p.payload(), ipv6::HEADER_LEN), Ok(Some(_)))
     })
 }

@@ -1,7 +1,8 @@
 //! Two cores exchanging real packets in memory: no OS, fake clock.
 
 use super::*;
-use ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation};
+use ilnp_wire::icmpv6::{self, Icmpv6Type, LocatorUpdate, LuEntry, LuOperation};
+use ilnp_wire::ipv6::NextHeader;
 use ilnp_wire::test_support as ts;
 pub(crate) use ilnp_wire::test_support::{LA, LB, NA, NB, P};
 use ilnp_wire::translate;
@@ -77,7 +78,7 @@ pub(crate) fn echo_reply_for(req_ident: &[u8]) -> Vec<u8> {
     let m = icmpv6::Message::new_checked(&req_ident[ul.offset..]).unwrap();
     let p = ilnp_wire::ipv6::Packet::new_checked(req_ident).unwrap();
     let r =
-        icmpv6::Repr { msg_type: icmpv6::TYPE_ECHO_REPLY, code: 0, data_word: m.data_word(), body: &m.as_bytes()[8..] };
+        icmpv6::Repr { msg_type: Icmpv6Type::ECHO_REPLY, code: 0, data_word: m.data_word(), body: &m.as_bytes()[8..] };
     r.packet(p.dst(), p.src(), 64, None)
 }
 
@@ -256,7 +257,7 @@ fn parameter_problem_on_nonce_means_non_ilnp_peer() {
     let syn = udp(NA, NB, b"syn");
     let w = wire(&a.handle_outbound(now, &syn, Csum::Complete)).pop().unwrap();
     let (s, d) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
-    let pp = ts::icmp_error(s, d, icmpv6::TYPE_PARAM_PROBLEM, 2, 42, &w);
+    let pp = ts::icmp_error(s, d, Icmpv6Type::PARAM_PROBLEM, 2, 42, &w);
     let out = a.handle_inbound(now, &pp, Csum::Complete);
     assert!(out.contains(&Action::IlccRemove(NB)));
     let d = delivered(&out);
@@ -402,7 +403,7 @@ fn responder_sends_its_nonce_so_one_way_flows_can_be_updated() {
     let back = wire(&out);
     assert_eq!(back.len(), 1, "a nonce-only packet back to the initiator");
     assert_eq!(back[0][6], 60);
-    assert_eq!(back[0][40], ipv6::PROTO_NONE);
+    assert_eq!(back[0][40], NextHeader::NONE.0);
     let out = a.handle_inbound(now, &back[0], Csum::Complete);
     assert!(delivered(&out).is_empty(), "nothing for the stack");
     assert_eq!(a.ilcc_entries().next().unwrap().nonce_rx, Some(nonce_of(&back[0])));
@@ -493,14 +494,14 @@ fn local_icmp_error_goes_out_quoting_the_wire_form_and_comes_back_to_the_app() {
     let now = Instant::now();
     // B's stack has no socket on the port: port unreachable about A's packet
     let orig = udp(NA, NB, b"to a closed port");
-    let err = icmpv6::error_packet(ilnp_addr(P, NB), ilnp_addr(P, NA), icmpv6::TYPE_DEST_UNREACH, 4, 0, &orig);
+    let err = icmpv6::error_packet(ilnp_addr(P, NB), ilnp_addr(P, NA), Icmpv6Type::DEST_UNREACH, 4, 0, &orig);
     let w = wire(&b.handle_outbound(now, &err, Csum::Complete)).pop().expect("sent");
     assert_eq!(nonce_of(&w), b.ilcc_entries().next().unwrap().nonce_tx, "B's own nonce on the error");
     let out = a.handle_inbound(now, &w, Csum::Complete);
     let d = delivered(&out);
     assert_eq!(d.len(), 1, "{out:?}");
     let m = icmpv6::Message::new_checked(&d[0][40..]).unwrap();
-    assert_eq!((m.msg_type(), m.code()), (1, 4));
+    assert_eq!((m.msg_type(), m.code()), (Icmpv6Type::DEST_UNREACH, 4));
     assert_eq!(m.invoking_packet(), &orig[..], "the app's own identifier-form packet is quoted");
     assert_eq!(a.stats().get("icmp_error_translated"), 1);
 
@@ -516,13 +517,13 @@ fn errors_from_a_correspondent_need_its_nonce_errors_from_routers_do_not() {
     let (mut a, _b, ab, _) = session();
     let now = Instant::now();
     // "from B" without a nonce: B has shown its nonce, so this is a forgery
-    let pkt = icmpv6::error_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), icmpv6::TYPE_DEST_UNREACH, 4, 0, &ab);
+    let pkt = icmpv6::error_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), Icmpv6Type::DEST_UNREACH, 4, 0, &ab);
     assert!(delivered(&a.handle_inbound(now, &pkt, Csum::Complete)).is_empty());
     assert_eq!(a.stats().get("icmp_missing_nonce"), 1);
     // a router's Packet Too Big quoting our packet (our nonce inside): believed, MTU
     // reduced by our Destination Options header
     let router: std::net::Ipv6Addr = "2001:db8:ff::1".parse().unwrap();
-    let ptb = icmpv6::error_packet(router, ilnp_addr(LA, NA), icmpv6::TYPE_PACKET_TOO_BIG, 0, 1400, &ab);
+    let ptb = icmpv6::error_packet(router, ilnp_addr(LA, NA), Icmpv6Type::PACKET_TOO_BIG, 0, 1400, &ab);
     let d = delivered(&a.handle_inbound(now, &ptb, Csum::Complete));
     assert_eq!(d.len(), 1);
     let m = icmpv6::Message::new_checked(&d[0][40..]).unwrap();
@@ -530,7 +531,7 @@ fn errors_from_a_correspondent_need_its_nonce_errors_from_routers_do_not() {
     // quoting a nonce that is not ours: dropped
     let mut other = ab.clone();
     other[44] ^= 1;
-    let ptb = icmpv6::error_packet(router, ilnp_addr(LA, NA), icmpv6::TYPE_PACKET_TOO_BIG, 0, 1400, &other);
+    let ptb = icmpv6::error_packet(router, ilnp_addr(LA, NA), Icmpv6Type::PACKET_TOO_BIG, 0, 1400, &other);
     assert!(delivered(&a.handle_inbound(now, &ptb, Csum::Complete)).is_empty());
     assert_eq!(a.stats().get("icmp_error_unverified"), 1);
 }
@@ -547,7 +548,8 @@ fn no_usable_local_locator_fails_the_application_at_once() {
     assert_eq!(&d[0][40..42], &[1, 3]);
     assert_eq!(a.stats().get("no_local_locator"), 1);
     // never an error about an error
-    let err = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &udp(NB, NA, b"y"));
+    let err =
+        icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), Icmpv6Type::DEST_UNREACH, 4, 0, &udp(NB, NA, b"y"));
     assert!(delivered(&a.handle_outbound(now, &err, Csum::Complete)).is_empty());
     assert_eq!(a.stats().get("no_local_locator"), 2);
     // a new peer with no locator of ours: refused the same way
@@ -805,7 +807,7 @@ fn raw_lu(
     bad_csum: bool,
 ) -> Vec<u8> {
     ts::set_icmpv6_checksum(&src, &dst, &mut icmp, u16::from(bad_csum));
-    ts::with_nonce(src, dst, nonce, ipv6::PROTO_ICMPV6, &icmp)
+    ts::with_nonce(src, dst, nonce, NextHeader::ICMPV6, &icmp)
 }
 
 fn lu_body(num: u8, entries: &[(Locator, u16)]) -> Vec<u8> {
@@ -1215,10 +1217,10 @@ mod shared_nonce {
         let Ok(ilnp_wire::Packet::Data(req)) = classify(&echo) else { panic!() };
         let body = &echo[req.upper.offset..];
         let mut reply = body.to_vec();
-        reply[0] = icmpv6::TYPE_ECHO_REPLY;
+        reply[0] = Icmpv6Type::ECHO_REPLY.0;
         let (src, dst) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
         ts::set_icmpv6_checksum(&src, &dst, &mut reply, 0);
-        let pkt = ts::with_nonce(src, dst, &na, ilnp_wire::ipv6::PROTO_ICMPV6, &reply);
+        let pkt = ts::with_nonce(src, dst, &na, NextHeader::ICMPV6, &reply);
         a.handle_inbound(now, &pkt, Csum::Complete);
         assert_eq!(a.stats().outcome(Outcome::PeerChallengeAnswered), 1, "the live peer answered");
         assert_eq!(a.stats().outcome(Outcome::PeerRestartReplaced), 0);
@@ -1251,7 +1253,7 @@ mod shared_nonce {
         u.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
         u.extend_from_slice(&[0, 0]);
         u.extend_from_slice(payload);
-        let c = checksum::compute(&checksum::nid_only(&src), &checksum::nid_only(&dst), 17, &u);
+        let c = checksum::compute(&checksum::nid_only(&src), &checksum::nid_only(&dst), NextHeader::UDP, &u);
         checksum::write_field(&mut u, 6, c);
         let mut frag_part = vec![17, 0, 0x8b, n.len() as u8];
         frag_part.extend_from_slice(n.as_bytes());
@@ -1270,7 +1272,7 @@ mod shared_nonce {
             body.extend_from_slice(&(((off / 8) << 3) as u16 | more as u16).to_be_bytes());
             body.extend_from_slice(&0x1234_5678u32.to_be_bytes());
             body.extend_from_slice(data);
-            ts::ipv6_packet(src, dst, 44, &body)
+            ts::ipv6_packet(src, dst, NextHeader::FRAGMENT, &body)
         };
         (frag(0, true, &frag_part[..first_len]), frag(first_len, false, &frag_part[first_len..]))
     }
@@ -1292,7 +1294,7 @@ mod shared_nonce {
         let (s, d) = (ilnp_addr(P, NB), ilnp_addr(P, NA));
         for f in [&d1, &d2] {
             let p = ilnp_wire::ipv6::Packet::new_checked(&f[..]).unwrap();
-            assert_eq!((p.src(), p.dst(), p.next_header()), (s, d, 44));
+            assert_eq!((p.src(), p.dst(), p.next_header()), (s, d, NextHeader::FRAGMENT));
         }
         let mut whole = d1[48..].to_vec();
         whole.extend_from_slice(&d2[48..]);
@@ -1300,7 +1302,7 @@ mod shared_nonce {
         let h = ilnp_wire::destopts::find_nonce_in_header(&whole, 0).unwrap();
         assert!(h.is_none(), "the nonce is gone: {h:?}");
         assert_eq!(&whole[2..4], &[1, 4], "PadN over the option");
-        assert!(checksum::verify(&s, &d, 17, &whole[8..]), "UDP checksum for the identifier addresses");
+        assert!(checksum::verify(&s, &d, NextHeader::UDP, &whole[8..]), "UDP checksum for the identifier addresses");
         // a later fragment from a locator the peer never used: not believed
         let mut stray = f2.clone();
         stray[8..16].copy_from_slice(&LB2.0.to_be_bytes());
@@ -1322,7 +1324,7 @@ mod shared_nonce {
         let na = nonce_of(&w);
         // FreeBSD's icmp6_reflect: ip6d_len = 0, the 14-byte option cut after 4 nonce bytes
         let (src, dst) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
-        let mut reply = ts::icmpv6(src, dst, icmpv6::TYPE_ECHO_REPLY, 0, 0x0001_0001, b"x")[40..].to_vec();
+        let mut reply = ts::icmpv6(src, dst, Icmpv6Type::ECHO_REPLY, 0, 0x0001_0001, b"x")[40..].to_vec();
         ts::set_icmpv6_checksum(&src, &dst, &mut reply, 0);
         let mut body = vec![58, 0, 0x8b, 12];
         body.extend_from_slice(&na.as_bytes()[..4]);
@@ -1350,14 +1352,14 @@ fn full_address_checksum_per_peer_and_the_fast_path_is_told() {
     let Ok(ilnp_wire::Packet::Data(d)) = classify(&w) else { panic!() };
     let seg = &w[d.upper.offset..];
     let (s, t) = (ilnp_addr(LA, NA), ilnp_addr(LB, NB));
-    assert!(checksum::verify(&s, &t, 17, seg), "full addresses on the wire");
-    assert!(!checksum::verify(&checksum::nid_only(&s), &checksum::nid_only(&t), 17, seg));
+    assert!(checksum::verify(&s, &t, NextHeader::UDP, seg), "full addresses on the wire");
+    assert!(!checksum::verify(&checksum::nid_only(&s), &checksum::nid_only(&t), NextHeader::UDP, seg));
     let out = b.handle_inbound(now, &w, Csum::Complete);
     assert_eq!(delivered(&out), vec![udp(NA, NB, b"full")], "identifier form, checksum right");
     assert!(b.ilcc_entry(NA).unwrap().checksum_rule == ChecksumRule::FullAddress);
     // a receiver on the other rule hands its stack a segment whose checksum fails
     let mut c = core(NB, LB, 3, None);
     let bad = delivered(&c.handle_inbound(now, &w, Csum::Complete)).pop().unwrap();
-    assert!(!checksum::verify(&ilnp_addr(P, NA), &ilnp_addr(P, NB), 17, &bad[40..]));
+    assert!(!checksum::verify(&ilnp_addr(P, NA), &ilnp_addr(P, NB), NextHeader::UDP, &bad[40..]));
     assert!(!c.ilcc_entry(NA).unwrap().snapshot().unwrap().full_address_checksum);
 }

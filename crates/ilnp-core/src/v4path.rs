@@ -26,7 +26,7 @@
 use crate::challenge::{is_echo_reply, CHALLENGE_MAX_OPEN};
 use crate::event::{Event, Outcome};
 use crate::{Action, Core, LocatorState, RemoteLocator, Tier};
-use ilnp_wire::icmpv6::{Repr, TYPE_ECHO_REQUEST};
+use ilnp_wire::icmpv6::{Icmpv6Type, Repr};
 use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
 use std::collections::HashMap;
@@ -133,7 +133,7 @@ impl Core {
         self.rng.fill_bytes(&mut rnd);
         echo_body.extend_from_slice(&rnd);
         let e = self.ilcc.get(&nid).expect("present");
-        let echo = Repr { msg_type: TYPE_ECHO_REQUEST, code: 0, data_word: echo_word, body: &echo_body };
+        let echo = Repr { msg_type: Icmpv6Type::ECHO_REQUEST, code: 0, data_word: echo_word, body: &echo_body };
         let pkt =
             echo.packet(ilnp_addr(e.local_locator, self.cfg.local_nid), ilnp_addr(src, nid), 64, Some(&e.nonce_tx));
         out.push(Action::SendV4 { pkt, to: from });

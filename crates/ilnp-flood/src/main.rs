@@ -53,7 +53,7 @@ const GROUP_BIT: u64 = 0x0100_0000_0000_0000;
 fn udp(src: &Ipv6Addr, dst: &Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     let mut u = Vec::with_capacity(l4::UDP_HEADER_LEN + payload.len());
     l4::UdpRepr { src_port: sport, dst_port: dport }.emit(payload, &mut u);
-    l4::fill_checksum(&mut u, ipv6::PROTO_UDP, src, dst, l4::PseudoHeader::Ilnp);
+    l4::fill_checksum(&mut u, ipv6::NextHeader::UDP, src, dst, l4::PseudoHeader::Ilnp);
     u
 }
 
@@ -62,7 +62,7 @@ fn syn(src: &Ipv6Addr, dst: &Ipv6Addr, sport: u16, dport: u16, seq: u32) -> Vec<
     let mut t = Vec::with_capacity(l4::TCP_HEADER_LEN);
     l4::TcpRepr { src_port: sport, dst_port: dport, seq, ack: 0, flags: l4::tcp_flags::SYN, window: 64240 }
         .emit(&[], &mut t);
-    l4::fill_checksum(&mut t, ipv6::PROTO_TCP, src, dst, l4::PseudoHeader::Ilnp);
+    l4::fill_checksum(&mut t, ipv6::NextHeader::TCP, src, dst, l4::PseudoHeader::Ilnp);
     t
 }
 
@@ -85,9 +85,9 @@ fn main() {
         let src = ilnp_addr(src_loc, nid);
         let sport = 1024 + (rng.next_u32() % 60000) as u16;
         let (proto, upper) = if a.syn {
-            (ipv6::PROTO_TCP, syn(&src, &a.dst, sport, a.dport, rng.next_u32()))
+            (ipv6::NextHeader::TCP, syn(&src, &a.dst, sport, a.dport, rng.next_u32()))
         } else {
-            (ipv6::PROTO_UDP, udp(&src, &a.dst, sport, a.dport, &payload))
+            (ipv6::NextHeader::UDP, udp(&src, &a.dst, sport, a.dport, &payload))
         };
         let nonce = Nonce::N32(rng.next_u32().to_be_bytes());
         let pkt = destopts::packet(src, a.dst, 64, (!a.no_nonce).then_some(&nonce), proto, &upper);

@@ -2,7 +2,7 @@
 //! `ipv6::Packet`), the extension-header walk (`ipv6::upper_layer_info`), and the
 //! UDP header's view, builder and checksum (`l4`).
 
-use ilnp_wire::ipv6::{self, HEADER_LEN, PROTO_TCP, PROTO_UDP};
+use ilnp_wire::ipv6::{self, NextHeader, HEADER_LEN};
 use ilnp_wire::l4::{self, UDP_HEADER_LEN};
 use ilnp_wire::{split_addr, Nid};
 use std::net::Ipv6Addr;
@@ -13,9 +13,9 @@ use std::net::Ipv6Addr;
 pub(crate) fn udp_into(v: &mut Vec<u8>, src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) {
     v.clear();
     let len = UDP_HEADER_LEN + payload.len();
-    ipv6::Repr { src, dst, next_header: PROTO_UDP, payload_len: len as u16, hop_limit: 64 }.emit(v);
+    ipv6::Repr { src, dst, next_header: NextHeader::UDP, payload_len: len as u16, hop_limit: 64 }.emit(v);
     l4::UdpRepr { src_port: sport, dst_port: dport }.emit(payload, v);
-    l4::fill_checksum(&mut v[HEADER_LEN..], PROTO_UDP, &src, &dst, l4::PseudoHeader::Full);
+    l4::fill_checksum(&mut v[HEADER_LEN..], NextHeader::UDP, &src, &dst, l4::PseudoHeader::Full);
 }
 
 /// A UDP datagram directly after the fixed header (identifier form, as the core
@@ -34,7 +34,7 @@ impl<'a> Udp<'a> {
     #[inline]
     pub(crate) fn parse(pkt: &'a [u8]) -> Option<Udp<'a>> {
         let ip = ipv6::Packet::new_checked(pkt).ok()?;
-        if ip.next_header() != PROTO_UDP {
+        if ip.next_header() != NextHeader::UDP {
             return None;
         }
         let (_, src_nid) = split_addr(ip.src());
@@ -49,7 +49,7 @@ impl<'a> Udp<'a> {
 #[inline]
 pub(crate) fn transport_dport(pkt: &[u8]) -> Option<u16> {
     let u = ipv6::upper_layer_info(pkt).ok()?;
-    if (u.proto != PROTO_UDP && u.proto != PROTO_TCP) || !u.has_header() {
+    if (u.proto != NextHeader::UDP && u.proto != NextHeader::TCP) || !u.has_header() {
         return None;
     }
     l4::ports(pkt.get(u.offset..)?).map(|(_, dport)| dport)
@@ -74,7 +74,7 @@ mod tests {
         let mut v = vec![1, 2, 3];
         udp_into(&mut v, s, d, 40001, 7, b"payload");
         assert_eq!(v.len(), HEADER_LEN + UDP_HEADER_LEN + 7);
-        assert!(checksum::verify(&s, &d, PROTO_UDP, &v[HEADER_LEN..]));
+        assert!(checksum::verify(&s, &d, NextHeader::UDP, &v[HEADER_LEN..]));
         let u = Udp::parse(&v).expect("a UDP datagram");
         assert_eq!((u.src_nid, u.sport, u.dport, u.payload), (a, 40001, 7, &b"payload"[..]));
         assert_eq!(transport_dport(&v), Some(7));

@@ -5,6 +5,7 @@
 //! * ICMPv6 (including Locator Updates): the ordinary full-address pseudo-header
 //!   (RFC 6741 §4.3, RFC 6743 §2).
 
+use crate::ipv6::NextHeader;
 use std::net::Ipv6Addr;
 
 /// One's-complement sum of `data` (big-endian 16-bit words), not folded.
@@ -79,16 +80,16 @@ pub fn nid_only(a: &Ipv6Addr) -> Ipv6Addr {
 }
 
 /// Sum of the IPv6 pseudo-header (RFC 8200 §8.1).
-pub fn pseudo_header(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper_len: u32) -> u32 {
+pub fn pseudo_header(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: NextHeader, upper_len: u32) -> u32 {
     let mut acc = addr_sum(src);
     acc = add(acc, addr_sum(dst));
     acc = add(acc, upper_len >> 16);
     acc = add(acc, upper_len & 0xffff);
-    add(acc, next_header as u32)
+    add(acc, u32::from(next_header.0))
 }
 
 /// Checksum over pseudo-header + `upper` (whose checksum field must be zero).
-pub fn compute(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper: &[u8]) -> u16 {
+pub fn compute(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: NextHeader, upper: &[u8]) -> u16 {
     let acc = add(pseudo_header(src, dst, next_header, upper.len() as u32), sum(upper));
     !fold(acc)
 }
@@ -96,9 +97,9 @@ pub fn compute(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper: &[u8]) ->
 /// TCP/UDP checksum of an ILNPv6 packet: locators zeroed (RFC 6744 §3).
 /// `upper` is the transport header + payload with the checksum field zeroed.
 /// A UDP result of 0 must be sent as 0xffff; `transport_checksum_wire` does that.
-pub fn transport_checksum_wire(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper: &[u8]) -> u16 {
+pub fn transport_checksum_wire(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: NextHeader, upper: &[u8]) -> u16 {
     let c = compute(&nid_only(src), &nid_only(dst), next_header, upper);
-    if next_header == crate::ipv6::PROTO_UDP && c == 0 {
+    if next_header == NextHeader::UDP && c == 0 {
         0xffff
     } else {
         c
@@ -107,19 +108,19 @@ pub fn transport_checksum_wire(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, 
 
 /// ICMPv6 checksum: full addresses (RFC 4443 §2.3).
 pub fn icmpv6_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, icmp: &[u8]) -> u16 {
-    compute(src, dst, crate::ipv6::PROTO_ICMPV6, icmp)
+    compute(src, dst, NextHeader::ICMPV6, icmp)
 }
 
 /// True if the checksum in `upper` verifies with the given pseudo-header addresses.
-pub fn verify(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper: &[u8]) -> bool {
+pub fn verify(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: NextHeader, upper: &[u8]) -> bool {
     let acc = add(pseudo_header(src, dst, next_header, upper.len() as u32), sum(upper));
     fold(acc) == 0xffff
 }
 
 /// True if a TCP/UDP checksum in `upper` verifies under the ILNPv6 wire rule
 /// (locators zeroed). A UDP checksum of 0 (none) does not verify.
-pub fn verify_transport_wire(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, upper: &[u8]) -> bool {
-    if next_header == crate::ipv6::PROTO_UDP && upper.get(6..8) == Some(&[0, 0]) {
+pub fn verify_transport_wire(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: NextHeader, upper: &[u8]) -> bool {
+    if next_header == NextHeader::UDP && upper.get(6..8) == Some(&[0, 0]) {
         return false;
     }
     verify(&nid_only(src), &nid_only(dst), next_header, upper)
@@ -127,7 +128,7 @@ pub fn verify_transport_wire(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, up
 
 /// True if an ICMPv6 checksum verifies over the full addresses.
 pub fn verify_icmpv6(src: &Ipv6Addr, dst: &Ipv6Addr, icmp: &[u8]) -> bool {
-    verify(src, dst, crate::ipv6::PROTO_ICMPV6, icmp)
+    verify(src, dst, NextHeader::ICMPV6, icmp)
 }
 
 /// RFC 1624 incremental update: the checksum field `old_csum` covered data whose
@@ -147,11 +148,11 @@ pub fn update_partial(old_field: u16, old_sum: u32, new_sum: u32) -> u16 {
 
 /// Offset of the checksum field in the upper-layer header of `proto`, for the
 /// protocols whose checksum covers the addresses (TCP, UDP, ICMPv6).
-pub fn field_offset(proto: u8) -> Option<usize> {
+pub fn field_offset(proto: NextHeader) -> Option<usize> {
     match proto {
-        crate::ipv6::PROTO_TCP => Some(16),
-        crate::ipv6::PROTO_UDP => Some(6),
-        crate::ipv6::PROTO_ICMPV6 => Some(2),
+        NextHeader::TCP => Some(16),
+        NextHeader::UDP => Some(6),
+        NextHeader::ICMPV6 => Some(2),
         _ => None,
     }
 }
@@ -196,18 +197,21 @@ mod tests {
         let a: Ipv6Addr = "2001:db8:1::200:ff:fe00:c".parse().unwrap();
         let b: Ipv6Addr = "2001:db8:2::200:ff:fe00:d".parse().unwrap();
         let mut udp = vec![0x9c, 0x40, 0x17, 0x70, 0x00, 0x0a, 0, 0, 0, 0];
-        let c = transport_checksum_wire(&a, &b, 17, &udp);
+        let c = transport_checksum_wire(&a, &b, NextHeader::UDP, &udp);
         // adding the value c to the data turns the folded sum into 0xffff: checksum 0
         udp[8..10].copy_from_slice(&c.to_be_bytes());
-        assert_eq!(compute(&nid_only(&a), &nid_only(&b), 17, &udp), 0);
-        assert_eq!(transport_checksum_wire(&a, &b, 17, &udp), 0xffff);
+        assert_eq!(compute(&nid_only(&a), &nid_only(&b), NextHeader::UDP, &udp), 0);
+        assert_eq!(transport_checksum_wire(&a, &b, NextHeader::UDP, &udp), 0xffff);
         udp[6..8].copy_from_slice(&[0xff, 0xff]);
-        assert!(verify_transport_wire(&a, &b, 17, &udp));
+        assert!(verify_transport_wire(&a, &b, NextHeader::UDP, &udp));
         // TCP keeps the computed 0
-        assert_eq!(transport_checksum_wire(&a, &b, 6, &udp[..8]), compute(&nid_only(&a), &nid_only(&b), 6, &udp[..8]));
+        assert_eq!(
+            transport_checksum_wire(&a, &b, NextHeader::TCP, &udp[..8]),
+            compute(&nid_only(&a), &nid_only(&b), NextHeader::TCP, &udp[..8])
+        );
         // UDP "no checksum" never verifies
         udp[6..8].copy_from_slice(&[0, 0]);
-        assert!(!verify_transport_wire(&a, &b, 17, &udp));
+        assert!(!verify_transport_wire(&a, &b, NextHeader::UDP, &udp));
     }
 
     #[test]
@@ -216,9 +220,12 @@ mod tests {
         let b: Ipv6Addr = "2001:db8:2::200:ff:fe00:d".parse().unwrap();
         let a2: Ipv6Addr = "2001:db8:99::200:ff:fe00:c".parse().unwrap();
         let mut udp = vec![0x9c, 0x40, 0x17, 0x70, 0x00, 0x0b, 0, 0, b'a', b'b', b'c'];
-        let c = transport_checksum_wire(&a, &b, 17, &udp);
+        let c = transport_checksum_wire(&a, &b, NextHeader::UDP, &udp);
         udp[6..8].copy_from_slice(&c.to_be_bytes());
-        assert!(verify_transport_wire(&a2, &b, 17, &udp), "a locator change does not touch the wire checksum");
+        assert!(
+            verify_transport_wire(&a2, &b, NextHeader::UDP, &udp),
+            "a locator change does not touch the wire checksum"
+        );
         let mut icmp = vec![128, 0, 0, 0, 0, 1, 0, 1];
         let c = icmpv6_checksum(&a, &b, &icmp);
         icmp[2..4].copy_from_slice(&c.to_be_bytes());
@@ -231,14 +238,14 @@ mod tests {
         let a: Ipv6Addr = "fd69:6c6e:7000::200:ff:fe00:c".parse().unwrap();
         let b: Ipv6Addr = "fd69:6c6e:7000::200:ff:fe00:d".parse().unwrap();
         let mut udp = vec![0x9c, 0x40, 0x17, 0x70, 0x00, 0x0d, 0, 0, b'h', b'e', b'l', b'l', b'o'];
-        let c = compute(&a, &b, 17, &udp);
+        let c = compute(&a, &b, NextHeader::UDP, &udp);
         udp[6..8].copy_from_slice(&c.to_be_bytes());
-        assert!(verify(&a, &b, 17, &udp));
+        assert!(verify(&a, &b, NextHeader::UDP, &udp));
         let na = nid_only(&a);
         let nb = nid_only(&b);
         let c2 = update(c, addr_pair_sum(&a, &b), addr_pair_sum(&na, &nb));
         udp[6..8].copy_from_slice(&c2.to_be_bytes());
-        assert!(verify(&na, &nb, 17, &udp));
-        assert!(!verify(&a, &b, 17, &udp));
+        assert!(verify(&na, &nb, NextHeader::UDP, &udp));
+        assert!(!verify(&a, &b, NextHeader::UDP, &udp));
     }
 }

@@ -16,8 +16,8 @@
 //! data packet).
 
 use crate::destopts::{self, NonceHeader};
-use crate::icmpv6::{self, LuMessage, Message};
-use crate::ipv6::{self, Repr, UpperLayer, HEADER_LEN, PROTO_DSTOPTS, PROTO_FRAGMENT, PROTO_ICMPV6, PROTO_NONE};
+use crate::icmpv6::{self, Icmpv6Type, LuMessage, Message};
+use crate::ipv6::{self, NextHeader, Repr, UpperLayer, HEADER_LEN};
 use crate::translate::{self, data, icmp_error, Csum, QuotedMeta, WireMeta};
 use crate::{checksum, split_addr, Error, Locator, Nid, Nonce};
 use core::fmt;
@@ -129,14 +129,14 @@ pub fn classify(pkt: &[u8]) -> Result<Packet<'_>, ClassifyError> {
     let fail = |kind| move |error| ClassifyError { kind, error };
     let packet = ipv6::Packet::new_checked(pkt).map_err(fail(Kind::Header))?;
     let ip = Repr::parse(&packet);
-    let nonce = if ip.next_header == PROTO_DSTOPTS {
+    let nonce = if ip.next_header == NextHeader::DSTOPTS {
         destopts::find_nonce_in_header(packet.payload(), HEADER_LEN).map_err(fail(Kind::Header))?
     } else {
         None
     };
     // RFC 8200 allows the Destination Options header after a Fragment header (FreeBSD
     // ILNP6 puts the nonce there, `ip6po_dest2`): only in the first fragment
-    let after_fragment = if nonce.is_none() && ip.next_header == PROTO_FRAGMENT {
+    let after_fragment = if nonce.is_none() && ip.next_header == NextHeader::FRAGMENT {
         nonce_after_fragment(packet.payload()).map_err(fail(Kind::Header))?
     } else {
         None
@@ -148,9 +148,9 @@ pub fn classify(pkt: &[u8]) -> Result<Packet<'_>, ClassifyError> {
     let body_kind = if nonce.is_some() { Kind::Data } else { Kind::Plain };
     let upper = ipv6::upper_layer_info(pkt).map_err(fail(body_kind))?;
     let upper_bytes = packet.packet_slice().get(upper.offset..).unwrap_or_default();
-    if upper.proto == PROTO_ICMPV6 && upper.has_header() {
-        match upper_bytes.first() {
-            Some(&t) if icmpv6::is_error(t) => {
+    if upper.proto == NextHeader::ICMPV6 && upper.has_header() {
+        match upper_bytes.first().map(|&t| Icmpv6Type(t)) {
+            Some(t) if t.is_error() => {
                 let message = Message::new_checked(upper_bytes).map_err(fail(Kind::IcmpError))?;
                 if !message.verify_checksum(&ip.src, &ip.dst) {
                     return Err(fail(Kind::IcmpError)(Error::BadChecksum));
@@ -158,7 +158,7 @@ pub fn classify(pkt: &[u8]) -> Result<Packet<'_>, ClassifyError> {
                 let quoted = quoted(&message);
                 return Ok(Packet::IcmpError(IcmpError { packet, ip, nonce, upper, message, quoted }));
             }
-            Some(&icmpv6::TYPE_LOCATOR_UPDATE) => {
+            Some(Icmpv6Type::LOCATOR_UPDATE) => {
                 // checksum first, then the LU: a corrupted LU is a bad checksum
                 if !checksum::verify_icmpv6(&ip.src, &ip.dst, upper_bytes) {
                     return Err(fail(Kind::Lu)(Error::BadChecksum));
@@ -170,7 +170,7 @@ pub fn classify(pkt: &[u8]) -> Result<Packet<'_>, ClassifyError> {
         }
     }
     let Some(nonce) = nonce else { return Ok(Packet::Plain(Plain { packet, ip, upper })) };
-    let kind = if upper.proto == PROTO_NONE { Kind::NonceOnly } else { Kind::Data };
+    let kind = if upper.proto == NextHeader::NONE { Kind::NonceOnly } else { Kind::Data };
     if !nonce.only_nonce {
         return Err(fail(kind)(Error::UnsupportedOptions));
     }
@@ -184,7 +184,7 @@ pub fn classify(pkt: &[u8]) -> Result<Packet<'_>, ClassifyError> {
 fn nonce_after_fragment(payload: &[u8]) -> Result<Option<NonceHeader>, Error> {
     let Some(frag) = payload.get(..ipv6::FRAGMENT_HEADER_LEN) else { return Ok(None) };
     let offset = u16::from_be_bytes([frag[2], frag[3]]) >> 3;
-    if frag[0] != PROTO_DSTOPTS || offset != 0 {
+    if NextHeader(frag[0]) != NextHeader::DSTOPTS || offset != 0 {
         return Ok(None);
     }
     destopts::find_nonce_in_header(&payload[ipv6::FRAGMENT_HEADER_LEN..], HEADER_LEN + ipv6::FRAGMENT_HEADER_LEN)
@@ -315,7 +315,7 @@ impl Plain<'_> {
     /// header, no nonce) of a datagram whose first fragment carried the nonce after
     /// its Fragment header.
     pub fn is_later_fragment(&self) -> bool {
-        self.ip.next_header == ipv6::PROTO_FRAGMENT && self.upper.fragment.is_some_and(|(off, _)| off > 0)
+        self.ip.next_header == NextHeader::FRAGMENT && self.upper.fragment.is_some_and(|(off, _)| off > 0)
     }
     /// Such a later fragment in identifier form: the addresses only (the checksum
     /// it contributes to is adjusted in the first fragment).

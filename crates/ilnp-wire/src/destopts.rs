@@ -19,7 +19,8 @@
 //! zero (32-bit nonce) or nonce byte 8, whose top bit the core keeps clear
 //! (`ilnp_core`'s nonce generation), so `doff` ≤ 7 · 4 = 28 ≤ 16 + 20.
 
-use crate::{ipv6, Error, Nonce};
+use crate::ipv6::{self, NextHeader};
+use crate::{Error, Nonce};
 use std::net::Ipv6Addr;
 
 pub const OPT_PAD1: u8 = 0;
@@ -56,7 +57,7 @@ pub struct NonceHeader {
     /// total length of the DestOpts header
     pub header_len: usize,
     /// protocol after the DestOpts header
-    pub next_header: u8,
+    pub next_header: NextHeader,
     /// true if the header holds only the nonce and padding
     pub only_nonce: bool,
 }
@@ -105,8 +106,8 @@ impl<T: AsRef<[u8]>> Header<T> {
         }
         Ok(Header { buf })
     }
-    pub fn next_header(&self) -> u8 {
-        self.buf.as_ref()[field::NEXT_HEADER]
+    pub fn next_header(&self) -> NextHeader {
+        NextHeader(self.buf.as_ref()[field::NEXT_HEADER])
     }
     /// Total header length in bytes.
     pub fn header_len(&self) -> usize {
@@ -194,10 +195,10 @@ pub fn find_nonce_in_header(hdr: &[u8], base: usize) -> Result<Option<NonceHeade
 }
 
 /// Emits a DestOpts header holding only `nonce`.
-pub fn emit_nonce_header(next_header: u8, nonce: &Nonce, out: &mut Vec<u8>) {
+pub fn emit_nonce_header(next_header: NextHeader, nonce: &Nonce, out: &mut Vec<u8>) {
     let n = nonce.as_bytes();
     let total = header_len(n.len());
-    out.push(next_header);
+    out.push(next_header.0);
     out.push((total / 8 - 1) as u8);
     out.push(OPT_NONCE);
     out.push(n.len() as u8);
@@ -224,11 +225,11 @@ pub fn packet(
     dst: Ipv6Addr,
     hop_limit: u8,
     nonce: Option<&Nonce>,
-    next_header: u8,
+    next_header: NextHeader,
     upper: &[u8],
 ) -> Vec<u8> {
     let hlen = nonce.map_or(0, |n| header_len(n.len()));
-    let first = if nonce.is_some() { ipv6::PROTO_DSTOPTS } else { next_header };
+    let first = if nonce.is_some() { NextHeader::DSTOPTS } else { next_header };
     let payload_len = (hlen + upper.len()) as u16;
     let mut out = Vec::with_capacity(ipv6::HEADER_LEN + hlen + upper.len());
     ipv6::Repr { src, dst, next_header: first, payload_len, hop_limit }.emit(&mut out);
@@ -247,14 +248,14 @@ mod tests {
     /// (what `classify` does first), on its own.
     fn find_nonce(pkt: &[u8]) -> Result<Option<NonceHeader>, Error> {
         let p = ipv6::Packet::new_checked(pkt)?;
-        if p.next_header() != ipv6::PROTO_DSTOPTS {
+        if p.next_header() != NextHeader::DSTOPTS {
             return Ok(None);
         }
         find_nonce_in_header(p.payload(), ipv6::HEADER_LEN)
     }
 
     fn pkt_with(opts: &[u8]) -> Vec<u8> {
-        let mut v = vec![0x60, 0, 0, 0, 0, opts.len() as u8, ipv6::PROTO_DSTOPTS, 64];
+        let mut v = vec![0x60, 0, 0, 0, 0, opts.len() as u8, NextHeader::DSTOPTS.0, 64];
         v.extend_from_slice(&[0u8; 32]);
         v.extend_from_slice(opts);
         v
@@ -263,11 +264,11 @@ mod tests {
     #[test]
     fn emits_rfc6744_layout() {
         let mut v = Vec::new();
-        emit_nonce_header(17, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]), &mut v);
+        emit_nonce_header(NextHeader::UDP, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]), &mut v);
         assert_eq!(v, [17, 1, 0x8b, 4, 0xde, 0xad, 0xbe, 0xef, OPT_PADN, 6, 0, 0, 0, 0, 0, 0]);
         assert_eq!(v[GSO_DOFF_BYTE], 0, "a router reads this byte as the TCP data offset");
         let mut v = Vec::new();
-        emit_nonce_header(6, &Nonce::N96([1; 12]), &mut v);
+        emit_nonce_header(NextHeader::TCP, &Nonce::N96([1; 12]), &mut v);
         assert_eq!(v.len(), 16);
         assert_eq!(&v[..4], &[6, 1, 0x8b, 12]);
     }
@@ -280,7 +281,7 @@ mod tests {
         let h = find_nonce(&p).unwrap().unwrap();
         assert_eq!(h.nonce, Nonce::N32([9, 8, 7, 6]));
         assert_eq!(h.option_offset, 42);
-        assert_eq!(h.next_header, 17);
+        assert_eq!(h.next_header, NextHeader::UDP);
         assert!(h.only_nonce);
     }
 
@@ -318,7 +319,7 @@ mod tests {
     fn iterates_options_with_offsets() {
         let hdr = [17, 1, OPT_PAD1, OPT_PADN, 1, 0, 0x8b, 4, 1, 2, 3, 4, 0x1e, 2, 0xaa, 0xbb];
         let h = Header::new_checked(&hdr[..]).unwrap();
-        assert_eq!((h.next_header(), h.header_len()), (17, 16));
+        assert_eq!((h.next_header(), h.header_len()), (NextHeader::UDP, 16));
         let opts: Vec<OptAt> = h.options().map(|o| o.unwrap()).collect();
         assert_eq!(
             opts,
@@ -344,13 +345,16 @@ mod tests {
     #[test]
     fn nonce_96_offset_and_plain_packets() {
         let mut opts = Vec::new();
-        emit_nonce_header(6, &Nonce::N96([0xab; 12]), &mut opts);
+        emit_nonce_header(NextHeader::TCP, &Nonce::N96([0xab; 12]), &mut opts);
         let h = find_nonce(&pkt_with(&opts)).unwrap().unwrap();
-        assert_eq!((h.nonce, h.option_offset, h.header_len, h.next_header), (Nonce::N96([0xab; 12]), 42, 16, 6));
+        assert_eq!(
+            (h.nonce, h.option_offset, h.header_len, h.next_header),
+            (Nonce::N96([0xab; 12]), 42, 16, NextHeader::TCP)
+        );
         // DestOpts without a nonce, and no DestOpts at all: no nonce, not an error
         assert_eq!(find_nonce(&pkt_with(&[17, 0, OPT_PADN, 4, 0, 0, 0, 0])).unwrap(), None);
         let mut udp = pkt_with(&[0; 8]);
-        udp[6] = ipv6::PROTO_UDP;
+        udp[6] = NextHeader::UDP.0;
         assert_eq!(find_nonce(&udp).unwrap(), None);
         // a header longer than payload_len
         let mut p = pkt_with(&[17, 1, 0x8b, 4, 1, 2, 3, 4]);

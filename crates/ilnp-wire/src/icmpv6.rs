@@ -3,17 +3,91 @@
 
 use crate::checksum;
 use crate::destopts;
-use crate::ipv6::{HEADER_LEN, PROTO_ICMPV6};
+use crate::ipv6::{NextHeader, HEADER_LEN};
 use crate::{Error, Locator, Nonce};
+use core::fmt;
 use std::net::Ipv6Addr;
 
-pub const TYPE_DEST_UNREACH: u8 = 1;
-pub const TYPE_PACKET_TOO_BIG: u8 = 2;
-pub const TYPE_TIME_EXCEEDED: u8 = 3;
-pub const TYPE_PARAM_PROBLEM: u8 = 4;
-pub const TYPE_ECHO_REQUEST: u8 = 128;
-pub const TYPE_ECHO_REPLY: u8 = 129;
-pub const TYPE_LOCATOR_UPDATE: u8 = 156;
+/// An ICMPv6 Type (IANA "ICMPv6 Parameters"): the messages this crate knows, and
+/// any other value as is.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Icmpv6Type(pub u8);
+
+impl Icmpv6Type {
+    pub const DEST_UNREACH: Self = Self(1);
+    pub const PACKET_TOO_BIG: Self = Self(2);
+    pub const TIME_EXCEEDED: Self = Self(3);
+    pub const PARAM_PROBLEM: Self = Self(4);
+    pub const ECHO_REQUEST: Self = Self(128);
+    pub const ECHO_REPLY: Self = Self(129);
+    /// ILNPv6 Locator Update (RFC 6743).
+    pub const LOCATOR_UPDATE: Self = Self(156);
+
+    /// True for the error types (1–4) that carry an invoking packet.
+    pub fn is_error(self) -> bool {
+        (Self::DEST_UNREACH..=Self::PARAM_PROBLEM).contains(&self)
+    }
+
+    /// The message's name, for the types this crate knows.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            Self::DEST_UNREACH => "destination-unreachable",
+            Self::PACKET_TOO_BIG => "packet-too-big",
+            Self::TIME_EXCEEDED => "time-exceeded",
+            Self::PARAM_PROBLEM => "parameter-problem",
+            Self::ECHO_REQUEST => "echo-request",
+            Self::ECHO_REPLY => "echo-reply",
+            Self::LOCATOR_UPDATE => "locator-update",
+            _ => return None,
+        })
+    }
+
+    /// The name of the constant for the types this crate knows (Debug output).
+    fn const_name(self) -> Option<&'static str> {
+        Some(match self {
+            Self::DEST_UNREACH => "DEST_UNREACH",
+            Self::PACKET_TOO_BIG => "PACKET_TOO_BIG",
+            Self::TIME_EXCEEDED => "TIME_EXCEEDED",
+            Self::PARAM_PROBLEM => "PARAM_PROBLEM",
+            Self::ECHO_REQUEST => "ECHO_REQUEST",
+            Self::ECHO_REPLY => "ECHO_REPLY",
+            Self::LOCATOR_UPDATE => "LOCATOR_UPDATE",
+            _ => return None,
+        })
+    }
+}
+
+impl From<u8> for Icmpv6Type {
+    fn from(v: u8) -> Self {
+        Icmpv6Type(v)
+    }
+}
+
+impl From<Icmpv6Type> for u8 {
+    fn from(v: Icmpv6Type) -> u8 {
+        v.0
+    }
+}
+
+impl fmt::Debug for Icmpv6Type {
+    /// `Icmpv6Type::ECHO_REQUEST(128)`, or `Icmpv6Type(200)` for a type without a name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.const_name() {
+            Some(n) => write!(f, "Icmpv6Type::{n}({})", self.0),
+            None => write!(f, "Icmpv6Type({})", self.0),
+        }
+    }
+}
+
+impl fmt::Display for Icmpv6Type {
+    /// The name (`echo-request`), or the number for a type without one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
 
 pub const UNREACH_NO_ROUTE: u8 = 0;
 pub const UNREACH_ADMIN: u8 = 1;
@@ -43,11 +117,6 @@ mod field {
 /// Length of the ICMPv6 header (type, code, checksum, data word).
 pub const HEADER_LEN_ICMP: usize = field::BODY;
 
-/// True for the error types (1–4) that carry an invoking packet.
-pub fn is_error(t: u8) -> bool {
-    (TYPE_DEST_UNREACH..=TYPE_PARAM_PROBLEM).contains(&t)
-}
-
 /// Generic ICMPv6 view: type, code, checksum, 4-byte data word, body.
 #[derive(Debug, Clone, Copy)]
 pub struct Message<T: AsRef<[u8]>> {
@@ -64,8 +133,8 @@ impl<T: AsRef<[u8]>> Message<T> {
     pub fn as_bytes(&self) -> &[u8] {
         self.buf.as_ref()
     }
-    pub fn msg_type(&self) -> u8 {
-        self.buf.as_ref()[field::TYPE]
+    pub fn msg_type(&self) -> Icmpv6Type {
+        Icmpv6Type(self.buf.as_ref()[field::TYPE])
     }
     pub fn code(&self) -> u8 {
         self.buf.as_ref()[field::CODE]
@@ -89,19 +158,19 @@ impl<T: AsRef<[u8]>> Message<T> {
     }
     /// True for the error types (1–4) that carry an invoking packet.
     pub fn is_error(&self) -> bool {
-        is_error(self.msg_type())
+        self.msg_type().is_error()
     }
     /// Packet Too Big: the MTU of the next-hop link.
     pub fn mtu(&self) -> Option<u32> {
-        (self.msg_type() == TYPE_PACKET_TOO_BIG).then(|| self.data_word())
+        (self.msg_type() == Icmpv6Type::PACKET_TOO_BIG).then(|| self.data_word())
     }
     /// Parameter Problem: offset of the offending byte in the invoking packet.
     pub fn pointer(&self) -> Option<u32> {
-        (self.msg_type() == TYPE_PARAM_PROBLEM).then(|| self.data_word())
+        (self.msg_type() == Icmpv6Type::PARAM_PROBLEM).then(|| self.data_word())
     }
     /// True if the checksum verifies over the full addresses (RFC 4443 §2.3).
     pub fn verify_checksum(&self, src: &Ipv6Addr, dst: &Ipv6Addr) -> bool {
-        checksum::verify(src, dst, PROTO_ICMPV6, self.buf.as_ref())
+        checksum::verify(src, dst, NextHeader::ICMPV6, self.buf.as_ref())
     }
 }
 
@@ -122,7 +191,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Message<T> {
 /// emitted by this one builder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Repr<'a> {
-    pub msg_type: u8,
+    pub msg_type: Icmpv6Type,
     pub code: u8,
     pub data_word: u32,
     /// invoking packet (errors), locator entries (Locator Update), echo data...
@@ -140,7 +209,7 @@ impl Repr<'_> {
     }
     /// Emits the message with a zero checksum (`Message::fill_checksum` fills it).
     pub fn emit(&self, out: &mut Vec<u8>) {
-        out.push(self.msg_type);
+        out.push(self.msg_type.0);
         out.push(self.code);
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(&self.data_word.to_be_bytes());
@@ -154,7 +223,7 @@ impl Repr<'_> {
         let mut icmp = Vec::with_capacity(self.len());
         self.emit(&mut icmp);
         Message { buf: &mut icmp[..] }.fill_checksum(&src, &dst);
-        destopts::packet(src, dst, hop_limit, nonce, PROTO_ICMPV6, &icmp)
+        destopts::packet(src, dst, hop_limit, nonce, NextHeader::ICMPV6, &icmp)
     }
 }
 
@@ -166,14 +235,21 @@ pub fn quote_room(nonce_header_len: usize) -> usize {
 
 /// A complete IPv6 packet carrying an ICMPv6 error from `src` to `dst` quoting
 /// `invoking` (cut so the packet fits in 1280 bytes), checksum filled, hop limit 64.
-pub fn error_packet(src: Ipv6Addr, dst: Ipv6Addr, msg_type: u8, code: u8, data_word: u32, invoking: &[u8]) -> Vec<u8> {
+pub fn error_packet(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    msg_type: Icmpv6Type,
+    code: u8,
+    data_word: u32,
+    invoking: &[u8],
+) -> Vec<u8> {
     let body = &invoking[..invoking.len().min(quote_room(0))];
     Repr { msg_type, code, data_word, body }.packet(src, dst, 64, None)
 }
 
 /// Builds an ICMPv6 error (type, code, data word) quoting `invoking`, truncated so
 /// the whole IPv6 packet stays within 1280 bytes. The checksum is left zero.
-pub fn emit_error(msg_type: u8, code: u8, data_word: u32, invoking: &[u8], out: &mut Vec<u8>) {
+pub fn emit_error(msg_type: Icmpv6Type, code: u8, data_word: u32, invoking: &[u8], out: &mut Vec<u8>) {
     let body = &invoking[..invoking.len().min(quote_room(0))];
     Repr { msg_type, code, data_word, body }.emit(out)
 }
@@ -198,7 +274,7 @@ pub fn tcp_no_route_hint(
     crate::ipv6::Repr {
         src: local,
         dst: remote,
-        next_header: crate::ipv6::PROTO_TCP,
+        next_header: NextHeader::TCP,
         payload_len: TCP_HEADER_LEN as u16,
         hop_limit: 64,
     }
@@ -206,7 +282,7 @@ pub fn tcp_no_route_hint(
     // acknowledgment number, window and checksum: not matched
     TcpRepr { src_port: local_port, dst_port: remote_port, seq: snd_una, ack: 0, flags: tcp_flags::ACK, window: 0 }
         .emit(&[], &mut quoted);
-    error_packet(remote, local, TYPE_DEST_UNREACH, UNREACH_NO_ROUTE, 0, &quoted)
+    error_packet(remote, local, Icmpv6Type::DEST_UNREACH, UNREACH_NO_ROUTE, 0, &quoted)
 }
 
 /// LU Operation byte (RFC 6743 §2).
@@ -261,7 +337,7 @@ impl<T: AsRef<[u8]>> LuMessage<T> {
         if b.len() < LU_HEADER_LEN {
             return Err(Error::Truncated);
         }
-        if b[field::TYPE] != TYPE_LOCATOR_UPDATE {
+        if Icmpv6Type(b[field::TYPE]) != Icmpv6Type::LOCATOR_UPDATE {
             return Err(Error::Malformed("not a Locator Update"));
         }
         let (code, num, op) = (b[field::CODE], b[field::LU_NUM_LOCS] as usize, b[field::LU_OPERATION]);
@@ -330,7 +406,7 @@ impl LocatorUpdate {
     /// Sent form: Code 0, Num of Locs, Operation 1/2, reserved 0.
     fn repr<'a>(&self, entries: &'a [u8]) -> Repr<'a> {
         let data_word = (u32::from(self.entries.len() as u8) << 24) | (u32::from(self.operation.to_byte()) << 16);
-        Repr { msg_type: TYPE_LOCATOR_UPDATE, code: 0, data_word, body: entries }
+        Repr { msg_type: Icmpv6Type::LOCATOR_UPDATE, code: 0, data_word, body: entries }
     }
 
     /// Emits the ICMPv6 message (checksum zero; fill it with `checksum::icmpv6_checksum`).
@@ -372,12 +448,12 @@ mod tests {
         let p = tcp_no_route_hint(local, remote, 40000, 5201, 0xdead_beef);
         assert_eq!(p.len(), 40 + 8 + 40 + 20);
         let ip = crate::ipv6::Packet::new_checked(&p[..]).unwrap();
-        assert_eq!((ip.src(), ip.dst(), ip.next_header()), (remote, local, PROTO_ICMPV6));
+        assert_eq!((ip.src(), ip.dst(), ip.next_header()), (remote, local, NextHeader::ICMPV6));
         let icmp = ip.payload();
-        assert_eq!((icmp[0], icmp[1]), (TYPE_DEST_UNREACH, UNREACH_NO_ROUTE));
+        assert_eq!((icmp[0], icmp[1]), (Icmpv6Type::DEST_UNREACH.0, UNREACH_NO_ROUTE));
         assert!(checksum::verify_icmpv6(&remote, &local, icmp));
         let quoted = crate::ipv6::Packet::new_quoted(&icmp[8..]).unwrap();
-        assert_eq!((quoted.src(), quoted.dst(), quoted.next_header()), (local, remote, crate::ipv6::PROTO_TCP));
+        assert_eq!((quoted.src(), quoted.dst(), quoted.next_header()), (local, remote, NextHeader::TCP));
         let tcp = &icmp[8 + 40..];
         assert_eq!(tcp[..8], [0x9c, 0x40, 0x14, 0x51, 0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(tcp[12] >> 4, 5, "data offset: a bare 20-byte header");
@@ -443,7 +519,7 @@ mod tests {
     #[test]
     fn error_quote_is_bounded() {
         let mut v = Vec::new();
-        emit_error(TYPE_DEST_UNREACH, UNREACH_ADDRESS, 0, &[0u8; 3000], &mut v);
+        emit_error(Icmpv6Type::DEST_UNREACH, UNREACH_ADDRESS, 0, &[0u8; 3000], &mut v);
         assert_eq!(v.len() + 40, MIN_MTU);
     }
 
@@ -481,14 +557,14 @@ mod tests {
         let src: Ipv6Addr = "2001:db8::1".parse().unwrap();
         let dst: Ipv6Addr = "2001:db8::2".parse().unwrap();
         let quoted = [0x60u8; 48];
-        let v = error_packet(src, dst, TYPE_PACKET_TOO_BIG, 0, 1400, &quoted);
-        assert_eq!(&v[..8], &[0x60, 0, 0, 0, 0, 56, PROTO_ICMPV6, 64]);
+        let v = error_packet(src, dst, Icmpv6Type::PACKET_TOO_BIG, 0, 1400, &quoted);
+        assert_eq!(&v[..8], &[0x60, 0, 0, 0, 0, 56, NextHeader::ICMPV6.0, 64]);
         let m = Message::new_checked(&v[40..]).unwrap();
-        assert_eq!((m.msg_type(), m.code(), m.mtu(), m.pointer()), (2, 0, Some(1400), None));
+        assert_eq!((m.msg_type(), m.code(), m.mtu(), m.pointer()), (Icmpv6Type(2), 0, Some(1400), None));
         assert_eq!(m.invoking_packet(), &quoted[..]);
         assert!(m.verify_checksum(&src, &dst));
         assert!(!m.verify_checksum(&dst, &src.to_bits().wrapping_add(1).into()));
-        let mut pp = error_packet(src, dst, TYPE_PARAM_PROBLEM, PARAM_UNRECOGNIZED_OPTION, 42, &quoted);
+        let mut pp = error_packet(src, dst, Icmpv6Type::PARAM_PROBLEM, PARAM_UNRECOGNIZED_OPTION, 42, &quoted);
         let mut m = Message::new_checked(&mut pp[40..]).unwrap();
         assert_eq!(m.pointer(), Some(42));
         m.set_checksum(0);
@@ -496,6 +572,7 @@ mod tests {
         m.fill_checksum(&src, &dst);
         assert!(m.verify_checksum(&src, &dst));
         assert_eq!(Message::new_checked(&[1u8, 0, 0, 0, 0, 0, 0][..]).unwrap_err(), Error::Truncated);
+        let is_error = |t: u8| Icmpv6Type(t).is_error();
         assert!(is_error(1) && is_error(4) && !is_error(0) && !is_error(128) && !is_error(156));
     }
 }

@@ -1,19 +1,95 @@
 //! IPv6 fixed header (RFC 8200 §3) view and builder, extension-header walk.
 
 use crate::Error;
+use core::fmt;
 use std::net::Ipv6Addr;
 
 pub const HEADER_LEN: usize = 40;
-pub const PROTO_HOPOPTS: u8 = 0;
-pub const PROTO_TCP: u8 = 6;
-pub const PROTO_UDP: u8 = 17;
-pub const PROTO_ROUTING: u8 = 43;
-pub const PROTO_FRAGMENT: u8 = 44;
 /// The Fragment header's length (RFC 8200 §4.5).
 pub const FRAGMENT_HEADER_LEN: usize = 8;
-pub const PROTO_ICMPV6: u8 = 58;
-pub const PROTO_NONE: u8 = 59;
-pub const PROTO_DSTOPTS: u8 = 60;
+
+/// An IPv6 Next Header value (IANA "Assigned Internet Protocol Numbers"): the
+/// extension headers and upper layers this crate knows, and any other value as is.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NextHeader(pub u8);
+
+impl NextHeader {
+    /// IPv6 Hop-by-Hop Options (RFC 8200 §4.3).
+    pub const HOPOPTS: Self = Self(0);
+    pub const TCP: Self = Self(6);
+    pub const UDP: Self = Self(17);
+    /// Routing header (RFC 8200 §4.4).
+    pub const ROUTING: Self = Self(43);
+    /// Fragment header (RFC 8200 §4.5).
+    pub const FRAGMENT: Self = Self(44);
+    pub const ICMPV6: Self = Self(58);
+    /// No Next Header (RFC 8200 §4.7).
+    pub const NONE: Self = Self(59);
+    /// Destination Options (RFC 8200 §4.6).
+    pub const DSTOPTS: Self = Self(60);
+
+    /// The protocol's name, for the values this crate knows.
+    pub fn name(self) -> Option<&'static str> {
+        Some(match self {
+            Self::HOPOPTS => "hop-by-hop",
+            Self::TCP => "tcp",
+            Self::UDP => "udp",
+            Self::ROUTING => "routing",
+            Self::FRAGMENT => "fragment",
+            Self::ICMPV6 => "icmpv6",
+            Self::NONE => "no-next-header",
+            Self::DSTOPTS => "destination-options",
+            _ => return None,
+        })
+    }
+
+    /// The name of the constant for the values this crate knows (Debug output).
+    fn const_name(self) -> Option<&'static str> {
+        Some(match self {
+            Self::HOPOPTS => "HOPOPTS",
+            Self::TCP => "TCP",
+            Self::UDP => "UDP",
+            Self::ROUTING => "ROUTING",
+            Self::FRAGMENT => "FRAGMENT",
+            Self::ICMPV6 => "ICMPV6",
+            Self::NONE => "NONE",
+            Self::DSTOPTS => "DSTOPTS",
+            _ => return None,
+        })
+    }
+}
+
+impl From<u8> for NextHeader {
+    fn from(v: u8) -> Self {
+        NextHeader(v)
+    }
+}
+
+impl From<NextHeader> for u8 {
+    fn from(v: NextHeader) -> u8 {
+        v.0
+    }
+}
+
+impl fmt::Debug for NextHeader {
+    /// `NextHeader::UDP(17)`, or `NextHeader(253)` for a value without a name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.const_name() {
+            Some(n) => write!(f, "NextHeader::{n}({})", self.0),
+            None => write!(f, "NextHeader({})", self.0),
+        }
+    }
+}
+
+impl fmt::Display for NextHeader {
+    /// The name (`udp`), or the number for a value without one.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.name() {
+            Some(n) => f.write_str(n),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
 
 mod field {
     use core::ops::Range;
@@ -85,8 +161,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let b = &self.buf.as_ref()[field::PAYLOAD_LEN];
         u16::from_be_bytes([b[0], b[1]])
     }
-    pub fn next_header(&self) -> u8 {
-        self.buf.as_ref()[field::NEXT_HEADER]
+    pub fn next_header(&self) -> NextHeader {
+        NextHeader(self.buf.as_ref()[field::NEXT_HEADER])
     }
     pub fn hop_limit(&self) -> u8 {
         self.buf.as_ref()[field::HOP_LIMIT]
@@ -118,7 +194,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// stack sends its resets).
     pub fn is_tcp_rst(&self) -> bool {
         use crate::l4::{tcp_flags, TCP_FLAGS};
-        self.next_header() == PROTO_TCP && self.payload().get(TCP_FLAGS).is_some_and(|f| f & tcp_flags::RST != 0)
+        self.next_header() == NextHeader::TCP && self.payload().get(TCP_FLAGS).is_some_and(|f| f & tcp_flags::RST != 0)
     }
 }
 
@@ -142,8 +218,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     pub fn set_payload_len(&mut self, v: u16) {
         self.buf.as_mut()[field::PAYLOAD_LEN].copy_from_slice(&v.to_be_bytes());
     }
-    pub fn set_next_header(&mut self, v: u8) {
-        self.buf.as_mut()[field::NEXT_HEADER] = v;
+    pub fn set_next_header(&mut self, v: NextHeader) {
+        self.buf.as_mut()[field::NEXT_HEADER] = v.0;
     }
     pub fn set_src(&mut self, a: Ipv6Addr) {
         self.buf.as_mut()[field::SRC].copy_from_slice(&a.octets());
@@ -163,7 +239,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
 pub struct Repr {
     pub src: Ipv6Addr,
     pub dst: Ipv6Addr,
-    pub next_header: u8,
+    pub next_header: NextHeader,
     pub payload_len: u16,
     pub hop_limit: u8,
 }
@@ -179,7 +255,7 @@ impl Repr {
         let v = (6u32 << 28) | ((traffic_class as u32) << 20) | (flow_label & 0x000f_ffff);
         out.extend_from_slice(&v.to_be_bytes());
         out.extend_from_slice(&self.payload_len.to_be_bytes());
-        out.push(self.next_header);
+        out.push(self.next_header.0);
         out.push(self.hop_limit);
         out.extend_from_slice(&self.src.octets());
         out.extend_from_slice(&self.dst.octets());
@@ -204,21 +280,29 @@ impl Repr {
 /// headers is one flow per protocol), TCP/UDP ports, the ICMPv6 echo identifier
 /// as the source "port". Anything else or too short: ports 0. Used to keep a flow
 /// on one locator pair (issue #12, per-flow balancing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FlowPorts {
-    pub proto: u8,
+    pub proto: NextHeader,
     pub sport: u16,
     pub dport: u16,
 }
 
+impl Default for FlowPorts {
+    /// Protocol 0, ports 0 (what a packet too short to have a Next Header gets).
+    fn default() -> Self {
+        FlowPorts { proto: NextHeader(0), sport: 0, dport: 0 }
+    }
+}
+
 pub fn flow_ports(pkt: &[u8]) -> FlowPorts {
     let Some(&proto) = pkt.get(6) else { return FlowPorts::default() };
+    let proto = NextHeader(proto);
     let u16_at = |o: usize| pkt.get(o..o + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
     let l4 = HEADER_LEN;
     match (proto, pkt.get(l4..).and_then(crate::l4::ports)) {
-        (PROTO_TCP | PROTO_UDP, Some((sport, dport))) => FlowPorts { proto, sport, dport },
+        (NextHeader::TCP | NextHeader::UDP, Some((sport, dport))) => FlowPorts { proto, sport, dport },
         // echo request/reply: the identifier (offset 4 of the ICMPv6 header)
-        (PROTO_ICMPV6, _) if matches!(pkt.get(l4), Some(128 | 129)) && pkt.len() >= l4 + 6 => {
+        (NextHeader::ICMPV6, _) if matches!(pkt.get(l4), Some(128 | 129)) && pkt.len() >= l4 + 6 => {
             FlowPorts { proto, sport: u16_at(l4 + 4), dport: 0 }
         }
         _ => FlowPorts { proto, sport: 0, dport: 0 },
@@ -229,7 +313,7 @@ pub fn flow_ports(pkt: &[u8]) -> FlowPorts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpperLayer {
     /// upper-layer protocol (Next Header of the last extension header)
-    pub proto: u8,
+    pub proto: NextHeader,
     /// offset of the upper-layer header from the start of the packet
     pub offset: usize,
     /// `Some((fragment offset in 8-octet units, M flag))` if a Fragment header was crossed.
@@ -260,7 +344,7 @@ pub fn upper_layer_info(pkt: &[u8]) -> Result<UpperLayer, Error> {
     let mut fragment = None;
     for _ in 0..16 {
         match nh {
-            PROTO_HOPOPTS | PROTO_ROUTING | PROTO_DSTOPTS => {
+            NextHeader::HOPOPTS | NextHeader::ROUTING | NextHeader::DSTOPTS => {
                 let (Some(&next), Some(&units)) = (pkt.get(off), pkt.get(off + 1)) else {
                     return Err(Error::Truncated);
                 };
@@ -268,16 +352,16 @@ pub fn upper_layer_info(pkt: &[u8]) -> Result<UpperLayer, Error> {
                 if off + len > end {
                     return Err(Error::Truncated);
                 }
-                nh = next;
+                nh = NextHeader(next);
                 off += len;
             }
-            PROTO_FRAGMENT => {
+            NextHeader::FRAGMENT => {
                 if off + 8 > end {
                     return Err(Error::Truncated);
                 }
                 let fo = u16::from_be_bytes([pkt[off + 2], pkt[off + 3]]);
                 fragment = Some((fo >> 3, fo & 1 != 0));
-                nh = pkt[off];
+                nh = NextHeader(pkt[off]);
                 off += 8;
                 if fo >> 3 != 0 {
                     // a later fragment: what follows is data, not the headers its
@@ -295,7 +379,7 @@ pub fn upper_layer_info(pkt: &[u8]) -> Result<UpperLayer, Error> {
 /// Walks the extension-header chain from the fixed header.
 /// Returns (upper-layer protocol, offset of the upper-layer header from the start
 /// of the packet). Bounds-checked against the packet length.
-pub fn upper_layer(pkt: &[u8]) -> Result<(u8, usize), Error> {
+pub fn upper_layer(pkt: &[u8]) -> Result<(NextHeader, usize), Error> {
     upper_layer_info(pkt).map(|u| (u.proto, u.offset))
 }
 
@@ -307,14 +391,20 @@ mod tests {
     fn flow_ports_as_the_fast_path_reads_them() {
         use crate::test_support as ts;
         let (a, b) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
-        assert_eq!(flow_ports(&ts::udp(a, b, 4000, 53, b"x")), FlowPorts { proto: PROTO_UDP, sport: 4000, dport: 53 });
-        assert_eq!(flow_ports(&ts::tcp(a, b, 1, 2, b"")), FlowPorts { proto: PROTO_TCP, sport: 1, dport: 2 });
+        assert_eq!(
+            flow_ports(&ts::udp(a, b, 4000, 53, b"x")),
+            FlowPorts { proto: NextHeader::UDP, sport: 4000, dport: 53 }
+        );
+        assert_eq!(flow_ports(&ts::tcp(a, b, 1, 2, b"")), FlowPorts { proto: NextHeader::TCP, sport: 1, dport: 2 });
         assert_eq!(
             flow_ports(&ts::echo_request(a, b, 0x1234, 7, b"")),
-            FlowPorts { proto: PROTO_ICMPV6, sport: 0x1234, dport: 0 }
+            FlowPorts { proto: NextHeader::ICMPV6, sport: 0x1234, dport: 0 }
         );
         // cut short, or behind an extension header: ports 0
-        assert_eq!(flow_ports(&ts::udp(a, b, 4000, 53, b"")[..42]), FlowPorts { proto: PROTO_UDP, sport: 0, dport: 0 });
+        assert_eq!(
+            flow_ports(&ts::udp(a, b, 4000, 53, b"")[..42]),
+            FlowPorts { proto: NextHeader::UDP, sport: 0, dport: 0 }
+        );
         assert_eq!(flow_ports(&[]), FlowPorts::default());
     }
 
@@ -323,7 +413,7 @@ mod tests {
         let r = Repr {
             src: "2001:db8:a::c".parse().unwrap(),
             dst: "2001:db8:b::d".parse().unwrap(),
-            next_header: PROTO_UDP,
+            next_header: NextHeader::UDP,
             payload_len: 8,
             hop_limit: 64,
         };
@@ -334,7 +424,7 @@ mod tests {
         let p = Packet::new_checked(&v[..]).unwrap();
         assert_eq!(p.src(), r.src);
         assert_eq!(p.dst(), r.dst);
-        assert_eq!(upper_layer(&v).unwrap(), (PROTO_UDP, 40));
+        assert_eq!(upper_layer(&v).unwrap(), (NextHeader::UDP, 40));
     }
 
     #[test]
@@ -350,11 +440,11 @@ mod tests {
 
     #[test]
     fn walks_destopts() {
-        let mut v = vec![0x60, 0, 0, 0, 0, 16, PROTO_DSTOPTS, 64];
+        let mut v = vec![0x60, 0, 0, 0, 0, 16, NextHeader::DSTOPTS.0, 64];
         v.extend_from_slice(&[0u8; 32]);
-        v.extend_from_slice(&[PROTO_UDP, 0, 0x8b, 4, 1, 2, 3, 4]);
+        v.extend_from_slice(&[NextHeader::UDP.0, 0, 0x8b, 4, 1, 2, 3, 4]);
         v.extend_from_slice(&[0u8; 8]);
-        assert_eq!(upper_layer(&v).unwrap(), (PROTO_UDP, 48));
+        assert_eq!(upper_layer(&v).unwrap(), (NextHeader::UDP, 48));
         v[41] = 5; // hdr ext len beyond the packet
         assert_eq!(upper_layer(&v).unwrap_err(), Error::Truncated);
     }
@@ -364,7 +454,7 @@ mod tests {
         let r = Repr {
             src: Ipv6Addr::LOCALHOST,
             dst: Ipv6Addr::LOCALHOST,
-            next_header: PROTO_NONE,
+            next_header: NextHeader::NONE,
             payload_len: 0,
             hop_limit: 1,
         };
@@ -375,22 +465,22 @@ mod tests {
         assert_eq!((p.version(), p.traffic_class(), p.flow_label()), (6, 0xb8, 0xabcde));
         p.set_tc_fl(0x01, 0xfffff);
         p.set_hop_limit(9);
-        assert_eq!(&p.as_bytes()[..8], &[0x60, 0x1f, 0xff, 0xff, 0, 0, PROTO_NONE, 9]);
+        assert_eq!(&p.as_bytes()[..8], &[0x60, 0x1f, 0xff, 0xff, 0, 0, NextHeader::NONE.0, 9]);
         assert_eq!(Repr::parse(&p), Repr { hop_limit: 9, ..r });
     }
 
     #[test]
     fn walks_every_extension_header_kind() {
         // IPv6 | HBH(8) | Routing(16) | Fragment(8, offset 0, M) | DestOpts(8) | TCP
-        let mut v = vec![0x60, 0, 0, 0, 0, 60, PROTO_HOPOPTS, 64];
+        let mut v = vec![0x60, 0, 0, 0, 0, 60, NextHeader::HOPOPTS.0, 64];
         v.extend_from_slice(&[0u8; 32]);
-        v.extend_from_slice(&[PROTO_ROUTING, 0, 1, 4, 0, 0, 0, 0]);
-        v.extend_from_slice(&[PROTO_FRAGMENT, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-        v.extend_from_slice(&[PROTO_DSTOPTS, 0, 0, 1, 0, 0, 0, 1]);
-        v.extend_from_slice(&[PROTO_TCP, 0, 1, 4, 0, 0, 0, 0]);
+        v.extend_from_slice(&[NextHeader::ROUTING.0, 0, 1, 4, 0, 0, 0, 0]);
+        v.extend_from_slice(&[NextHeader::FRAGMENT.0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        v.extend_from_slice(&[NextHeader::DSTOPTS.0, 0, 0, 1, 0, 0, 0, 1]);
+        v.extend_from_slice(&[NextHeader::TCP.0, 0, 1, 4, 0, 0, 0, 0]);
         v.extend_from_slice(&[0u8; 20]);
         let u = upper_layer_info(&v).unwrap();
-        assert_eq!(u, UpperLayer { proto: PROTO_TCP, offset: 80, fragment: Some((0, true)) });
+        assert_eq!(u, UpperLayer { proto: NextHeader::TCP, offset: 80, fragment: Some((0, true)) });
         assert!(u.has_header() && !u.is_whole());
         v[66] = 0x00;
         v[67] = 0x11; // offset 2, M
@@ -407,10 +497,10 @@ mod tests {
     #[test]
     fn header_loop_is_bounded() {
         // 20 Destination Options headers chained: more than we walk
-        let mut v = vec![0x60, 0, 0, 0, 0, 160, PROTO_DSTOPTS, 64];
+        let mut v = vec![0x60, 0, 0, 0, 0, 160, NextHeader::DSTOPTS.0, 64];
         v.extend_from_slice(&[0u8; 32]);
         for _ in 0..20 {
-            v.extend_from_slice(&[PROTO_DSTOPTS, 0, 1, 4, 0, 0, 0, 0]);
+            v.extend_from_slice(&[NextHeader::DSTOPTS.0, 0, 1, 4, 0, 0, 0, 0]);
         }
         assert_eq!(upper_layer(&v).unwrap_err(), Error::Malformed("too many extension headers"));
     }

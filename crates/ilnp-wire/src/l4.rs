@@ -6,7 +6,7 @@
 //! written once.
 
 use crate::checksum;
-use crate::ipv6::{PROTO_TCP, PROTO_UDP};
+use crate::ipv6::NextHeader;
 use crate::Error;
 use std::net::Ipv6Addr;
 
@@ -207,15 +207,15 @@ pub enum PseudoHeader {
 /// Fills the checksum of `l4` (a whole TCP or UDP header + payload, checksum field
 /// zero) for `src` → `dst`. A UDP checksum that comes out 0 is sent as 0xffff
 /// (RFC 8200 §8.1). Other protocols: nothing is written.
-pub fn fill_checksum(l4: &mut [u8], proto: u8, src: &Ipv6Addr, dst: &Ipv6Addr, pseudo: PseudoHeader) {
+pub fn fill_checksum(l4: &mut [u8], proto: NextHeader, src: &Ipv6Addr, dst: &Ipv6Addr, pseudo: PseudoHeader) {
     let at = match proto {
-        PROTO_UDP if l4.len() >= UDP_HEADER_LEN => field::UDP_CHECKSUM.start,
-        PROTO_TCP if l4.len() >= TCP_HEADER_LEN => field::TCP_CHECKSUM.start,
+        NextHeader::UDP if l4.len() >= UDP_HEADER_LEN => field::UDP_CHECKSUM.start,
+        NextHeader::TCP if l4.len() >= TCP_HEADER_LEN => field::TCP_CHECKSUM.start,
         _ => return,
     };
     let c = match pseudo {
         PseudoHeader::Full => match checksum::compute(src, dst, proto, l4) {
-            0 if proto == PROTO_UDP => 0xffff,
+            0 if proto == NextHeader::UDP => 0xffff,
             c => c,
         },
         PseudoHeader::Ilnp => checksum::transport_checksum_wire(src, dst, proto, l4),
@@ -236,8 +236,8 @@ mod tests {
         let (s, d) = (a("2001:db8:a::c"), a("2001:db8:b::d"));
         let mut v = Vec::new();
         UdpRepr { src_port: 40001, dst_port: 53 }.emit(b"hello", &mut v);
-        fill_checksum(&mut v, PROTO_UDP, &s, &d, PseudoHeader::Full);
-        assert!(checksum::verify(&s, &d, PROTO_UDP, &v));
+        fill_checksum(&mut v, NextHeader::UDP, &s, &d, PseudoHeader::Full);
+        assert!(checksum::verify(&s, &d, NextHeader::UDP, &v));
         let u = Udp::new_checked(&v[..]).unwrap();
         assert_eq!((u.src_port(), u.dst_port(), u.length()), (40001, 53, 13));
         assert_eq!(u.payload(), b"hello");
@@ -260,10 +260,10 @@ mod tests {
         let mut v = Vec::new();
         r.emit(b"xy", &mut v);
         let mut w = v.clone();
-        fill_checksum(&mut v, PROTO_TCP, &s, &d, PseudoHeader::Full);
-        fill_checksum(&mut w, PROTO_TCP, &s, &d, PseudoHeader::Ilnp);
-        assert!(checksum::verify(&s, &d, PROTO_TCP, &v));
-        assert!(checksum::verify_transport_wire(&s, &d, PROTO_TCP, &w));
+        fill_checksum(&mut v, NextHeader::TCP, &s, &d, PseudoHeader::Full);
+        fill_checksum(&mut w, NextHeader::TCP, &s, &d, PseudoHeader::Ilnp);
+        assert!(checksum::verify(&s, &d, NextHeader::TCP, &v));
+        assert!(checksum::verify_transport_wire(&s, &d, NextHeader::TCP, &w));
         let t = Tcp::new_checked(&v[..]).unwrap();
         assert_eq!((t.src_port(), t.dst_port(), t.seq(), t.ack(), t.window()), (1, 2, 7, 9, 0xffff));
         assert_eq!((t.header_len(), t.flags(), t.payload()), (20, 0x18, &b"xy"[..]));
@@ -280,10 +280,10 @@ mod tests {
         let found = (0..=u16::MAX).find_map(|w| {
             let mut v = Vec::new();
             UdpRepr { src_port: 1, dst_port: 2 }.emit(&w.to_be_bytes(), &mut v);
-            (checksum::compute(&s, &d, PROTO_UDP, &v) == 0).then_some(v)
+            (checksum::compute(&s, &d, NextHeader::UDP, &v) == 0).then_some(v)
         });
         let mut v = found.expect("some payload word sums to 0");
-        fill_checksum(&mut v, PROTO_UDP, &s, &d, PseudoHeader::Full);
+        fill_checksum(&mut v, NextHeader::UDP, &s, &d, PseudoHeader::Full);
         assert_eq!(Udp::new_checked(&v[..]).unwrap().checksum(), 0xffff);
     }
 }

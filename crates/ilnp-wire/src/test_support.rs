@@ -13,8 +13,8 @@
 use crate::checksum;
 use crate::classify::{classify, IcmpError, Packet};
 use crate::destopts;
-use crate::icmpv6;
-use crate::ipv6::{self, PROTO_DSTOPTS, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
+use crate::icmpv6::{self, Icmpv6Type};
+use crate::ipv6::{self, NextHeader};
 use crate::l4;
 use crate::translate::{Csum, QuotedMeta, WireMeta};
 use crate::{Error, Locator, Nid, Nonce};
@@ -35,7 +35,7 @@ pub const NB: Nid = Nid(0x0200_00ff_fe00_000d);
 pub const SPORT: u16 = 40001;
 
 /// IPv6 fixed header (hop limit 64, traffic class and flow label 0) + `upper`.
-pub fn ipv6_packet(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, upper: &[u8]) -> Vec<u8> {
+pub fn ipv6_packet(src: Ipv6Addr, dst: Ipv6Addr, next_header: NextHeader, upper: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(ipv6::HEADER_LEN + upper.len());
     ipv6::Repr { src, dst, next_header, payload_len: upper.len() as u16, hop_limit: 64 }.emit(&mut v);
     v.extend_from_slice(upper);
@@ -46,8 +46,8 @@ pub fn ipv6_packet(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, upper: &[u8]) 
 pub fn udp(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
     let mut u = Vec::with_capacity(l4::UDP_HEADER_LEN + payload.len());
     l4::UdpRepr { src_port: sport, dst_port: dport }.emit(payload, &mut u);
-    l4::fill_checksum(&mut u, PROTO_UDP, &src, &dst, l4::PseudoHeader::Full);
-    ipv6_packet(src, dst, PROTO_UDP, &u)
+    l4::fill_checksum(&mut u, NextHeader::UDP, &src, &dst, l4::PseudoHeader::Full);
+    ipv6_packet(src, dst, NextHeader::UDP, &u)
 }
 
 /// A TCP segment (20-byte header, PSH|ACK, seq 1, ack 0, window 0xffff) with a
@@ -56,27 +56,34 @@ pub fn tcp(src: Ipv6Addr, dst: Ipv6Addr, sport: u16, dport: u16, payload: &[u8])
     let mut t = Vec::with_capacity(l4::TCP_HEADER_LEN + payload.len());
     let flags = l4::tcp_flags::PSH | l4::tcp_flags::ACK;
     l4::TcpRepr { src_port: sport, dst_port: dport, seq: 1, ack: 0, flags, window: 0xffff }.emit(payload, &mut t);
-    l4::fill_checksum(&mut t, PROTO_TCP, &src, &dst, l4::PseudoHeader::Full);
-    ipv6_packet(src, dst, PROTO_TCP, &t)
+    l4::fill_checksum(&mut t, NextHeader::TCP, &src, &dst, l4::PseudoHeader::Full);
+    ipv6_packet(src, dst, NextHeader::TCP, &t)
 }
 
 /// An ICMPv6 message (type, code, 4-byte data word, body) in an IPv6 packet,
 /// checksum filled (full addresses).
-pub fn icmpv6(src: Ipv6Addr, dst: Ipv6Addr, msg_type: u8, code: u8, data_word: u32, body: &[u8]) -> Vec<u8> {
+pub fn icmpv6(src: Ipv6Addr, dst: Ipv6Addr, msg_type: Icmpv6Type, code: u8, data_word: u32, body: &[u8]) -> Vec<u8> {
     let mut m = Vec::with_capacity(8 + body.len());
     icmpv6::Repr { msg_type, code, data_word, body }.emit(&mut m);
     icmpv6::Message::new_checked(&mut m[..]).expect("8 bytes at least").fill_checksum(&src, &dst);
-    ipv6_packet(src, dst, PROTO_ICMPV6, &m)
+    ipv6_packet(src, dst, NextHeader::ICMPV6, &m)
 }
 
 /// An ICMPv6 Echo Request.
 pub fn echo_request(src: Ipv6Addr, dst: Ipv6Addr, ident: u16, seq: u16, payload: &[u8]) -> Vec<u8> {
     let word = (u32::from(ident) << 16) | u32::from(seq);
-    icmpv6(src, dst, icmpv6::TYPE_ECHO_REQUEST, 0, word, payload)
+    icmpv6(src, dst, Icmpv6Type::ECHO_REQUEST, 0, word, payload)
 }
 
 /// An ICMPv6 error quoting `invoking` (cut to fit 1280 bytes), checksum filled.
-pub fn icmp_error(src: Ipv6Addr, dst: Ipv6Addr, msg_type: u8, code: u8, data_word: u32, invoking: &[u8]) -> Vec<u8> {
+pub fn icmp_error(
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    msg_type: Icmpv6Type,
+    code: u8,
+    data_word: u32,
+    invoking: &[u8],
+) -> Vec<u8> {
     icmpv6::error_packet(src, dst, msg_type, code, data_word, invoking)
 }
 
@@ -86,12 +93,12 @@ pub fn icmp_error(src: Ipv6Addr, dst: Ipv6Addr, msg_type: u8, code: u8, data_wor
 pub fn with_destopts(src: Ipv6Addr, dst: Ipv6Addr, destopts: &[u8], upper: &[u8]) -> Vec<u8> {
     let mut body = destopts.to_vec();
     body.extend_from_slice(upper);
-    ipv6_packet(src, dst, PROTO_DSTOPTS, &body)
+    ipv6_packet(src, dst, NextHeader::DSTOPTS, &body)
 }
 
 /// A wire-form packet: IPv6 + our DestOpts header holding `nonce` + `upper` of
 /// protocol `next_header`. No checksum is touched (build `upper` with the right one).
-pub fn with_nonce(src: Ipv6Addr, dst: Ipv6Addr, nonce: &Nonce, next_header: u8, upper: &[u8]) -> Vec<u8> {
+pub fn with_nonce(src: Ipv6Addr, dst: Ipv6Addr, nonce: &Nonce, next_header: NextHeader, upper: &[u8]) -> Vec<u8> {
     let mut h = Vec::with_capacity(destopts::header_len(nonce.len()));
     destopts::emit_nonce_header(next_header, nonce, &mut h);
     with_destopts(src, dst, &h, upper)
@@ -205,14 +212,14 @@ mod tests {
         let u = udp(s, d, 0x9c41, 0x17d4, b"ab");
         assert_eq!(&u[..8], &[0x60, 0, 0, 0, 0, 10, 17, 64]);
         assert_eq!(&u[40..46], &[0x9c, 0x41, 0x17, 0xd4, 0, 10]);
-        assert!(checksum::verify(&s, &d, 17, &u[40..]));
+        assert!(checksum::verify(&s, &d, NextHeader::UDP, &u[40..]));
         let t = tcp(s, d, 0x9c41, 0x1b58, b"xyz");
         assert_eq!(&t[40..56], &[0x9c, 0x41, 0x1b, 0x58, 0, 0, 0, 1, 0, 0, 0, 0, 0x50, 0x18, 0xff, 0xff]);
-        assert!(checksum::verify(&s, &d, 6, &t[40..]));
+        assert!(checksum::verify(&s, &d, NextHeader::TCP, &t[40..]));
         let e = echo_request(s, d, 7, 1, b"ping");
         assert_eq!(&e[40..48], &[128, 0, e[42], e[43], 0, 7, 0, 1]);
         assert!(checksum::verify_icmpv6(&s, &d, &e[40..]));
-        let w = with_nonce(s, d, &Nonce::N32([1, 2, 3, 4]), 59, &[]);
+        let w = with_nonce(s, d, &Nonce::N32([1, 2, 3, 4]), NextHeader::NONE, &[]);
         assert_eq!(&w[4..8], &[0, 16, 60, 64]);
         assert_eq!(&w[40..], &[59, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
         let mut m = e[40..].to_vec();

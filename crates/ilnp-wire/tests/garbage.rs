@@ -3,7 +3,8 @@
 //! Plain deterministic loops (no proptest), so the cases are the same on every run.
 
 use ilnp_wire::destopts::{self, Header};
-use ilnp_wire::icmpv6::{self, LocatorUpdate, LuEntry, LuMessage, LuOperation, Message};
+use ilnp_wire::icmpv6::{self, Icmpv6Type, LocatorUpdate, LuEntry, LuMessage, LuOperation, Message};
+use ilnp_wire::ipv6::NextHeader;
 use ilnp_wire::rdata::{self, Rdata};
 use ilnp_wire::test_support::{self as ts, hex, Rng, LA, LB, NA, NB, P};
 use ilnp_wire::translate::{self, Csum};
@@ -77,7 +78,7 @@ fn classify_agrees(data: &[u8]) -> bool {
         }
         ilnp_wire::Packet::Plain(p) => {
             let h = &p.bytes()[40..];
-            if p.ip.next_header == ipv6::PROTO_DSTOPTS {
+            if p.ip.next_header == NextHeader::DSTOPTS {
                 assert_eq!(destopts::find_nonce_in_header(h, 40).map(|n| n.is_some()), Ok(false));
             }
         }
@@ -132,7 +133,7 @@ fn translate_roundtrip(data: &[u8]) -> bool {
         }
         // an ICMPv6 error or LU (even a broken one) is not a data packet on the wire
         other => {
-            assert_eq!(ipv6::upper_layer_info(data).ok().map(|u| u.proto), Some(ipv6::PROTO_ICMPV6), "{other:?}");
+            assert_eq!(ipv6::upper_layer_info(data).ok().map(|u| u.proto), Some(NextHeader::ICMPV6), "{other:?}");
             return false;
         }
     };
@@ -164,9 +165,9 @@ fn seeds() -> Vec<Vec<u8>> {
     let mut lu_msg = Vec::new();
     lu.emit(&mut lu_msg).unwrap();
     let router: Ipv6Addr = "2001:db8:a::1".parse().unwrap();
-    let ptb = icmpv6::error_packet(router, ilnp_addr(LA, NA), 2, 0, 1280, &w32);
-    let pp = icmpv6::error_packet(router, ilnp_addr(LA, NA), 4, 2, 42, &w96);
-    let local_err = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &id);
+    let ptb = icmpv6::error_packet(router, ilnp_addr(LA, NA), Icmpv6Type::PACKET_TOO_BIG, 0, 1280, &w32);
+    let pp = icmpv6::error_packet(router, ilnp_addr(LA, NA), Icmpv6Type::PARAM_PROBLEM, 2, 42, &w96);
+    let local_err = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), Icmpv6Type::DEST_UNREACH, 4, 0, &id);
     let mut lp = Vec::new();
     Rdata::from_presentation("LP", "10 l64-subnet1.example.com.").unwrap().emit(&mut lp).unwrap();
     vec![

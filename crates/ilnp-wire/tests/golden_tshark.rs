@@ -3,6 +3,7 @@
 
 use ilnp_wire::checksum;
 use ilnp_wire::icmpv6::{LocatorUpdate, LuEntry, LuOperation};
+use ilnp_wire::ipv6::NextHeader;
 use ilnp_wire::rdata::Rdata;
 use ilnp_wire::test_support::{self as ts, LA, LB, NA, NB, P};
 use ilnp_wire::translate::{self, Csum};
@@ -93,7 +94,7 @@ fn transport_checksums_follow_rfc6744_not_tsharks_rule() {
     let (src, dst) = (ilnp_addr(LA, NA), ilnp_addr(LB, NB));
     let mut expect = Vec::new();
     let mut pkts = Vec::new();
-    for (id, proto, field) in [(udp_id, 17u8, 6usize), (tcp_id, 6, 16)] {
+    for (id, proto, field) in [(udp_id, NextHeader::UDP, 6usize), (tcp_id, NextHeader::TCP, 16)] {
         let w = translate::to_wire(&id, P, LA, LB, &n, Csum::Complete).unwrap();
         let mut l4 = w[56..].to_vec();
         let sent = u16::from_be_bytes([l4[field], l4[field + 1]]);

@@ -54,6 +54,7 @@ const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
 mod tests {
     use super::*;
     use ilnp_wire::checksum;
+    use ilnp_wire::ipv6::NextHeader;
 
     /// An IPv6/TCP super-packet as the kernel hands it to a TUN with TSO:
     /// checksum field = pseudo-header sum only (NEEDS_CSUM).
@@ -98,7 +99,11 @@ mod tests {
             let src: [u8; 16] = s[8..24].try_into().unwrap();
             let dst: [u8; 16] = s[24..40].try_into().unwrap();
             assert_eq!(u16::from_be_bytes([s[4], s[5]]) as usize, s.len() - 40, "payload length");
-            assert_eq!(checksum::compute(&src.into(), &dst.into(), 6, &s[40..]), 0, "segment checksum verifies");
+            assert_eq!(
+                checksum::compute(&src.into(), &dst.into(), NextHeader::TCP, &s[40..]),
+                0,
+                "segment checksum verifies"
+            );
             assert_eq!(u32::from_be_bytes(s[44..48].try_into().unwrap()), seq);
             seq += (s.len() - 60) as u32;
         }

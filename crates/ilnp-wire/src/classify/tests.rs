@@ -1,6 +1,5 @@
 use super::*;
-use crate::icmpv6::{LocatorUpdate, LuEntry, LuOperation};
-use crate::ipv6::{PROTO_TCP, PROTO_UDP};
+use crate::icmpv6::{Icmpv6Type, LocatorUpdate, LuEntry, LuOperation};
 use crate::test_support::{self as ts, LA, LB, NA, NB, P};
 use crate::translate::{self, Csum};
 use crate::{ilnp_addr, Nonce};
@@ -24,8 +23,8 @@ fn nonce_only_literal() {
     let v = literal([0x60, 0, 0, 0, 0, 16, 60, 64], &[59, 1, 0x8b, 4, 0xde, 0xad, 0xbe, 0xef, 1, 6, 0, 0, 0, 0, 0, 0]);
     let Ok(Packet::NonceOnly(d)) = classify(&v) else { panic!("{:?}", classify(&v)) };
     assert_eq!(d.nonce.nonce, Nonce::N32([0xde, 0xad, 0xbe, 0xef]));
-    assert_eq!((d.nonce.option_offset, d.nonce.header_len, d.nonce.next_header), (42, 16, 59));
-    assert_eq!((d.upper.proto, d.upper.offset), (59, 56));
+    assert_eq!((d.nonce.option_offset, d.nonce.header_len, d.nonce.next_header), (42, 16, NextHeader::NONE));
+    assert_eq!((d.upper.proto, d.upper.offset), (NextHeader::NONE, 56));
     assert_eq!(endpoints(&d.ip), ((LA, NA), (LB, NB)));
     assert_eq!(d.bytes(), &v[..]);
     // what the core sends is what classify recognises
@@ -42,12 +41,12 @@ fn data_literal_and_its_translation() {
     assert_eq!((p.kind(), p.nonce()), (Kind::Data, Some(Nonce::N96([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]))));
     assert_eq!(p.summary(), "2001:db8:a:0:200:ff:fe00:c -> 2001:db8:b:0:200:ff:fe00:d");
     let Packet::Data(d) = p else { unreachable!() };
-    assert_eq!(d.upper, UpperLayer { proto: PROTO_UDP, offset: 56, fragment: None });
+    assert_eq!(d.upper, UpperLayer { proto: NextHeader::UDP, offset: 56, fragment: None });
     let (id, meta) = d.to_identifier(P, Csum::Complete).unwrap();
     // identifier form: no nonce any more, both addresses in the identifier prefix
     let Ok(Packet::Plain(back)) = classify(&id) else { panic!("{:?}", classify(&id)) };
     assert_eq!(endpoints(&back.ip), ((P, NA), (P, NB)));
-    assert_eq!((meta.src_loc, meta.dst_nid, meta.proto), (LA, NB, PROTO_UDP));
+    assert_eq!((meta.src_loc, meta.dst_nid, meta.proto), (LA, NB, NextHeader::UDP));
     assert_eq!(&id[..8], &[0x60, 0, 0, 0, 0, 8, 17, 64]);
     // link padding after payload_len is not part of the packet
     let mut padded = v.clone();
@@ -61,13 +60,13 @@ fn plain_literal() {
     // identifier-form TCP header (no nonce): what the stack hands ilnp0
     let mut v = literal([0x60, 0, 0, 0, 0, 20, 6, 64], &[0; 20]);
     let Ok(Packet::Plain(p)) = classify(&v) else { panic!() };
-    assert_eq!((p.upper.proto, p.upper.offset, p.bytes().len()), (PROTO_TCP, 40, 60));
+    assert_eq!((p.upper.proto, p.upper.offset, p.bytes().len()), (NextHeader::TCP, 40, 60));
     // a Destination Options header without a nonce is still plain
     v[6] = 60;
     v[5] = 28;
     v.splice(40..40, [6, 0, 1, 4, 0, 0, 0, 0]);
     let Ok(Packet::Plain(p)) = classify(&v) else { panic!() };
-    assert_eq!((p.upper.proto, p.upper.offset), (PROTO_TCP, 48));
+    assert_eq!((p.upper.proto, p.upper.offset), (NextHeader::TCP, 48));
     // an ICMPv6 echo without a nonce
     let e = ts::echo_request(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 1, b"x");
     assert_eq!(classify(&e).unwrap().kind(), Kind::Plain);
@@ -99,7 +98,7 @@ fn locator_update_and_its_errors() {
     assert_eq!(classify(&zero).unwrap_err(), ClassifyError { kind: Kind::Lu, error: Error::LuNoLocators });
     // an LU without a nonce is still an LU (it cannot be verified: `nonce` None)
     let (s, d) = (ilnp_addr(LA, NA), ilnp_addr(LB, NB));
-    let plain = ts::ipv6_packet(s, d, 58, &v[56..]);
+    let plain = ts::ipv6_packet(s, d, NextHeader::ICMPV6, &v[56..]);
     let Ok(Packet::Lu(l)) = classify(&plain) else { panic!() };
     assert_eq!(l.nonce, None);
 }
@@ -109,11 +108,14 @@ fn icmp_error_about_our_packet() {
     let id = ts::udp(ilnp_addr(P, NA), ilnp_addr(P, NB), 0x9c41, 0x17d4, b"hello");
     let w = translate::to_wire(&id, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
     let router = "2001:db8:a::1".parse().unwrap();
-    let pp = ts::icmp_error(router, ilnp_addr(LA, NA), 4, 2, 42, &w);
+    let pp = ts::icmp_error(router, ilnp_addr(LA, NA), Icmpv6Type::PARAM_PROBLEM, 2, 42, &w);
     let Ok(Packet::IcmpError(e)) = classify(&pp) else { panic!() };
-    assert_eq!((e.nonce, e.message.msg_type(), e.message.code(), e.message.pointer()), (None, 4, 2, Some(42)));
+    assert_eq!(
+        (e.nonce, e.message.msg_type(), e.message.code(), e.message.pointer()),
+        (None, Icmpv6Type::PARAM_PROBLEM, 2, Some(42))
+    );
     let q = e.quoted.unwrap();
-    assert_eq!((q.ip.src, q.ip.dst, q.ip.next_header), (ilnp_addr(LA, NA), ilnp_addr(LB, NB), 60));
+    assert_eq!((q.ip.src, q.ip.dst, q.ip.next_header), (ilnp_addr(LA, NA), ilnp_addr(LB, NB), NextHeader::DSTOPTS));
     assert_eq!(q.nonce.map(|n| (n.nonce, n.option_offset)), Some((Nonce::N32([1, 2, 3, 4]), 42)));
     assert!(q.rejects_nonce);
     let m = e.meta().unwrap();
@@ -123,8 +125,9 @@ fn icmp_error_about_our_packet() {
     );
     assert_eq!(e.to_identifier(P).map(|(_, m)| m), Ok(m));
     // a PTB from a correspondent, with its own nonce on the error
-    let inner = ts::icmp_error(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 2, 0, 1400, &w);
-    let with = ts::with_nonce(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &Nonce::N32([9; 4]), 58, &inner[40..]);
+    let inner = ts::icmp_error(ilnp_addr(LB, NB), ilnp_addr(LA, NA), Icmpv6Type::PACKET_TOO_BIG, 0, 1400, &w);
+    let with =
+        ts::with_nonce(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &Nonce::N32([9; 4]), NextHeader::ICMPV6, &inner[40..]);
     let Ok(Packet::IcmpError(e)) = classify(&with) else { panic!() };
     assert_eq!((e.nonce.map(|n| n.nonce), e.message.mtu()), (Some(Nonce::N32([9; 4])), Some(1400)));
     assert!(!e.quoted.unwrap().rejects_nonce);
@@ -133,7 +136,7 @@ fn icmp_error_about_our_packet() {
     bad[90] ^= 1;
     assert_eq!(classify(&bad).unwrap_err(), ClassifyError { kind: Kind::IcmpError, error: Error::BadChecksum });
     // the local stack's error (identifier form, quote without a nonce) goes to the wire
-    let local = ts::icmp_error(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &id);
+    let local = ts::icmp_error(ilnp_addr(P, NA), ilnp_addr(P, NB), Icmpv6Type::DEST_UNREACH, 4, 0, &id);
     let Ok(Packet::IcmpError(e)) = classify(&local) else { panic!() };
     assert_eq!((e.quoted.unwrap().nonce, e.meta()), (None, Err(Error::NoNonce)));
     let (n, qn) = (Nonce::N32([7; 4]), Nonce::N96([8; 12]));
@@ -142,7 +145,7 @@ fn icmp_error_about_our_packet() {
     let Ok(Packet::IcmpError(back)) = classify(&w2) else { panic!("{:?}", classify(&w2)) };
     assert_eq!((back.nonce.map(|h| h.nonce), back.meta().map(|m| m.nonce)), (Some(n), Ok(qn)));
     // a quote shorter than a fixed header: no quoted view
-    let short = ts::icmp_error(router, ilnp_addr(LA, NA), 1, 0, 0, &w[..39]);
+    let short = ts::icmp_error(router, ilnp_addr(LA, NA), Icmpv6Type::DEST_UNREACH, 0, 0, &w[..39]);
     let Ok(Packet::IcmpError(e)) = classify(&short) else { panic!() };
     assert_eq!(e.quoted, None);
 }
@@ -179,7 +182,8 @@ fn header_and_body_errors() {
 fn garbage_and_cuts_never_panic() {
     let id = ts::udp(ilnp_addr(P, NA), ilnp_addr(P, NB), 0x9c41, 0x17d4, b"abcdefgh");
     let w = translate::to_wire(&id, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
-    let e = ts::icmp_error("2001:db8:a::1".parse().unwrap(), ilnp_addr(LA, NA), 2, 0, 1280, &w);
+    let e =
+        ts::icmp_error("2001:db8:a::1".parse().unwrap(), ilnp_addr(LA, NA), Icmpv6Type::PACKET_TOO_BIG, 0, 1280, &w);
     let mut ok = 0;
     for s in [&id, &w, &e] {
         for cut in 0..s.len() {

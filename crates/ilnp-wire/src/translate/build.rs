@@ -14,7 +14,7 @@ use std::net::Ipv6Addr;
 /// connecting socket fails at once instead of hanging.
 pub fn unreachable_to_app(orig: &[u8], code: u8) -> Result<Vec<u8>, Error> {
     let p = ipv6::Packet::new_checked(orig)?;
-    Ok(icmpv6::error_packet(p.dst(), p.src(), icmpv6::TYPE_DEST_UNREACH, code, 0, p.packet_bytes()))
+    Ok(icmpv6::error_packet(p.dst(), p.src(), icmpv6::Icmpv6Type::DEST_UNREACH, code, 0, p.packet_bytes()))
 }
 
 /// A complete wire-form Locator Update packet: IPv6 + DestOpts(nonce) + ICMPv6 LU,
@@ -27,5 +27,5 @@ pub fn lu_packet(src: Ipv6Addr, dst: Ipv6Addr, nonce: &Nonce, lu: &LocatorUpdate
 /// how a responder tells the initiator its nonce when the session has nothing
 /// else to send back (RFC 6741 §13.1), so that later Locator Updates verify.
 pub fn nonce_only_packet(src: Ipv6Addr, dst: Ipv6Addr, nonce: &Nonce) -> Vec<u8> {
-    destopts::packet(src, dst, 64, Some(nonce), ipv6::PROTO_NONE, &[])
+    destopts::packet(src, dst, 64, Some(nonce), ipv6::NextHeader::NONE, &[])
 }

@@ -3,7 +3,7 @@
 use super::{adjust_checksum, identifier_nids, pseudo_addrs_rule, Csum};
 use crate::checksum::{self, ChecksumRule};
 use crate::destopts::{self, NonceHeader};
-use crate::ipv6::{self, PROTO_DSTOPTS, PROTO_ICMPV6};
+use crate::ipv6::{self, NextHeader};
 use crate::{ilnp_addr, split_addr, Error, Locator, Nid, Nonce};
 use std::net::Ipv6Addr;
 
@@ -16,7 +16,7 @@ pub struct WireMeta {
     pub dst_nid: Nid,
     pub nonce: Nonce,
     /// upper-layer protocol
-    pub proto: u8,
+    pub proto: NextHeader,
 }
 
 /// Rewrites the upper-layer checksum of `pkt` (whose addresses were `old_src/old_dst`
@@ -63,11 +63,11 @@ pub(super) fn fix_upper_checksum_rule(
     }
     let at = off + field;
     let new = pseudo_addrs_rule(proto, new_src, new_dst, new_wire);
-    if csum == Csum::Partial && proto != PROTO_ICMPV6 {
+    if csum == Csum::Partial && proto != NextHeader::ICMPV6 {
         // ICMPv6 is adjusted, never recomputed, so a corrupt checksum stays corrupt
         checksum::write_field(pkt, at, 0);
         let c = checksum::compute(&new.0, &new.1, proto, &pkt[off..end]);
-        let c = if proto == ipv6::PROTO_UDP && c == 0 { 0xffff } else { c };
+        let c = if proto == NextHeader::UDP && c == 0 { 0xffff } else { c };
         checksum::write_field(pkt, at, c);
         return Ok(());
     }
@@ -113,7 +113,7 @@ pub fn to_wire_rule(
     {
         let mut q = ipv6::Packet::new_checked(&mut out[..]).map_err(|_| Error::Truncated)?;
         q.set_payload_len(new_plen as u16);
-        q.set_next_header(PROTO_DSTOPTS);
+        q.set_next_header(NextHeader::DSTOPTS);
         q.set_src(ilnp_addr(src_loc, sn));
         q.set_dst(ilnp_addr(dst_loc, dn));
     }

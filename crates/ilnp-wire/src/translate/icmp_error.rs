@@ -4,14 +4,14 @@
 
 use super::{adjust_checksum, identifier_nids, pseudo_addrs};
 use crate::destopts::{self, NonceHeader};
-use crate::icmpv6::{self, Message};
-use crate::ipv6::{self, PROTO_DSTOPTS};
+use crate::icmpv6::{self, Icmpv6Type, Message};
+use crate::ipv6::{self, NextHeader};
 use crate::{checksum, ilnp_addr, split_addr, Error, Locator, Nid, Nonce};
 
 /// The nonce header of a quoted (possibly truncated) invoking packet.
 pub fn quoted_nonce(quoted: &[u8]) -> Option<NonceHeader> {
     let q = ipv6::Packet::new_quoted(quoted).ok()?;
-    if q.next_header() != PROTO_DSTOPTS {
+    if q.next_header() != NextHeader::DSTOPTS {
         return None;
     }
     // A quote may be cut short: its payload ends where the quote does.
@@ -22,7 +22,7 @@ pub fn quoted_nonce(quoted: &[u8]) -> Option<NonceHeader> {
 /// What an ICMPv6 error about one of our wire-form packets refers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QuotedMeta {
-    pub icmp_type: u8,
+    pub icmp_type: Icmpv6Type,
     pub icmp_code: u8,
     /// our NID and locator (source of the quoted packet)
     pub local_nid: Nid,
@@ -40,7 +40,7 @@ pub struct QuotedMeta {
 /// True if `m` is a Parameter Problem code 2 whose pointer is exactly the type
 /// byte of the quoted nonce option (RFC 6744 §8).
 pub(crate) fn points_at_nonce(m: &Message<&[u8]>, quoted: &NonceHeader) -> bool {
-    m.msg_type() == icmpv6::TYPE_PARAM_PROBLEM
+    m.msg_type() == Icmpv6Type::PARAM_PROBLEM
         && m.code() == icmpv6::PARAM_UNRECOGNIZED_OPTION
         && m.data_word() as usize == quoted.option_offset
 }
@@ -97,8 +97,8 @@ pub(crate) fn error_to_identifier(
     }
     let mut data = m.data_word();
     match m.msg_type() {
-        icmpv6::TYPE_PACKET_TOO_BIG => data = data.saturating_sub(hlen as u32),
-        icmpv6::TYPE_PARAM_PROBLEM if data as usize >= ipv6::HEADER_LEN + hlen => data -= hlen as u32,
+        Icmpv6Type::PACKET_TOO_BIG => data = data.saturating_sub(hlen as u32),
+        Icmpv6Type::PARAM_PROBLEM if data as usize >= ipv6::HEADER_LEN + hlen => data -= hlen as u32,
         _ => {}
     }
     let repr = icmpv6::Repr { msg_type: m.msg_type(), code: m.code(), data_word: data, body: &q };
@@ -142,7 +142,7 @@ pub(crate) fn error_to_wire(
     {
         let mut v = ipv6::Packet::new_quoted(&mut q[..])?;
         v.set_payload_len(quoted.payload_len().saturating_add(qhlen as u16));
-        v.set_next_header(PROTO_DSTOPTS);
+        v.set_next_header(NextHeader::DSTOPTS);
         v.set_src(wqs);
         v.set_dst(wqd);
     }
@@ -151,7 +151,7 @@ pub(crate) fn error_to_wire(
         adjust_checksum(&mut q, ipv6::HEADER_LEN + qhlen + field, proto, (qs, qd), new);
     }
     let mut data = m.data_word();
-    if m.msg_type() == icmpv6::TYPE_PARAM_PROBLEM && data as usize >= ipv6::HEADER_LEN {
+    if m.msg_type() == Icmpv6Type::PARAM_PROBLEM && data as usize >= ipv6::HEADER_LEN {
         data = data.saturating_add(qhlen as u32);
     }
     q.truncate(icmpv6::quote_room(destopts::header_len(nonce.len())));

@@ -31,7 +31,7 @@ pub use icmp_error::{quoted_nonce, QuotedMeta};
 pub use plain::{from_plain, to_plain, PlainMeta};
 
 use crate::checksum::{self, ChecksumRule};
-use crate::ipv6::{PROTO_ICMPV6, PROTO_UDP};
+use crate::ipv6::NextHeader;
 use std::net::Ipv6Addr;
 
 /// State of the transport checksum field of a packet handed to us.
@@ -61,14 +61,19 @@ fn identifier_nids(
 /// The addresses `proto`'s checksum covers in one form: the wire form's transport
 /// rule zeroes the locators (RFC 6744 §3); ICMPv6, and everything in the
 /// identifier form, covers the full addresses.
-fn pseudo_addrs(proto: u8, src: Ipv6Addr, dst: Ipv6Addr, wire: bool) -> (Ipv6Addr, Ipv6Addr) {
+fn pseudo_addrs(proto: NextHeader, src: Ipv6Addr, dst: Ipv6Addr, wire: bool) -> (Ipv6Addr, Ipv6Addr) {
     pseudo_addrs_rule(proto, src, dst, wire.then_some(ChecksumRule::Rfc6741))
 }
 
 /// `pseudo_addrs` for a form: `None` the identifier form (full addresses), `Some(rule)`
 /// the wire form under a correspondent's transport checksum rule.
-fn pseudo_addrs_rule(proto: u8, src: Ipv6Addr, dst: Ipv6Addr, wire: Option<ChecksumRule>) -> (Ipv6Addr, Ipv6Addr) {
-    if wire == Some(ChecksumRule::Rfc6741) && proto != PROTO_ICMPV6 {
+fn pseudo_addrs_rule(
+    proto: NextHeader,
+    src: Ipv6Addr,
+    dst: Ipv6Addr,
+    wire: Option<ChecksumRule>,
+) -> (Ipv6Addr, Ipv6Addr) {
+    if wire == Some(ChecksumRule::Rfc6741) && proto != NextHeader::ICMPV6 {
         (checksum::nid_only(&src), checksum::nid_only(&dst))
     } else {
         (src, dst)
@@ -79,11 +84,11 @@ fn pseudo_addrs_rule(proto: u8, src: Ipv6Addr, dst: Ipv6Addr, wire: Option<Check
 /// of the pseudo-header addresses from `old` to `new` (RFC 1624). UDP's "no
 /// checksum" zero is left alone, and a computed zero is sent as 0xffff. A field
 /// beyond the buffer (a cut quote) is left alone.
-fn adjust_checksum(buf: &mut [u8], at: usize, proto: u8, old: (Ipv6Addr, Ipv6Addr), new: (Ipv6Addr, Ipv6Addr)) {
+fn adjust_checksum(buf: &mut [u8], at: usize, proto: NextHeader, old: (Ipv6Addr, Ipv6Addr), new: (Ipv6Addr, Ipv6Addr)) {
     let Some(field) = checksum::read_field(buf, at) else { return };
-    if proto == PROTO_UDP && field == 0 {
+    if proto == NextHeader::UDP && field == 0 {
         return;
     }
     let v = checksum::update(field, checksum::addr_pair_sum(&old.0, &old.1), checksum::addr_pair_sum(&new.0, &new.1));
-    checksum::write_field(buf, at, if proto == PROTO_UDP && v == 0 { 0xffff } else { v });
+    checksum::write_field(buf, at, if proto == NextHeader::UDP && v == 0 { 0xffff } else { v });
 }

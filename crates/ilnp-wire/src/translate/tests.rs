@@ -1,13 +1,13 @@
 use super::*;
-use crate::icmpv6::{self, LocatorUpdate, LuEntry, LuOperation};
-use crate::ipv6::{self, PROTO_DSTOPTS, PROTO_ICMPV6, PROTO_TCP, PROTO_UDP};
+use crate::icmpv6::{self, Icmpv6Type, LocatorUpdate, LuEntry, LuOperation};
+use crate::ipv6::{self, NextHeader};
 use crate::test_support::{
     self as ts, icmp_error_meta, icmp_error_to_identifier, icmp_error_to_wire, to_identifier, LA, LB, NA, NB, P,
 };
 use crate::{checksum, ilnp_addr, Error, Locator, Nid, Nonce};
 use std::net::Ipv6Addr;
 
-fn csum_field(proto: u8) -> Option<usize> {
+fn csum_field(proto: NextHeader) -> Option<usize> {
     checksum::field_offset(proto)
 }
 
@@ -28,10 +28,15 @@ fn udp_roundtrip_with_rfc6744_checksum() {
         let wp = ipv6::Packet::new_checked(&w[..]).unwrap();
         assert_eq!(wp.src(), ilnp_addr(LA, NA));
         assert_eq!(wp.dst(), ilnp_addr(LB, NB));
-        assert_eq!(wp.next_header(), PROTO_DSTOPTS);
-        assert_eq!(&w[40..56], &[PROTO_UDP, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(wp.next_header(), NextHeader::DSTOPTS);
+        assert_eq!(&w[40..56], &[NextHeader::UDP.0, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
         // transport checksum valid with locators zeroed, not with full addresses
-        assert!(checksum::verify(&checksum::nid_only(&wp.src()), &checksum::nid_only(&wp.dst()), 17, &w[56..]));
+        assert!(checksum::verify(
+            &checksum::nid_only(&wp.src()),
+            &checksum::nid_only(&wp.dst()),
+            NextHeader::UDP,
+            &w[56..]
+        ));
         let (back, meta) = to_identifier(&w, P, Csum::Complete).unwrap();
         assert_eq!(back, id);
         assert_eq!(meta.nonce, n);
@@ -44,7 +49,7 @@ fn tcp_partial_checksum_is_completed() {
     let id = tcp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"payload bytes");
     let mut partial = id.clone();
     // a partial field holds only the (non-inverted) pseudo-header sum
-    let ph = checksum::fold(checksum::pseudo_header(&ilnp_addr(P, NA), &ilnp_addr(P, NB), 6, 33));
+    let ph = checksum::fold(checksum::pseudo_header(&ilnp_addr(P, NA), &ilnp_addr(P, NB), NextHeader::TCP, 33));
     partial[56..58].copy_from_slice(&ph.to_be_bytes());
     let n = Nonce::N96([7; 12]);
     let w = to_wire(&partial, P, LA, LB, &n, Csum::Partial).unwrap();
@@ -60,11 +65,11 @@ fn icmp_echo_checksum_uses_full_addresses() {
     let c = checksum::icmpv6_checksum(&s, &d, &icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     let mut id = Vec::new();
-    ipv6::Repr { src: s, dst: d, next_header: PROTO_ICMPV6, payload_len: icmp.len() as u16, hop_limit: 64 }
+    ipv6::Repr { src: s, dst: d, next_header: NextHeader::ICMPV6, payload_len: icmp.len() as u16, hop_limit: 64 }
         .emit(&mut id);
     id.extend_from_slice(&icmp);
     let w = to_wire(&id, P, LA, LB, &Nonce::N32([9; 4]), Csum::Complete).unwrap();
-    assert!(checksum::verify(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), 58, &w[56..]));
+    assert!(checksum::verify(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), NextHeader::ICMPV6, &w[56..]));
     let (back, _) = to_identifier(&w, P, Csum::Complete).unwrap();
     assert_eq!(back, id);
 }
@@ -81,7 +86,7 @@ fn ptb_translation_and_fallback_signal() {
     let id = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), &[0u8; 1300]);
     let w = to_wire(&id, P, LA, LB, &Nonce::N32([1, 1, 1, 1]), Csum::Complete).unwrap();
     let router: Ipv6Addr = "2001:db8:a::1".parse().unwrap();
-    let mk = |t: u8, code: u8, data: u32| {
+    let mk = |t: Icmpv6Type, code: u8, data: u32| {
         let mut body = Vec::new();
         icmpv6::emit_error(t, code, data, &w, &mut body);
         let c = checksum::icmpv6_checksum(&router, &ilnp_addr(LA, NA), &body);
@@ -90,7 +95,7 @@ fn ptb_translation_and_fallback_signal() {
         ipv6::Repr {
             src: router,
             dst: ilnp_addr(LA, NA),
-            next_header: 58,
+            next_header: NextHeader::ICMPV6,
             payload_len: body.len() as u16,
             hop_limit: 64,
         }
@@ -98,21 +103,21 @@ fn ptb_translation_and_fallback_signal() {
         v.extend_from_slice(&body);
         v
     };
-    let ptb = mk(icmpv6::TYPE_PACKET_TOO_BIG, 0, 1280);
+    let ptb = mk(Icmpv6Type::PACKET_TOO_BIG, 0, 1280);
     let (t, meta) = icmp_error_to_identifier(&ptb, P).unwrap();
     assert!(!meta.rejects_nonce);
     assert_eq!((meta.peer_nid, meta.peer_loc), (NB, LB));
     let tp = ipv6::Packet::new_checked(&t[..]).unwrap();
     assert_eq!(tp.dst(), ilnp_addr(P, NA));
     assert_eq!(u32::from_be_bytes([t[44], t[45], t[46], t[47]]), 1264);
-    assert!(checksum::verify(&tp.src(), &tp.dst(), 58, &t[40..]));
+    assert!(checksum::verify(&tp.src(), &tp.dst(), NextHeader::ICMPV6, &t[40..]));
     // quoted packet is now identifier form: addresses in P, UDP directly after the header
     assert_eq!(&t[48 + 8..48 + 24], &ilnp_addr(P, NA).octets());
-    assert_eq!(t[48 + 6], PROTO_UDP);
+    assert_eq!(t[48 + 6], NextHeader::UDP.0);
 
-    let pp = mk(icmpv6::TYPE_PARAM_PROBLEM, 2, 42);
+    let pp = mk(Icmpv6Type::PARAM_PROBLEM, 2, 42);
     assert!(icmp_error_meta(&pp).unwrap().rejects_nonce);
-    let pp = mk(icmpv6::TYPE_PARAM_PROBLEM, 2, 40);
+    let pp = mk(Icmpv6Type::PARAM_PROBLEM, 2, 40);
     assert!(!icmp_error_meta(&pp).unwrap().rejects_nonce);
 }
 
@@ -123,7 +128,7 @@ fn unreachable_for_app() {
     let p = ipv6::Packet::new_checked(&u[..]).unwrap();
     assert_eq!((p.src(), p.dst()), (ilnp_addr(P, NB), ilnp_addr(P, NA)));
     assert_eq!(&u[40..42], &[1, 3]);
-    assert!(checksum::verify(&p.src(), &p.dst(), 58, &u[40..]));
+    assert!(checksum::verify(&p.src(), &p.dst(), NextHeader::ICMPV6, &u[40..]));
     assert_eq!(&u[48..], &id[..]);
 }
 
@@ -184,7 +189,7 @@ fn incremental_adjustment_matches_full_recomputation() {
             }
             let (back, _) = to_identifier(&w, P, Csum::Complete).unwrap();
             let p = ipv6::Packet::new_checked(&back[..]).unwrap();
-            let proto = if tcp { PROTO_TCP } else { PROTO_UDP };
+            let proto = if tcp { NextHeader::TCP } else { NextHeader::UDP };
             assert!(checksum::verify(&p.src(), &p.dst(), proto, &back[40..]), "seed {seed}");
             n += 1;
         }
@@ -207,20 +212,20 @@ fn existing_extension_headers_stay_after_ours() {
     // identifier packet: IPv6 | Routing(type 0xfe, 8 bytes, segments left 0) | UDP
     let inner = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"ext");
     let mut id = inner[..40].to_vec();
-    id[6] = ipv6::PROTO_ROUTING;
+    id[6] = NextHeader::ROUTING.0;
     id[4..6].copy_from_slice(&((inner.len() - 40 + 8) as u16).to_be_bytes());
-    id.extend_from_slice(&[PROTO_UDP, 0, 0xfe, 0, 0, 0, 0, 0]);
+    id.extend_from_slice(&[NextHeader::UDP.0, 0, 0xfe, 0, 0, 0, 0, 0]);
     id.extend_from_slice(&inner[40..]);
     let w = to_wire(&id, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
-    assert_eq!(w[6], PROTO_DSTOPTS);
-    assert_eq!(&w[40..56], &[ipv6::PROTO_ROUTING, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
-    assert_eq!(&w[56..64], &[PROTO_UDP, 0, 0xfe, 0, 0, 0, 0, 0]);
+    assert_eq!(w[6], NextHeader::DSTOPTS.0);
+    assert_eq!(&w[40..56], &[NextHeader::ROUTING.0, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&w[56..64], &[NextHeader::UDP.0, 0, 0xfe, 0, 0, 0, 0, 0]);
     assert_eq!(u16::from_be_bytes([w[4], w[5]]) as usize, w.len() - 40);
-    assert_eq!(ipv6::upper_layer(&w).unwrap(), (PROTO_UDP, 64));
-    assert!(checksum::verify_transport_wire(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), 17, &w[64..]));
+    assert_eq!(ipv6::upper_layer(&w).unwrap(), (NextHeader::UDP, 64));
+    assert!(checksum::verify_transport_wire(&ilnp_addr(LA, NA), &ilnp_addr(LB, NB), NextHeader::UDP, &w[64..]));
     let (back, meta) = to_identifier(&w, P, Csum::Complete).unwrap();
     assert_eq!(back, id);
-    assert_eq!(meta.proto, PROTO_UDP);
+    assert_eq!(meta.proto, NextHeader::UDP);
 }
 
 #[test]
@@ -230,12 +235,12 @@ fn later_fragments_are_not_touched() {
     ipv6::Repr {
         src: ilnp_addr(P, NA),
         dst: ilnp_addr(P, NB),
-        next_header: ipv6::PROTO_FRAGMENT,
+        next_header: NextHeader::FRAGMENT,
         payload_len: 24,
         hop_limit: 64,
     }
     .emit(&mut id);
-    id.extend_from_slice(&[PROTO_UDP, 0, 0x05, 0xc8, 0, 0, 0, 42]); // offset 185 << 3
+    id.extend_from_slice(&[NextHeader::UDP.0, 0, 0x05, 0xc8, 0, 0, 0, 42]); // offset 185 << 3
     id.extend_from_slice(&[0xaa; 16]);
     let w = to_wire(&id, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
     assert_eq!(&w[64..], &[0xaa; 16]);
@@ -244,9 +249,9 @@ fn later_fragments_are_not_touched() {
     // a first fragment (offset 0, M=1) gets the pseudo-header adjustment
     let full = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), &[7; 32]);
     let mut first = full[..40].to_vec();
-    first[6] = ipv6::PROTO_FRAGMENT;
+    first[6] = NextHeader::FRAGMENT.0;
     first[4..6].copy_from_slice(&(8u16 + 24).to_be_bytes());
-    first.extend_from_slice(&[PROTO_UDP, 0, 0, 1, 0, 0, 0, 42]);
+    first.extend_from_slice(&[NextHeader::UDP.0, 0, 0, 1, 0, 0, 0, 42]);
     first.extend_from_slice(&full[40..64]);
     let w = to_wire(&first, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
     let whole = to_wire(&full, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
@@ -258,7 +263,7 @@ fn later_fragments_are_not_touched() {
 fn inbound_option_errors() {
     let id = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"opts");
     let w = to_wire(&id, P, LA, LB, &Nonce::N96([5; 12]), Csum::Complete).unwrap();
-    assert_eq!(&w[40..44], &[PROTO_UDP, 1, 0x8b, 12]);
+    assert_eq!(&w[40..44], &[NextHeader::UDP.0, 1, 0x8b, 12]);
     // replace the 96-bit nonce by a 32-bit nonce + an unknown option (type 0x1e, 6 bytes)
     let mut other = w.clone();
     other[42..56].copy_from_slice(&[0x8b, 4, 1, 2, 3, 4, 0x1e, 6, 0, 0, 0, 0, 0, 0]);
@@ -279,7 +284,7 @@ fn inbound_option_errors() {
     assert_eq!(meta.nonce, Nonce::N32([1, 2, 3, 4]));
 }
 
-fn error_about(w: &[u8], t: u8, code: u8, data: u32) -> Vec<u8> {
+fn error_about(w: &[u8], t: Icmpv6Type, code: u8, data: u32) -> Vec<u8> {
     let router: Ipv6Addr = "2001:db8:a::1".parse().unwrap();
     icmpv6::error_packet(router, ilnp_addr(LA, NA), t, code, data, w)
 }
@@ -289,28 +294,31 @@ fn icmp_error_details() {
     let id = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), &[1u8; 1400]);
     let w = to_wire(&id, P, LA, LB, &Nonce::N96([2; 12]), Csum::Complete).unwrap();
     // PTB with a 96-bit nonce: MTU reduced by 16
-    let (t, _) = icmp_error_to_identifier(&error_about(&w, 2, 0, 1400), P).unwrap();
+    let (t, _) = icmp_error_to_identifier(&error_about(&w, Icmpv6Type::PACKET_TOO_BIG, 0, 1400), P).unwrap();
     assert_eq!(&t[44..48], &1384u32.to_be_bytes());
     assert_eq!(t.len(), 1280 - 16, "the 1280-byte error loses the 16 bytes we strip from its quote");
     // Parameter Problem past our header: pointer moves back by the header length
-    let (t, m) = icmp_error_to_identifier(&error_about(&w, 4, 0, 40 + 16 + 4), P).unwrap();
+    let (t, m) = icmp_error_to_identifier(&error_about(&w, Icmpv6Type::PARAM_PROBLEM, 0, 40 + 16 + 4), P).unwrap();
     assert!(!m.rejects_nonce);
     assert_eq!(&t[44..48], &44u32.to_be_bytes());
     // pointer into the fixed header: unchanged
-    let (t, _) = icmp_error_to_identifier(&error_about(&w, 4, 0, 7), P).unwrap();
+    let (t, _) = icmp_error_to_identifier(&error_about(&w, Icmpv6Type::PARAM_PROBLEM, 0, 7), P).unwrap();
     assert_eq!(&t[44..48], &7u32.to_be_bytes());
     // the nonce-rejection signal
     let rejects = |e: Vec<u8>| icmp_error_meta(&e).is_ok_and(|m| m.rejects_nonce);
-    assert!(rejects(error_about(&w, 4, 2, 42)));
-    assert!(!rejects(error_about(&w, 4, 2, 43)));
-    assert!(!rejects(error_about(&w, 4, 1, 42)));
-    assert!(!rejects(error_about(&w, 1, 0, 42)));
+    assert!(rejects(error_about(&w, Icmpv6Type::PARAM_PROBLEM, 2, 42)));
+    assert!(!rejects(error_about(&w, Icmpv6Type::PARAM_PROBLEM, 2, 43)));
+    assert!(!rejects(error_about(&w, Icmpv6Type::PARAM_PROBLEM, 1, 42)));
+    assert!(!rejects(error_about(&w, Icmpv6Type::DEST_UNREACH, 0, 42)));
     // a corrupted error is refused, not re-checksummed
-    let mut bad = error_about(&w, 2, 0, 1400);
+    let mut bad = error_about(&w, Icmpv6Type::PACKET_TOO_BIG, 0, 1400);
     bad[100] ^= 0x40;
     assert_eq!(icmp_error_to_identifier(&bad, P).unwrap_err(), Error::BadChecksum);
     // an error about a plain IPv6 packet (no nonce) is not ours
-    assert_eq!(icmp_error_to_identifier(&error_about(&id, 2, 0, 1300), P).unwrap_err(), Error::NoNonce);
+    assert_eq!(
+        icmp_error_to_identifier(&error_about(&id, Icmpv6Type::PACKET_TOO_BIG, 0, 1300), P).unwrap_err(),
+        Error::NoNonce
+    );
 }
 
 #[test]
@@ -320,14 +328,14 @@ fn quoted_echo_checksum_is_translated() {
     let c = checksum::icmpv6_checksum(&s, &d, &icmp);
     icmp[2..4].copy_from_slice(&c.to_be_bytes());
     let mut id = Vec::new();
-    ipv6::Repr { src: s, dst: d, next_header: PROTO_ICMPV6, payload_len: 12, hop_limit: 64 }.emit(&mut id);
+    ipv6::Repr { src: s, dst: d, next_header: NextHeader::ICMPV6, payload_len: 12, hop_limit: 64 }.emit(&mut id);
     id.extend_from_slice(&icmp);
     let w = to_wire(&id, P, LA, LB, &Nonce::N32([4; 4]), Csum::Complete).unwrap();
-    let (t, _) = icmp_error_to_identifier(&error_about(&w, 3, 0, 0), P).unwrap();
+    let (t, _) = icmp_error_to_identifier(&error_about(&w, Icmpv6Type::TIME_EXCEEDED, 0, 0), P).unwrap();
     assert_eq!(&t[48..], &id[..], "the quoted packet is exactly the identifier-form original");
     let udp = udp_packet(s, d, b"quoted udp");
     let w = to_wire(&udp, P, LA, LB, &Nonce::N32([4; 4]), Csum::Complete).unwrap();
-    let (t, _) = icmp_error_to_identifier(&error_about(&w, 1, 4, 0), P).unwrap();
+    let (t, _) = icmp_error_to_identifier(&error_about(&w, Icmpv6Type::DEST_UNREACH, 4, 0), P).unwrap();
     assert_eq!(&t[48..], &udp[..]);
 }
 
@@ -338,7 +346,7 @@ fn local_error_goes_back_to_the_peer_in_wire_form() {
     let at_b = udp_packet(ilnp_addr(P, NB), ilnp_addr(P, NA), &[3u8; 1400]);
     let wire = to_wire(&at_b, P, LB, LA, &nonce_b, Csum::Complete).unwrap();
     let (at_a, _) = to_identifier(&wire, P, Csum::Complete).unwrap();
-    let err = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &at_a);
+    let err = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), Icmpv6Type::DEST_UNREACH, 4, 0, &at_a);
     let w = icmp_error_to_wire(&err, P, LA, LB, &nonce_a, &nonce_b).unwrap();
     assert_eq!(w.len(), 1280);
     let wp = ipv6::Packet::new_checked(&w[..]).unwrap();
@@ -353,20 +361,20 @@ fn local_error_goes_back_to_the_peer_in_wire_form() {
     let (t, _) = icmp_error_to_identifier(&w, P).unwrap();
     assert_eq!(&t[48..], &at_b[..t.len() - 48]);
     // Parameter Problem pointer past the fixed header moves by the inserted header
-    let pp = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 4, 0, 46, &at_a);
+    let pp = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), Icmpv6Type::PARAM_PROBLEM, 0, 46, &at_a);
     let w = icmp_error_to_wire(&pp, P, LA, LB, &nonce_a, &nonce_b).unwrap();
     assert_eq!(&w[60..64], &62u32.to_be_bytes());
     // refused: a bad checksum, a quote not in identifier form, not an error
     let mut bad = err.clone();
     bad[60] ^= 1;
     assert_eq!(icmp_error_to_wire(&bad, P, LA, LB, &nonce_a, &nonce_b).unwrap_err(), Error::BadChecksum);
-    let foreign = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &wire);
+    let foreign = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), Icmpv6Type::DEST_UNREACH, 4, 0, &wire);
     assert_eq!(icmp_error_to_wire(&foreign, P, LA, LB, &nonce_a, &nonce_b).unwrap_err(), Error::NotIdentifierForm);
     assert!(icmp_error_to_wire(&at_a, P, LA, LB, &nonce_a, &nonce_b).is_err());
     // found by the fuzzer: a quote that is not IPv6 would give the peer an unmatchable error
     let mut v4 = at_a.clone();
     v4[0] = 0x45;
-    let e = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), 1, 4, 0, &v4);
+    let e = icmpv6::error_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), Icmpv6Type::DEST_UNREACH, 4, 0, &v4);
     assert_eq!(icmp_error_to_wire(&e, P, LA, LB, &nonce_a, &nonce_b).unwrap_err(), Error::NotIpv6);
     for cut in 0..err.len() {
         let _ = icmp_error_to_wire(&err[..cut], P, LA, LB, &nonce_a, &nonce_b);
@@ -403,7 +411,7 @@ fn plain_fallback_roundtrip_keeps_full_address_checksums() {
         assert_eq!(w.len(), id.len(), "no header added");
         let wp = ipv6::Packet::new_checked(&w[..]).unwrap();
         assert_eq!((wp.src(), wp.dst()), (ilnp_addr(LA, NA), ilnp_addr(LB, NB)));
-        assert_ne!(wp.next_header(), PROTO_DSTOPTS);
+        assert_ne!(wp.next_header(), NextHeader::DSTOPTS);
         let proto = wp.next_header();
         // an ordinary IPv6 checksum: full addresses, as a non-ILNP peer verifies it
         assert!(checksum::verify(&wp.src(), &wp.dst(), proto, &w[40..]), "proto {proto}");
@@ -422,7 +430,7 @@ fn plain_fallback_roundtrip_keeps_full_address_checksums() {
 fn plain_fallback_completes_a_partial_checksum() {
     let id = tcp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"payload bytes");
     let mut partial = id.clone();
-    let ph = checksum::fold(checksum::pseudo_header(&ilnp_addr(P, NA), &ilnp_addr(P, NB), 6, 33));
+    let ph = checksum::fold(checksum::pseudo_header(&ilnp_addr(P, NA), &ilnp_addr(P, NB), NextHeader::TCP, 33));
     partial[56..58].copy_from_slice(&ph.to_be_bytes());
     let w = to_plain(&partial, P, LA, LB, Csum::Partial).unwrap();
     assert_eq!(w, to_plain(&id, P, LA, LB, Csum::Complete).unwrap());
@@ -438,8 +446,8 @@ fn golden_checksums_for_both_rules() {
     let nonce = Nonce::N32([1, 2, 3, 4]);
     // (segment, identifier-form value, RFC 6741 value, full-address value)
     let cases = [
-        (ts::udp(s, d, 40001, 7000, b"golden"), PROTO_UDP, 0x592c, 0x0cde, 0xb156),
-        (ts::tcp(s, d, 40001, 7000, b"golden"), PROTO_TCP, 0x0920, 0xbcd1, 0x614a),
+        (ts::udp(s, d, 40001, 7000, b"golden"), NextHeader::UDP, 0x592c, 0x0cde, 0xb156),
+        (ts::tcp(s, d, 40001, 7000, b"golden"), NextHeader::TCP, 0x0920, 0xbcd1, 0x614a),
     ];
     for (id, proto, v_id, v_rfc, v_full) in cases {
         let at = 40 + csum_field(proto).unwrap();

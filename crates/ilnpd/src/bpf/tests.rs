@@ -16,6 +16,7 @@
 
 use super::*;
 use ilnp_core::LocatorState;
+use ilnp_wire::ipv6::NextHeader;
 use ilnp_wire::test_support as ts;
 use ilnp_wire::{ilnp_addr, Nonce};
 use std::fs::File;
@@ -540,7 +541,10 @@ fn fast_path_between_two_hosts() {
         assert_eq!(u16::from_be_bytes([wire[4], wire[5]]) as usize, wire.len() - 40, "payload length");
         let upper = &wire[56..];
         let (src, dst) = (ilnp_addr(L, NID_A), ilnp_addr(L, NID_B));
-        assert!(ilnp_wire::checksum::verify_transport_wire(&src, &dst, 17, upper), "RFC 6744 UDP checksum");
+        assert!(
+            ilnp_wire::checksum::verify_transport_wire(&src, &dst, NextHeader::UDP, upper),
+            "RFC 6744 UDP checksum"
+        );
         let c = a.dp.peer_counters().unwrap();
         assert_eq!((c[0].1.tx_pkts, c[0].1.tx_bytes), (1, wire.len() as u64));
         assert_eq!(b.dp.peer_counters().unwrap()[0].1.rx_pkts, 1);
@@ -610,7 +614,7 @@ fn fast_path_between_two_hosts() {
             ilnp_addr(L, NID_B),
             ilnp_addr(L, Nid(0xd)),
             &Nonce::N32([1, 2, 3, 4]),
-            17,
+            NextHeader::UDP,
             &udp8,
         ));
         let dst: std::net::SocketAddr = SocketAddrV6::new(ilnp_addr(L, NID_B), 0, 0, 0).into();
@@ -1033,7 +1037,7 @@ fn shared_nonce_overrun_fragments_and_checksum_rule() {
         // a fragment from the known peer (Fragment header first): punted
         b.ns.enter();
         let frag = [60, 0, 0, 1, 0, 0, 0, 7, 17, 0, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4, 0x30, 0x39, 0x30, 0x39];
-        let p = ts::ipv6_packet(ilnp_addr(L, NID_B), ilnp_addr(L, NID_A), 44, &frag);
+        let p = ts::ipv6_packet(ilnp_addr(L, NID_B), ilnp_addr(L, NID_A), NextHeader::FRAGMENT, &frag);
         let s = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::RAW, Some(socket2::Protocol::from(255)))
             .unwrap();
         let dst: std::net::SocketAddr = SocketAddrV6::new(ilnp_addr(L, NID_A), 0, 0, 0).into();
