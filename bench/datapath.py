@@ -6,7 +6,9 @@ ratios; asserts nothing. Run as root after scripts/setup.sh and `cargo build --r
     sudo .venv/bin/python bench/datapath.py [--quick] [--rounds 3] [--seconds 2] [--json out.json]
 
 Blocks: topology (direct: CN — MN on one veth; routed: CN — R1 — MN, R1 a plain Linux
-router) × datapath (ebpf, userspace) × MN's ILCC size (1, then filled towards 10^6
+router) × datapath (ebpf: as users run it, small packets translated at the identifier
+route and transmitted once; ebpf-tc: the design before, every packet through ilnp0's tc
+program; userspace) × MN's ILCC size (1, then filled towards 10^6
 established entries by `ilnp-flood` as bench/admission.py does, for at most
 --fill-deadline seconds; the userspace path at 1 unless --userspace-sizes). Every veth keeps
 the kernel's defaults (TSO/GSO on, GRO off). In every block each measurement runs plain IPv6 then ILNPv6, and the
@@ -68,6 +70,11 @@ from ilnp_lab.testbed import Testbed, binary, stop_process  # noqa: E402
 PLAIN_MN = "2001:db8:b::d"
 FLOOR_MN = "2001:db8:b::e"  # plain IPv6 + a 16-byte DestOpts header pushed at CN's uplink (header floor)
 FLOOR_SRC = Path(__file__).resolve().parent / "hdr_floor.bpf.c"
+# --modes: ilnpd's data path and options. "ebpf" as users run it (small packets translated
+# at the identifier route, bpf/ilnp_route.c, one transmit); "ebpf-tc" the design before it
+# (route_xmit = false: every packet through ilnp0's tc program, transmitted on ilnp0 and
+# again on the uplink); "userspace" the reference path
+MODES = {"ebpf": ("ebpf", {}), "ebpf-tc": ("ebpf", {"route_xmit": False}), "userspace": ("userspace", {})}
 TESTS = ("tcp1", "tcp4", "tcp1_1cpu", "tcp4_1cpu", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv", "rr")
 
 
@@ -243,11 +250,12 @@ class Probe:
 def block(bed_nodes, mode, sizes, a, topo):
     cn, flooder, mn = bed_nodes
     big = max(sizes) > 1
-    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath=mode, peers=[Peer("mn", MN_NID, [(MN_L64, 10)])],
-                extra={"log_level": "warn"}).start()
+    datapath, opts = MODES[mode]
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath=datapath, peers=[Peer("mn", MN_NID, [(MN_L64, 10)])],
+                extra={"log_level": "warn", **opts}).start()
     # admission "open": the fill's packets (one per random NID) each make an established entry
-    dmn = Ilnpd(mn, ["eth0"], nid=MN_NID, datapath=mode, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
-                extra={"log_level": "warn", "admission": "open", "hello_rate_pps": 1, "hello_burst": 1,
+    dmn = Ilnpd(mn, ["eth0"], nid=MN_NID, datapath=datapath, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra={"log_level": "warn", "admission": "open", "hello_rate_pps": 1, "hello_burst": 1, **opts,
                        **({"ilcc_max_entries": max(sizes) + 100_000} if big else {})}).start()
     rows = []
     try:
@@ -265,7 +273,7 @@ def block(bed_nodes, mode, sizes, a, topo):
                 for _ in range(a.rounds):
                     for t in TESTS:
                         variants = [("plain", PLAIN_MN), ("ilnp", mn_id)]
-                        if mode == "ebpf" and t.startswith("udp"):
+                        if datapath == "ebpf" and t.startswith("udp"):
                             variants.append(("hdr", FLOOR_MN))
                         for k, dst in variants:
                             s0 = probe.snap()
@@ -384,10 +392,10 @@ def markdown(rows):
     def bpf(r):
         pr = r["udp64_snd"]["probe"]
         vals = {k: statistics.median([p["bpf_ns"][k] for p in pr if k in p["bpf_ns"]])
-                for k in ("cn.egress", "mn.ingress") if any(k in p["bpf_ns"] for p in pr)}
+                for k in ("cn.route_xmit", "cn.egress", "mn.ingress") if any(k in p["bpf_ns"] for p in pr)}
         plain = [p["bpf_ns"]["mn.ingress"] for p in r["udp64_snd"]["plain_probe"] if "mn.ingress" in p["bpf_ns"]]
         cpu = [p["ilnpd_cpu_ns_per_pkt"] for p in pr if p.get("ilnpd_cpu_ns_per_pkt") is not None]
-        out = " / ".join(f"{vals[k]:.0f}" for k in vals) or "-"
+        out = " / ".join(f"{k.split('.')[1]} {vals[k]:.0f}" for k in vals) or "-"
         if plain:
             out += f" (plain {statistics.median(plain):.0f})"
         return out + (f"; {statistics.median(cpu):.0f}" if cpu else "")
@@ -401,7 +409,7 @@ def markdown(rows):
     lines = ["| topology | path | ILCC | TCP 1 stream Gbit/s | TCP 4 streams Gbit/s | TCP 1 / 4 streams, one core, Gbit/s | "
              "UDP 64 B, 1 sender: delivered pps | "
              "UDP 64 B, 2 senders: iperf3 rx pps | UDP 1400 B, 1 sender: delivered pps | UDP 1400 B, 2 senders: iperf3 rx pps | "
-             "RR µs median (added); p99 | BPF ns/pkt CN egress / MN ingress; ilnpd CPU ns/pkt | "
+             "RR µs median (added); p99 | BPF ns/pkt: CN route_xmit / egress, MN ingress; ilnpd CPU ns/pkt | "
              "header floor: UDP 64 B, 1 sender: delivered pps (vs plain) |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -425,7 +433,7 @@ def main():
                     help="the same for the userspace path (its per-packet cost against the ILCC's size is the "
                          "core's: `cargo run --release -p ilnp-core --example ilcc_scale`)")
     ap.add_argument("--topos", default="direct,routed")
-    ap.add_argument("--modes", default="ebpf,userspace")
+    ap.add_argument("--modes", default="ebpf,ebpf-tc,userspace", help=f"of {', '.join(MODES)}")
     ap.add_argument("--fill-deadline", type=float, default=180, help="seconds to spend filling the ILCC")
     ap.add_argument("--json", help="write every measurement here")
     ap.add_argument("--perf", metavar="TEST", help="perf record -a -g over each run of TEST (e.g. udp64_snd)")
@@ -444,7 +452,7 @@ def main():
             with Testbed() as bed:
                 sizes = [int(x) for x in (a.userspace_sizes if mode == "userspace" else a.sizes).split(",")]
                 nodes = build(bed, topo)
-                if mode == "ebpf":
+                if MODES[mode][0] == "ebpf":
                     header_floor(bed, nodes[0], nodes[2])
                 rows += block(nodes, mode, sizes, a, topo)
     print(f"\nplain IPv6 = the hosts' default offloads, daemons up; ratios are ILNP median / plain median of the "

@@ -58,10 +58,47 @@ static __always_inline int fib_cacheable(__u32 rc)
 	       rc == BPF_FIB_LKUP_RET_NOT_FWDED || rc == BPF_FIB_LKUP_RET_UNREACHABLE;
 }
 
+/* The next-hop cache's key for the pair and protocol c takes (ilnp_maps.h). */
+static __always_inline void nh_key(struct egress_ctx *c, struct ilnp_nh_key *k)
+{
+	k->local_loc = c->local_loc;
+	k->remote_loc = c->remote_loc;
+	k->peer_nid = c->peer_nid;
+	k->proto = c->proto;
+}
+
+/* ilnp_route_gen[0]: the cache's generation, 0 = cache off. */
+static __always_inline __u64 route_gen(void)
+{
+	__u32 zero = 0;
+	__u64 *genp = bpf_map_lookup_elem(&ilnp_route_gen, &zero);
+
+	return genp ? *genp : 0;
+}
+
+/*
+ * Copies k's ilnp_nh_cache entry to *r if it is of generation gen and younger
+ * than the TTL at now; 1 = copied. The copy is checked against the live entry's
+ * key and generation after it is taken: an LRU element recycled for another key
+ * meanwhile (the map reuses preallocated elements) is not used.
+ */
+static __always_inline int nh_cache_get(struct ilnp_nh_key *k, __u64 gen, __u64 now, struct ilnp_nh_val *r)
+{
+	struct ilnp_nh_key want = *k; /* k may be r's own key */
+	struct ilnp_nh_val *v = bpf_map_lookup_elem(&ilnp_nh_cache, &want);
+
+	if (!v || v->gen != gen || now - v->ts_ns >= ILNP_NH_CACHE_TTL_NS)
+		return 0;
+	__builtin_memcpy(r, v, sizeof(*r));
+	return v->key.local_loc == want.local_loc && v->key.remote_loc == want.remote_loc &&
+	       v->key.peer_nid == want.peer_nid && v->key.proto == want.proto && v->gen == gen;
+}
+
 /*
  * The main table's answer for the wire addresses, as bpf_fib_lookup gives it
- * (return code, output interface, next hop): from ilnp_nh_cache while its
- * generation and age hold (ilnp_maps.h), else looked up and cached.
+ * (return code, output interface, next hop; for SUCCESS also the MTU and the
+ * Ethernet addresses): from ilnp_nh_cache while its generation and age hold
+ * (ilnp_maps.h), else looked up and cached.
  * tot_len = 0: for SUCCESS the helper also checks the packet against the
  * output interface's MTU (GSO-aware: is_skb_forwardable, MTU + L2 + VLAN
  * header); an entry is used only for packets that pass it for certain (GSO or
@@ -73,33 +110,18 @@ static __always_inline __u32 eg_fib(struct __sk_buff *skb, struct ilnp_cfg *cfg,
 				    struct ilnp_nh_val *r)
 {
 	struct bpf_fib_lookup fib = {};
-	struct ilnp_nh_val *v;
-	__u64 *genp, gen = 0, now = 0;
-	__u32 zero = 0;
+	__u64 gen = route_gen(), now = 0;
 	int rc;
 
-	r->key.local_loc = c->local_loc;
-	r->key.remote_loc = c->remote_loc;
-	r->key.peer_nid = c->peer_nid;
-	r->key.proto = c->proto;
-	genp = bpf_map_lookup_elem(&ilnp_route_gen, &zero);
-	if (genp)
-		gen = *genp;
+	nh_key(c, &r->key);
 	if (gen) {
 		now = bpf_ktime_get_ns();
-		v = bpf_map_lookup_elem(&ilnp_nh_cache, &r->key);
-		if (v && v->gen == gen && now - v->ts_ns < ILNP_NH_CACHE_TTL_NS &&
-		    (v->rc != BPF_FIB_LKUP_RET_SUCCESS || skb->len <= v->mtu || skb->gso_size)) {
-			r->rc = v->rc;
-			r->ifindex = v->ifindex;
-			r->mtu = v->mtu;
-			__builtin_memcpy(r->nh, v->nh, sizeof(r->nh));
-			if (v->key.local_loc == r->key.local_loc && v->key.remote_loc == r->key.remote_loc &&
-			    v->key.peer_nid == r->key.peer_nid && v->key.proto == r->key.proto && v->gen == gen) {
-				count(ILNP_R_EGRESS_NH_HIT);
-				return r->rc;
-			}
+		if (nh_cache_get(&r->key, gen, now, r) &&
+		    (r->rc != BPF_FIB_LKUP_RET_SUCCESS || skb->len <= r->mtu || skb->gso_size)) {
+			count(ILNP_R_EGRESS_NH_HIT);
+			return r->rc;
 		}
+		nh_key(c, &r->key); /* a copy that was not used may have overwritten it */
 		count(ILNP_R_EGRESS_NH_MISS);
 	}
 
@@ -115,6 +137,13 @@ static __always_inline __u32 eg_fib(struct __sk_buff *skb, struct ilnp_cfg *cfg,
 	r->ifindex = fib.ifindex;
 	r->mtu = rc == BPF_FIB_LKUP_RET_SUCCESS ? fib.mtu_result : 0;
 	__builtin_memcpy(r->nh, fib.ipv6_dst, sizeof(r->nh));
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS) {
+		__builtin_memcpy(r->smac, fib.smac, sizeof(r->smac));
+		__builtin_memcpy(r->dmac, fib.dmac, sizeof(r->dmac));
+	} else {
+		__builtin_memset(r->smac, 0, sizeof(r->smac));
+		__builtin_memset(r->dmac, 0, sizeof(r->dmac));
+	}
 	if (gen && fib_cacheable(r->rc)) {
 		r->gen = gen;
 		r->ts_ns = now;
@@ -237,7 +266,7 @@ static __always_inline void eg_balance(struct __sk_buff *skb, struct ilnp_cfg *c
 }
 
 /*
- * Insert the DestOpts header with our nonce right after the IPv6 header: 16
+ * The DestOpts header with our nonce that goes right after the IPv6 header: 16
  * bytes for either nonce length (ilnp_wire::destopts), a 32-bit nonce followed
  * by PadN. Linux routers read header byte 12 as the TCP data offset of a
  * forwarded GSO packet (ip6_forward -> skb_gso_validate_network_len ->
@@ -246,13 +275,10 @@ static __always_inline void eg_balance(struct __sk_buff *skb, struct ilnp_cfg *c
  * Packet Too Big. Byte 12 here is a PadN zero or nonce byte 8 (top bit clear:
  * ilnp-core). tests/test_gso_exthdr.py.
  */
-static __always_inline int eg_push_nonce(struct __sk_buff *skb, struct egress_ctx *c, __u32 *hlen)
-{
-	__u8 hdr[16] = {};
+#define ILNP_NONCE_HLEN 16
 
-	*hlen = 16;
-	if (bpf_skb_adjust_room(skb, *hlen, BPF_ADJ_ROOM_NET, BPF_F_ADJ_ROOM_FIXED_GSO))
-		return -1;
+static __always_inline void nonce_hdr(struct egress_ctx *c, __u8 hdr[ILNP_NONCE_HLEN])
+{
 	hdr[0] = c->proto;       /* Next Header */
 	hdr[1] = 1;              /* Hdr Ext Len: 16 bytes */
 	hdr[2] = ILNP_OPT_NONCE; /* the nonce first */
@@ -264,34 +290,55 @@ static __always_inline int eg_push_nonce(struct __sk_buff *skb, struct egress_ct
 	} else {
 		__builtin_memcpy(&hdr[4], c->e->nonce_tx, ILNP_NONCE_MAX);
 	}
-	return bpf_skb_store_bytes(skb, IPV6_HLEN, hdr, 16, 0);
+}
+
+/* Inserts the nonce header after the IPv6 header (tc: the skb may be GSO). */
+static __always_inline int eg_push_nonce(struct __sk_buff *skb, struct egress_ctx *c)
+{
+	__u8 hdr[ILNP_NONCE_HLEN] = {};
+
+	if (bpf_skb_adjust_room(skb, ILNP_NONCE_HLEN, BPF_ADJ_ROOM_NET, BPF_F_ADJ_ROOM_FIXED_GSO))
+		return -1;
+	nonce_hdr(c, hdr);
+	return bpf_skb_store_bytes(skb, IPV6_HLEN, hdr, ILNP_NONCE_HLEN, 0);
+}
+
+/* The upper layer's checksum for the wire addresses: first, while the upper
+ * layer still sits where c->l4_off says. 0 = done. */
+static __always_inline int eg_fix_csum(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c)
+{
+	if (c->proto == NEXTHDR_ICMPV6)
+		return fix_l4_csum(skb, c->l4_off, c->proto, cfg->id_prefix, cfg->id_prefix, c->local_loc,
+				   c->remote_loc);
+	return fix_l4_csum(skb, c->l4_off, c->proto, cfg->id_prefix, cfg->id_prefix, 0, 0);
+}
+
+/* c->ip6 as it goes on the wire: the pair's locators and, with a nonce header
+ * of hlen bytes (0: the measurement build without one), its length and type. */
+static __always_inline void eg_wire_ip6(struct egress_ctx *c, __u32 hlen)
+{
+	if (hlen) {
+		c->ip6.payload_len = bpf_htons(bpf_ntohs(c->ip6.payload_len) + hlen);
+		c->ip6.nexthdr = NEXTHDR_DEST;
+	}
+	set_hi64(&c->ip6.saddr, c->local_loc);
+	set_hi64(&c->ip6.daddr, c->remote_loc);
 }
 
 /* Identifier form -> wire form, in place. 0 = done. */
 static __always_inline int eg_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c)
 {
-	struct ipv6hdr *ip6 = &c->ip6;
-#ifndef ILNP_EXP_NONCE_OMITTED
-	__u32 hlen;
-#endif
+	__u32 hlen = 0;
 
-	/* checksum first, while the upper layer still sits right after the IPv6 header */
-	if (c->proto == NEXTHDR_ICMPV6) {
-		if (fix_l4_csum(skb, c->l4_off, c->proto, cfg->id_prefix, cfg->id_prefix, c->local_loc,
-				c->remote_loc))
-			return -1;
-	} else if (fix_l4_csum(skb, c->l4_off, c->proto, cfg->id_prefix, cfg->id_prefix, 0, 0)) {
+	if (eg_fix_csum(skb, cfg, c))
 		return -1;
-	}
 #ifndef ILNP_EXP_NONCE_OMITTED /* measurement build: no header (docs/benchmarks.md § Without the nonce) */
-	if (eg_push_nonce(skb, c, &hlen))
+	if (eg_push_nonce(skb, c))
 		return -1;
-	ip6->payload_len = bpf_htons(bpf_ntohs(ip6->payload_len) + hlen);
-	ip6->nexthdr = NEXTHDR_DEST;
+	hlen = ILNP_NONCE_HLEN;
 #endif
-	set_hi64(&ip6->saddr, c->local_loc);
-	set_hi64(&ip6->daddr, c->remote_loc);
-	return bpf_skb_store_bytes(skb, 0, ip6, sizeof(*ip6), BPF_F_RECOMPUTE_CSUM);
+	eg_wire_ip6(c, hlen);
+	return bpf_skb_store_bytes(skb, 0, &c->ip6, sizeof(c->ip6), BPF_F_RECOMPUTE_CSUM);
 }
 
 /*
@@ -382,6 +429,45 @@ static __always_inline int eg_push_l2(struct __sk_buff *skb, __u16 proto)
 	return bpf_skb_store_bytes(skb, 0, &eth, sizeof(eth), 0);
 }
 
+/*
+ * The checks of an identifier-form packet both egress programs make before
+ * touching it (ilnp_egress here, ilnp_route_xmit in ilnp_route.c): fills c with
+ * its header, ILCC entry and the ILCC's locator pair. 0 = the fast path may
+ * send it; else the reason it goes to ilnpd, or ILNP_R_MAX for a packet that is
+ * not an identifier-form one (a wire packet ingress punted, on its way to
+ * ilnpd: not counted).
+ */
+static __always_inline int eg_checks(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c)
+{
+	int r;
+
+	if (skb->protocol != bpf_htons(ETH_P_IPV6))
+		return ILNP_R_MAX;
+	if (bpf_skb_load_bytes(skb, 0, &c->ip6, sizeof(c->ip6)) < 0)
+		return ILNP_R_MAX;
+	if (hi64(&c->ip6.daddr) != cfg->id_prefix)
+		return ILNP_R_MAX;
+	if (cfg->mode != ILNP_MODE_EBPF)
+		return ILNP_R_EGRESS_PUNT_USERSPACE;
+	if (hi64(&c->ip6.saddr) != cfg->id_prefix || lo64(&c->ip6.saddr) != cfg->local_nid)
+		return ILNP_R_EGRESS_PUNT_SRC;
+	c->proto = c->ip6.nexthdr;
+	c->l4_off = IPV6_HLEN;
+	r = eg_check_proto(skb, c);
+	if (r)
+		return r;
+	c->peer_nid = lo64(&c->ip6.daddr);
+	c->e = bpf_map_lookup_elem(&ilnp_ilcc, &c->peer_nid);
+	if (!c->e || (c->e->nonce_tx_len != 4 && c->e->nonce_tx_len != 12))
+		return ILNP_R_EGRESS_PUNT_MISS;
+	/* the constant checksum adjustment is RFC 6741's rule; the other is ilnpd's */
+	if (c->e->flags & ILNP_ILCC_F_FULL_CSUM)
+		return ILNP_R_EGRESS_PUNT_CSUM_RULE;
+	c->local_loc = c->e->local_loc;
+	c->remote_loc = c->e->remote_loc;
+	return 0;
+}
+
 SEC("classifier")
 int ilnp_egress(struct __sk_buff *skb)
 {
@@ -393,32 +479,13 @@ int ilnp_egress(struct __sk_buff *skb)
 	__u32 oif = 0;
 	int r;
 
-	if (!cfg || skb->protocol != bpf_htons(ETH_P_IPV6))
+	if (!cfg)
 		return TC_ACT_OK;
-	if (bpf_skb_load_bytes(skb, 0, &c.ip6, sizeof(c.ip6)) < 0)
+	r = eg_checks(skb, cfg, &c);
+	if (r == ILNP_R_MAX)
 		return TC_ACT_OK;
-	/* not for P: a wire packet ingress punted, on its way to ilnpd */
-	if (hi64(&c.ip6.daddr) != cfg->id_prefix)
-		return TC_ACT_OK;
-	if (cfg->mode != ILNP_MODE_EBPF)
-		return eg_punt(ILNP_R_EGRESS_PUNT_USERSPACE);
-	if (hi64(&c.ip6.saddr) != cfg->id_prefix || lo64(&c.ip6.saddr) != cfg->local_nid)
-		return eg_punt(ILNP_R_EGRESS_PUNT_SRC);
-	c.proto = c.ip6.nexthdr;
-	c.l4_off = IPV6_HLEN;
-	r = eg_check_proto(skb, &c);
 	if (r)
 		return eg_punt(r);
-
-	c.peer_nid = lo64(&c.ip6.daddr);
-	c.e = bpf_map_lookup_elem(&ilnp_ilcc, &c.peer_nid);
-	if (!c.e || (c.e->nonce_tx_len != 4 && c.e->nonce_tx_len != 12))
-		return eg_punt(ILNP_R_EGRESS_PUNT_MISS);
-	/* the constant checksum adjustment is RFC 6741's rule; the other is ilnpd's */
-	if (c.e->flags & ILNP_ILCC_F_FULL_CSUM)
-		return eg_punt(ILNP_R_EGRESS_PUNT_CSUM_RULE);
-	c.local_loc = c.e->local_loc;
-	c.remote_loc = c.e->remote_loc;
 	eg_balance(skb, cfg, &c);
 	lv = bpf_map_lookup_elem(&ilnp_locals, &c.local_loc);
 	if (!lv || lv->state >= ILNP_LOC_AGED)

@@ -230,6 +230,9 @@ struct ilnp_nh_val {
 	__u32 mtu;              /* SUCCESS: that interface's MTU (mtu_result) */
 	__u32 _pad;
 	__u8 nh[16];            /* its next hop (the router, or the destination on link) */
+	__u8 smac[6];           /* SUCCESS: the output interface's address, */
+	__u8 dmac[6];           /* and the next hop's (its neighbour entry then): */
+	__u8 _pad2[4];          /* the Ethernet header bpf/ilnp_route.c writes */
 };
 
 /* ilnp_route_gen: ARRAY, one __u64 (key 0): see ilnp_nh_cache. */
@@ -319,7 +322,12 @@ struct ilnp_tcp_rto {
 	                                                    /* ILCC's (NAT rebinding): ilnpd checks */  \
 	X(INGRESS_PUNT_V4_NO_DECAP, "ingress_punt_v4_no_decap") /* kernel < 6.3 cannot decapsulate */ \
 	X(INGRESS_PUNT_V4_PLAIN, "ingress_punt_v4_plain")   /* v4 path, no nonce first (plain, */      \
-	                                                    /* fragment, ICMPv6 error): ilnpd */
+	                                                    /* fragment, ICMPv6 error): ilnpd */       \
+	X(EGRESS_ROUTE_XMIT, "egress_route_xmit")           /* translated at the route (ilnp_route.c) */ \
+	                                                    /* and sent to the uplink: one transmit */ \
+	X(EGRESS_ROUTE_PASS_GSO, "egress_route_pass_gso")   /* a GSO packet: left to ilnp_egress */     \
+	X(EGRESS_ROUTE_PASS_NH, "egress_route_pass_nh")     /* no fresh next hop with its addresses */  \
+	                                                    /* in ilnp_nh_cache: left to ilnp_egress */
 
 #define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {
@@ -340,7 +348,7 @@ _Static_assert(sizeof(struct ilnp_local_val) == 32, "ilnp_local_val layout");
 _Static_assert(sizeof(struct ilnp_plain_peer_val) == 8, "ilnp_plain_peer_val layout");
 _Static_assert(sizeof(struct ilnp_answer_hint_val) == 40, "ilnp_answer_hint_val layout");
 _Static_assert(sizeof(struct ilnp_nh_key) == 32, "ilnp_nh_key layout");
-_Static_assert(sizeof(struct ilnp_nh_val) == 80, "ilnp_nh_val layout");
+_Static_assert(sizeof(struct ilnp_nh_val) == 96, "ilnp_nh_val layout");
 _Static_assert(__builtin_offsetof(struct ilnp_local_val, last_rx_ns) == 24, "ilnp_local_val.last_rx_ns");
 
 #endif

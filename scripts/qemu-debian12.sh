@@ -24,7 +24,8 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 CACHE=${ILNP_TEST_CACHE:-/var/cache/ilnp-test}
 RECIPE=2   # bump when the build below changes
-PACKAGES="iproute2,python3,iperf3,socat,procps,kmod"
+# libelf1 and zlib1g: ilnpd's libbpf (the lwt program's loader) links them (iproute2 pulls them too)
+PACKAGES="iproute2,python3,iperf3,socat,procps,kmod,libelf1,zlib1g"
 MODULES="veth tun sch_ingress cls_bpf"
 ACCEL=${ILNP_QEMU_ACCEL:-tcg}
 TIMEOUT=${ILNP_QEMU_TIMEOUT:-900}

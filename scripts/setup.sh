@@ -12,6 +12,7 @@ for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl pin
   command -v "$b" >/dev/null 2>&1 || need_apt=1
 done
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_apt=1
+[ -f /usr/include/libelf.h ] && [ -f /usr/include/zlib.h ] || need_apt=1
 if [ "$need_apt" = 1 ]; then
   echo "== apt-get install"
   apt-get update -q
@@ -25,7 +26,8 @@ if [ "$need_apt" = 1 ]; then
     printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"
     trap 'rm -f "$policy"' EXIT
   fi
-  apt-get install -y -q clang llvm libbpf-dev bpftool linux-libc-dev gcc-multilib \
+  # libelf-dev, zlib1g-dev: the libbpf that libbpf-rs builds into ilnpd (the lwt program's loader)
+  apt-get install -y -q clang llvm libbpf-dev libelf-dev zlib1g-dev bpftool linux-libc-dev gcc-multilib \
     tshark tcpdump radvd iperf3 socat netcat-openbsd ethtool nftables curl python3-venv iputils-ping \
     mptcpize util-linux bind9 bind9-utils bind9-dnsutils debootstrap systemd-container conntrack
   # the metrics test's scraper (tests/test_metrics.py); its web UI's JS packages are not needed;

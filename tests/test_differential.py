@@ -86,6 +86,9 @@ def test_ebpf_and_userspace_are_byte_identical(tmp_path, host_csum_offload):
     # use the same userspace translator and match trivially); the userspace run did not
     for d in dp_e.values():
         assert d["egress_fast"] > 0 and d["ingress_fast"] > 0, dp_e
+        # and both of its egress programs: the packets after a session's first went out
+        # translated at the route (bpf/ilnp_route.c), the first through ilnp0's
+        assert d["egress_route_xmit"] > 0 and d["egress_route_xmit"] < d["egress_fast"], dp_e
     for d in dp_u.values():
         assert d["egress_fast"] == 0 and d["ingress_fast"] == 0, dp_u
     assert len(recv_e) == len(SIZES), recv_e

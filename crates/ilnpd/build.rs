@@ -1,12 +1,13 @@
-//! Compiles the eBPF data path (bpf/ilnp_dp.c = ilnp_egress.c + ilnp_ingress.c +
-//! ilnp_sockops.c) with clang into $OUT_DIR, twice: `ilnp_dp.o` (maps not pinned) and
-//! `ilnp_dp_pin.o` (maps pinned by name, for a daemon with a pin directory).
-//! src/bpf/mod.rs embeds both.
+//! Compiles the eBPF data path with clang into $OUT_DIR: bpf/ilnp_dp.c (= ilnp_egress.c +
+//! ilnp_ingress.c + ilnp_sockops.c) twice, `ilnp_dp.o` (maps not pinned) and
+//! `ilnp_dp_pin.o` (maps pinned by name, for a daemon with a pin directory), which aya
+//! loads; and bpf/ilnp_route.c (the lwt xmit program) once, `ilnp_route.o`, which libbpf
+//! loads with the maps of the first (its maps are never pinned by it). src/bpf/ embeds all three.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const SOURCES: &[&str] =
-    &["ilnp_dp.c", "ilnp_egress.c", "ilnp_ingress.c", "ilnp_sockops.c", "ilnp_common.h", "ilnp_maps.h"];
+    &["ilnp_dp.c", "ilnp_egress.c", "ilnp_ingress.c", "ilnp_sockops.c", "ilnp_route.c", "ilnp_common.h", "ilnp_maps.h"];
 
 fn main() {
     let bpf_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../bpf");
@@ -31,20 +32,21 @@ fn main() {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|| format!("{}-linux-gnu", std::env::var("CARGO_CFG_TARGET_ARCH").unwrap()));
-    compile(&clang, &triple, &bpf_dir, &out.join("ilnp_dp.o"), &extra);
+    let dp = bpf_dir.join("ilnp_dp.c");
+    compile(&clang, &triple, &dp, &out.join("ilnp_dp.o"), &extra);
     let pin: Vec<&str> = extra.iter().copied().chain(["-DILNP_PIN_MAPS"]).collect();
-    compile(&clang, &triple, &bpf_dir, &out.join("ilnp_dp_pin.o"), &pin);
+    compile(&clang, &triple, &dp, &out.join("ilnp_dp_pin.o"), &pin);
+    compile(&clang, &triple, &bpf_dir.join("ilnp_route.c"), &out.join("ilnp_route.o"), &extra);
 }
 
-fn compile(clang: &str, triple: &str, bpf_dir: &Path, out: &Path, defines: &[&str]) {
-    let src = bpf_dir.join("ilnp_dp.c");
+fn compile(clang: &str, triple: &str, src: &Path, out: &Path, defines: &[&str]) {
     // -g: aya needs the BTF that describes the `.maps` section
     let output = Command::new(clang)
         .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
         .args(defines)
         .arg(format!("-I/usr/include/{triple}"))
         .arg("-c")
-        .arg(&src)
+        .arg(src)
         .arg("-o")
         .arg(out)
         .output()

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 BPF_STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
-PROGS = ("ilnp_ingress", "ilnp_egress")
+PROGS = ("ilnp_ingress", "ilnp_egress", "ilnp_route_xmit")
 
 
 def bpftool(*args: str) -> dict:
@@ -39,7 +39,8 @@ def fd_ids(pid: int, key: str) -> set[int]:
 
 
 def daemon_progs(pid: int) -> dict[str, int]:
-    """The ingress/egress programs ilnpd `pid` holds: name -> prog id."""
+    """The data-path programs ilnpd `pid` holds (tc ingress and egress, the identifier
+    route's lwt xmit program): name -> prog id."""
     out = {}
     for i in fd_ids(pid, "prog_id"):
         p = bpftool("prog", "show", "id", str(i))

@@ -83,6 +83,10 @@ pub struct FileConfig {
     /// hint, so they retransmit at once instead of at a backed-off timer (default
     /// true; needs a cgroup v2 hierarchy, attaches a sock_ops program to its root)
     pub tcp_hints: Option<bool>,
+    /// datapath = "ebpf": translate small packets at the identifier prefix's route
+    /// (an lwt xmit program), so they are transmitted once, on the uplink (default
+    /// true; false: every fast-path packet goes through ilnp0's tc program)
+    pub route_xmit: Option<bool>,
     /// "socket" (default): ILCC state only for packets a local socket takes, two
     /// tiers; "open": every new NID (the pre-policy baseline)
     pub admission: Option<String>,
@@ -282,6 +286,7 @@ pub struct Config {
     pub fallback: bool,
     pub fallback_probe_after: Duration,
     pub tcp_hints: bool,
+    pub route_xmit: bool,
     pub admission: Admission,
     pub ilcc_embryonic_max: u32,
     pub hello_rate_pps: u32,
@@ -593,6 +598,7 @@ impl Config {
             fallback: f.fallback.unwrap_or(true),
             fallback_probe_after: Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000)),
             tcp_hints: f.tcp_hints.unwrap_or(true),
+            route_xmit: f.route_xmit.unwrap_or(true),
             admission,
             ilcc_embryonic_max,
             hello_rate_pps: f.hello_rate_pps.unwrap_or(100),
@@ -738,6 +744,8 @@ mod tests {
         assert!(load("uplinks = [\"e\"]\nfallback = \"yes\"\n").unwrap_err().to_string().contains("fallback"));
         assert!(load("uplinks = [\"e\"]\n").unwrap().tcp_hints, "RFC 6069 hints default on");
         assert!(!load("uplinks = [\"e\"]\ntcp_hints = false\n").unwrap().tcp_hints);
+        assert!(load("uplinks = [\"e\"]\n").unwrap().route_xmit, "translation at the route default on");
+        assert!(!load("uplinks = [\"e\"]\nroute_xmit = false\n").unwrap().route_xmit);
     }
 
     #[test]

@@ -452,6 +452,7 @@ impl Daemon {
         self.uplink_sysctls(fresh)?;
         fault.after(Step::UplinkSysctls)?;
         self.attach_datapath()?;
+        self.set_id_route().await?;
         fault.after(Step::Datapath)?;
         self.restore_core(restored);
         self.sync_locators().await?;
@@ -504,6 +505,53 @@ impl Daemon {
                 }
                 Err(e) => tracing::warn!("TCP hints off (a hard handoff's TCP waits for its own timer): {e:#}"),
             }
+        }
+        Ok(())
+    }
+
+    /// The identifier prefix's route on ilnp0: through the lwt xmit program with
+    /// the eBPF data path and `route_xmit` (small packets translated at the route,
+    /// one transmit), else plain (and so also when an adopted ilnp0's route had
+    /// the program and this configuration does not want it). A program that does
+    /// not load, or an uplink whose checksum offload it could mislead
+    /// (`bpf::parses_ipv6_for_csum`), leaves the route plain: ilnp0's tc program
+    /// then translates everything, as before.
+    async fn set_id_route(&mut self) -> Result<()> {
+        let mut want = self.cfg.datapath == config::Datapath::Ebpf && self.cfg.route_xmit;
+        if want {
+            let unsafe_csum: Vec<&str> = self
+                .uplinks
+                .iter()
+                .filter(|u| bpf::active_features(&u.name).is_ok_and(bpf::parses_ipv6_for_csum))
+                .map(|u| u.name.as_str())
+                .collect();
+            if !unsafe_csum.is_empty() {
+                tracing::info!(
+                    "translation at the route off: {} offload IPv6 checksums by parsing headers                      (tx-checksum-ipv6 without tx-checksum-ip-generic); every packet through {}",
+                    unsafe_csum.join(", "),
+                    self.cfg.tun_name
+                );
+                want = false;
+            }
+        }
+        let prog = match self.dp.as_mut() {
+            Some(dp) if want => match dp.load_route_xmit() {
+                Ok(fd) => Some((fd, bpf::PROG_ROUTE)),
+                Err(e) => {
+                    tracing::warn!("translation at the route off (every packet through {}): {e:#}", self.cfg.tun_name);
+                    None
+                }
+            },
+            _ => None,
+        };
+        let on = prog.is_some();
+        self.nl.set_id_route(self.cfg.id_prefix.prefix(), 64, self.tun_index, prog).await?;
+        if on {
+            tracing::info!(
+                "translation at the route on: {}/64 dev {} encap bpf xmit",
+                self.cfg.id_prefix.prefix(),
+                self.cfg.tun_name
+            );
         }
         Ok(())
     }

@@ -253,6 +253,49 @@ impl Netlink {
         }
     }
 
+    /// Sets the route to prefix/len on `index` to send through `prog` (an lwt
+    /// xmit program: its fd and name), or to plain (None), replacing the route
+    /// there is (`ip route replace ... encap bpf xmit fd F name N`).
+    pub async fn set_id_route(
+        &self,
+        prefix: Ipv6Addr,
+        len: u8,
+        index: u32,
+        prog: Option<(std::os::fd::BorrowedFd<'_>, &str)>,
+    ) -> Result<()> {
+        use netlink_packet_route::route::{RouteLwEnCapType, RouteLwTunnelEncap};
+        use netlink_packet_utils::nla::DefaultNla;
+        use netlink_packet_utils::Emitable;
+        use std::os::fd::AsRawFd;
+        // include/uapi/linux/lwtunnel.h
+        const LWT_BPF_XMIT: u16 = 3;
+        const LWT_BPF_PROG_FD: u16 = 1;
+        const LWT_BPF_PROG_NAME: u16 = 2;
+        let mut r =
+            RouteMessageBuilder::<Ipv6Addr>::new().destination_prefix(prefix, len).output_interface(index).build();
+        if let Some((fd, name)) = prog {
+            let mut cname = name.as_bytes().to_vec();
+            cname.push(0);
+            let inner = [
+                DefaultNla::new(LWT_BPF_PROG_FD, (fd.as_raw_fd() as u32).to_ne_bytes().to_vec()),
+                DefaultNla::new(LWT_BPF_PROG_NAME, cname),
+            ];
+            let mut buf = vec![0u8; inner.as_slice().buffer_len()];
+            inner.as_slice().emit(&mut buf);
+            r.attributes.push(RouteAttribute::EncapType(RouteLwEnCapType::Bpf));
+            r.attributes
+                .push(RouteAttribute::Encap(vec![RouteLwTunnelEncap::Other(DefaultNla::new(LWT_BPF_XMIT, buf))]));
+        }
+        let what = if prog.is_some() { "through the lwt program" } else { "plain" };
+        self.handle
+            .route()
+            .add(r)
+            .replace()
+            .execute()
+            .await
+            .map_err(|e| anyhow!("setting route {prefix}/{len} dev ifindex {index} {what}: {e}"))
+    }
+
     pub async fn add_route(&self, prefix: Ipv6Addr, len: u8, index: u32) -> Result<()> {
         let r = RouteMessageBuilder::<Ipv6Addr>::new().destination_prefix(prefix, len).output_interface(index).build();
         match self.handle.route().add(r).execute().await {

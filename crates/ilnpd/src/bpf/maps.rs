@@ -235,6 +235,9 @@ pub const REASONS: &[&str] = &[
     "ingress_punt_v4_path",
     "ingress_punt_v4_no_decap",
     "ingress_punt_v4_plain",
+    "egress_route_xmit",
+    "egress_route_pass_gso",
+    "egress_route_pass_nh",
 ];
 
 /// `ILNP_CFG_F_ADMIT_SOCKET` (ilnp_cfg.flags)

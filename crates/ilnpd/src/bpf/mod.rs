@@ -11,6 +11,7 @@
 //! local_last_rx                  per local locator: last packet delivered (ns, CLOCK_MONOTONIC)
 //! stats / peer_counters          reason counters (summed over CPUs), per-peer fast-path counters
 //! route_gen                      writer of ilnp_route_gen: the next-hop cache's generation
+//! load_route_xmit                the lwt xmit program for the identifier prefix's route (bpf/ilnp_route.c)
 //! attach_tcp_hints               sock_ops on the cgroup v2 root: TCP timeouts to identifier addresses
 //! tcp_timeouts                   ilnp_tcp_rto: the recent timeouts of connections to one address
 //! shutdown                       detach all, delete the clsact qdiscs it created, unpin
@@ -23,6 +24,7 @@
 mod maps;
 mod pin;
 pub use pin::unmount_if_empty;
+mod route;
 mod route_watch;
 mod tc;
 mod tcp_hints;
@@ -42,6 +44,7 @@ use std::path::PathBuf;
 pub use maps::REASONS;
 use maps::{AnswerHintVal, BalanceVal, CfgVal, IlccVal, LocalVal, PlainPeerVal, TcpCfg, TcpKey, TcpRto};
 use pin::Pins;
+pub use route::{active_features, parses_ipv6_for_csum, PROG_ROUTE};
 pub use route_watch::RouteWatch;
 use tc::{AttachKind, Attachment};
 
@@ -142,6 +145,8 @@ pub struct Datapath {
     routers: BTreeMap<u32, Ipv6Addr>,
     /// the sock_ops program is attached (`attach_tcp_hints`)
     tcp_hints: bool,
+    /// the lwt xmit program for the identifier route (`load_route_xmit`)
+    route: Option<route::RouteProg>,
 }
 
 /// aya reports a missing key on delete as the syscall's ENOENT, not KeyNotFound.
@@ -208,8 +213,16 @@ impl Datapath {
                 return Err(e).context("loading the eBPF object (needs CAP_BPF/CAP_NET_ADMIN and a kernel with BTF)");
             }
         };
-        let mut dp =
-            Datapath { bpf, kind, egress: None, uplinks: Vec::new(), pins, routers: BTreeMap::new(), tcp_hints: false };
+        let mut dp = Datapath {
+            bpf,
+            kind,
+            egress: None,
+            uplinks: Vec::new(),
+            pins,
+            routers: BTreeMap::new(),
+            tcp_hints: false,
+            route: None,
+        };
         match dp.init(cfg) {
             Ok(()) => Ok(dp),
             Err(e) => {
@@ -244,6 +257,16 @@ impl Datapath {
     fn prog(&mut self, name: &str) -> Result<&mut SchedClassifier> {
         let p = self.bpf.program_mut(name).ok_or_else(|| anyhow!("the eBPF object has no program {name}"))?;
         Ok(p.try_into()?)
+    }
+
+    /// Loads the lwt xmit program (translation at the route, bpf/ilnp_route.c)
+    /// with this object's maps, once; its fd is for the identifier route's encap
+    /// (`Netlink::set_id_route`), which keeps the program from then on.
+    pub fn load_route_xmit(&mut self) -> Result<std::os::fd::BorrowedFd<'_>> {
+        if self.route.is_none() {
+            self.route = Some(route::RouteProg::load(&self.bpf)?);
+        }
+        Ok(self.route.as_ref().expect("just set").fd())
     }
 
     /// Attaches the ingress program to an uplink (idempotent).
