@@ -133,6 +133,10 @@ pub struct Status {
     /// the TUN device (`ilnp0`)
     pub tun: String,
     pub datapath: DatapathMode,
+    /// eBPF data path: small packets are translated at the identifier route and
+    /// transmitted once (issue #27); false from older daemons
+    #[serde(default)]
+    pub route_xmit: bool,
     pub handoff: Handoff,
     /// 32 or 96
     pub nonce_bits: u32,

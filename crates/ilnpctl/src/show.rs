@@ -98,7 +98,14 @@ fn status(d: &Status) -> String {
         ("NID".into(), d.nid.clone()),
         ("identifier prefix".into(), d.identifier_prefix.clone()),
         ("identifier address".into(), d.identifier_address.clone()),
-        ("datapath".into(), d.datapath.to_string()),
+        (
+            "datapath".into(),
+            if d.route_xmit {
+                format!("{} (small packets translated at the route)", d.datapath)
+            } else {
+                d.datapath.to_string()
+            },
+        ),
         ("handoff".into(), d.handoff.to_string()),
         ("nonce".into(), format!("{} bits", d.nonce_bits)),
         ("tun".into(), d.tun.clone()),

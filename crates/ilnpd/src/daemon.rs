@@ -62,6 +62,8 @@ pub struct Daemon {
     /// keeps the fast path's next-hop cache valid (ilnp_route_gen); without it the
     /// cache is off and every packet is looked up
     route_watch: Option<bpf::RouteWatch>,
+    /// the identifier route carries the lwt xmit program (`set_id_route`)
+    route_xmit: bool,
     uplinks: Vec<Uplink>,
     local_nid: Nid,
     /// L64:NID addresses we added on uplinks (removed on exit)
@@ -388,6 +390,7 @@ impl Daemon {
             _nd_group: nd_group,
             dp: None,
             route_watch: None,
+            route_xmit: false,
             uplinks,
             local_nid,
             added: BTreeSet::new(),
@@ -546,6 +549,7 @@ impl Daemon {
         };
         let on = prog.is_some();
         self.nl.set_id_route(self.cfg.id_prefix.prefix(), 64, self.tun_index, prog).await?;
+        self.route_xmit = on;
         if on {
             tracing::info!(
                 "translation at the route on: {}/64 dev {} encap bpf xmit",

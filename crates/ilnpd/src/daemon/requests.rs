@@ -193,6 +193,7 @@ impl Daemon {
                 config::Datapath::Ebpf => ctl::DatapathMode::Ebpf,
                 config::Datapath::Userspace => ctl::DatapathMode::Userspace,
             },
+            route_xmit: self.route_xmit,
             handoff: match self.cfg.handoff {
                 HandoffMode::Soft => ctl::Handoff::Soft,
                 HandoffMode::Hard => ctl::Handoff::Hard,
