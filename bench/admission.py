@@ -87,7 +87,7 @@ def fast_path_scale(args):
         db = Ilnpd(b, ["eth0"], nid=MN_NID, peers=[Peer("t", CN_NID, [(CN_L64, 10)])]).start()
         iperf(b, t, CN_ID, 1)  # B's session: its entry is the first
         progs = daemon_progs(dt.proc.pid)
-        assert set(progs) == {"ilnp_ingress", "ilnp_egress"}, progs
+        assert {"ilnp_ingress", "ilnp_egress"} <= set(progs), progs
         try:
             for n in sizes:
                 have = fill(dt, r1, n)

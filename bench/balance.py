@@ -7,7 +7,8 @@ each on two segments; lab/ilnp_lab/balancing.py builds it), all in one run:
   per-flow and per-packet (vm2's identifier address, weights 50/50), rounds interleaved;
   packets delivered per second at the receiver, median over rounds, ratio vs plain IPv6
   (seed 002: ~0.5x above 10 Mbit/s; target >= 0.9x);
-* the egress program's cost per packet under each policy: BPF run_time_ns / run_cnt deltas
+* the egress programs' cost per packet under each policy (the identifier route's lwt program
+  and ilnp0's tc program together: balanced packets run both): BPF run_time_ns / run_cnt deltas
   (lab/ilnp_lab/bpfstats.py) over a fixed-rate UDP run (kernel.bpf_stats_enabled on only for
   those runs, restored after), ratio vs failover;
 * split accuracy: per-packet 80/20, N datagrams, counted at the receiver by source locator.
@@ -94,8 +95,11 @@ def main() -> None:
                 before = bpfstats.prog_stats(progs)
                 udp(vm1, vm2, ilnp_dst, ilnp_len, args.seconds, rate=args.cost_pps)
                 after = bpfstats.prog_stats(progs)
-                ns, n = (after["ilnp_egress"][0] - before["ilnp_egress"][0],
-                         after["ilnp_egress"][1] - before["ilnp_egress"][1])
+                d = {p: (after[p][0] - before[p][0], after[p][1] - before[p][1])
+                     for p in ("ilnp_route_xmit", "ilnp_egress") if p in after}
+                # every datagram runs the identifier route's lwt program first (if it is on);
+                # a balanced one is left to ilnp0's tc program, which runs too
+                ns, n = sum(t for t, _ in d.values()), d.get("ilnp_route_xmit", d["ilnp_egress"])[1]
                 res["bpf_ns"][k] = {"ns_per_pkt": ns / n if n else None, "runs": n}
 
         set_policy(ds, "per-packet")
