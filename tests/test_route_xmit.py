@@ -12,8 +12,9 @@ The claim (docs/architecture.md § Data path): every small packet of a session w
 ilnp0's tc program has cached goes out at the route; the first packet after the cache entry's
 1 s TTL or a route or neighbour event goes through ilnp0 once and refreshes it. So for N
 datagrams sent in T seconds, ilnp_egress runs at most ceil(T) + 2 times (one refresh per TTL,
-and two for neighbour events of the testbed's own links), ilnp_route_xmit runs N times,
-egress_route_xmit counts the rest, the uplink's tx_packets grow by at least N, and the
+and two for neighbour events of the testbed's own links or a packet the ingress program hands
+to ilnpd through ilnp0), ilnp_route_xmit runs N times and sends all but those it counts as
+left to ilnp0, the uplink's tx_packets grow by at least N, and the
 correspondent's socket gets all N. With `route_xmit = false` (the design before) ilnp_egress
 runs N times and nothing is sent at the route.
 """
@@ -122,7 +123,9 @@ def test_small_packets_leave_with_one_transmit(tmp_path, route_xmit):
             margin = math.ceil(secs) + 2
             assert runs["ilnp_route_xmit"] == N, runs
             assert runs["ilnp_egress"] <= margin, (runs, margin, d)
-            assert d.get("egress_route_xmit", 0) == N - runs["ilnp_egress"], (runs, d)
+            assert d.get("egress_route_xmit", 0) >= N - margin, d
+            # every datagram the route program did not send it left to ilnp0, counted
+            assert d.get("egress_route_xmit", 0) + d.get("egress_route_pass_nh", 0) == N, d
         else:
-            assert runs["ilnp_egress"] == N, runs
+            assert N <= runs["ilnp_egress"] <= N + 2, runs  # + what ingress hands to ilnpd
             assert d.get("egress_route_xmit", 0) == 0, d
