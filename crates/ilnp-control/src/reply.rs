@@ -134,8 +134,8 @@ pub struct Status {
     pub tun: String,
     pub datapath: DatapathMode,
     /// eBPF data path: small packets are translated at the identifier route and
-    /// transmitted once (issue #27); false from older daemons
-    #[serde(default)]
+    /// transmitted once (issue #27); absent when false (and from older daemons)
+    #[serde(default, skip_serializing_if = "is_false")]
     pub route_xmit: bool,
     pub handoff: Handoff,
     /// 32 or 96
@@ -169,6 +169,10 @@ pub struct BalanceInfo {
     /// per-flow hash seed (configured, or derived from the NID: stable across restarts)
     pub flow_seed: u64,
     pub peers: Vec<BalancePeer>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn balance_absent(b: &BalanceInfo) -> bool {
