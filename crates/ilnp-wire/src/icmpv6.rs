@@ -5,7 +5,6 @@ use crate::checksum;
 use crate::destopts;
 use crate::ipv6::{NextHeader, HEADER_LEN};
 use crate::{Error, Locator, Nonce};
-use core::fmt;
 use std::net::Ipv6Addr;
 
 /// An ICMPv6 Type (IANA "ICMPv6 Parameters"): the messages this crate knows, and
@@ -27,67 +26,17 @@ impl Icmpv6Type {
     pub fn is_error(self) -> bool {
         (Self::DEST_UNREACH..=Self::PARAM_PROBLEM).contains(&self)
     }
-
-    /// The message's name, for the types this crate knows.
-    pub fn name(self) -> Option<&'static str> {
-        Some(match self {
-            Self::DEST_UNREACH => "destination-unreachable",
-            Self::PACKET_TOO_BIG => "packet-too-big",
-            Self::TIME_EXCEEDED => "time-exceeded",
-            Self::PARAM_PROBLEM => "parameter-problem",
-            Self::ECHO_REQUEST => "echo-request",
-            Self::ECHO_REPLY => "echo-reply",
-            Self::LOCATOR_UPDATE => "locator-update",
-            _ => return None,
-        })
-    }
-
-    /// The name of the constant for the types this crate knows (Debug output).
-    fn const_name(self) -> Option<&'static str> {
-        Some(match self {
-            Self::DEST_UNREACH => "DEST_UNREACH",
-            Self::PACKET_TOO_BIG => "PACKET_TOO_BIG",
-            Self::TIME_EXCEEDED => "TIME_EXCEEDED",
-            Self::PARAM_PROBLEM => "PARAM_PROBLEM",
-            Self::ECHO_REQUEST => "ECHO_REQUEST",
-            Self::ECHO_REPLY => "ECHO_REPLY",
-            Self::LOCATOR_UPDATE => "LOCATOR_UPDATE",
-            _ => return None,
-        })
-    }
 }
 
-impl From<u8> for Icmpv6Type {
-    fn from(v: u8) -> Self {
-        Icmpv6Type(v)
-    }
-}
-
-impl From<Icmpv6Type> for u8 {
-    fn from(v: Icmpv6Type) -> u8 {
-        v.0
-    }
-}
-
-impl fmt::Debug for Icmpv6Type {
-    /// `Icmpv6Type::ECHO_REQUEST(128)`, or `Icmpv6Type(200)` for a type without a name.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.const_name() {
-            Some(n) => write!(f, "Icmpv6Type::{n}({})", self.0),
-            None => write!(f, "Icmpv6Type({})", self.0),
-        }
-    }
-}
-
-impl fmt::Display for Icmpv6Type {
-    /// The name (`echo-request`), or the number for a type without one.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "{}", self.0),
-        }
-    }
-}
+named_u8!(Icmpv6Type {
+    DEST_UNREACH => "destination-unreachable",
+    PACKET_TOO_BIG => "packet-too-big",
+    TIME_EXCEEDED => "time-exceeded",
+    PARAM_PROBLEM => "parameter-problem",
+    ECHO_REQUEST => "echo-request",
+    ECHO_REPLY => "echo-reply",
+    LOCATOR_UPDATE => "locator-update",
+});
 
 pub const UNREACH_NO_ROUTE: u8 = 0;
 pub const UNREACH_ADMIN: u8 = 1;

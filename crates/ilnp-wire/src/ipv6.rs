@@ -1,7 +1,6 @@
 //! IPv6 fixed header (RFC 8200 §3) view and builder, extension-header walk.
 
 use crate::Error;
-use core::fmt;
 use std::net::Ipv6Addr;
 
 pub const HEADER_LEN: usize = 40;
@@ -27,69 +26,18 @@ impl NextHeader {
     pub const NONE: Self = Self(59);
     /// Destination Options (RFC 8200 §4.6).
     pub const DSTOPTS: Self = Self(60);
-
-    /// The protocol's name, for the values this crate knows.
-    pub fn name(self) -> Option<&'static str> {
-        Some(match self {
-            Self::HOPOPTS => "hop-by-hop",
-            Self::TCP => "tcp",
-            Self::UDP => "udp",
-            Self::ROUTING => "routing",
-            Self::FRAGMENT => "fragment",
-            Self::ICMPV6 => "icmpv6",
-            Self::NONE => "no-next-header",
-            Self::DSTOPTS => "destination-options",
-            _ => return None,
-        })
-    }
-
-    /// The name of the constant for the values this crate knows (Debug output).
-    fn const_name(self) -> Option<&'static str> {
-        Some(match self {
-            Self::HOPOPTS => "HOPOPTS",
-            Self::TCP => "TCP",
-            Self::UDP => "UDP",
-            Self::ROUTING => "ROUTING",
-            Self::FRAGMENT => "FRAGMENT",
-            Self::ICMPV6 => "ICMPV6",
-            Self::NONE => "NONE",
-            Self::DSTOPTS => "DSTOPTS",
-            _ => return None,
-        })
-    }
 }
 
-impl From<u8> for NextHeader {
-    fn from(v: u8) -> Self {
-        NextHeader(v)
-    }
-}
-
-impl From<NextHeader> for u8 {
-    fn from(v: NextHeader) -> u8 {
-        v.0
-    }
-}
-
-impl fmt::Debug for NextHeader {
-    /// `NextHeader::UDP(17)`, or `NextHeader(253)` for a value without a name.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.const_name() {
-            Some(n) => write!(f, "NextHeader::{n}({})", self.0),
-            None => write!(f, "NextHeader({})", self.0),
-        }
-    }
-}
-
-impl fmt::Display for NextHeader {
-    /// The name (`udp`), or the number for a value without one.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.name() {
-            Some(n) => f.write_str(n),
-            None => write!(f, "{}", self.0),
-        }
-    }
-}
+named_u8!(NextHeader {
+    HOPOPTS => "hop-by-hop",
+    TCP => "tcp",
+    UDP => "udp",
+    ROUTING => "routing",
+    FRAGMENT => "fragment",
+    ICMPV6 => "icmpv6",
+    NONE => "no-next-header",
+    DSTOPTS => "destination-options",
+});
 
 mod field {
     use core::ops::Range;
