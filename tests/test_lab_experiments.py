@@ -275,7 +275,7 @@ def test_mptcp_leave_is_signalled_by_remove_addr(tmp_path):
     assert "`ip mptcp endpoint delete id N`" in (out / "report.md").read_text()
     [res] = json.loads((out / "results.json").read_text())
     assert res["session_survived"], res["flow"]
-    leave = next(e["t_s"] for e in res["timeline"] if e["action"] == "down")
+    leave, handled = next((e["t_s"], e["handled_s"]) for e in res["timeline"] if e["action"] == "down")
     rdir = next((out / "runs").glob("*/run01"))
     removes = []
     for p in pcap.read(str(rdir / "mn.pcap")):
@@ -283,8 +283,10 @@ def test_mptcp_leave_is_signalled_by_remove_addr(tmp_path):
             opts = _tcp_options(p.l4, 0, (p.l4[12] >> 4) * 4)
             if any(k == MPTCP_OPT and v and v[0] >> 4 == 4 for k, v in opts):  # REMOVE_ADDR
                 removes.append(p.ts - res["t0"])
-    # sent within 50 ms of the leave (the lab deletes the endpoint right after the link change)
-    assert removes and leave <= removes[0] < leave + 0.05, (leave, removes)
+    # sent after the leave and within 50 ms of the lab's `ip mptcp endpoint delete` returning
+    # (`handled`: the link change and the delete are two `ip netns exec` processes, 10-60 ms in all
+    # while iperf3 loads both cores); a retransmission timeout would not send REMOVE_ADDR at all
+    assert removes and leave <= removes[0] < handled + 0.05, (leave, handled, removes)
     # an RTO-detected leave costs at least the kernel's 200 ms minimum RTO; REMOVE_ADDR far less
     assert res["flow"]["interruption_leave_ms"] < 100, res["flow"]
 

@@ -157,9 +157,13 @@ class Run:
                 time.sleep(delay)
             t_event = time.time() - t0  # before the change: its effects (RS, RA, LU) follow within microseconds
             nodes[e.node].set_link(e.iface, e.action == "up")
-            timeline.append({"t_s": round(t_event, 4), "label": e.label, "node": e.node, "iface": e.iface,
-                             "action": e.action, "scheduled_s": round(at, 4)})
+            rec = {"t_s": round(t_event, 4), "label": e.label, "node": e.node, "iface": e.iface,
+                   "action": e.action, "scheduled_s": round(at, 4)}
+            timeline.append(rec)
             scheme.on_event(e)
+            # when the link change and the scheme's own reaction (e.g. MPTCP's endpoint delete) had
+            # returned: both are subprocesses, slower than the kernel when iperf3 saturates the CPU
+            rec["handled_s"] = round(time.time() - t0, 4)
         self.step = "wait for the flow to end"
         try:
             cli.wait(timeout=max(0.0, t0 + self.duration + 15 - time.time()))
