@@ -70,11 +70,11 @@ from ilnp_lab.testbed import Testbed, binary, stop_process  # noqa: E402
 PLAIN_MN = "2001:db8:b::d"
 FLOOR_MN = "2001:db8:b::e"  # plain IPv6 + a 16-byte DestOpts header pushed at CN's uplink (header floor)
 FLOOR_SRC = Path(__file__).resolve().parent / "hdr_floor.bpf.c"
-# --modes: ilnpd's data path and options. "ebpf" as users run it (small packets translated
-# at the identifier route, bpf/ilnp_route.c, one transmit); "ebpf-tc" the design before it
-# (route_xmit = false: every packet through ilnp0's tc program, transmitted on ilnp0 and
-# again on the uplink); "userspace" the reference path
-MODES = {"ebpf": ("ebpf", {}), "ebpf-tc": ("ebpf", {"route_xmit": False}), "userspace": ("userspace", {})}
+# --modes: ilnpd's data path and options. "ebpf" with route_xmit = true (small packets
+# translated at the identifier route, bpf/ilnp_route.c, one transmit); "ebpf-tc" as users run
+# it (the default: every packet through ilnp0's tc program, transmitted on ilnp0 and again on
+# the uplink); "userspace" the reference path
+MODES = {"ebpf": ("ebpf", {"route_xmit": True}), "ebpf-tc": ("ebpf", {}), "userspace": ("userspace", {})}
 TESTS = ("tcp1", "tcp4", "tcp1_1cpu", "tcp4_1cpu", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv", "rr")
 
 

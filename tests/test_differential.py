@@ -54,7 +54,7 @@ print(json.dumps(back))
 
 def one_run(mode, workdir, host_csum_offload):
     with Testbed(workdir=workdir) as bed:
-        cn, r1, mn, dcn, dmn = ilnp_pair(bed, datapath=mode, extra={"rng_seed": 4242})
+        cn, r1, mn, dcn, dmn = ilnp_pair(bed, datapath=mode, extra={"rng_seed": 4242, "route_xmit": mode == "ebpf"})
         if host_csum_offload:
             for i in ("eth-cn", "eth-mn"):
                 r1.run("ethtool", "-K", i, "tx", "off")

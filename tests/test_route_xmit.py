@@ -1,5 +1,5 @@
 """Translation at the route (issue #27) with ilnpd as users run it (eBPF data path,
-`route_xmit` at its default, on): a small packet of an established session is transmitted
+`route_xmit = true`; the default is off, docs/architecture.md): a small packet of an established session is transmitted
 once, on the uplink, not first on ilnp0 and then again on the uplink, and it arrives.
 
 Every packet transmitted on ilnp0 runs ilnp0's tc egress program (`ilnp_egress`), including
@@ -15,7 +15,7 @@ datagrams sent in T seconds, ilnp_egress runs at most ceil(T) + 2 times (one ref
 and two for neighbour events of the testbed's own links or a packet the ingress program hands
 to ilnpd through ilnp0), ilnp_route_xmit runs N times and sends all but those it counts as
 left to ilnp0, the uplink's tx_packets grow by at least N, and the
-correspondent's socket gets all N. With `route_xmit = false` (the design before) ilnp_egress
+correspondent's socket gets all N. With `route_xmit` at its default, off, ilnp_egress
 runs N times and nothing is sent at the route.
 """
 
@@ -85,7 +85,7 @@ def tx_packets(node, dev):
 
 @pytest.mark.parametrize("route_xmit", [True, False], ids=["route-xmit", "tc-only"])
 def test_small_packets_leave_with_one_transmit(tmp_path, route_xmit):
-    extra = {} if route_xmit else {"route_xmit": False}
+    extra = {"route_xmit": True} if route_xmit else {}
     with Testbed(workdir=tmp_path) as bed:
         cn, r1, mn, dcn, dmn = ilnp_pair(bed, extra=extra)
         route = mn.ip("-6", "route", "show", "dev", "ilnp0").stdout

@@ -598,7 +598,7 @@ impl Config {
             fallback: f.fallback.unwrap_or(true),
             fallback_probe_after: Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000)),
             tcp_hints: f.tcp_hints.unwrap_or(true),
-            route_xmit: f.route_xmit.unwrap_or(true),
+            route_xmit: f.route_xmit.unwrap_or(false),
             admission,
             ilcc_embryonic_max,
             hello_rate_pps: f.hello_rate_pps.unwrap_or(100),
@@ -744,8 +744,8 @@ mod tests {
         assert!(load("uplinks = [\"e\"]\nfallback = \"yes\"\n").unwrap_err().to_string().contains("fallback"));
         assert!(load("uplinks = [\"e\"]\n").unwrap().tcp_hints, "RFC 6069 hints default on");
         assert!(!load("uplinks = [\"e\"]\ntcp_hints = false\n").unwrap().tcp_hints);
-        assert!(load("uplinks = [\"e\"]\n").unwrap().route_xmit, "translation at the route default on");
-        assert!(!load("uplinks = [\"e\"]\nroute_xmit = false\n").unwrap().route_xmit);
+        assert!(!load("uplinks = [\"e\"]\n").unwrap().route_xmit, "translation at the route default off");
+        assert!(load("uplinks = [\"e\"]\nroute_xmit = true\n").unwrap().route_xmit);
     }
 
     #[test]
