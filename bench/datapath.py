@@ -6,9 +6,9 @@ ratios; asserts nothing. Run as root after scripts/setup.sh and `cargo build --r
     sudo .venv/bin/python bench/datapath.py [--quick] [--rounds 3] [--seconds 2] [--json out.json]
 
 Blocks: topology (direct: CN — MN on one veth; routed: CN — R1 — MN, R1 a plain Linux
-router) × datapath (ebpf: as users run it, small packets translated at the identifier
-route and transmitted once; ebpf-tc: the design before, every packet through ilnp0's tc
-program; userspace) × MN's ILCC size (1, then filled towards 10^6
+router) × datapath (ebpf: route_xmit = true, small packets translated at the identifier
+route and transmitted once; ebpf-tc: as users run it, the default, every packet through
+ilnp0's tc program; userspace) × MN's ILCC size (1, then filled towards 10^6
 established entries by `ilnp-flood` as bench/admission.py does, for at most
 --fill-deadline seconds; the userspace path at 1 unless --userspace-sizes). Every veth keeps
 the kernel's defaults (TSO/GSO on, GRO off). In every block each measurement runs plain IPv6 then ILNPv6, and the

@@ -39,7 +39,14 @@ int ilnp_route_xmit(struct __sk_buff *skb)
 	struct ethhdr eth;
 	__u64 gen;
 
-	if (!cfg || eg_checks(skb, cfg, &c))
+	if (!cfg)
+		return BPF_OK;
+	/* first, before any lookup: a GSO packet is never translated here */
+	if (skb->gso_size) {
+		count(ILNP_R_EGRESS_ROUTE_PASS_GSO);
+		return BPF_OK;
+	}
+	if (eg_checks(skb, cfg, &c))
 		return BPF_OK;
 	b = bpf_map_lookup_elem(&ilnp_balance, &c.peer_nid);
 	if (b && b->n_slots && b->n_pairs &&
@@ -50,10 +57,6 @@ int ilnp_route_xmit(struct __sk_buff *skb)
 	lv = bpf_map_lookup_elem(&ilnp_locals, &c.local_loc);
 	if (!lv || lv->state >= ILNP_LOC_AGED)
 		return BPF_OK;
-	if (skb->gso_size) {
-		count(ILNP_R_EGRESS_ROUTE_PASS_GSO);
-		return BPF_OK;
-	}
 	gen = route_gen();
 	nh_key(&c, &nh.key);
 	if (!gen || !nh_cache_get(&nh.key, gen, bpf_ktime_get_ns(), &nh) || nh.rc != BPF_FIB_LKUP_RET_SUCCESS ||

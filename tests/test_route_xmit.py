@@ -1,6 +1,6 @@
-"""Translation at the route (issue #27) with ilnpd as users run it (eBPF data path,
-`route_xmit = true`; the default is off, docs/architecture.md): a small packet of an established session is transmitted
-once, on the uplink, not first on ilnp0 and then again on the uplink, and it arrives.
+"""Translation at the route (issue #27): with `route_xmit = true` (eBPF data path; the
+default is off, docs/architecture.md limit (4)) a small packet of an established session is
+transmitted once, on the uplink, not first on ilnp0 and then again on the uplink, and it arrives.
 
 Every packet transmitted on ilnp0 runs ilnp0's tc egress program (`ilnp_egress`), including
 the ones it redirects to an uplink, which ilnp0's own tx counters never see; a packet the
@@ -17,6 +17,12 @@ to ilnpd through ilnp0), ilnp_route_xmit runs N times and sends all but those it
 left to ilnp0, the uplink's tx_packets grow by at least N, and the
 correspondent's socket gets all N. With `route_xmit` at its default, off, ilnp_egress
 runs N times and nothing is sent at the route.
+
+What a capture on the sender's uplink sees (limit (4), the reason for the default): a packet
+socket in SOCK_DGRAM mode (`tcpdump -i any`, the lab's captures) starts each packet at the
+skb's network header. On the tc path that is the wire IPv6 header, so every datagram decodes
+(nonce option, then UDP to the port); a packet sent at the route keeps the network header
+`bpf_skb_change_head` left 16 bytes behind, so none of those does.
 """
 
 import json
@@ -26,7 +32,7 @@ import os
 import pytest
 
 from ilnp_lab import bpfstats
-from ilnp_lab.testbed import Testbed
+from ilnp_lab.testbed import Testbed, wait_for
 from ilnp_test_util import CN_ID, MN_ID, ilnp_pair
 
 N = 500
@@ -78,6 +84,36 @@ print(time.monotonic() - t0)
 """
 
 
+# counts the sender's outgoing packets on DEV that decode from the network header as this
+# test's datagrams (IPv6, DestOpts, UDP to 6300, PAYLOAD bytes), and all other outgoing ones
+CAPTURE = r"""
+import os, socket, struct, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(0x0003))
+s.setsockopt(socket.SOL_SOCKET, 33, 1 << 23)  # SO_RCVBUFFORCE: the burst is read after the fact
+s.bind((sys.argv[1], 0))
+s.settimeout(0.1)
+open(sys.argv[3], "w").close()
+ok = other = 0
+deadline = time.monotonic() + 60
+while True:
+    try:
+        data, addr = s.recvfrom(4096)
+    except socket.timeout:  # the queue is empty: stop once told to
+        if os.path.exists(sys.argv[4]) or time.monotonic() > deadline:
+            break
+        continue
+    if addr[2] != socket.PACKET_OUTGOING:
+        continue
+    if (len(data) == 40 + 16 + 8 + int(sys.argv[5]) and data[0] >> 4 == 6 and data[6] == 60
+            and data[40] == 17 and data[58:60] == (6300).to_bytes(2, "big")):
+        ok += 1
+    else:
+        other += 1
+drops = struct.unpack("II", s.getsockopt(263, 6, 8))[1]  # SOL_PACKET, PACKET_STATISTICS
+open(sys.argv[2], "w").write(f"{ok} {other} {drops}")
+"""
+
+
 def tx_packets(node, dev):
     j = json.loads(node.ip("-s", "-j", "link", "show", "dev", dev).stdout)
     return j[0]["stats64"]["tx"]["packets"]
@@ -98,6 +134,9 @@ def test_small_packets_leave_with_one_transmit(tmp_path, route_xmit):
         cn.wait_listening_udp(6300)
         # the session first: its first packets may take the slow path, then ilnp0's program
         mn.run("python3", "-c", PING, MN_ID, CN_ID, timeout=30)
+        cap_out, cap_ready, cap_stop = tmp_path / "cap", tmp_path / "cap.ready", tmp_path / "cap.stop"
+        cap = mn.spawn("python3", "-c", CAPTURE, "eth0", str(cap_out), str(cap_ready), str(cap_stop), str(PAYLOAD))
+        wait_for(cap_ready.exists, what="the capture socket")
         stats_fd = bpfstats.enable_stats_fd()
         assert stats_fd is not None, "bpf(BPF_ENABLE_STATS) refused"
         try:
@@ -108,6 +147,10 @@ def test_small_packets_leave_with_one_transmit(tmp_path, route_xmit):
             up_1 = tx_packets(mn, "eth0")
         finally:
             os.close(stats_fd)
+            cap_stop.touch()
+        cap.wait(timeout=15)
+        decoded, cap_other, cap_drops = map(int, cap_out.read_text().split())
+        assert cap_drops == 0, f"the capture socket dropped {cap_drops} packets"
         rx.wait(timeout=15)
         got = int(out.read_text())
 
@@ -115,7 +158,7 @@ def test_small_packets_leave_with_one_transmit(tmp_path, route_xmit):
         runs = {k: r1_[k][1] - r0[k][1] for k in progs}
         on_uplink = up_1 - up_0
         print(f"route_xmit={route_xmit}: {N} datagrams of {PAYLOAD} bytes in {secs:.3f} s; program runs {runs}; "
-              f"uplink tx +{on_uplink}; counters {d}")
+              f"uplink tx +{on_uplink}; counters {d}; SOCK_DGRAM capture: {decoded} decoded, {cap_other} other")
         assert got == N, f"the CN's socket got {got} of {N}"
         assert d.get("egress_fast", 0) == N, d
         assert on_uplink >= N, (on_uplink, d)
@@ -126,6 +169,9 @@ def test_small_packets_leave_with_one_transmit(tmp_path, route_xmit):
             assert d.get("egress_route_xmit", 0) >= N - margin, d
             # every datagram the route program did not send it left to ilnp0, counted
             assert d.get("egress_route_xmit", 0) + d.get("egress_route_pass_nh", 0) == N, d
+            # only the datagrams ilnp0's program sent decode in a SOCK_DGRAM capture
+            assert decoded == N - d.get("egress_route_xmit", 0), (decoded, cap_other, d)
         else:
             assert N <= runs["ilnp_egress"] <= N + 2, runs  # + what ingress hands to ilnpd
             assert d.get("egress_route_xmit", 0) == 0, d
+            assert decoded == N, (decoded, cap_other)
