@@ -22,7 +22,11 @@ ratios of medians against plain IPv6 of the same block:
                     softirqs, receiver) then comes from one core, so the rate is the inverse of
                     the per-byte cost. With two cores the rate also depends on how the work
                     splits between them, which plain IPv6 and ILNPv6 do differently on veth
-                    (docs/benchmarks.md § Why ILNPv6 ran 4 TCP streams faster than plain)
+                    (docs/benchmarks.md § Why ILNPv6 ran 4 TCP streams faster than plain).
+                    Each TCP run also records MN's ACKs and zero-window advertisements, and the
+                    runs are split by receive-window state (ZERO_WIN_SHARE): with one core the
+                    receive buffer autotunes into one of two states from run to run, for plain
+                    and ILNPv6 alike, and a median over a mix of both compares the mix
   udp64, udp1400    iperf3 UDP CN -> MN, -b 0, payload 64 / 1400 bytes; packets/s delivered
                     to MN's UDP layer (Udp6InDatagrams + Udp6RcvbufErrors: what crossed both
                     data paths; iperf3's own receive rate, below that, is printed too):
@@ -76,6 +80,11 @@ FLOOR_SRC = Path(__file__).resolve().parent / "hdr_floor.bpf.c"
 # the uplink); "userspace" the reference path
 MODES = {"ebpf": ("ebpf", {"route_xmit": True}), "ebpf-tc": ("ebpf", {}), "userspace": ("userspace", {})}
 TESTS = ("tcp1", "tcp4", "tcp1_1cpu", "tcp4_1cpu", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv", "rr")
+# A TCP run is "receive-window limited" when MN advertised a zero window in more than this share
+# of its segments (ACKs). With one core, receive-buffer autotuning settles in one of two states
+# from run to run, plain and ILNPv6 alike: a buffer of tens of MB and no zero windows, or ~5 MB
+# with a zero window in 10-20 % of the ACKs, 3x the ACKs and ~7 % less rate (docs/benchmarks.md)
+ZERO_WIN_SHARE = 0.01
 
 
 def build(bed, topo):
@@ -113,13 +122,28 @@ def iperf_tcp(cn, mn, dst, seconds, streams, cpu=None):
     pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
     srv = mn.spawn(*pin, "iperf3", "-s", "-1", "-B", dst)
     time.sleep(0.3)
+    c0 = tcp_counters(mn)
     r = cn.run(*pin, "iperf3", "-c", dst, "-t", str(seconds), "-P", str(streams), "-J", check=False,
                timeout=seconds + 40)
+    c1 = tcp_counters(mn)
     srv.wait(timeout=15)
     if r.returncode != 0:
         return None
     end = json.loads(r.stdout)["end"]
-    return {"v": end["sum_received"]["bits_per_second"] / 1e9, "retrans": end["sum_sent"].get("retransmits")}
+    acks, zero = c1["OutSegs"] - c0["OutSegs"], c1["TCPToZeroWindowAdv"] - c0["TCPToZeroWindowAdv"]
+    return {"v": end["sum_received"]["bits_per_second"] / 1e9, "retrans": end["sum_sent"].get("retransmits"),
+            "mn_acks": acks, "mn_zero_win": zero, "window_limited": zero > ZERO_WIN_SHARE * acks}
+
+
+def tcp_counters(node):
+    """`node`'s Tcp and TcpExt counters (/proc/net/snmp and netstat: header line, value line)."""
+    out = {}
+    for f in ("/proc/net/snmp", "/proc/net/netstat"):
+        lines = [ln.split() for ln in node.run("cat", f).stdout.splitlines()]
+        for head, vals in zip(lines[::2], lines[1::2]):
+            if head[0] in ("Tcp:", "TcpExt:"):
+                out.update((k, int(v)) for k, v in zip(head[1:], vals[1:]))
+    return out
 
 
 def udp6_delivered(node):
@@ -268,10 +292,10 @@ def block(bed_nodes, mode, sizes, a, topo):
                 t0 = time.monotonic()
                 have = fill(dmn, flooder, n, dst=MN_WIRE, deadline_s=a.fill_deadline)
                 print(f"  [{topo}/{mode}] filled MN's ILCC to {have} in {time.monotonic() - t0:.0f} s", flush=True)
-            res = {t: {"plain": [], "ilnp": [], "hdr": [], "probe": [], "plain_probe": []} for t in TESTS}
+            res = {t: {"plain": [], "ilnp": [], "hdr": [], "probe": [], "plain_probe": []} for t in a.tests}
             with stats_enabled():
                 for _ in range(a.rounds):
-                    for t in TESTS:
+                    for t in a.tests:
                         variants = [("plain", PLAIN_MN), ("ilnp", mn_id)]
                         if datapath == "ebpf" and t.startswith("udp"):
                             variants.append(("hdr", FLOOR_MN))
@@ -322,6 +346,20 @@ def fmt(x, unit):
     return f"{x[0]:.2f} [{x[1]:.2f}-{x[2]:.2f}]"
 
 
+def window_split(r):
+    """The TCP runs split by MN's receive-window state (ZERO_WIN_SHARE), each kind's medians and ratio."""
+    out = []
+    for lim, name in ((False, "not window-limited"), (True, "window-limited")):
+        p = med([m for m in r["plain"] if m and m.get("window_limited") is lim])
+        i = med([m for m in r["ilnp"] if m and m.get("window_limited") is lim])
+        n = (sum(1 for m in r["plain"] if m and m.get("window_limited") is lim),
+             sum(1 for m in r["ilnp"] if m and m.get("window_limited") is lim))
+        ratio = f" {i[0] / p[0]:.2f}x" if p and i else ""
+        out.append(f"{name} runs {n[0]}/{n[1]}: {p[0] if p else float('nan'):.2f} / {i[0] if i else float('nan'):.2f}"
+                   f"{ratio}")
+    return "receive window (plain/ILNP): " + "; ".join(out)
+
+
 def bpf_summary(probes):
     """prog: median ns/run (median runs per measurement)."""
     keys = sorted({k for p in probes for k in p["bpf_ns"]})
@@ -333,7 +371,7 @@ def bpf_summary(probes):
 def print_row(row, a):
     print(f"\n== {row['topo']}, {row['mode']}, MN's ILCC {row['entries']} entries (ilnpd RSS {row['rss_mib']:.0f} MiB); "
           f"{a.rounds} rounds x {a.seconds} s; median [min-max]", flush=True)
-    for t in TESTS:
+    for t in row["tests"]:
         r = row["tests"][t]
         p, i, h = med(r["plain"]), med(r["ilnp"]), med(r.get("hdr", []))
         if t == "rr":
@@ -359,6 +397,8 @@ def print_row(row, a):
                 rp, ri = med(r["plain"], "retrans"), med(r["ilnp"], "retrans")
                 loss = f" (retransmitted segments {rp[0] if rp else '-'} / {ri[0] if ri else '-'})"
             print(f"  {t:<13} plain {fmt(p, unit)} | ILNP {fmt(i, unit)} | {ratio}{loss}{floor}")
+            if t.startswith("tcp"):
+                print(f"      {window_split(r)}")
         pr = r["probe"]
         extra = ""
         cpu = [p.get("ilnpd_cpu_ns_per_pkt") for p in pr if p.get("ilnpd_cpu_ns_per_pkt") is not None]
@@ -383,6 +423,8 @@ def markdown(rows):
         return f"{p[0]:.2f} / {i[0]:.2f} ({i[0] / p[0]:.2f}x)"
 
     def rtt(r):
+        if "rr" not in r:
+            return "-"
         p, i = med(r["rr"]["plain"]), med(r["rr"]["ilnp"])
         p9, i9 = med(r["rr"]["plain"], "p99"), med(r["rr"]["ilnp"], "p99")
         if not (p and i and p9 and i9):
@@ -390,6 +432,8 @@ def markdown(rows):
         return f"{p[0]:.1f} / {i[0]:.1f} (**{i[0] - p[0]:+.1f}**); p99 {p9[0]:.0f} / {i9[0]:.0f}"
 
     def bpf(r):
+        if "udp64_snd" not in r:
+            return "-"
         pr = r["udp64_snd"]["probe"]
         vals = {k: statistics.median([p["bpf_ns"][k] for p in pr if k in p["bpf_ns"]])
                 for k in ("cn.route_xmit", "cn.egress", "mn.ingress") if any(k in p["bpf_ns"] for p in pr)}
@@ -401,6 +445,8 @@ def markdown(rows):
         return out + (f"; {statistics.median(cpu):.0f}" if cpu else "")
 
     def floor(r):
+        if "udp64_snd" not in r:
+            return "-"
         p, h = med(r["udp64_snd"]["plain"]), med(r["udp64_snd"].get("hdr", []))
         if not (p and h):
             return "-"
@@ -434,6 +480,7 @@ def main():
                          "core's: `cargo run --release -p ilnp-core --example ilcc_scale`)")
     ap.add_argument("--topos", default="direct,routed")
     ap.add_argument("--modes", default="ebpf,ebpf-tc,userspace", help=f"of {', '.join(MODES)}")
+    ap.add_argument("--tests", default=",".join(TESTS), help="comma-separated subset of the measurements, in order")
     ap.add_argument("--fill-deadline", type=float, default=180, help="seconds to spend filling the ILCC")
     ap.add_argument("--json", help="write every measurement here")
     ap.add_argument("--perf", metavar="TEST", help="perf record -a -g over each run of TEST (e.g. udp64_snd)")
@@ -445,6 +492,11 @@ def main():
         return
     if a.quick:
         a.rounds, a.seconds, a.rr, a.sizes, a.userspace_sizes = 1, 1, 2000, "1", "1"
+    a.tests = a.tests.split(",")
+    if bad := [t for t in a.tests if t not in TESTS]:
+        ap.error(f"--tests: unknown measurement {', '.join(bad)} (known: {', '.join(TESTS)})")
+    if bad := [m for m in a.modes.split(",") if m not in MODES]:
+        ap.error(f"--modes: unknown path {', '.join(bad)} (known: {', '.join(MODES)})")
     rows = []
     t0 = time.monotonic()
     for topo in a.topos.split(","):

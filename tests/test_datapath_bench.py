@@ -1,6 +1,7 @@
 """Issue #14: bench/datapath.py's smoke run measures what it says (the numbers themselves
 are the bench's, not asserted here): through a router with the hosts' default offloads,
-the eBPF path moves TCP (on two cores and on one, with retransmissions counted) and UDP (64- and 1400-byte) for plain IPv6 and ILNPv6, ilnp-rr
+the eBPF path moves TCP (on two cores and on one, with retransmissions and the receiver's
+ACKs and zero windows counted) and UDP (64- and 1400-byte) for plain IPv6 and ILNPv6, ilnp-rr
 times round trips with no loss, and the per-packet BPF time is read for the sender's
 egress (the identifier route's lwt program: one run per 64-byte datagram, ilnp0's tc program
 for almost none) and the receiver's ingress programs; the header floor
@@ -29,6 +30,10 @@ def test_datapath_bench_quick_routed_ebpf(tmp_path):
             assert m and m["v"] > 0, (name, k, tests[name])
             if name.startswith("tcp"):
                 assert m["retrans"] >= 0, (name, k, m)
+                # MN's own counters over the run: it acknowledged what it received, and the run's
+                # receive-window state follows from its zero-window advertisements
+                assert m["mn_acks"] > 0 and m["mn_zero_win"] >= 0, (name, k, m)
+                assert m["window_limited"] == (m["mn_zero_win"] > 0.01 * m["mn_acks"]), (name, k, m)
     for k in ("plain", "ilnp"):
         m = tests["rr"][k][0]
         assert m and m["lost"] == 0 and 0 < m["v"] <= m["p99"], (k, tests["rr"])
@@ -48,6 +53,7 @@ def test_datapath_bench_quick_routed_ebpf(tmp_path):
     wire = {k: tests["udp64_snd"][k][0]["wire_bytes"] for k in ("plain", "ilnp", "hdr")}
     assert abs(wire["plain"] - 126) < 1 and abs(wire["ilnp"] - 142) < 1 and abs(wire["hdr"] - 142) < 1, wire
     assert "plain" in r.stdout and "udp64_snd" in r.stdout and "header floor" in r.stdout
+    assert "receive window (plain/ILNP)" in r.stdout
 
 
 def test_nonce_omitted_measurement_build_compiles(tmp_path):
