@@ -23,10 +23,11 @@ ratios of medians against plain IPv6 of the same block:
                     the per-byte cost. With two cores the rate also depends on how the work
                     splits between them, which plain IPv6 and ILNPv6 do differently on veth
                     (docs/benchmarks.md § Why ILNPv6 ran 4 TCP streams faster than plain).
-                    Each TCP run also records MN's ACKs and zero-window advertisements, and the
-                    runs are split by receive-window state (ZERO_WIN_SHARE): with one core the
-                    receive buffer autotunes into one of two states from run to run, for plain
-                    and ILNPv6 alike, and a median over a mix of both compares the mix
+                    MN's receive buffers start at --one-core-rmem in these runs (both paths):
+                    with autotuning from 128 KiB the buffer settles in one of two states, one of
+                    them window-limited, and the rate says which, not what a byte costs.
+                    Each TCP run records MN's ACKs and zero-window advertisements, and the
+                    runs are printed split by receive-window state (ZERO_WIN_SHARE)
   udp64, udp1400    iperf3 UDP CN -> MN, -b 0, payload 64 / 1400 bytes; packets/s delivered
                     to MN's UDP layer (Udp6InDatagrams + Udp6RcvbufErrors: what crossed both
                     data paths; iperf3's own receive rate, below that, is printed too):
@@ -81,10 +82,16 @@ FLOOR_SRC = Path(__file__).resolve().parent / "hdr_floor.bpf.c"
 MODES = {"ebpf": ("ebpf", {"route_xmit": True}), "ebpf-tc": ("ebpf", {}), "userspace": ("userspace", {})}
 TESTS = ("tcp1", "tcp4", "tcp1_1cpu", "tcp4_1cpu", "udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv", "rr")
 # A TCP run is "receive-window limited" when MN advertised a zero window in more than this share
-# of its segments (ACKs). With one core, receive-buffer autotuning settles in one of two states
-# from run to run, plain and ILNPv6 alike: a buffer of tens of MB and no zero windows, or ~5 MB
-# with a zero window in 10-20 % of the ACKs, 3x the ACKs and ~7 % less rate (docs/benchmarks.md)
+# of its segments (ACKs). With one core and the kernel's autotuning, MN's receive buffer settles
+# in one of two states from run to run: tens of MB and no zero windows, or ~5 MB with a zero
+# window in 10-20 % of the ACKs, 3x the ACKs and less rate; ILNPv6 fell into the second far more
+# often than plain IPv6 (docs/benchmarks.md § TCP on one core: the receive window)
 ZERO_WIN_SHARE = 0.01
+# So the one-core runs measure the cost per byte, not which state autotuning fell into, MN's
+# receive buffers start there at the kernel's default maximum (net.ipv4.tcp_rmem[2], 32 MiB),
+# where the runs without zero windows had grown them (20-33 MB); the two-core runs keep
+# the kernel's defaults. Set for plain IPv6 and ILNPv6 alike, in MN's namespace, for the run only.
+ONE_CORE_RMEM = 33554432
 
 
 def build(bed, topo):
@@ -117,22 +124,31 @@ def header_floor(bed, cn, mn):
     cn.run("tc", "filter", "add", "dev", "eth0", "egress", "bpf", "da", "obj", str(obj), "sec", "tc")
 
 
-def iperf_tcp(cn, mn, dst, seconds, streams, cpu=None):
-    """Gbit/s received and segments retransmitted; `cpu`: both iperf3 processes pinned to it."""
+def iperf_tcp(cn, mn, dst, seconds, streams, cpu=None, rmem=0):
+    """Gbit/s received and segments retransmitted; `cpu`: both iperf3 processes pinned to it;
+    `rmem`: MN's receive buffers start at this size (tcp_rmem's default) for the run."""
     pin = ["taskset", "-c", str(cpu)] if cpu is not None else []
-    srv = mn.spawn(*pin, "iperf3", "-s", "-1", "-B", dst)
-    time.sleep(0.3)
-    c0 = tcp_counters(mn)
-    r = cn.run(*pin, "iperf3", "-c", dst, "-t", str(seconds), "-P", str(streams), "-J", check=False,
-               timeout=seconds + 40)
-    c1 = tcp_counters(mn)
-    srv.wait(timeout=15)
+    saved = mn.run("sysctl", "-n", "net.ipv4.tcp_rmem").stdout.split()
+    if rmem:
+        mn.run("sysctl", "-qw", f"net.ipv4.tcp_rmem={saved[0]} {rmem} {max(rmem, int(saved[2]))}")
+    in_effect = int(mn.run("sysctl", "-n", "net.ipv4.tcp_rmem").stdout.split()[1])
+    try:
+        srv = mn.spawn(*pin, "iperf3", "-s", "-1", "-B", dst)
+        time.sleep(0.3)
+        c0 = tcp_counters(mn)
+        r = cn.run(*pin, "iperf3", "-c", dst, "-t", str(seconds), "-P", str(streams), "-J", check=False,
+                   timeout=seconds + 40)
+        c1 = tcp_counters(mn)
+        srv.wait(timeout=15)
+    finally:
+        mn.run("sysctl", "-qw", f"net.ipv4.tcp_rmem={' '.join(saved)}")
     if r.returncode != 0:
         return None
     end = json.loads(r.stdout)["end"]
     acks, zero = c1["OutSegs"] - c0["OutSegs"], c1["TCPToZeroWindowAdv"] - c0["TCPToZeroWindowAdv"]
     return {"v": end["sum_received"]["bits_per_second"] / 1e9, "retrans": end["sum_sent"].get("retransmits"),
-            "mn_acks": acks, "mn_zero_win": zero, "window_limited": zero > ZERO_WIN_SHARE * acks}
+            "mn_acks": acks, "mn_zero_win": zero, "window_limited": zero > ZERO_WIN_SHARE * acks,
+            "mn_rmem_default": in_effect}
 
 
 def tcp_counters(node):
@@ -209,7 +225,9 @@ def rr(cn, mn, dst, count):
 def measure(test, cn, mn, dst, a):
     if test.startswith("tcp"):
         streams, _, cpu = test[3:].partition("_")
-        return iperf_tcp(cn, mn, dst, a.seconds, int(streams), 0 if cpu == "1cpu" else None)
+        if cpu == "1cpu":
+            return iperf_tcp(cn, mn, dst, a.seconds, int(streams), 0, a.one_core_rmem)
+        return iperf_tcp(cn, mn, dst, a.seconds, int(streams))
     if test.startswith("udp"):
         size, kind = test[3:].split("_")
         return iperf_udp(cn, mn, dst, a.seconds, int(size), 1 if kind == "snd" else 2)
@@ -481,6 +499,9 @@ def main():
     ap.add_argument("--topos", default="direct,routed")
     ap.add_argument("--modes", default="ebpf,ebpf-tc,userspace", help=f"of {', '.join(MODES)}")
     ap.add_argument("--tests", default=",".join(TESTS), help="comma-separated subset of the measurements, in order")
+    ap.add_argument("--one-core-rmem", type=int, default=ONE_CORE_RMEM, metavar="BYTES",
+                    help="MN's receive buffers start at this size in the one-core TCP runs (0: the kernel's "
+                         "autotuning from 128 KiB, as in the two-core runs)")
     ap.add_argument("--fill-deadline", type=float, default=180, help="seconds to spend filling the ILCC")
     ap.add_argument("--json", help="write every measurement here")
     ap.add_argument("--perf", metavar="TEST", help="perf record -a -g over each run of TEST (e.g. udp64_snd)")

@@ -34,6 +34,8 @@ def test_datapath_bench_quick_routed_ebpf(tmp_path):
                 # receive-window state follows from its zero-window advertisements
                 assert m["mn_acks"] > 0 and m["mn_zero_win"] >= 0, (name, k, m)
                 assert m["window_limited"] == (m["mn_zero_win"] > 0.01 * m["mn_acks"]), (name, k, m)
+                # one core: MN's receive buffers started at the kernel's maximum; two: its defaults
+                assert m["mn_rmem_default"] == (33554432 if name.endswith("1cpu") else 131072), (name, k, m)
     for k in ("plain", "ilnp"):
         m = tests["rr"][k][0]
         assert m and m["lost"] == 0 and 0 < m["v"] <= m["p99"], (k, tests["rr"])
