@@ -325,20 +325,55 @@ static __always_inline void eg_wire_ip6(struct egress_ctx *c, __u32 hlen)
 	set_hi64(&c->ip6.daddr, c->remote_loc);
 }
 
-/* Identifier form -> wire form, in place. 0 = done. */
+/* The nonce header's length on the wire: 0 in the measurement build without one
+ * (docs/benchmarks.md § Without the nonce). */
+#ifndef ILNP_EXP_NONCE_OMITTED
+#define EG_HLEN ILNP_NONCE_HLEN
+#else
+#define EG_HLEN 0
+#endif
+
+/* Identifier form -> wire form, in place (the v4 path: its outer headers go in
+ * front next). 0 = done. */
 static __always_inline int eg_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c)
 {
-	__u32 hlen = 0;
+	if (eg_fix_csum(skb, cfg, c))
+		return -1;
+	if (EG_HLEN && eg_push_nonce(skb, c))
+		return -1;
+	eg_wire_ip6(c, EG_HLEN);
+	return bpf_skb_store_bytes(skb, 0, &c->ip6, sizeof(c->ip6), BPF_F_RECOMPUTE_CSUM);
+}
+
+/*
+ * Identifier form -> wire form behind an Ethernet header, for an IPv6 uplink:
+ * room for the Ethernet and nonce headers in front, and the three headers written
+ * there in one go. The IPv6 header moves 16 bytes forward; the upper layer stays
+ * where it is, so a GSO packet's segmentation and a CHECKSUM_PARTIAL packet's
+ * csum_start stay right, and no bytes are moved (bpf_skb_adjust_room would move
+ * the IPv6 header back and mark a GSO packet's header for checking). The skb's
+ * network header is left where the old IPv6 header began: ilnp_egress's
+ * bpf_redirect_neigh pulls the Ethernet header and resets it to the new one, and
+ * nothing reads it before. ilnp_route_xmit, which redirects without the neighbour
+ * layer, lives with that (docs/architecture.md, translation at the route, limit (2)).
+ * The upper layer's checksum is fixed first. 0 = done.
+ */
+static __always_inline int eg_push_wire(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c,
+					const struct ethhdr *eth)
+{
+	__u8 h[ETH_HLEN + IPV6_HLEN + EG_HLEN] = {}; /* zeros: the PadN after a 4-byte nonce */
 
 	if (eg_fix_csum(skb, cfg, c))
 		return -1;
-#ifndef ILNP_EXP_NONCE_OMITTED /* measurement build: no header (docs/benchmarks.md § Without the nonce) */
-	if (eg_push_nonce(skb, c))
+	if (bpf_skb_change_head(skb, ETH_HLEN + EG_HLEN, 0))
 		return -1;
-	hlen = ILNP_NONCE_HLEN;
+	eg_wire_ip6(c, EG_HLEN);
+	__builtin_memcpy(h, eth, ETH_HLEN);
+	__builtin_memcpy(&h[ETH_HLEN], &c->ip6, IPV6_HLEN);
+#if EG_HLEN
+	nonce_hdr(c, &h[ETH_HLEN + IPV6_HLEN]);
 #endif
-	eg_wire_ip6(c, hlen);
-	return bpf_skb_store_bytes(skb, 0, &c->ip6, sizeof(c->ip6), BPF_F_RECOMPUTE_CSUM);
+	return bpf_skb_store_bytes(skb, 0, h, sizeof(h), 0);
 }
 
 /*
@@ -498,12 +533,8 @@ int ilnp_egress(struct __sk_buff *skb)
 		return eg_punt(r);
 
 	/* from here on the packet is changed: a failure can only drop it */
-	if (eg_rewrite(skb, cfg, &c)) {
-		count(ILNP_R_EGRESS_DROP_ERROR);
-		return TC_ACT_SHOT;
-	}
 	if (v4_dst) {
-		if (eg_push_v4(skb, &c, v4_dst) || eg_push_l2(skb, ETH_P_IP)) {
+		if (eg_rewrite(skb, cfg, &c) || eg_push_v4(skb, &c, v4_dst) || eg_push_l2(skb, ETH_P_IP)) {
 			count(ILNP_R_EGRESS_DROP_ERROR);
 			return TC_ACT_SHOT;
 		}
@@ -515,7 +546,11 @@ int ilnp_egress(struct __sk_buff *skb)
 		 * route lookup is bound to it, as for a socket bound to that device) */
 		return bpf_redirect_neigh(lv->ifindex, NULL, 0, 0);
 	}
-	if (eg_push_l2(skb, ETH_P_IPV6)) {
+	/* bpf_redirect_neigh pulls this Ethernet header (eg_push_l2); the neighbour
+	 * layer writes the real one */
+	struct ethhdr eth = { .h_proto = bpf_htons(ETH_P_IPV6) };
+
+	if (eg_push_wire(skb, cfg, &c, &eth)) {
 		count(ILNP_R_EGRESS_DROP_ERROR);
 		return TC_ACT_SHOT;
 	}

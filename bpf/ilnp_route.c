@@ -35,7 +35,6 @@ int ilnp_route_xmit(struct __sk_buff *skb)
 	struct ilnp_local_val *lv;
 	struct egress_ctx c = {};
 	struct ilnp_nh_val nh = {};
-	__u8 opt[ILNP_NONCE_HLEN] = {};
 	struct ethhdr eth;
 	__u64 gen;
 
@@ -66,21 +65,12 @@ int ilnp_route_xmit(struct __sk_buff *skb)
 	}
 	count(ILNP_R_EGRESS_NH_HIT);
 
-	/* from here on the packet is changed: a failure can only drop it */
-	if (eg_fix_csum(skb, cfg, &c))
-		goto drop;
-	/* room for the Ethernet and nonce headers in front: the IPv6 header is
-	 * written again there, the upper layer stays where it is */
-	if (bpf_skb_change_head(skb, ETH_HLEN + ILNP_NONCE_HLEN, 0))
-		goto drop;
+	/* from here on the packet is changed: a failure can only drop it. The
+	 * Ethernet header is the real one: bpf_redirect sends the frame as it is */
 	__builtin_memcpy(eth.h_dest, nh.dmac, ETH_ALEN);
 	__builtin_memcpy(eth.h_source, nh.smac, ETH_ALEN);
 	eth.h_proto = bpf_htons(ETH_P_IPV6);
-	eg_wire_ip6(&c, ILNP_NONCE_HLEN);
-	nonce_hdr(&c, opt);
-	if (bpf_skb_store_bytes(skb, 0, &eth, ETH_HLEN, 0) ||
-	    bpf_skb_store_bytes(skb, ETH_HLEN, &c.ip6, IPV6_HLEN, 0) ||
-	    bpf_skb_store_bytes(skb, ETH_HLEN + IPV6_HLEN, opt, ILNP_NONCE_HLEN, 0))
+	if (eg_push_wire(skb, cfg, &c, &eth))
 		goto drop;
 	__sync_fetch_and_add(&c.e->tx_pkts, 1);
 	__sync_fetch_and_add(&c.e->tx_bytes, skb->len - ETH_HLEN);
