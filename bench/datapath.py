@@ -141,7 +141,8 @@ def iperf_tcp(cn, mn, dst, seconds, streams, cpu=None, rmem=0):
         c1 = tcp_counters(mn)
         srv.wait(timeout=15)
     finally:
-        mn.run("sysctl", "-qw", f"net.ipv4.tcp_rmem={' '.join(saved)}")
+        if rmem:
+            mn.run("sysctl", "-qw", f"net.ipv4.tcp_rmem={' '.join(saved)}")
     if r.returncode != 0:
         return None
     end = json.loads(r.stdout)["end"]
@@ -368,13 +369,11 @@ def window_split(r):
     """The TCP runs split by MN's receive-window state (ZERO_WIN_SHARE), each kind's medians and ratio."""
     out = []
     for lim, name in ((False, "not window-limited"), (True, "window-limited")):
-        p = med([m for m in r["plain"] if m and m.get("window_limited") is lim])
-        i = med([m for m in r["ilnp"] if m and m.get("window_limited") is lim])
-        n = (sum(1 for m in r["plain"] if m and m.get("window_limited") is lim),
-             sum(1 for m in r["ilnp"] if m and m.get("window_limited") is lim))
+        runs = [[m for m in r[k] if m and m.get("window_limited") is lim] for k in ("plain", "ilnp")]
+        p, i = med(runs[0]), med(runs[1])
         ratio = f" {i[0] / p[0]:.2f}x" if p and i else ""
-        out.append(f"{name} runs {n[0]}/{n[1]}: {p[0] if p else float('nan'):.2f} / {i[0] if i else float('nan'):.2f}"
-                   f"{ratio}")
+        out.append(f"{name} runs {len(runs[0])}/{len(runs[1])}: {p[0] if p else float('nan'):.2f} / "
+                   f"{i[0] if i else float('nan'):.2f}{ratio}")
     return "receive window (plain/ILNP): " + "; ".join(out)
 
 
