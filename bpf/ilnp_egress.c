@@ -115,7 +115,7 @@ static __always_inline __u32 eg_fib(struct __sk_buff *skb, struct ilnp_cfg *cfg,
 
 	nh_key(c, &r->key);
 	if (gen) {
-		now = bpf_ktime_get_ns();
+		now = bpf_ktime_get_coarse_ns();
 		if (nh_cache_get(&r->key, gen, now, r) &&
 		    (r->rc != BPF_FIB_LKUP_RET_SUCCESS || skb->len <= r->mtu || skb->gso_size)) {
 			count(ILNP_R_EGRESS_NH_HIT);
@@ -264,18 +264,6 @@ static __always_inline void eg_balance(struct __sk_buff *skb, struct ilnp_cfg *c
 	c->remote_loc = b->pairs[slot & (ILNP_BAL_MAX_PAIRS - 1)].remote_loc;
 	count(ILNP_R_EGRESS_BALANCED);
 }
-
-/*
- * The DestOpts header with our nonce that goes right after the IPv6 header: 16
- * bytes for either nonce length (ilnp_wire::destopts), a 32-bit nonce followed
- * by PadN. Linux routers read header byte 12 as the TCP data offset of a
- * forwarded GSO packet (ip6_forward -> skb_gso_validate_network_len ->
- * tcp_hdrlen); an 8-byte header would put the TCP sequence number's top byte
- * there and have every GSO packet in 5/16 of the sequence space answered with
- * Packet Too Big. Byte 12 here is a PadN zero or nonce byte 8 (top bit clear:
- * ilnp-core). tests/test_gso_exthdr.py.
- */
-#define ILNP_NONCE_HLEN 16
 
 static __always_inline void nonce_hdr(struct egress_ctx *c, __u8 hdr[ILNP_NONCE_HLEN])
 {

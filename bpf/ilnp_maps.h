@@ -99,10 +99,11 @@ struct ilnp_local_val {
 	__u32 state;      /* enum ilnp_loc_state */
 	__u32 ifindex;    /* uplink carrying the locator */
 	__u8 router[16];  /* IPv6 address, network order; :: = no router */
-	/* written by the ingress program only: bpf_ktime_get_ns() (CLOCK_MONOTONIC) of
-	 * the last packet it delivered on this locator, refreshed when older than
-	 * ILNP_LOCAL_RX_GRAIN_NS; 0 = none. ilnpd keeps it on update and feeds it to
-	 * the soft-handoff quiet period. */
+	/* written by the ingress program only: bpf_ktime_get_coarse_ns() (CLOCK_MONOTONIC
+	 * as of the last tick, so up to one tick behind it) of the last packet it
+	 * delivered on this locator, refreshed when older than ILNP_LOCAL_RX_GRAIN_NS;
+	 * 0 = none. ilnpd keeps it on update and feeds it to the soft-handoff quiet
+	 * period. */
 	__u64 last_rx_ns;
 };
 
@@ -224,7 +225,7 @@ struct ilnp_nh_key {
 struct ilnp_nh_val {
 	struct ilnp_nh_key key; /* the entry's own key (see above) */
 	__u64 gen;              /* ilnp_route_gen[0] when it was filled */
-	__u64 ts_ns;            /* bpf_ktime_get_ns() when it was filled */
+	__u64 ts_ns;            /* bpf_ktime_get_coarse_ns() when it was filled */
 	__u32 rc;               /* bpf_fib_lookup's return: SUCCESS, NO_NEIGH, NOT_FWDED, UNREACHABLE */
 	__u32 ifindex;          /* its output interface */
 	__u32 mtu;              /* SUCCESS: that interface's MTU (mtu_result) */

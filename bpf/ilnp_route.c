@@ -58,7 +58,7 @@ int ilnp_route_xmit(struct __sk_buff *skb)
 		return BPF_OK;
 	gen = route_gen();
 	nh_key(&c, &nh.key);
-	if (!gen || !nh_cache_get(&nh.key, gen, bpf_ktime_get_ns(), &nh) || nh.rc != BPF_FIB_LKUP_RET_SUCCESS ||
+	if (!gen || !nh_cache_get(&nh.key, gen, bpf_ktime_get_coarse_ns(), &nh) || nh.rc != BPF_FIB_LKUP_RET_SUCCESS ||
 	    nh.ifindex != lv->ifindex || skb->len + ILNP_NONCE_HLEN > nh.mtu) {
 		count(ILNP_R_EGRESS_ROUTE_PASS_NH);
 		return BPF_OK;
