@@ -219,9 +219,8 @@ static __always_inline int l4_csum_off(__u8 proto)
  * docs/benchmarks.md § The programs' time per packet): the 32-bit words of
  * `to` and the complements of those of `from`, as the helper reads them from
  * memory (native order), summed and folded to 32 bits with end-around carry.
- * A sum of the same ones'-complement class as the helper's, which is all
- * bpf_l4_csum_replace() uses (the helper itself returns the 32-bit sum before
- * Linux 6.13 and its 16-bit fold since).
+ * Not always the helper's bits (kernels differ in how far they fold), but the
+ * same ones'-complement sum, which is all bpf_l4_csum_replace() uses.
  */
 static __always_inline __u32 csum_diff_halves(__u64 from_s, __u64 from_d, __u64 to_s, __u64 to_d)
 {
