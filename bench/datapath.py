@@ -40,7 +40,8 @@ ratios of medians against plain IPv6 of the same block:
                     address (FLOOR_MN) with a 16-byte Destination Options header pushed on
                     CN's uplink by a minimal tc program (bench/hdr_floor.bpf.c): the cost of
                     carrying ILNPv6's header alone, with no translation and one transmit;
-                    what a design with a nonce on every packet cannot go below
+                    what a design with a nonce on every packet cannot go below. Its
+                    program's own time per run is taken over its runs (`its program`)
   BPF ns/run        each program's run_time_ns / run_cnt over the ILNP measurement
                     (lab/ilnp_lab/bpfstats.py; kernel.bpf_stats_enabled=1 during the run,
                     restored after); for udp64 a run is one packet
@@ -55,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import statistics
 import subprocess
@@ -115,13 +117,17 @@ def build(bed, topo):
 
 def header_floor(bed, cn, mn):
     """Attach bench/hdr_floor.bpf.c at CN's uplink egress (a clsact filter beside ilnpd's tcx
-    programs) and give MN the FLOOR_MN address."""
+    programs) and give MN the FLOOR_MN address. Returns the program's id."""
     obj = Path(bed.workdir) / "hdr_floor.o"
     subprocess.run(["clang", "-O2", "-g", "-target", "bpf", "-DFLOOR_DST_LAST=0x0e", "-c", str(FLOOR_SRC), "-o", str(obj)],
                    check=True)
     mn.add_addr("eth0", f"{FLOOR_MN}/128")
     cn.run("tc", "qdisc", "add", "dev", "eth0", "clsact")
     cn.run("tc", "filter", "add", "dev", "eth0", "egress", "bpf", "da", "obj", str(obj), "sec", "tc")
+    shown = cn.run("tc", "filter", "show", "dev", "eth0", "egress").stdout
+    if not (m := re.search(r"\bid (\d+)", shown)):
+        raise RuntimeError(f"header floor: no program id in `tc filter show dev eth0 egress`: {shown!r}")
+    return int(m.group(1))
 
 
 def iperf_tcp(cn, mn, dst, seconds, streams, cpu=None, rmem=0):
@@ -290,7 +296,13 @@ class Probe:
         return out
 
 
-def block(bed_nodes, mode, sizes, a, topo):
+def floor_time(s0, s1):
+    """The header floor's program over one measurement, as Probe.diff gives ilnpd's."""
+    (t0, c0), (t1, c1) = s0["floor"], s1["floor"]
+    return {"bpf_ns": {"floor": (t1 - t0) / (c1 - c0)} if c1 > c0 else {}, "bpf_runs": {"floor": c1 - c0}}
+
+
+def block(bed_nodes, mode, sizes, a, topo, floor_prog=None):
     cn, flooder, mn = bed_nodes
     big = max(sizes) > 1
     datapath, opts = MODES[mode]
@@ -311,7 +323,8 @@ def block(bed_nodes, mode, sizes, a, topo):
                 t0 = time.monotonic()
                 have = fill(dmn, flooder, n, dst=MN_WIRE, deadline_s=a.fill_deadline)
                 print(f"  [{topo}/{mode}] filled MN's ILCC to {have} in {time.monotonic() - t0:.0f} s", flush=True)
-            res = {t: {"plain": [], "ilnp": [], "hdr": [], "probe": [], "plain_probe": []} for t in a.tests}
+            res = {t: {"plain": [], "ilnp": [], "hdr": [], "probe": [], "plain_probe": [], "hdr_probe": []}
+                   for t in a.tests}
             with stats_enabled():
                 for _ in range(a.rounds):
                     for t in a.tests:
@@ -320,13 +333,16 @@ def block(bed_nodes, mode, sizes, a, topo):
                             variants.append(("hdr", FLOOR_MN))
                         for k, dst in variants:
                             s0 = probe.snap()
+                            f0 = prog_stats({"floor": floor_prog}) if k == "hdr" else None
                             prof = perf_start(a, t, k, topo, mode, n)
                             m = measure(t, cn, mn, dst, a)
                             perf_stop(prof)
                             s1 = probe.snap()
                             pk = m["v"] * a.seconds if m and t.startswith("udp") else None
                             res[t][k].append(m)
-                            if k != "hdr":
+                            if k == "hdr":
+                                res[t]["hdr_probe"].append(floor_time(f0, prog_stats({"floor": floor_prog})))
+                            else:
                                 res[t]["probe" if k == "ilnp" else "plain_probe"].append(Probe.diff(s0, s1, pk))
             row = {"topo": topo, "mode": mode, "entries": have, "rss_mib": rss_mib(dmn.proc.pid), "tests": res}
             rows.append(row)
@@ -410,6 +426,8 @@ def print_row(row, a):
                         f"{si[0] / 1e3 if si else 0:.0f}k; iperf3 got {ap_[0] / 1e3 if ap_ else 0:.0f}k/"
                         f"{ai[0] / 1e3 if ai else 0:.0f}k)")
             floor = f" | header floor {fmt(h, unit)} ({h[0] / p[0]:.2f}x)" if p and h and p[0] else ""
+            if floor and r.get("hdr_probe"):
+                floor += f", its program: {bpf_summary(r['hdr_probe'])} ns/run (runs)"
             if t.startswith("tcp"):
                 rp, ri = med(r["plain"], "retrans"), med(r["ilnp"], "retrans")
                 loss = f" (retransmitted segments {rp[0] if rp else '-'} / {ri[0] if ri else '-'})"
@@ -524,9 +542,8 @@ def main():
             with Testbed() as bed:
                 sizes = [int(x) for x in (a.userspace_sizes if mode == "userspace" else a.sizes).split(",")]
                 nodes = build(bed, topo)
-                if MODES[mode][0] == "ebpf":
-                    header_floor(bed, nodes[0], nodes[2])
-                rows += block(nodes, mode, sizes, a, topo)
+                floor_prog = header_floor(bed, nodes[0], nodes[2]) if MODES[mode][0] == "ebpf" else None
+                rows += block(nodes, mode, sizes, a, topo, floor_prog)
     print(f"\nplain IPv6 = the hosts' default offloads, daemons up; ratios are ILNP median / plain median of the "
           f"same block; run took {time.monotonic() - t0:.0f} s\n")
     print(markdown(rows))

@@ -52,6 +52,9 @@ def test_datapath_bench_quick_routed_ebpf(tmp_path):
     # floor both carry exactly 16 bytes more per 64-byte datagram than plain IPv6 (14 + 40 + 8 + 64)
     for name in ("udp64_snd", "udp64_rcv", "udp1400_snd", "udp1400_rcv"):
         assert tests[name]["hdr"][0] and tests[name]["hdr"][0]["v"] > 0, (name, tests[name]["hdr"])
+    # the floor's own program ran once per datagram CN's UDP layer sent it, at a time of its own
+    fp = tests["udp64_snd"]["hdr_probe"][0]
+    assert fp["bpf_runs"]["floor"] >= 0.5 * tests["udp64_snd"]["hdr"][0]["sent_pps"] and fp["bpf_ns"]["floor"] > 0, fp
     wire = {k: tests["udp64_snd"][k][0]["wire_bytes"] for k in ("plain", "ilnp", "hdr")}
     assert abs(wire["plain"] - 126) < 1 and abs(wire["ilnp"] - 142) < 1 and abs(wire["hdr"] - 142) < 1, wire
     assert "plain" in r.stdout and "udp64_snd" in r.stdout and "header floor" in r.stdout
