@@ -4,7 +4,7 @@ Topology (`v4_nat_topology`): seed 000's CN — R1 — {R2, R3} — MN with IPv4
 CN — R1 — R3; R2 advertises 2001:db8:2::/64 (radvd), R3's network is IPv4-only
 (10.0.3.0/24) behind R3's masquerade. ilnpd runs with `[ipv4]` on the CN and the MN; the
 routers run none. The MN moves IPv6 → IPv4/NAT → IPv6 while iperf3 runs TCP and UDP
-between the identifier addresses.
+(both ways) between the identifier addresses.
 """
 
 import json
@@ -66,13 +66,17 @@ def test_tcp_and_udp_survive_ipv6_to_ipv4_nat_and_back(bed, tmp_path, handoff):
     secs = 14
     mn.spawn("iperf3", "-s", "-1", "-B", MN_ID)
     usrv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID, "-p", "5202", "-J", stdout=open(tmp_path / "udp-server.json", "w"))
-    mn.wait_listening(5201)
-    mn.wait_listening(5202)
+    rsrv = mn.spawn("iperf3", "-s", "-1", "-B", MN_ID, "-p", "5203")
+    for port in (5201, 5202, 5203):
+        mn.wait_listening(port)
     t0 = time.monotonic()
     tcp = cn.spawn("iperf3", "-c", MN_ID, "-t", str(secs), "-b", "20M", "-J", stdout=open(tmp_path / "tcp.json", "w"))
     # UDP: 250 datagrams/s of 1000 bytes; iperf3's receiver counts what was lost
     udp = cn.spawn("iperf3", "-c", MN_ID, "-p", "5202", "-u", "-b", "2M", "-l", "1000", "-t", str(secs), "-J",
                    stdout=open(tmp_path / "udp.json", "w"))
+    # and the same from the MN to the CN (-R: the MN's server sends, the CN's client counts)
+    rudp = cn.spawn("iperf3", "-c", MN_ID, "-p", "5203", "-R", "-u", "-b", "2M", "-l", "1000", "-t", str(secs), "-J",
+                    stdout=open(tmp_path / "udp-reverse.json", "w"))
     time.sleep(2)
     onto_v4(t, dcn, dmn)
     v4_from = time.monotonic() - t0
@@ -91,7 +95,7 @@ def test_tcp_and_udp_survive_ipv6_to_ipv4_nat_and_back(bed, tmp_path, handoff):
     mn.set_link("eth-r3", False)  # ...and out of R3's
     wait_for(lambda: [r["l64"] for r in remote_of(dcn, MN_NID)["remote_locators"]] == [L2],
              timeout=10, what="MN's v4 path withdrawn")
-    for p in (tcp, udp, usrv):
+    for p in (tcp, udp, rudp, usrv, rsrv):
         p.wait(timeout=40)
     mon.stop()
     assert remote_of(dcn, MN_NID)["local_locator"] == CN_L64
@@ -104,9 +108,11 @@ def test_tcp_and_udp_survive_ipv6_to_ipv4_nat_and_back(bed, tmp_path, handoff):
     assert all(s["bytes"] > 0 for s in on_v4), on_v4
     rx = res["end"]["sum_received"]["bytes"]
     assert rx > 0.8 * 20e6 / 8 * secs, rx  # 20 Mbit/s offered, ≥ 80 % delivered over the whole run
-    u = json.loads((tmp_path / "udp.json").read_text())
-    assert "error" not in u, u.get("error")
-    s = u["end"]["sum"]
+    udp_sums = {}
+    for way in ("udp", "udp-reverse"):
+        u = json.loads((tmp_path / f"{way}.json").read_text())
+        assert "error" not in u, (way, u.get("error"))
+        udp_sums[way] = u["end"]["sum"]
     per_s = [(round(i["sum"]["start"]), i["sum"]["lost_packets"])
              for i in json.loads((tmp_path / "udp-server.json").read_text())["intervals"] if i["sum"]["lost_packets"]]
     dp = {}
@@ -114,17 +120,20 @@ def test_tcp_and_udp_survive_ipv6_to_ipv4_nat_and_back(bed, tmp_path, handoff):
         dp[n] = d.stats()["datapath"]
         print(n, {k: v for k, v in d.node.nstat().items() if k.startswith("Udp") and v}, d.stats()["core"])
         print(n, {k: v for k, v in dp[n].items() if v})
-    print(f"{handoff}: on v4 from {v4_from:.2f} to {v4_to:.2f} s; UDP lost per second (start, lost): {per_s}")
-    print(f"{handoff}: TCP {rx} bytes; on v4 {[x['bytes'] for x in on_v4]}; UDP lost {s['lost_packets']} of "
-          f"{s['packets']}; CN core {dcn.stats()['core']}")
+    print(f"{handoff}: on v4 from {v4_from:.2f} to {v4_to:.2f} s; UDP to the MN lost per second (start, lost): {per_s}")
+    print(f"{handoff}: TCP {rx} bytes; on v4 {[x['bytes'] for x in on_v4]}; UDP lost (of sent) "
+          f"{ {w: (s['lost_packets'], s['packets']) for w, s in udp_sums.items()} }; CN core {dcn.stats()['core']}")
     # what was in flight to R2's link when the MN left it (LAN RTT < 1 ms, 250/s) may be
     # lost, and likewise under hard handoff when it leaves R3's; nothing else
-    assert s["lost_packets"] <= 4, s
-    assert s["packets"] >= 250 * (secs - 1)
-    # the fast path carried the v4 path both ways (eBPF, offloads on): the TCP data alone
-    # is > 1,000 packets a second; what went to ilnpd instead is the odd packet
+    for way, s in udp_sums.items():
+        assert s["lost_packets"] <= 4, (way, s)
+        assert s["packets"] >= 250 * (secs - 1), (way, s)
+    # the fast path carried the v4 path both ways (eBPF, offloads on): each way's UDP stream
+    # alone is 250 datagrams a second, all of them on the v4 path from v4_from to v4_to (5 %
+    # margin for iperf3's pacing); what went to ilnpd instead is the odd packet
+    on_v4_min = 0.95 * 250 * (v4_to - v4_from)
     for n, d in dp.items():
-        assert all(d[k] > 100 for k in V4_FAST), (n, d)
+        assert all(d[k] >= on_v4_min for k in V4_FAST), (n, on_v4_min, d)
         assert sum(d[k] for k in V4_PUNTS) <= 0.01 * sum(d[k] for k in V4_FAST), (n, d)
 
 
