@@ -241,13 +241,17 @@ static __always_inline __u64 flow_hash(struct __sk_buff *skb, struct ilnp_cfg *c
 	return mix64(mix64(mix64(seed ^ bpf_be64_to_cpu(cfg->local_nid)) ^ bpf_be64_to_cpu(c->peer_nid)) ^ ports);
 }
 
-/* The pair from ilnp_balance, if this correspondent balances (else the ILCC's). */
+/* The pair from ilnp_balance, if this correspondent balances (else the ILCC's;
+ * its flag spares the lookup for the others). */
 static __always_inline void eg_balance(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c)
 {
-	struct ilnp_balance_val *b = bpf_map_lookup_elem(&ilnp_balance, &c->peer_nid);
+	struct ilnp_balance_val *b;
 	__u64 i, n;
 	__u8 slot;
 
+	if (!(c->e->flags & ILNP_ILCC_F_BALANCED))
+		return;
+	b = bpf_map_lookup_elem(&ilnp_balance, &c->peer_nid);
 	if (!b || b->n_slots == 0 || b->n_pairs == 0)
 		return;
 	n = b->n_slots;

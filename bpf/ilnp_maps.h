@@ -55,6 +55,9 @@ struct ilnp_cfg {
 #define ILNP_ILCC_F_NONE 0 /* flags */
 #define ILNP_ILCC_F_FULL_CSUM 1 /* the peer's TCP/UDP checksums cover the full addresses
 				 * (ChecksumRule::FullAddress): its packets take the slow path */
+#define ILNP_ILCC_F_BALANCED 2 /* ilnp_balance holds a table for this peer: the egress
+				* programs look it up only then (ilnpd keeps the flag
+				* in step with the table: Datapath::set_balance) */
 
 struct ilnp_ilcc_val {
 	__u64 local_loc;                         /* source locator to send from (wire order) */
@@ -111,7 +114,9 @@ struct ilnp_local_val {
  * ilnp_balance: HASH, key = remote NID (__u64, wire order), same bound as
  * ilnp_ilcc. Present only for correspondents whose balancing policy is not
  * failover (ilnp-core's balance.rs builds the table; without an entry the
- * ILCC's local_loc/remote_loc are used). The egress program takes the pair
+ * ILCC's local_loc/remote_loc are used), and looked up only for an ILCC entry
+ * with ILNP_ILCC_F_BALANCED, which ilnpd sets once the table is written and
+ * clears before removing it (either alone leaves the ILCC's pair). The egress program takes the pair
  * slots[i] with i = seq++ % n_slots (per-packet: one shared atomic, so the split
  * is exact across CPUs) or i = flow_hash(flow_seed, NIDs, proto, ports) %
  * n_slots (per-flow). O(1) per packet whatever the number of locators.

@@ -244,6 +244,8 @@ pub const REASONS: &[&str] = &[
 pub const CFG_F_ADMIT_SOCKET: u32 = 1;
 /// `ILNP_ILCC_F_FULL_CSUM` (ilnp_ilcc_val.flags)
 pub const ILCC_F_FULL_CSUM: u8 = 1;
+/// `ILNP_ILCC_F_BALANCED`: ilnp_balance holds a table for the peer (set by `Datapath`, not the snapshot)
+pub const ILCC_F_BALANCED: u8 = 2;
 
 /// `enum ilnp_loc_state`
 pub fn state_code(s: LocatorState) -> u32 {
@@ -345,7 +347,7 @@ int main(void) {
   printf("const.ILNP_R_MAX %d\nconst.ILNP_MAX_REMOTE_LOCS %d\nconst.ILNP_NONCE_MAX %d\n", ILNP_R_MAX, ILNP_MAX_REMOTE_LOCS, ILNP_NONCE_MAX);
   printf("const.ILNP_MODE_EBPF %d\nconst.ILNP_MODE_USERSPACE %d\n", ILNP_MODE_EBPF, ILNP_MODE_USERSPACE);
   printf("const.ILNP_CFG_F_ADMIT_SOCKET %d\n", ILNP_CFG_F_ADMIT_SOCKET);
-  printf("const.ILNP_ILCC_F_FULL_CSUM %d\n", ILNP_ILCC_F_FULL_CSUM);
+  printf("const.ILNP_ILCC_F_FULL_CSUM %d\nconst.ILNP_ILCC_F_BALANCED %d\n", ILNP_ILCC_F_FULL_CSUM, ILNP_ILCC_F_BALANCED);
   printf("const.ILNP_LOC_VALID %d\nconst.ILNP_LOC_ACTIVE %d\nconst.ILNP_LOC_AGED %d\nconst.ILNP_LOC_EXPIRED %d\n", ILNP_LOC_VALID, ILNP_LOC_ACTIVE, ILNP_LOC_AGED, ILNP_LOC_EXPIRED);
   return 0;
 }
@@ -450,6 +452,7 @@ int main(void) {
             ("const.ILNP_R_MAX", REASONS.len()),
             ("const.ILNP_CFG_F_ADMIT_SOCKET", CFG_F_ADMIT_SOCKET as usize),
             ("const.ILNP_ILCC_F_FULL_CSUM", ILCC_F_FULL_CSUM as usize),
+            ("const.ILNP_ILCC_F_BALANCED", ILCC_F_BALANCED as usize),
             ("const.ILNP_MAX_REMOTE_LOCS", MAX_REMOTE_LOCS),
             ("const.ILNP_NONCE_MAX", NONCE_MAX),
             ("const.ILNP_MODE_EBPF", MODE_EBPF as usize),

@@ -6,7 +6,8 @@
 //! Datapath::load(cfg)            load + verify both programs, fill ilnp_cfg, attach egress on ilnp0
 //! attach_uplink / detach_uplink  tc ingress on an uplink
 //! upsert_peer / remove_peer      ilnp_ilcc (counters survive an update)
-//! set_balance                    ilnp_balance: a correspondent's locator-pair table (position kept)
+//! set_balance                    ilnp_balance: a correspondent's locator-pair table (position kept),
+//!                                and its ILCC entry's BALANCED flag
 //! set_local_locators             ilnp_locals (replaced as a whole; receive stamps kept)
 //! local_last_rx                  per local locator: last packet delivered (ns, CLOCK_MONOTONIC)
 //! stats / peer_counters          reason counters (summed over CPUs), per-peer fast-path counters
@@ -297,12 +298,17 @@ impl Datapath {
     }
 
     /// Writes one correspondent's entry. The fast-path counters are kept (a
-    /// packet counted between the read and the write is lost from them).
+    /// packet counted between the read and the write is lost from them), and
+    /// `ILCC_F_BALANCED` says whether ilnp_balance holds its table.
     pub fn upsert_peer(&mut self, s: &IlccSnapshot) -> Result<()> {
-        let mut m = self.ilcc_mut()?;
         let key = s.nid.to_bytes();
+        let balanced = self.balance_mut()?.get(&key, 0).is_ok();
+        let mut m = self.ilcc_mut()?;
         let old = m.get(&key, 0).ok();
-        let v = IlccVal::from_snapshot(s, old.as_ref());
+        let mut v = IlccVal::from_snapshot(s, old.as_ref());
+        if balanced {
+            v.flags |= maps::ILCC_F_BALANCED;
+        }
         m.insert(key, v, 0).with_context(|| format!("writing the ILCC entry of {} to the fast path", s.nid))
     }
 
@@ -316,19 +322,39 @@ impl Datapath {
     }
 
     /// Writes or removes a correspondent's balancing table (ilnp-core `balance`).
+    /// The egress programs look a table up only for an ILCC entry with
+    /// `ILCC_F_BALANCED`: it is set after the table is written and cleared before
+    /// it is removed (between the two, packets take the ILCC's pair, as without).
     pub fn set_balance(&mut self, c: &BalanceChange) -> Result<()> {
-        let mut m = self.balance_mut()?;
         match c {
             BalanceChange::Upsert(t) => {
                 let key = t.nid.to_bytes();
+                let mut m = self.balance_mut()?;
                 let old = m.get(&key, 0).ok();
                 let v = BalanceVal::from_table(t, old.as_ref());
                 m.insert(key, v, 0)
-                    .with_context(|| format!("writing the balancing table of {} to the fast path", t.nid))
+                    .with_context(|| format!("writing the balancing table of {} to the fast path", t.nid))?;
+                self.set_balanced_flag(t.nid, true)
             }
-            BalanceChange::Remove(nid) => absent_ok(m.remove(&nid.to_bytes()))
-                .with_context(|| format!("removing the balancing table of {nid} from the fast path")),
+            BalanceChange::Remove(nid) => {
+                self.set_balanced_flag(*nid, false)?;
+                absent_ok(self.balance_mut()?.remove(&nid.to_bytes()))
+                    .with_context(|| format!("removing the balancing table of {nid} from the fast path"))
+            }
         }
+    }
+
+    /// Sets or clears `ILCC_F_BALANCED` in `nid`'s ILCC entry, if it has one
+    /// (`upsert_peer` sets it for an entry written later).
+    fn set_balanced_flag(&mut self, nid: Nid, on: bool) -> Result<()> {
+        let mut m = self.ilcc_mut()?;
+        let key = nid.to_bytes();
+        let Ok(mut v) = m.get(&key, 0) else { return Ok(()) };
+        if (v.flags & maps::ILCC_F_BALANCED != 0) == on {
+            return Ok(());
+        }
+        v.flags ^= maps::ILCC_F_BALANCED;
+        m.insert(key, v, 0).with_context(|| format!("marking the ILCC entry of {nid} as balanced = {on}"))
     }
 
     /// A correspondent reached as plain IPv6 (fallback): the ingress program punts

@@ -12,6 +12,9 @@
 //!   and a bad nonce length are dropped; plain IPv6 is not touched.
 //! * `fast_path_tcp_with_offloads`: TCP with GSO/checksum offload on the TUNs
 //!   (CHECKSUM_PARTIAL super-packets), software checksums at the veths.
+//! * `balance_table_and_its_ilcc_flag_in_step`: the ILCC entry's BALANCED flag
+//!   follows the balancing table whichever is written first, and the egress
+//!   program balances exactly while both are there.
 //! * `userspace_mode_steers_only`, `pin_dir_mounts_bpffs_when_needed`.
 
 use super::*;
@@ -1055,6 +1058,65 @@ fn shared_nonce_overrun_fragments_and_checksum_rule() {
         d.extend_from_slice(&N_BA);
         send_raw(&b, NID_A, &d);
         assert_eq!(wait_stat(&a.dp, "ingress_punt_csum_rule", 1), 1, "{:?}", nonzero(&a.dp));
+        a.dp.shutdown().unwrap();
+        b.dp.shutdown().unwrap();
+    });
+}
+
+#[test]
+fn balance_table_and_its_ilcc_flag_in_step() {
+    if !can_run() {
+        return;
+    }
+    on_thread(|| {
+        let (mut a, b) = peered_hosts();
+        b.ns.enter();
+        let rx = UdpSocket::bind(SocketAddrV6::new(ilnp_addr(P, NID_B), 5556, 0, 0)).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut buf = [0u8; 64];
+        let mut send = |a: &Host, msg: &[u8]| {
+            udp_send(a, NID_B, 5556, msg);
+            let (n, _) = rx.recv_from(&mut buf).unwrap_or_else(|e| panic!("{msg:?} not delivered ({e})"));
+            assert_eq!(&buf[..n], msg);
+        };
+        let flags = |a: &Host| read_ilcc(&a.dp, NID_B).unwrap().flags;
+        // no table: no flag, the ILCC's pair
+        send(&a, b"failover");
+        assert_eq!(flags(&a), 0);
+        assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_balanced")), (1, 0));
+        // a table (per-packet over the one pair): the flag follows it, and the program uses it
+        let t = ilnp_core::balance::build_table(NID_B, ilnp_core::Policy::PerPacket, &[((L, L), 1)], 7);
+        a.dp.set_balance(&BalanceChange::Upsert(t.clone())).unwrap();
+        assert_eq!(flags(&a), maps::ILCC_F_BALANCED);
+        send(&a, b"balanced");
+        assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_balanced")), (2, 1));
+        // rewriting the entry (a locator change) keeps it, with the other flags
+        let mut full = snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)));
+        full.full_address_checksum = true;
+        a.dp.upsert_peer(&full).unwrap();
+        assert_eq!(flags(&a), maps::ILCC_F_BALANCED | maps::ILCC_F_FULL_CSUM);
+        a.dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)))).unwrap();
+        assert_eq!(flags(&a), maps::ILCC_F_BALANCED);
+        // the table without the flag (the moment between the two writes of a removal):
+        // the program does not look it up
+        a.dp.set_balanced_flag(NID_B, false).unwrap();
+        send(&a, b"flag cleared");
+        assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_balanced")), (3, 1));
+        a.dp.set_balanced_flag(NID_B, true).unwrap();
+        // removed: the flag goes first, then the table; the ILCC's pair again
+        a.dp.set_balance(&BalanceChange::Remove(NID_B)).unwrap();
+        assert_eq!(flags(&a), 0);
+        assert!(a.dp.balance_mut().unwrap().get(&NID_B.to_bytes(), 0).is_err(), "table removed");
+        send(&a, b"failover again");
+        assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_balanced")), (4, 1));
+        // a table written before the entry: the entry is written with the flag
+        a.dp.remove_peer(NID_B).unwrap();
+        a.dp.set_balance(&BalanceChange::Upsert(t)).unwrap();
+        assert!(read_ilcc(&a.dp, NID_B).is_none());
+        a.dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)))).unwrap();
+        assert_eq!(flags(&a), maps::ILCC_F_BALANCED);
+        send(&a, b"balanced again");
+        assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_balanced")), (5, 2));
         a.dp.shutdown().unwrap();
         b.dp.shutdown().unwrap();
     });
