@@ -116,10 +116,11 @@ struct ilnp_local_val {
  * failover (ilnp-core's balance.rs builds the table; without an entry the
  * ILCC's local_loc/remote_loc are used), and looked up only for an ILCC entry
  * with ILNP_ILCC_F_BALANCED, which ilnpd sets once the table is written and
- * clears before removing it (either alone leaves the ILCC's pair). The egress program takes the pair
- * slots[i] with i = seq++ % n_slots (per-packet: one shared atomic, so the split
- * is exact across CPUs) or i = flow_hash(flow_seed, NIDs, proto, ports) %
- * n_slots (per-flow). O(1) per packet whatever the number of locators.
+ * clears before removing it (either alone leaves the ILCC's pair). The egress
+ * program takes the pair slots[i] with i = seq++ % n_slots (per-packet: one
+ * shared atomic, so the split is exact across CPUs) or
+ * i = flow_hash(flow_seed, NIDs, proto, ports) % n_slots (per-flow). O(1) per
+ * packet whatever the number of locators.
  */
 enum ilnp_policy {
 	ILNP_POLICY_FAILOVER = 0,
