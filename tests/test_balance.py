@@ -194,3 +194,51 @@ def test_start_keeps_ra_default_routes(bed):
         assert default_route_pref(mn, dev) is not None, mn.ip("-6", "route", "show", "default").stdout
     assert mn.run("sysctl", "-n", "net.ipv6.conf.ilnp0.forwarding").stdout.strip() == "1"
     assert mn.run("sysctl", "-n", "net.ipv6.conf.default.forwarding").stdout.strip() == "0"
+
+
+
+def test_restart_keeps_no_balancing_the_core_does_not_have(bed, tmp_path):
+    """A restart (here after a crash: the pinned maps and the state file stay) must leave
+    the fast path balancing only the correspondents the new run's core balances. The
+    state file has no policies: a correspondent's comes from the configuration, or from
+    `ilnpctl policy` in the running daemon only. So the earlier run's table of a
+    correspondent now on failover must go: it went on balancing while `ilnpctl policy`
+    showed failover. Two ways to get there: the configuration no longer gives the
+    policy, and a policy set at run time."""
+    t, dcn, dmn = setup(bed, mn_extra={"balance_policy": "per-packet"})
+    cn, mn = t["cn"], t["mn"]
+    port = iter(range(7301, 7400))
+
+    def send():
+        p = next(port)
+        before = dmn.stats()["datapath"]["egress_balanced"]
+        cap = Capture(cn, tmp_path / f"cn-{p}.pcap", iface="eth0", direction="in")
+        mn.run("python3", "-c", SENDER, CN_ID, str(p), "200", "1", "200", MN_ID, timeout=60)
+        got = udp_to(pcap.read(cap.stop()), p)
+        assert len(got) == 200, len(got)
+        return (sum(s.src_loc == LOC2 for s in got), sum(s.src_loc == LOC3 for s in got),
+                dmn.stats()["datapath"]["egress_balanced"] - before)
+
+    def balanced(what):
+        on2, on3, n = send()
+        print(f"{what}: L2 {on2}, L3 {on3}, egress_balanced +{n}")
+        assert on2 + on3 == 200 and abs(on2 - 100) <= 1 and n >= 198, (on2, on3, n)
+
+    def restart_on_failover(what, removals):
+        dmn.kill()
+        dmn.start()
+        shown = dmn.ctl("policy")
+        assert shown["default_policy"] == "failover" and shown["peers"] == [], shown
+        assert any(e["nid"] == CN_NID for e in dmn.ctl("ilcc", "show"))  # the session was restored
+        on2, on3, n = send()
+        print(f"{what}: L2 {on2}, L3 {on3}, egress_balanced +{n}")
+        assert n == 0 and sorted((on2, on3)) == [0, 200], (on2, on3, n)
+        assert dmn.log.read_text().count("balancing table of") == removals, "the sweep's removal is not logged"
+
+    balanced("configured per-packet")
+    dmn.extra["balance_policy"] = "failover"
+    restart_on_failover("restarted with failover configured", 1)
+    shown = dmn.ctl("policy", "cn", "per-packet")
+    assert [p["policy"] for p in shown["peers"]] == ["per-packet"], shown
+    balanced("per-packet set at run time")
+    restart_on_failover("restarted (the run-time policy is gone)", 2)

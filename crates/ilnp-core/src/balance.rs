@@ -553,6 +553,11 @@ impl Core {
     pub fn balance_view(&self) -> BalanceView {
         self.balance.view()
     }
+
+    /// The correspondents with a balancing table (policy not failover, and pairs).
+    pub fn balanced_peers(&self) -> impl Iterator<Item = Nid> + '_ {
+        self.balance.tables.keys().copied()
+    }
 }
 
 #[cfg(test)]

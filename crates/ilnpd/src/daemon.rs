@@ -459,6 +459,7 @@ impl Daemon {
         fault.after(Step::Datapath)?;
         self.restore_core(restored);
         self.sync_locators().await?;
+        self.sweep_fast_path();
         fault.after(Step::Locators)?;
         self.write_state_now()?;
         fault.after(Step::StateFile)?;
@@ -575,7 +576,19 @@ impl Daemon {
                 Err(e) => tracing::warn!("state file {}: {e}: ignored", path.display()),
             }
         }
+        self.state_dirty = Some(now);
+    }
+
+    /// After the core is restored and has our locators (so it has rebuilt its
+    /// balancing tables): what an earlier run left pinned that the core does not
+    /// hold goes, so every fast-path entry has an owner. An ILCC entry without
+    /// state in the core; a balancing table the core has none for (the state file
+    /// has no policies: one set with `ilnpctl policy`, or one the configuration no
+    /// longer gives, is gone), which would otherwise go on balancing a
+    /// correspondent that `ilnpctl policy` shows on failover.
+    fn sweep_fast_path(&mut self) {
         let known: BTreeSet<Nid> = self.core.ilcc_entries().map(|e| e.nid).collect();
+        let balanced: BTreeSet<Nid> = self.core.balanced_peers().collect();
         let Some(dp) = self.dp.as_mut() else { return };
         let stale: Vec<Nid> =
             dp.peer_counters().unwrap_or_default().into_iter().map(|(n, _)| n).filter(|n| !known.contains(n)).collect();
@@ -583,7 +596,19 @@ impl Daemon {
             tracing::warn!("fast-path ILCC entry {nid} has no state in the core: removed");
             let _ = dp.remove_peer(nid);
         }
-        self.state_dirty = Some(now);
+        let stale: Vec<Nid> = match dp.balanced_peers() {
+            Ok(v) => v.into_iter().filter(|n| !balanced.contains(n)).collect(),
+            Err(e) => {
+                tracing::warn!("listing the fast path's balancing tables: {e:#}");
+                Vec::new()
+            }
+        };
+        for nid in stale {
+            tracing::info!("fast-path balancing table of {nid} has none in the core (failover, or one pair): removed");
+            if let Err(e) = dp.set_balance(&ilnp_core::BalanceChange::Remove(nid)) {
+                tracing::warn!("{e:#}");
+            }
+        }
     }
 
     /// When the state file is next due to be written (None: up to date, or no file).

@@ -7,7 +7,7 @@
 //! attach_uplink / detach_uplink  tc ingress on an uplink
 //! upsert_peer / remove_peer      ilnp_ilcc (counters survive an update)
 //! set_balance                    ilnp_balance: a correspondent's locator-pair table (position kept),
-//!                                and its ILCC entry's BALANCED flag
+//!                                and its ILCC entry's BALANCED flag; balanced_peers lists the tables
 //! set_local_locators             ilnp_locals (replaced as a whole; receive stamps kept)
 //! local_last_rx                  per local locator: last packet delivered (ns, CLOCK_MONOTONIC)
 //! stats / peer_counters          reason counters (summed over CPUs), per-peer fast-path counters
@@ -342,6 +342,13 @@ impl Datapath {
                     .with_context(|| format!("removing the balancing table of {nid} from the fast path"))
             }
         }
+    }
+
+    /// The correspondents ilnp_balance holds a table for.
+    pub fn balanced_peers(&self) -> Result<Vec<Nid>> {
+        let m: HashMap<_, [u8; 8], BalanceVal> =
+            HashMap::try_from(self.bpf.map(MAP_BALANCE).ok_or_else(|| map_err(MAP_BALANCE))?)?;
+        m.keys().map(|k| Ok(Nid::from_bytes(k?))).collect()
     }
 
     /// Sets or clears `ILCC_F_BALANCED` in `nid`'s ILCC entry, if it has one
