@@ -16,7 +16,8 @@ import time
 import pytest
 
 from ilnp_lab import pcap
-from ilnp_test_util import CN_WIRE, MN_ID, MN_NID, MN_WIRE, Capture, ilnp_pair
+from ilnp_lab.testbed import wait_for
+from ilnp_test_util import CN_ID, CN_WIRE, MN_ID, MN_NID, MN_WIRE, Capture, ilnp_pair, probe
 
 
 def non_ilnp_mn(bed, mode):
@@ -110,3 +111,68 @@ def test_silent_peer_is_probed_then_reached_plain(bed):
     p = peer(dcn)
     assert p["state"] == "fallback" and p["fallback"]["reason"] == "no_answer", p
     assert dcn.stats()["core"]["fallback_probe_sent"] >= 1
+
+
+# a receiver in the CN's application: binds the CN's identifier address, sends one
+# datagram to the MN's identifier address (which opens the session, and with it the
+# fallback), then only listens: the MN's datagrams are all that arrives
+RECEIVER = r"""
+import json, socket, sys, time
+me, peer, port, secs, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind((me, port))
+s.sendto(b"open", (peer, port))
+s.settimeout(0.05)
+got, end = set(), time.monotonic() + secs
+while time.monotonic() < end:
+    try:
+        got.add(int.from_bytes(s.recv(64)[:4], "big"))
+    except socket.timeout:
+        pass
+json.dump(sorted(got), open(out, "w"))
+"""
+
+
+@pytest.mark.parametrize("mode", ["ebpf", "userspace"])
+def test_fallback_session_survives_a_kill9_of_the_cn(bed, mode, tmp_path):
+    """A session carried as plain IPv6 is core state like an ILCC entry: after a crash
+    and restart of the CN's ilnpd it goes on at once. The MN streams to the CN, which
+    sends nothing after its first datagram, so nothing of the CN's would find the
+    fallback out again: what is lost is what arrived while no ilnpd ran (the slow path
+    carries every packet of a fallback session)."""
+    cn, r1, mn, dcn = non_ilnp_mn(bed, mode)
+    rate, secs = 200, 5
+    recv = cn.spawn("python3", "-c", RECEIVER, CN_ID, MN_ID, "7400", str(secs + 3), str(tmp_path / "got.json"))
+    wait_for(lambda: peer(dcn)["state"] == "fallback", timeout=5, what="the fallback to the MN")
+    sender = probe(mn, MN_WIRE, CN_WIRE, 7400, secs, rate, tmp_path / "mn.json")
+    time.sleep(2.0)
+    t_kill = time.monotonic()
+    dcn.kill()
+    dcn.start()
+    t_up = time.monotonic()
+    p = peer(dcn)
+    assert p["state"] == "fallback" and p["fallback"]["address"] == MN_WIRE, p
+    sender.wait(timeout=30)
+    recv.wait(timeout=30)
+    sent = json.loads((tmp_path / "mn.json").read_text())["sent"]
+    got = json.loads((tmp_path / "got.json").read_text())
+    lost = sent - len(got)
+    down = t_up - t_kill
+    print(f"{mode}: sent {sent}, got {len(got)}, lost {lost}; ilnpd down {1000 * down:.0f} ms "
+          f"({rate * down:.0f} datagrams' worth); the last 10 arrived: {set(range(sent - 10, sent)) <= set(got)}")
+    assert set(range(sent - 10, sent)) <= set(got), "the stream did not resume after the restart"
+    assert lost <= rate * down + 5, (lost, down)
+    assert peer(dcn)["fallback"]["pkts_in"] > 0
+    if mode != "ebpf":
+        return
+    # restarted with fallback configured off: the MN is not ILNPv6-capable, and the
+    # earlier run's punt of its plain packets (pinned) goes
+    dcn.kill()
+    dcn.extra["fallback"] = False
+    dcn.start()
+    assert peer(dcn)["state"] == "non-ilnp"
+    punted = dcn.stats()["datapath"]["ingress_punt_plain_peer"]
+    mn.run("python3", "-c", "import socket; s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); "
+           f"s.bind(('{MN_WIRE}', 7400)); [s.sendto(b'x', ('{CN_WIRE}', 7400)) for _ in range(50)]")
+    assert dcn.stats()["datapath"]["ingress_punt_plain_peer"] == punted
+    assert "punt of plain peer" in dcn.log.read_text()

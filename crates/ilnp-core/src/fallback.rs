@@ -37,7 +37,7 @@ use std::time::Instant;
 const PROBE_BODY: &[u8] = b"ilnp fallback probe";
 
 /// Why a correspondent is reached as plain IPv6.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FallbackReason {
     /// Parameter Problem code 2 at our nonce option
@@ -174,6 +174,34 @@ impl Fallback {
             }
             out.push(Action::PlainPeerRemove(nid));
         }
+    }
+
+    /// The correspondents reached as plain IPv6: (NID, its locator, why).
+    pub(crate) fn plain(&self) -> impl Iterator<Item = (Nid, Locator, FallbackReason)> + '_ {
+        self.peers.iter().filter_map(|(n, s)| match s {
+            State::Plain { remote, reason, .. } => Some((*n, *remote, *reason)),
+            State::Probing { .. } => None,
+        })
+    }
+
+    /// The correspondents whose plain packets the fast path punts (in fallback, or
+    /// probed).
+    pub(crate) fn punted(&self) -> impl Iterator<Item = Nid> + '_ {
+        self.peers.keys().copied()
+    }
+
+    /// A fallback put back by a restarted daemon (`Core::restore`): as `start`,
+    /// but neither counted nor reported again (the packet counts start at zero).
+    pub(crate) fn restore(
+        &mut self,
+        now: Instant,
+        nid: Nid,
+        remote: Locator,
+        reason: FallbackReason,
+        out: &mut Vec<Action>,
+    ) {
+        self.peers.insert(nid, State::Plain { remote, reason, since: now, pkts_out: 0, pkts_in: 0 });
+        out.push(Action::PlainPeerUpsert { nid, remote_loc: remote });
     }
 
     /// Forgets `nid`'s fallback with its record.
@@ -313,6 +341,12 @@ impl Core {
     /// The fallback of `nid`, if it is reached as plain IPv6.
     pub fn fallback_view(&self, nid: Nid, now: Instant) -> Option<FallbackView> {
         self.fallback.view(nid, now)
+    }
+
+    /// The correspondents whose plain packets the fast path is to punt
+    /// (`Action::PlainPeerUpsert`, not yet removed).
+    pub fn plain_peers(&self) -> impl Iterator<Item = Nid> + '_ {
+        self.fallback.punted()
     }
 
     /// From now on `nid` is plain IPv6 at `remote:nid`: its ILCC entry goes, its
@@ -456,6 +490,39 @@ mod tests {
         let other = ts::udp(ilnp_addr(Locator(0x2001_0db8_0077_0000), NB), ilnp_addr(LA, NA), 1, 2, b"x");
         assert!(delivered(&a.handle_inbound(now, &other, Csum::Complete)).is_empty());
         assert_eq!(a.stats().get("fallback_unexpected"), 1);
+    }
+
+    #[test]
+    fn a_restarted_core_goes_on_with_the_fallback() {
+        let now = Instant::now();
+        let mut a = core(NA, LA, 1, Some((NB, LB)));
+        rejected(&mut a, now, &udp(NA, NB, b"syn"));
+        let snap = a.snapshot(now);
+        let back: crate::CoreSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
+        assert_eq!(back, snap);
+        let mut r = core(NA, LA, 3, Some((NB, LB)));
+        let out = r.restore(now, &back).unwrap();
+        assert_eq!(plain_ups(&out), [(NB, LB)], "the fast path punts B's plain packets again");
+        assert_eq!(r.peer_state(NB), PeerState::Fallback);
+        assert_eq!(r.plain_peers().collect::<Vec<_>>(), [NB]);
+        assert_eq!(r.stats().get("fallback_started"), 0, "a restore is not a new fallback");
+        // both ways at once, without a packet of ours first
+        let reply = ts::udp(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 0x1770, 0x9c41, b"reply");
+        let out = r.handle_inbound(now, &reply, Csum::Complete);
+        assert_eq!(delivered(&out), [ts::udp(ilnp_addr(P, NB), ilnp_addr(P, NA), 0x1770, 0x9c41, b"reply")]);
+        let more = udp(NA, NB, b"more");
+        let out = r.handle_outbound(now, &more, Csum::Complete);
+        assert_eq!(wire(&out), [translate::to_plain(&more, P, LA, LB, Csum::Complete).unwrap()]);
+
+        // a file of an earlier build (no `fallback`) reads as none
+        let mut v = serde_json::to_value(&snap).unwrap();
+        v.as_object_mut().unwrap().remove("fallback").expect("written");
+        assert!(serde_json::from_value::<crate::CoreSnapshot>(v).unwrap().fallback.is_empty());
+        // fallback configured off since: B is not ILNPv6-capable, nothing punted
+        let mut off = core_with(NA, LA, 4, Some((NB, LB)), |c| c.fallback = false);
+        assert!(plain_ups(&off.restore(now, &snap).unwrap()).is_empty());
+        assert_eq!(off.peer_state(NB), PeerState::NonIlnp);
+        assert_eq!(off.plain_peers().count(), 0);
     }
 
     #[test]

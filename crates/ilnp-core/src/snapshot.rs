@@ -1,8 +1,9 @@
 //! A versioned, serialisable copy of the core's state that must survive a daemon
 //! restart (issue #10 item 2): every ILCC entry with its nonces, remote locators,
-//! RTT estimate and pending Locator Update, and which peers were found not to speak
-//! ILNP. The file format and I/O are the shell's (ilnpd); this module only says what
-//! is kept and how it is put back.
+//! RTT estimate and pending Locator Update, which peers were found not to speak
+//! ILNP, and which are reached as plain IPv6 (fallback). The file format and I/O
+//! are the shell's (ilnpd); this module only says what is kept and how it is put
+//! back.
 //!
 //! Time is relative: an `Instant` cannot be written down, so each deadline or stamp
 //! is kept as milliseconds before (`*_ago_ms`) or after (`*_in_ms`) the moment the
@@ -15,6 +16,7 @@
 //! is advertised with an LU as usual), challenges in flight (a peer that restarted
 //! while we were down is challenged again on its next packet).
 
+use crate::fallback::FallbackReason;
 use crate::ilcc::{IlccEntry, PendingLu, RemoteLocator};
 use crate::{Action, Core, LocatorState};
 use ilnp_wire::icmpv6::LuEntry;
@@ -35,6 +37,20 @@ pub struct CoreSnapshot {
     pub entries: Vec<EntryState>,
     /// peers found not to speak ILNP (Parameter Problem on our nonce)
     pub non_ilnp: Vec<u64>,
+    /// correspondents reached as plain IPv6 (transparent fallback): their sessions
+    /// go on after a restart like those of ILCC entries (absent in files of earlier
+    /// builds: none)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<FallbackState>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackState {
+    pub nid: u64,
+    /// the locator of its `L64:NID`, where our plain packets go
+    pub remote_locator: u64,
+    pub reason: FallbackReason,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,6 +226,11 @@ impl Core {
             local_nid: self.cfg.local_nid.0,
             entries,
             non_ilnp: self.peers.values().filter(|p| p.non_ilnp).map(|p| p.record.nid.0).collect(),
+            fallback: self
+                .fallback
+                .plain()
+                .map(|(nid, remote, reason)| FallbackState { nid: nid.0, remote_locator: remote.0, reason })
+                .collect(),
         }
     }
 
@@ -237,6 +258,18 @@ impl Core {
         for n in &snap.non_ilnp {
             if let Some(p) = self.peers.get_mut(&Nid(*n)) {
                 p.non_ilnp = true;
+            }
+        }
+        // with fallback configured off now, such a peer is just not ILNPv6-capable
+        // (`non_ilnp`); else its plain session goes on (an ILCC entry, which the file
+        // cannot have beside it, would win). No record needed: the earlier run
+        // bounded these by its records, and the record of a name is not kept
+        if self.cfg.fallback {
+            for f in &snap.fallback {
+                let nid = Nid(f.nid);
+                if self.ilcc.get(&nid).is_none() {
+                    self.fallback.restore(now, nid, Locator(f.remote_locator), f.reason, &mut out);
+                }
             }
         }
         self.ilcc.tidy();

@@ -581,31 +581,44 @@ impl Daemon {
 
     /// After the core is restored and has our locators (so it has rebuilt its
     /// balancing tables): what an earlier run left pinned that the core does not
-    /// hold goes, so every fast-path entry has an owner. An ILCC entry without
-    /// state in the core; a balancing table the core has none for (the state file
-    /// has no policies: one set with `ilnpctl policy`, or one the configuration no
-    /// longer gives, is gone), which would otherwise go on balancing a
-    /// correspondent that `ilnpctl policy` shows on failover.
+    /// hold goes, so every fast-path entry has an owner.
+    /// * An ILCC entry without state in the core (state file lost or corrupt).
+    /// * A balancing table the core has none for: the state file has no policies,
+    ///   so one set with `ilnpctl policy`, or one the configuration no longer
+    ///   gives, ended with the run; kept, the fast path would go on balancing a
+    ///   correspondent that `ilnpctl policy` shows on failover.
+    /// * A punt of a plain peer the core has no fallback or probe for (a probe's,
+    ///   or fallback configured off): its plain packets go to the host as without.
     fn sweep_fast_path(&mut self) {
         let known: BTreeSet<Nid> = self.core.ilcc_entries().map(|e| e.nid).collect();
         let balanced: BTreeSet<Nid> = self.core.balanced_peers().collect();
+        let plain: BTreeSet<Nid> = self.core.plain_peers().collect();
         let Some(dp) = self.dp.as_mut() else { return };
-        let stale: Vec<Nid> =
-            dp.peer_counters().unwrap_or_default().into_iter().map(|(n, _)| n).filter(|n| !known.contains(n)).collect();
-        for nid in stale {
-            tracing::warn!("fast-path ILCC entry {nid} has no state in the core: removed");
-            let _ = dp.remove_peer(nid);
-        }
-        let stale: Vec<Nid> = match dp.balanced_peers() {
-            Ok(v) => v.into_iter().filter(|n| !balanced.contains(n)).collect(),
-            Err(e) => {
-                tracing::warn!("listing the fast path's balancing tables: {e:#}");
-                Vec::new()
+        let stale = |what: &str, listed: Result<Vec<Nid>>, keep: &BTreeSet<Nid>| -> Vec<Nid> {
+            match listed {
+                Ok(v) => v.into_iter().filter(|n| !keep.contains(n)).collect(),
+                Err(e) => {
+                    tracing::warn!("listing the fast path's {what}: {e:#}");
+                    Vec::new()
+                }
             }
         };
-        for nid in stale {
+        let listed = dp.peer_counters().map(|v| v.into_iter().map(|(n, _)| n).collect());
+        for nid in stale("ILCC entries", listed, &known) {
+            tracing::warn!("fast-path ILCC entry {nid} has no state in the core: removed");
+            if let Err(e) = dp.remove_peer(nid) {
+                tracing::warn!("{e:#}");
+            }
+        }
+        for nid in stale("balancing tables", dp.balanced_peers(), &balanced) {
             tracing::info!("fast-path balancing table of {nid} has none in the core (failover, or one pair): removed");
             if let Err(e) = dp.set_balance(&ilnp_core::BalanceChange::Remove(nid)) {
+                tracing::warn!("{e:#}");
+            }
+        }
+        for nid in stale("plain peers", dp.plain_peers(), &plain) {
+            tracing::info!("fast-path punt of plain peer {nid}: no fallback in the core: removed");
+            if let Err(e) = dp.remove_plain_peer(nid) {
                 tracing::warn!("{e:#}");
             }
         }

@@ -180,6 +180,7 @@ mod tests {
                 local_nid: 0x0200_00ff_fe00_000a,
                 entries: vec![],
                 non_ilnp: vec![7],
+                fallback: vec![],
             },
             added: vec![(3, "2001:db8:1::200:ff:fe00:a".parse().unwrap())],
             saved_sysctls: vec![("/proc/sys/net/ipv6/conf/e/ignore_routes_with_linkdown".into(), "0".into())],

@@ -6,6 +6,7 @@
 //! Datapath::load(cfg)            load + verify both programs, fill ilnp_cfg, attach egress on ilnp0
 //! attach_uplink / detach_uplink  tc ingress on an uplink
 //! upsert_peer / remove_peer      ilnp_ilcc (counters survive an update)
+//! upsert_plain_peer / ...        ilnp_plain_peers: a fallback peer's plain packets punted; plain_peers lists them
 //! set_balance                    ilnp_balance: a correspondent's locator-pair table (position kept),
 //!                                and its ILCC entry's BALANCED flag; balanced_peers lists the tables
 //! set_local_locators             ilnp_locals (replaced as a whole; receive stamps kept)
@@ -371,6 +372,13 @@ impl Datapath {
             HashMap::try_from(self.bpf.map_mut(MAP_PLAIN_PEERS).ok_or_else(|| map_err(MAP_PLAIN_PEERS))?)?;
         m.insert(nid.to_bytes(), PlainPeerVal { remote_loc: remote_loc.to_bytes() }, 0)
             .with_context(|| format!("writing the plain peer {nid} to the fast path"))
+    }
+
+    /// The correspondents whose plain packets the ingress program punts.
+    pub fn plain_peers(&self) -> Result<Vec<Nid>> {
+        let m: HashMap<_, [u8; 8], PlainPeerVal> =
+            HashMap::try_from(self.bpf.map(MAP_PLAIN_PEERS).ok_or_else(|| map_err(MAP_PLAIN_PEERS))?)?;
+        m.keys().map(|k| Ok(Nid::from_bytes(k?))).collect()
     }
 
     pub fn remove_plain_peer(&mut self, nid: Nid) -> Result<()> {

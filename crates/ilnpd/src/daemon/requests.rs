@@ -112,6 +112,8 @@ impl Daemon {
                 if !self.core.del_peer(nid) {
                     bail!("peer del: no peer with NID {nid}");
                 }
+                // its fallback, if any, went with it (kept in the state file)
+                self.state_dirty.get_or_insert_with(Instant::now);
                 Data::PeerDeleted(ctl::PeerDeleted { deleted: nid.to_string() })
             }
             Request::Stats => {

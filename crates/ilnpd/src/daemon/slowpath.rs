@@ -146,6 +146,8 @@ impl Daemon {
                     }
                 }
                 Action::PlainPeerUpsert { nid, remote_loc } => {
+                    // a fallback is kept in the state file
+                    self.state_dirty.get_or_insert_with(Instant::now);
                     if let Some(dp) = self.dp.as_mut() {
                         if let Err(e) = dp.upsert_plain_peer(nid, remote_loc) {
                             tracing::warn!("{e:#}");
@@ -153,6 +155,7 @@ impl Daemon {
                     }
                 }
                 Action::PlainPeerRemove(nid) => {
+                    self.state_dirty.get_or_insert_with(Instant::now);
                     if let Some(dp) = self.dp.as_mut() {
                         if let Err(e) = dp.remove_plain_peer(nid) {
                             tracing::warn!("{e:#}");
