@@ -160,9 +160,8 @@ impl Fallback {
         reason: FallbackReason,
         out: &mut Vec<Action>,
     ) {
-        self.peers.insert(nid, State::Plain { remote, reason, since: now, pkts_out: 0, pkts_in: 0 });
+        self.restore(now, nid, remote, reason, out);
         stats.bump(Outcome::FallbackStarted);
-        out.push(Action::PlainPeerUpsert { nid, remote_loc: remote });
         out.push(Action::Event(Event::PeerFallback { nid, reason: reason.as_str(), address: ilnp_addr(remote, nid) }));
     }
 
@@ -190,8 +189,10 @@ impl Fallback {
         self.peers.keys().copied()
     }
 
-    /// A fallback put back by a restarted daemon (`Core::restore`): as `start`,
-    /// but neither counted nor reported again (the packet counts start at zero).
+    /// `nid` is plain IPv6 at `remote:nid`, its plain packets punted: `start`'s
+    /// state, and all of a fallback put back by a restarted daemon
+    /// (`Core::restore`: neither counted nor reported again; the packet counts
+    /// start at zero).
     pub(crate) fn restore(
         &mut self,
         now: Instant,
