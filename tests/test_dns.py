@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from ilnp_lab import pcap
 from ilnp_lab.bind import Bind, Host, resolv_conf
 from ilnp_lab.daemon import Ilnpd
@@ -242,10 +244,13 @@ while time.monotonic() < end:
 """
 
 
-def test_both_ends_move_session_recovers_by_re_resolution(bed):
+@pytest.mark.parametrize("restart", [False, True], ids=["", "after-a-kill9-of-the-cn"])
+def test_both_ends_move_session_recovers_by_re_resolution(bed, restart):
     """Simultaneous hard handoff: each end's LU goes to the other's old locator and is lost;
     when CN's LU gives up, CN re-resolves mn.lab.example (MN's update published its new L64)
-    and the session carries on."""
+    and the session carries on. With `restart`, CN's ilnpd is killed and started again
+    during the session first: the name it re-resolves is in its state file (before, the
+    record learned from DNS was lost, and with it the way back)."""
     cn, r1, mn = three_node(bed)
     ns = dns_server(bed, r1)
     bind = Bind(ns, DNS_ADDR, zone_hosts()).start()
@@ -259,6 +264,12 @@ def test_both_ends_move_session_recovers_by_re_resolution(bed):
     mn.wait_listening(7001)
     client = cn.spawn(sys.executable, "-c", ECHO_CLIENT, f"mn.{ZONE}", "14", stdout=subprocess.PIPE)
     time.sleep(2)
+    if restart:
+        dcn.kill()
+        dcn.start()
+        (p,) = dcn.ctl("peer", "show")
+        assert (p["name"], p["nid"], p["source"]) == (f"mn.{ZONE}", MN_NID, "dns"), p
+        time.sleep(0.5)
     r1.ip("addr", "add", "2001:db8:a2::1/64", "dev", "eth-cn", "nodad")
     r1.ip("addr", "add", "2001:db8:c::1/64", "dev", "eth-mn", "nodad")
     # simultaneous: R1 forwards nothing while both ends change their prefix, so neither

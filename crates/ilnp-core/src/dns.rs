@@ -223,6 +223,35 @@ mod tests {
     }
 
     #[test]
+    fn a_restarted_core_keeps_the_dns_records_with_what_is_left_of_their_ttl() {
+        let mut a = core(NA, LA, 1, None);
+        let t0 = Instant::now();
+        a.peer_from_dns(t0, dns(NB, LB, 30));
+        let snap = a.snapshot(t0 + Duration::from_secs(10));
+        let back: crate::CoreSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
+        assert_eq!(back, snap);
+        // the restart, any time later: the time down does not count
+        let t1 = t0 + Duration::from_secs(100);
+        let mut r = core(NA, LA, 2, None);
+        r.restore(t1, &back).unwrap();
+        assert_eq!(r.dns_name(NB), Some("mn.lab.example"));
+        let p = r.peers().next().unwrap();
+        assert_eq!((p.source, p.ttl_s), (PeerSource::Dns, Some(30)));
+        // 20 s of the TTL were left: a new session within them, none after
+        let out = r.handle_outbound(t1 + Duration::from_secs(19), &udp(NA, NB, b"x"), Csum::Complete);
+        assert_eq!(dst_locator(&wire(&out)[0]), LB);
+        r.flush_ilcc();
+        let out = r.handle_outbound(t1 + Duration::from_secs(21), &udp(NA, NB, b"x"), Csum::Complete);
+        assert!(wire(&out).is_empty());
+        assert_eq!(r.stats().get("dns_peer_expired"), 1);
+        // a peer-file record for the NID now: the operator's word wins
+        let mut s = core(NA, LA, 3, Some((NB, LB2)));
+        s.restore(t1, &back).unwrap();
+        let p = s.peers().next().unwrap();
+        assert_eq!((p.source, p.record.locators[0].loc), (PeerSource::Static, LB2));
+    }
+
+    #[test]
     fn a_zero_ttl_is_held_for_the_first_use() {
         let mut a = core(NA, LA, 1, None);
         let t0 = Instant::now();

@@ -1,9 +1,9 @@
 //! A versioned, serialisable copy of the core's state that must survive a daemon
 //! restart (issue #10 item 2): every ILCC entry with its nonces, remote locators,
 //! RTT estimate and pending Locator Update, which peers were found not to speak
-//! ILNP, and which are reached as plain IPv6 (fallback). The file format and I/O
-//! are the shell's (ilnpd); this module only says what is kept and how it is put
-//! back.
+//! ILNP, which are reached as plain IPv6 (fallback), and the peer records learned
+//! from DNS (with what is left of their TTL). The file format and I/O are the
+//! shell's (ilnpd); this module only says what is kept and how it is put back.
 //!
 //! Time is relative: an `Instant` cannot be written down, so each deadline or stamp
 //! is kept as milliseconds before (`*_ago_ms`) or after (`*_in_ms`) the moment the
@@ -16,9 +16,10 @@
 //! is advertised with an LU as usual), challenges in flight (a peer that restarted
 //! while we were down is challenged again on its next packet).
 
+use crate::dns::PeerSource;
 use crate::fallback::FallbackReason;
 use crate::ilcc::{IlccEntry, PendingLu, RemoteLocator};
-use crate::{Action, Core, LocatorState};
+use crate::{Action, Core, LocatorState, PeerInfo, PeerLocator, PeerRecord};
 use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{Locator, Nid, Nonce};
 use serde::{Deserialize, Serialize};
@@ -42,6 +43,24 @@ pub struct CoreSnapshot {
     /// builds: none)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback: Vec<FallbackState>,
+    /// peer records learned from DNS: a session keeps its name (for the recovery
+    /// when both ends moved, `Core::recover_from_dns`), and an application that
+    /// was handed the identifier address can still open sessions until the TTL
+    /// ends (absent in files of earlier builds: none)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_peers: Vec<DnsPeerState>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DnsPeerState {
+    pub name: String,
+    pub nid: u64,
+    /// (locator, preference), as learned
+    pub locators: Vec<(u64, u16)>,
+    pub ttl_s: u32,
+    /// 0: expired (kept for its name while a session uses it)
+    pub expires_in_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,6 +250,18 @@ impl Core {
                 .plain()
                 .map(|(nid, remote, reason)| FallbackState { nid: nid.0, remote_locator: remote.0, reason })
                 .collect(),
+            dns_peers: self
+                .peers
+                .values()
+                .filter(|p| p.source == PeerSource::Dns)
+                .map(|p| DnsPeerState {
+                    name: p.record.name.clone(),
+                    nid: p.record.nid.0,
+                    locators: p.record.locators.iter().map(|l| (l.loc.0, l.pref)).collect(),
+                    ttl_s: p.ttl_s.unwrap_or(0),
+                    expires_in_ms: p.expires.map_or(0, |t| ms(t.saturating_duration_since(now))),
+                })
+                .collect(),
         }
     }
 
@@ -254,6 +285,24 @@ impl Core {
             if self.ilcc.insert(e).is_ok() {
                 out.extend(snap.map(Action::IlccUpsert));
             }
+        }
+        for d in &snap.dns_peers {
+            // a peer-file record is the operator's word (dns.rs)
+            if self.peers.get(&Nid(d.nid)).is_some_and(|p| p.source == PeerSource::Static) {
+                continue;
+            }
+            let locators = d.locators.iter().map(|&(l, pref)| PeerLocator { loc: Locator(l), pref }).collect();
+            let record = PeerRecord { name: d.name.clone(), nid: Nid(d.nid), locators };
+            let expires = Some(now + Duration::from_millis(d.expires_in_ms));
+            let info = PeerInfo {
+                record,
+                non_ilnp: false,
+                source: PeerSource::Dns,
+                expires,
+                ttl_s: Some(d.ttl_s),
+                lu_failed: false,
+            };
+            self.peers.insert(Nid(d.nid), info);
         }
         for n in &snap.non_ilnp {
             if let Some(p) = self.peers.get_mut(&Nid(*n)) {
