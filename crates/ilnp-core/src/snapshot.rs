@@ -312,7 +312,7 @@ impl Core {
         // with fallback configured off now, such a peer is just not ILNPv6-capable
         // (`non_ilnp`); else its plain session goes on (an ILCC entry, which the file
         // cannot have beside it, would win). No record needed: the earlier run
-        // bounded these by its records, and the record of a name is not kept
+        // bounded these by its records, and the session outlives a name's TTL
         if self.cfg.fallback {
             for f in &snap.fallback {
                 let nid = Nid(f.nid);

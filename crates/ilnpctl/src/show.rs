@@ -2,7 +2,7 @@
 //! lenient (a field an older daemon does not send takes its default), so tables
 //! stay readable across versions.
 
-use crate::{Object, PeerVerb};
+use crate::{LocatorVerb, Object, PeerVerb};
 use ilnp_control::{BalanceInfo, Data, DnsStatus, IlccEntry, LocatorInfo, PeerAdded, PeerInfo, Stats, Status};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -88,7 +88,19 @@ pub fn render(obj: &Object, data: &Data) -> String {
         Data::PeerDeleted(d) => format!("peer {} deleted", d.deleted),
         Data::Stats(d) => stats(d),
         Data::Monitoring(_) => String::new(),
-        Data::Balance(b) => balance(b),
+        Data::Balance(b) => match obj {
+            Object::Policy { args } if !args.is_empty() => format!(
+                "{}\npolicy set for this run only: not kept across a restart of ilnpd (to keep it, set \
+                 balance_policy or peer_policy in the configuration)",
+                balance(b)
+            ),
+            Object::Locator { verb: Some(LocatorVerb::Set { .. }) } => format!(
+                "{}\nweight set for this run only: not kept across a restart of ilnpd (to keep it, set \
+                 locator_weight in the configuration)",
+                balance(b)
+            ),
+            _ => balance(b),
+        },
         Data::Dns(d) => dns(d),
     }
 }
@@ -370,6 +382,23 @@ mod tests {
         // a daemon from before the policy: no admission rows
         let Data::Status(old) = data(Request::Status, json!({"nid": "0200:00ff:fe00:000c"})) else { panic!() };
         assert!(!status(&old).contains("admission"));
+    }
+
+    #[test]
+    fn a_policy_or_weight_set_says_it_is_for_this_run_only() {
+        let b = || {
+            let v =
+                json!({"default_policy": "per-flow", "peer_policy": {}, "weights": {}, "flow_seed": 1, "peers": []});
+            data(Request::PolicyShow, v)
+        };
+        let shown = render(&Object::Policy { args: vec![] }, &b());
+        assert!(!shown.contains("this run only"), "{shown}");
+        let set = render(&Object::Policy { args: vec!["per-flow".into()] }, &b());
+        assert!(set.starts_with(&shown) && set.contains("policy set for this run only"), "{set}");
+        assert!(set.contains("balance_policy or peer_policy in the configuration"), "{set}");
+        let verb = LocatorVerb::Set { dev: "eth1".into(), key: "weight".into(), value: "80".into() };
+        let w = render(&Object::Locator { verb: Some(verb) }, &b());
+        assert!(w.contains("weight set for this run only") && w.contains("locator_weight"), "{w}");
     }
 
     #[test]
