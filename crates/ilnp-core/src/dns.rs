@@ -59,6 +59,11 @@ pub enum DnsPeerResult {
 }
 
 impl DnsPeerResult {
+    /// The record was stored (and so is in the next state file).
+    pub fn stored(self) -> bool {
+        matches!(self, DnsPeerResult::Learned | DnsPeerResult::SessionKept)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             DnsPeerResult::Learned => "learned",
@@ -75,7 +80,7 @@ impl Core {
     /// application, so the first packet finds the record).
     pub fn peer_from_dns(&mut self, now: Instant, peer: DnsPeer) -> (DnsPeerResult, Vec<Action>) {
         let result = self.learn_dns(now, &peer);
-        if result == DnsPeerResult::Learned || result == DnsPeerResult::SessionKept {
+        if result.stored() {
             self.stats.bump(Outcome::DnsPeerLearned);
         } else {
             self.stats.bump(Outcome::DnsPeerIgnored);

@@ -88,19 +88,19 @@ pub fn render(obj: &Object, data: &Data) -> String {
         Data::PeerDeleted(d) => format!("peer {} deleted", d.deleted),
         Data::Stats(d) => stats(d),
         Data::Monitoring(_) => String::new(),
-        Data::Balance(b) => match obj {
-            Object::Policy { args } if !args.is_empty() => format!(
-                "{}\npolicy set for this run only: not kept across a restart of ilnpd (to keep it, set \
-                 balance_policy or peer_policy in the configuration)",
-                balance(b)
-            ),
-            Object::Locator { verb: Some(LocatorVerb::Set { .. }) } => format!(
-                "{}\nweight set for this run only: not kept across a restart of ilnpd (to keep it, set \
-                 locator_weight in the configuration)",
-                balance(b)
-            ),
-            _ => balance(b),
-        },
+        Data::Balance(b) => {
+            let set = match obj {
+                Object::Policy { args } if !args.is_empty() => Some(("policy", "balance_policy or peer_policy")),
+                Object::Locator { verb: Some(LocatorVerb::Set { .. }) } => Some(("weight", "locator_weight")),
+                _ => None,
+            };
+            match set {
+                Some((what, keys)) => {
+                    format!("{}\n{what} set{RUN_ONLY} (to keep it, set {keys} in the configuration)", balance(b))
+                }
+                None => balance(b),
+            }
+        }
         Data::Dns(d) => dns(d),
     }
 }
@@ -280,14 +280,16 @@ fn dns(d: &DnsStatus) -> String {
 }
 
 /// What `peer add` tells about keeping the peer.
-fn kept(a: &PeerAdded) -> &'static str {
+fn kept(a: &PeerAdded) -> String {
     if a.persistent {
-        ""
+        String::new()
     } else {
-        " for this run only: not kept across a restart of ilnpd (to keep it, add it to the \
-         configuration: a [[peer]] table, hosts_file or peers_file)"
+        format!("{RUN_ONLY} (to keep it, add it to the configuration: a [[peer]] table, hosts_file or peers_file)")
     }
 }
+
+/// What a change made with ilnpctl lasts (the configuration is what a start reads).
+const RUN_ONLY: &str = " for this run only: not kept across a restart of ilnpd";
 
 fn peers(p: &[PeerInfo]) -> String {
     if p.is_empty() {

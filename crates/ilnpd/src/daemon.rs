@@ -8,7 +8,7 @@ use crate::netlink::{self, Netlink};
 use crate::tun::Tun;
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
-use ilnp_core::{Admission, Core, CoreConfig, DnsPeerResult, LuTimers};
+use ilnp_core::{Admission, Core, CoreConfig, LuTimers};
 use ilnp_wire::{ilnp_addr, Nid};
 use rand::SeedableRng;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -918,8 +918,7 @@ impl Daemon {
                     match l.done {
                         crate::dns::Done::Answer(done) => {
                             let (res, actions) = self.core.peer_from_dns(now, l.peer);
-                            if res == DnsPeerResult::Learned || res == DnsPeerResult::SessionKept {
-                                // kept in the state file
+                            if res.stored() {
                                 self.state_dirty.get_or_insert(now);
                             }
                             self.run_actions(actions);
