@@ -231,9 +231,9 @@ static __always_inline int in_check_proto(struct __sk_buff *skb, struct ingress_
 	return ILNP_R_INGRESS_PUNT_PROTO; /* incl. No Next Header: a nonce-only packet */
 }
 
-/* Is the packet's nonce one the peer may put on packets to us: its own, or ours
- * reflected (a shared-nonce implementation, docs/architecture.md § Nonce models;
- * the core accepts the same two, IlccEntry::accepts_nonce)? Constant-size compares. */
+/* Is the packet's nonce the peer's own (IlccEntry::accepts_nonce)? Ours reflected
+ * is a reply the core judges (only a shared-nonce peer's answer to what we sent,
+ * docs/security.md): punted as a bad nonce. Constant-size compares. */
 static __always_inline int in_nonce_eq(const struct ingress_ctx *c, const __u8 *v, __u8 len)
 {
 	__u32 want[ILNP_NONCE_MAX / 4];
@@ -259,7 +259,7 @@ static __always_inline int in_nonce_ok(struct __sk_buff *skb, struct ingress_ctx
 			return 0;
 		}
 	}
-	return in_nonce_eq(c, e->nonce_rx, e->nonce_rx_len) || in_nonce_eq(c, e->nonce_tx, e->nonce_tx_len);
+	return in_nonce_eq(c, e->nonce_rx, e->nonce_rx_len);
 }
 
 static __always_inline int in_src_loc_known(const struct ilnp_ilcc_val *e, __u64 loc)
@@ -301,7 +301,7 @@ static __always_inline int in_opts_refused(struct ilnp_cfg *cfg, int verdict)
 /*
  * Does the fast path vouch for this packet from an established peer: eBPF mode, an upper
  * layer it translates, the peer's ILCC entry e (the source NID's, looked up by the caller;
- * NULL: none) with its nonce learned, the packet's nonce the peer's (or ours reflected), its
+ * NULL: none) with its nonce learned, the packet's nonce the peer's own, its
  * source locator one the entry accepts? 0 = yes, else the punt reason. A wrong nonce is
  * ilnpd's to judge and count; a right one from a new source locator is legitimate (RFC 6744
  * §4): ilnpd learns it.

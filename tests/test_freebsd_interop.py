@@ -62,8 +62,10 @@ def setup(bed, bits=32, extra=None, datapath="ebpf"):
     # where each side moves later
     r1.add_addr("eth-mn", "2001:db8:f::1/64")
     r1.add_addr("eth-cn", "2001:db8:a1::1/64")
+    # a FreeBSD host uses one nonce both ways and reflects ours: say so (docs/interop.md)
+    extra = {"peer_nonce": {"fbsd": "shared"}, **(extra or {})}
     dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, nonce_bits=bits, datapath=datapath,
-                peers=[Peer("fbsd", FB_NID, [(MN_L64, 10)])], extra=dict(extra or {})).start()
+                peers=[Peer("fbsd", FB_NID, [(MN_L64, 10)])], extra=extra).start()
     fb = FreeBsdPeer(mn, "eth0", FB_NID, MN_L64, nonce_bits=bits).start()
     return cn, r1, mn, dcn, fb
 
@@ -104,9 +106,11 @@ def test_freebsd_initiates(bed, tmp_path, bits):
         wait_for(lambda: fb.log("udp"), what="the CN's application answers")
         sock_nonce = fb.cmd("state")["sockets"][f"{CN_NID}/5555"]
         e = entry(dcn, FB_NID)
-        assert e["nonce_rx"] == sock_nonce and e["nonce_tx"] != sock_nonce, e  # own mode: two values
-        # FreeBSD's entry took ours (the first nonce it received: our hello)
-        assert fb.cmd("state")["entries"][CN_NID]["nonce"] == e["nonce_tx"]
+        # a shared-nonce peer: ilnpd adopts its nonce, one value both ways (issue #42:
+        # before, ilnpd kept its own and accepted it reflected on anything FreeBSD sent)
+        assert e["nonce_rx"] == sock_nonce == e["nonce_tx"], e
+        # FreeBSD's entry took the first nonce it received (our hello): its own
+        assert fb.cmd("state")["entries"][CN_NID]["nonce"] == sock_nonce
 
         # ping from the ilnpd host: FreeBSD reflects our nonce in the Echo Reply
         r = ping(cn, FB_ID)
@@ -207,8 +211,11 @@ def test_fragmented_datagram_from_freebsd(bed, tmp_path, datapath):
 def test_two_ilnpd_hosts_and_one_freebsd_listener(bed, tmp_path):
     """FreeBSD's listener bug (`in6_pcb.c:1344-1360`, `tcp_syncache.c:912-927`): the
     listener is connected to the first host's entry, so the second host is sent the
-    first host's nonce. ilnpd on the second host must neither crash nor lock the peer
-    out: it learns the nonce FreeBSD uses towards it, and our own reflected."""
+    first host's nonce. ilnpd on the second host must neither crash nor lock the peer's
+    data out: it learns the nonce FreeBSD's data carry towards it. What FreeBSD sends
+    it with the *other* value (its entry's, = ours: Echo Replies, LUs) is refused and
+    counted (issue #42: our own nonce, unasked, is what an observer of our direction
+    could forge; docs/security.md), so that host learns FreeBSD's moves from its data."""
     cn, r1, mn = three_node(bed)
     c2 = bed.add_node("c2")
     bed.link(r1, "eth-c2", c2, "eth0")
@@ -218,8 +225,9 @@ def test_two_ilnpd_hosts_and_one_freebsd_listener(bed, tmp_path):
     c2_nid = "0200:00ff:fe00:00c2"
     c2_id = identifier_address(c2_nid)
     peers = [Peer("fbsd", FB_NID, [(MN_L64, 10)])]
-    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=peers).start()
-    dc2 = Ilnpd(c2, ["eth0"], nid=c2_nid, peers=peers).start()
+    shared = {"peer_nonce": {"fbsd": "shared"}}
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=peers, extra=shared).start()
+    dc2 = Ilnpd(c2, ["eth0"], nid=c2_nid, peers=peers, extra=shared).start()
     fb = FreeBsdPeer(mn, "eth0", FB_NID, MN_L64).start()
     try:
         fb.cmd("listen", port=FB_PORT)
@@ -232,22 +240,30 @@ def test_two_ilnpd_hosts_and_one_freebsd_listener(bed, tmp_path):
         assert replies and e2["nonce_rx"] == n_cn != e2["nonce_tx"], (e2, n_cn)
         # ... while FreeBSD's entry for it holds its own (adopted)
         assert fb.cmd("state")["entries"][c2_nid]["nonce"] == e2["nonce_tx"]
-        # no lock-out: more data, a ping (reflected), an LU from FreeBSD (its entry's nonce)
+        # no lock-out of data
         assert ask(c2, c2_id, FB_ID, FB_PORT, "again", sport=40002) == "again"
-        assert ping(c2, FB_ID).returncode == 0
+        # the first host: ping, FreeBSD's move by LU, data after it
+        assert ping(cn, FB_ID).returncode == 0
+        # the second host's ping: FreeBSD reflects the second host's own nonce, which its
+        # data to it never carry: refused, counted, no challenge, nothing replaced
+        assert ping(c2, FB_ID).returncode != 0
+        assert core(dc2, "reflected_nonce") >= 1, dc2.stats()["core"]
         r1.add_addr("eth-mn", "2001:db8:f::1/64")
         fb.add_locator(FB_L64_2)
         fb.cmd("move", l64s=[FB_L64_2])
-        for d in (dcn, dc2):
-            wait_for(lambda d=d: FB_L64_2 in [r["l64"] for r in entry(d, FB_NID)["remote_locators"]], what="move learned")
-        # still talking after the ping's reflected reply and the LU (the old ilnpd took the
-        # reflected reply for a restart, replaced the nonce and dropped the data after it)
+        wait_for(lambda: FB_L64_2 in [r["l64"] for r in entry(dcn, FB_NID)["remote_locators"]], what="move learned")
+        wait_for(lambda: core(dc2, "lu_reflected_nonce") >= 1, what="the second host refuses the LU with its own nonce")
         assert ask(c2, c2_id, FB_ID, FB_PORT, "after the move", sport=40003) == "after the move"
         assert ask(cn, CN_ID, FB_ID, FB_PORT, "first host again", sport=40004) == "first host again"
-        assert core(dc2, "nonce_reflected_accepted") >= 1
+        # the second host learned the move from FreeBSD's data (its nonce, RFC 6744 §4)
+        assert FB_L64_2 in [r["l64"] for r in entry(dc2, FB_NID)["remote_locators"]]
+        assert entry(dc2, FB_NID)["nonce_rx"] == n_cn
         for d in (dcn, dc2):
             assert d.proc.poll() is None
-            assert_no_nonce_trouble(d)
+            c = d.stats()["core"]
+            for k in ("bad_nonce", "peer_challenge_sent", "peer_restart_replaced", "malformed"):
+                assert c.get(k, 0) == 0, (k, c)
+        assert_no_nonce_trouble(dcn)
     finally:
         fb.stop()
         dcn.stop()

@@ -318,7 +318,7 @@ impl AdmissionState {
         }
         // socket: the nonce a refusal to this peer would have carried (see answer_unadmitted)
         let nonce_tx = match cx.cfg.admission {
-            _ if cx.cfg.adopt_initiator_nonce => meta.nonce,
+            _ if cx.cfg.shared_nonce(nid) => meta.nonce,
             Admission::Socket => self.responder_nonce(cx.cfg, &mut *cx.rng, nid, meta.src_loc, &meta.nonce),
             Admission::Open => crate::random_nonce(&mut *cx.rng, cx.cfg.nonce_len),
         };
@@ -333,7 +333,7 @@ impl AdmissionState {
             now,
         );
         e.tier = tier;
-        e.checksum_rule = cx.cfg.checksum_rule(nid);
+        cx.cfg.apply_peer_settings(&mut e);
         if tier == Tier::Embryonic {
             e.emb_seq = self.order.push(meta.src_loc, nid);
             self.sweep_order(cx.ilcc);
@@ -405,7 +405,7 @@ impl AdmissionState {
         loc: Locator,
         peer_nonce: &Nonce,
     ) -> Nonce {
-        if cfg.adopt_initiator_nonce {
+        if cfg.shared_nonce(nid) {
             // one nonce both ways: the refusal carries the one the entry will use
             return *peer_nonce;
         }

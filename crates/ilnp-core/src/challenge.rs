@@ -9,9 +9,11 @@
 //! new nonce is a forgery, it stays dropped. If instead the node at an old locator
 //! answers our echo (its identifier and random payload, which an off-path forger
 //! never saw) with the *new* nonce, the peer there restarted: the entry takes the new
-//! nonce at once, one round trip after the first new packet. No answer at all within
-//! a few round trips: the old peer is gone, the entry takes the new nonce and the new
-//! source locator. Either way the packet that triggered the challenge is delivered.
+//! nonce at once, one round trip after the first new packet, and the latest packet
+//! with it is delivered. No answer at all within a few round trips proves nothing
+//! (a firewall, a handoff, a lossy or dead link look the same as a forgery): the
+//! session keeps its nonce and locators, the newcomer's packets stay dropped until the
+//! entry idles out or an operator flushes it (`peer_challenge_unanswered`).
 //!
 //! While a challenge is open the fast path is told the old nonce is unknown, so it
 //! punts that peer's packets and the core sees the answer (and delivers the old
@@ -37,7 +39,8 @@ pub const CHALLENGE_MIN: Duration = Duration::from_millis(50);
 pub const CHALLENGE_MAX: Duration = Duration::from_secs(1);
 /// Without an RTT sample for the peer.
 pub const CHALLENGE_DEFAULT: Duration = Duration::from_millis(300);
-/// After a challenge was answered (a forgery), no new one for that NID for this long:
+/// After a challenge was answered (a forgery) or went unanswered, no new one for
+/// that NID for this long:
 /// a forger cannot keep the peer's traffic on the slow path, and a real restart of
 /// the peer in that window waits at most this long.
 pub const CHALLENGE_HOLDOFF: Duration = Duration::from_secs(1);
@@ -214,11 +217,27 @@ impl Challenges {
         out.extend(ilcc.get(&nid).and_then(|e| e.snapshot()).map(Action::IlccUpsert));
     }
 
-    /// Challenges nobody answered: the old peer is gone, the new nonce takes over.
-    pub(crate) fn due(&mut self, ilcc: &mut Ilcc, stats: &mut Stats, now: Instant, out: &mut Vec<Action>) {
+    /// Whether an identifier-form packet from `src` is the Echo Reply to the open
+    /// challenge for `nid` (our random bits, from one of the locators the echo went to).
+    pub(crate) fn answers(&self, nid: &Nid, src: Locator, ident: &[u8]) -> bool {
+        self.open.get(nid).is_some_and(|c| c.old_locs.contains(&src) && is_echo_reply(ident, c.echo_word, &c.echo_body))
+    }
+
+    /// Challenges nobody answered. Silence proves nothing (the peer may be behind a
+    /// firewall, moving, on a lossy link): the session keeps its nonce and locators,
+    /// the newcomer's held packet is discarded, the fast path gets the entry back,
+    /// and the NID is not challenged again for the hold-off.
+    pub(crate) fn due(&mut self, ilcc: &Ilcc, stats: &mut Stats, now: Instant, out: &mut Vec<Action>) {
         let due: Vec<Nid> = self.open.iter().filter(|(_, c)| c.deadline <= now).map(|(n, _)| *n).collect();
         for nid in due {
-            self.replace(ilcc, stats, now, nid, "unanswered: peer restarted, new nonce taken", out);
+            self.open.remove(&nid);
+            self.holdoff.insert(nid, now + CHALLENGE_HOLDOFF);
+            stats.bump(Outcome::PeerChallengeUnanswered);
+            out.push(Action::Event(Event::PeerChallenge {
+                nid,
+                outcome: "unanswered: session kept, new nonce refused",
+            }));
+            out.extend(ilcc.get(&nid).and_then(|e| e.snapshot()).map(Action::IlccUpsert));
         }
     }
 
@@ -292,7 +311,7 @@ impl Core {
 
     /// Challenges nobody answered (`Challenges::due`).
     pub(crate) fn challenges_due(&mut self, now: Instant, out: &mut Vec<Action>) {
-        self.challenges.due(&mut self.ilcc, &mut self.stats, now, out);
+        self.challenges.due(&self.ilcc, &mut self.stats, now, out);
     }
 }
 
@@ -332,10 +351,14 @@ mod tests {
         (a2, w)
     }
 
+    /// Issue #42: silence is not proof. The peer does not answer (a firewall, a
+    /// handoff, its link down): the session keeps its nonce and locator, the
+    /// newcomer gets nothing, and the peer's own packets go on being accepted.
     #[test]
-    fn an_unanswered_challenge_replaces_the_nonce_and_delivers_the_held_packet() {
-        let (_a, mut b, _, _) = session();
+    fn an_unanswered_challenge_keeps_the_session_and_refuses_the_newcomer() {
+        let (mut a, mut b, _, _) = session();
         let t0 = Instant::now();
+        let before = b.ilcc_entry(NA).unwrap().clone();
         let (mut a2, w) = restarted_a(t0);
         let out = b.handle_inbound(t0, &w, Csum::Complete);
         assert_eq!(b.stats().dropped(DropReason::BadNonce), 1);
@@ -350,22 +373,35 @@ mod tests {
         assert!(matches!(classify(&echo), Ok(Packet::Data(_))));
         let deadline = b.poll_timeout().unwrap();
         assert!(deadline <= t0 + CHALLENGE_MAX && deadline >= t0 + CHALLENGE_MIN, "{:?}", deadline - t0);
-        // the restarted a's stack gets the echo request (its core learns b's nonce);
-        // here it does not answer (say, a firewall): b waits for the deadline
-        let out2 = a2.handle_inbound(t0, &echo, Csum::Complete);
-        assert_eq!(delivered(&out2).len(), 1, "a's stack gets the echo request");
-        b.handle_timeout(deadline - ms(1));
-        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 0, "not before the deadline");
+        // the newcomer gets the echo (here it is the restarted a, at the old locator,
+        // behind a firewall that drops echo requests: it does not answer)
+        let _ = a2.handle_inbound(t0, &echo, Csum::Complete);
         let out = b.handle_timeout(deadline);
-        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 1);
-        assert_eq!(delivered(&out), vec![udp(NA, NB, b"syn")], "the held packet");
-        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.nid == NA && s.nonce_rx.is_some())));
-        // from now on the new session flows both ways
-        let w = wire(&a2.handle_outbound(deadline, &udp(NA, NB, b"data"), Csum::Complete)).pop().unwrap();
-        assert_eq!(delivered(&b.handle_inbound(deadline, &w, Csum::Complete)).len(), 1);
-        let back = wire(&b.handle_outbound(deadline, &udp(NB, NA, b"ack"), Csum::Complete)).pop().unwrap();
-        assert_eq!(delivered(&a2.handle_inbound(deadline, &back, Csum::Complete)).len(), 1);
-        assert_eq!(a2.stats().dropped(DropReason::BadNonce), 0);
+        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 0);
+        assert_eq!(b.stats().outcome(Outcome::PeerChallengeUnanswered), 1);
+        assert!(delivered(&out).is_empty(), "the held packet is not delivered");
+        // the fast path gets the entry back, with its old nonce
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.nid == NA && s.nonce_rx == before.nonce_rx)));
+        let e = b.ilcc_entry(NA).unwrap();
+        assert_eq!((e.nonce_rx, e.best_remote().map(|r| r.loc)), (before.nonce_rx, Some(LA)), "session kept");
+        // an attacker's datagram a second for a minute, the peer silent: never taken
+        for i in 1..=60u64 {
+            let t = deadline + Duration::from_secs(i);
+            assert!(delivered(&b.handle_inbound(t, &w, Csum::Complete)).is_empty());
+            b.handle_timeout(t + CHALLENGE_MAX);
+        }
+        assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 0);
+        assert_eq!(b.ilcc_entry(NA).unwrap().nonce_rx, before.nonce_rx);
+        // bounded: at most one echo per hold-off and challenge (≤ one a second here)
+        assert!(
+            b.stats().outcome(Outcome::PeerChallengeSent) <= 61,
+            "{}",
+            b.stats().outcome(Outcome::PeerChallengeSent)
+        );
+        // the real peer comes back: its own packets are delivered at once
+        let t = deadline + Duration::from_secs(62);
+        let w = wire(&a.handle_outbound(t, &udp(NA, NB, b"back"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&b.handle_inbound(t, &w, Csum::Complete)).len(), 1);
     }
 
     #[test]

@@ -112,6 +112,11 @@ pub struct CoreConfig {
     /// correspondent's packets may carry its nonce or ours reflected
     /// (`IlccEntry::accepts_nonce`); docs/architecture.md § Nonce models.
     pub adopt_initiator_nonce: bool,
+    /// Correspondents known to use one nonce for both directions and to reflect ours
+    /// in their replies (FreeBSD ILNP6's hosts lines, `[peer_nonce]`): as responder
+    /// we adopt their nonce, and our own is accepted from them on replies only
+    /// (`IlccEntry::accepts_reply_nonce`). Every other peer must show its own.
+    pub peer_shared_nonce: std::collections::HashSet<Nid>,
     /// TCP/UDP checksum rule on the wire towards correspondents without an entry in
     /// `peer_checksum` (default RFC 6741: locators zeroed)
     pub transport_checksum: ChecksumRule,
@@ -148,6 +153,7 @@ impl CoreConfig {
             adopt_initiator_nonce: false,
             transport_checksum: ChecksumRule::Rfc6741,
             peer_checksum: Default::default(),
+            peer_shared_nonce: Default::default(),
             v4_keepalive: Duration::from_secs(25),
         }
     }
@@ -155,6 +161,19 @@ impl CoreConfig {
     /// The TCP/UDP checksum rule towards `nid`: its own setting, else the default.
     pub(crate) fn checksum_rule(&self, nid: Nid) -> ChecksumRule {
         self.peer_checksum.get(&nid).copied().unwrap_or(self.transport_checksum)
+    }
+
+    /// Whether `nid` uses one nonce both ways (`peer_shared_nonce`, or every peer
+    /// under `adopt_initiator_nonce`).
+    pub(crate) fn shared_nonce(&self, nid: Nid) -> bool {
+        self.adopt_initiator_nonce || self.peer_shared_nonce.contains(&nid)
+    }
+
+    /// What the configuration says of one correspondent's entry (not in the state
+    /// file: set at creation and at restore, `Core::restore`).
+    pub(crate) fn apply_peer_settings(&self, e: &mut crate::IlccEntry) {
+        e.checksum_rule = self.checksum_rule(e.nid);
+        e.shared_nonce = self.shared_nonce(e.nid);
     }
 }
 

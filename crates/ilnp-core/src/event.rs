@@ -60,6 +60,10 @@ counter_enum! {
         /// the nonce differs from the one the correspondent showed; BPF punts these
         /// as `ingress_punt_bad_nonce` for the core to judge
         BadNonce = "bad_nonce",
+        /// our own nonce for the peer on a packet that needs the peer's (data, a
+        /// nonce-only packet), or from a peer that does not reflect: what an
+        /// observer of our direction could send; dropped, no challenge
+        ReflectedNonce = "reflected_nonce",
         IlccFull = "ilcc_full",
         /// no peer record for a destination NID
         UnknownPeer = "unknown_peer",
@@ -76,6 +80,9 @@ counter_enum! {
         LuMalformed = "lu_malformed",
         LuUnknownPeer = "lu_unknown_peer",
         LuBadNonce = "lu_bad_nonce",
+        /// an LU carrying our own nonce: an advertisement, an ack of nothing we
+        /// sent, or from a peer that does not reflect (docs/security.md)
+        LuReflectedNonce = "lu_reflected_nonce",
         LuUnexpectedAck = "lu_unexpected_ack",
         /// a plain packet punted for a fallback (or probed) peer that is not its
         /// session's: another locator or destination, or not the probe's reply
@@ -136,8 +143,12 @@ counter_enum! {
         PeerChallengeSent = "peer_challenge_sent",
         /// the old peer answered with the old nonce: the new one was forged, still dropped
         PeerChallengeAnswered = "peer_challenge_answered",
-        /// no answer: the peer restarted, its entry took the new nonce
+        /// the node at one of the peer's known locators answered our challenge with
+        /// a new nonce: it restarted, its entry took that nonce
         PeerRestartReplaced = "peer_restart_replaced",
+        /// nobody answered the challenge: silence proves nothing, the session keeps
+        /// its nonce and locators and the newcomer's packets stay dropped
+        PeerChallengeUnanswered = "peer_challenge_unanswered",
         /// no challenge sent (per-NID hold-off, global rate or open bound); the packet is dropped
         PeerChallengeRateLimited = "peer_challenge_rate_limited",
         /// a DNS answer stored as a peer record (`dns.rs`)
@@ -178,9 +189,9 @@ counter_enum! {
         /// admission = socket: our stack's refusal (TCP RST, ICMPv6 error) of a
         /// packet no socket took, sent to the hinted locator with no state
         AnswerSent = "answer_sent",
-        /// a packet from a correspondent carrying *our* nonce for it, not its own: a
-        /// shared-nonce implementation (FreeBSD ILNP6, the Linux 4.9 code) reflecting
-        /// it in an Echo Reply, LU, LU ack or error; accepted (docs/architecture.md
+        /// a reply from a shared-nonce correspondent (FreeBSD ILNP6, the Linux 4.9
+        /// code) carrying *our* nonce for it: its Echo Reply to our challenge, its
+        /// ack of our LU, an error quoting our packet; accepted (docs/architecture.md
         /// § Nonce models)
         NonceReflectedAccepted = "nonce_reflected_accepted",
         /// a first fragment whose nonce sits in a Destination Options header after the

@@ -29,11 +29,12 @@ impl Core {
         // Problem, which cannot carry one) the quoted nonce check below is all we have.
         // From anyone else (routers) an outer nonce cannot be verified and is ignored.
         let (_, sender) = split_addr(err.ip.src);
-        // A shared-nonce peer reflects the nonce of the packet it answers: ours.
+        // A shared-nonce peer reflects the nonce of the packet it answers: ours (an
+        // error answers what we sent; its quote is checked below as for anyone's).
         if let Some(e) = self.ilcc.get(&sender).filter(|e| e.nonce_rx.is_some()) {
             match err.nonce.map(|n| n.nonce) {
                 None => return self.drop(out, DropReason::IcmpMissingNonce, summary()),
-                Some(n) if !e.accepts_nonce(&n) => return self.drop(out, DropReason::IcmpBadNonce, summary()),
+                Some(n) if !e.accepts_reply_nonce(&n) => return self.drop(out, DropReason::IcmpBadNonce, summary()),
                 Some(_) => {}
             }
         }

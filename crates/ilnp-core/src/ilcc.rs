@@ -139,6 +139,11 @@ pub struct IlccEntry {
     /// TCP/UDP checksum rule on the wire with this peer (`Core::checksum_rule`)
     #[serde(serialize_with = "ser_rule")]
     pub checksum_rule: ChecksumRule,
+    /// the peer uses one nonce for both directions and reflects ours in its replies
+    /// (FreeBSD ILNP6, the Linux 4.9 code: `CoreConfig::shared_nonce`); only then is
+    /// our own nonce accepted from it, and only on replies to what we sent
+    /// (`accepts_reply_nonce`)
+    pub shared_nonce: bool,
     /// this NID's live item in the ILCC's `DeadlineIndex` (the index keeps no map
     /// of its own for the ILCC: checking or moving an entry's item costs no second
     /// lookup); None: no live item (its heap items, if any, are stale)
@@ -177,6 +182,7 @@ impl IlccEntry {
             answered: false,
             emb_seq: 0,
             checksum_rule: ChecksumRule::Rfc6741,
+            shared_nonce: false,
             indexed: None,
         }
     }
@@ -244,18 +250,25 @@ impl IlccEntry {
             .min()
     }
 
-    /// Whether `n` may be on a packet from this correspondent: its own nonce (RFC
-    /// 6744), or ours for it reflected (a shared-nonce implementation answers with
-    /// the nonce of the packet it answers and authenticates with one value both
-    /// ways). Both are secrets of this session towards an off-path attacker; the
-    /// peer's own must be known first (nothing is accepted before the peer showed it).
+    /// Whether `n` is the correspondent's own nonce (RFC 6744): the only value
+    /// accepted on data, nonce-only packets and Locator Update advertisements, which
+    /// it sends unasked. Nothing is accepted before the peer showed it.
     pub fn accepts_nonce(&self, n: &Nonce) -> bool {
-        self.nonce_rx.is_some_and(|rx| rx == *n || self.nonce_tx == *n)
+        self.nonce_rx == Some(*n)
     }
 
-    /// `n` is accepted only as ours reflected (not the peer's own).
+    /// Whether `n` may be on a *reply* to something we sent (an LU ack matching our
+    /// pending LU, an Echo Reply to our challenge, an ICMPv6 error quoting our
+    /// packet): the peer's own nonce, or, from a shared-nonce peer only, ours for it
+    /// reflected (docs/security.md: an observer of our direction learns `nonce_tx`;
+    /// it must not move a session of a peer that never reflects).
+    pub fn accepts_reply_nonce(&self, n: &Nonce) -> bool {
+        self.accepts_nonce(n) || self.is_reflected(n)
+    }
+
+    /// `n` is ours reflected by a shared-nonce peer (not the peer's own).
     pub fn is_reflected(&self, n: &Nonce) -> bool {
-        self.nonce_rx.is_some_and(|rx| rx != *n) && self.nonce_tx == *n
+        self.shared_nonce && self.nonce_rx.is_some_and(|rx| rx != *n) && self.nonce_tx == *n
     }
 
     pub fn has_remote(&self, loc: Locator) -> bool {

@@ -4,7 +4,7 @@
 
 use crate::event::{DropReason, Event, Outcome};
 use crate::lu::lu_malformed_kind;
-use crate::{ilcc, packet_summary, Action, Core, LocatorState, RemoteLocator};
+use crate::{packet_summary, Action, Core, LocatorState, RemoteLocator};
 use ilnp_wire::classify::Kind;
 use ilnp_wire::translate::Csum;
 use ilnp_wire::{classify, ipv6, ClassifyError, Error as WireError, Packet};
@@ -73,19 +73,24 @@ impl Core {
         } else {
             let e = self.ilcc.get_mut(&nid).expect("checked");
             match e.nonce_rx {
-                Some(_) if !e.accepts_nonce(&meta.nonce) => {
-                    let want = e.nonce_rx.map(|n| ilcc::hex(n.as_bytes())).unwrap_or_default();
-                    let d = format!("{} (want {want})", summary());
-                    self.drop(out, DropReason::BadNonce, d);
-                    // the peer may have restarted: ask the old one (`challenge.rs`)
-                    self.challenge_bad_nonce(now, nid, meta.nonce, meta.src_loc, ident, out);
+                Some(_) if e.accepts_nonce(&meta.nonce) => answered = self.challenges.is_open(&nid),
+                // ours reflected by a shared-nonce peer: only as its answer to our
+                // open challenge (the live old peer), never on data it sends unasked
+                Some(_) if e.is_reflected(&meta.nonce) && self.challenges.answers(&nid, meta.src_loc, &ident) => {
+                    self.stats.bump(Outcome::NonceReflectedAccepted);
+                    answered = true;
+                }
+                // our own nonce where the peer's is required: what an observer of our
+                // direction saw, not a restart (a restarted peer draws a fresh one)
+                Some(_) if meta.nonce == e.nonce_tx => {
+                    self.drop(out, DropReason::ReflectedNonce, summary());
                     return;
                 }
                 Some(_) => {
-                    if e.is_reflected(&meta.nonce) {
-                        self.stats.bump(Outcome::NonceReflectedAccepted);
-                    }
-                    answered = self.challenges.is_open(&nid);
+                    self.drop(out, DropReason::BadNonce, summary());
+                    // the peer may have restarted: ask the old one (`challenge.rs`)
+                    self.challenge_bad_nonce(now, nid, meta.nonce, meta.src_loc, ident, out);
+                    return;
                 }
                 None => {
                     // the responder's first packet: learn its nonce (RFC 6744 §6);

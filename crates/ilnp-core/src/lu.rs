@@ -98,12 +98,21 @@ impl Core {
             self.drop(out, DropReason::LuEmbryonic, summary());
             return;
         }
-        // the peer's own nonce, or ours reflected (a shared-nonce peer's LU and ack)
-        let Some(n) = nonce.filter(|n| e.accepts_nonce(n)) else {
-            self.drop(out, DropReason::LuBadNonce, summary());
+        // the peer's own nonce; ours reflected only from a shared-nonce peer and only
+        // on the ack of what we advertised (an observer of our direction saw ours)
+        let Some(n) = nonce.filter(|n| e.accepts_reply_nonce(n)) else {
+            let reason = if nonce == Some(e.nonce_tx) { DropReason::LuReflectedNonce } else { DropReason::LuBadNonce };
+            self.drop(out, reason, summary());
             return;
         };
         if e.is_reflected(&n) {
+            let acks_ours = lu.operation == LuOperation::Acknowledgement
+                && (e.pending_lu.as_ref().is_some_and(|p| p.entries == lu.entries && p.attempts > 0)
+                    || e.last_acked_lu.as_ref() == Some(&lu.entries));
+            if !acks_ours {
+                self.drop(out, DropReason::LuReflectedNonce, summary());
+                return;
+            }
             self.stats.bump(Outcome::NonceReflectedAccepted);
         }
         self.local.note_rx(dst_loc, now);

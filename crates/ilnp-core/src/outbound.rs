@@ -118,7 +118,7 @@ impl Core {
         // a source locator of a family the peer has (IPv6 or v4 path)
         let local = self.local.fitting(local, &remote).unwrap_or(local);
         let mut e = IlccEntry::new(nid, remote, local, nonce_tx, None, true, now);
-        e.checksum_rule = self.checksum_rule(nid);
+        self.cfg.apply_peer_settings(&mut e);
         let best = e.best_remote().map(|r| r.loc).ok_or(DropReason::NoRemoteLocator)?;
         e.activate_remote(best);
         let snap = e.snapshot();

@@ -280,7 +280,7 @@ impl Core {
         let mut out = Vec::new();
         for mut e in entries {
             // not in the state file: the configuration's, as for a new entry
-            e.checksum_rule = self.checksum_rule(e.nid);
+            self.cfg.apply_peer_settings(&mut e);
             let snap = e.snapshot();
             if self.ilcc.insert(e).is_ok() {
                 out.extend(snap.map(Action::IlccUpsert));

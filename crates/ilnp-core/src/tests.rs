@@ -1140,7 +1140,11 @@ fn zero_quiet_period_keeps_todays_behaviour() {
 /// header; the truncated 96-bit reflection (docs/architecture.md § Nonce models).
 mod shared_nonce {
     use super::*;
+    use crate::challenge::CHALLENGE_MAX;
     use ilnp_wire::checksum;
+
+    const LA2: Locator = Locator(0x2001_0db8_000d_0000);
+    const NC: Nid = Nid(0x0200_00ff_fe00_00cc);
 
     /// `pkt` with its nonce replaced by `n` (same length; no checksum covers it).
     fn renonce(pkt: &[u8], n: &Nonce) -> Vec<u8> {
@@ -1163,69 +1167,134 @@ mod shared_nonce {
         (a, b, nonce_of(&ba), nonce_of(&hello))
     }
 
+    /// A's core restarted (state file) with B now configured as a shared-nonce peer:
+    /// the restored entry keeps the two values B's session began with (an upgrade
+    /// from a build without `[peer_nonce]`), the one case where ours and B's differ.
+    fn shared_with_two_values(a: &Core, now: Instant) -> Core {
+        let snap = a.snapshot(now);
+        let mut a2 = core_with(NA, LA, 1, None, |c| {
+            c.peer_shared_nonce.insert(NB);
+        });
+        a2.restore(now, &snap).unwrap();
+        assert!(a2.ilcc_entry(NB).unwrap().shared_nonce);
+        a2
+    }
+
+    fn reply_to_echo(echo: &[u8], nonce: &Nonce) -> Vec<u8> {
+        let Ok(ilnp_wire::Packet::Data(req)) = classify(echo) else { panic!() };
+        let mut reply = echo[req.upper.offset..].to_vec();
+        reply[0] = Icmpv6Type::ECHO_REPLY.0;
+        let (src, dst) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
+        ts::set_icmpv6_checksum(&src, &dst, &mut reply, 0);
+        ts::with_nonce(src, dst, nonce, NextHeader::ICMPV6, &reply)
+    }
+
+    /// Issue #42: an observer of our direction knows our nonce. From a peer that does
+    /// not reflect it is refused everywhere; from a shared-nonce peer only on the ack
+    /// of our own LU (and an Echo Reply to our challenge, below), never on data or an
+    /// advertisement it sends unasked.
     #[test]
-    fn our_nonce_reflected_is_accepted_on_data_lu_and_errors_a_third_is_not() {
+    fn our_nonce_reflected_is_refused_unless_a_shared_peer_replies_to_us() {
         let now = Instant::now();
         let (mut a, mut b, nb, na) = b_opens(false);
         assert_ne!(nb, na, "own mode: per-direction nonces");
-        // FreeBSD's data: its socket's nonce
         let d = wire(&b.handle_outbound(now, &udp(NB, NA, b"data"), Csum::Complete)).pop().unwrap();
         assert_eq!(delivered(&a.handle_inbound(now, &d, Csum::Complete)).len(), 1);
-        // its Echo Reply (or anything answering us) reflects ours: accepted, no challenge
+        // data with ours: not delivered, not a restart (no challenge), counted
         let refl = renonce(&d, &na);
         let out = a.handle_inbound(now, &refl, Csum::Complete);
-        assert_eq!(delivered(&out).len(), 1, "reflected nonce delivered");
-        assert!(wire(&out).is_empty(), "no challenge echo");
-        assert_eq!(a.stats().outcome(Outcome::NonceReflectedAccepted), 1);
-        assert_eq!(a.stats().dropped(DropReason::BadNonce), 0);
+        assert!(delivered(&out).is_empty() && wire(&out).is_empty(), "{out:?}");
+        assert_eq!(a.stats().dropped(DropReason::ReflectedNonce), 1);
         assert_eq!(a.stats().outcome(Outcome::PeerChallengeSent), 0);
-        let e = a.ilcc_entry(NB).unwrap();
-        assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), na), "nothing replaced");
-        // its LU carries its entry's nonce, which it overwrote with ours
+        // an LU claiming a move, with ours: refused, the session stays where it is
         let lu = LocatorUpdate {
             operation: LuOperation::Advertisement,
             entries: vec![LuEntry { locator: LB2, preference: 10, lifetime: 300 }],
         };
-        let pkt = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &na, &lu).unwrap();
-        let out = a.handle_inbound(now, &pkt, Csum::Complete);
-        assert_eq!(a.stats().dropped(DropReason::LuBadNonce), 0);
-        assert_eq!(a.stats().outcome(Outcome::LuReceived), 1);
-        assert_eq!(parse_lu(&wire(&out).pop().expect("ack")).lu.operation, LuOperation::Acknowledgement);
-        assert_eq!(a.ilcc_entry(NB).unwrap().best_remote().unwrap().loc, LB2, "its move is learned");
-        // a third value is still a wrong nonce: dropped, counted, challenged
+        let pkt = translate::lu_packet(ilnp_addr(LB2, NB), ilnp_addr(LA, NA), &na, &lu).unwrap();
+        assert!(wire(&a.handle_inbound(now, &pkt, Csum::Complete)).is_empty(), "no ack");
+        assert_eq!(a.stats().dropped(DropReason::LuReflectedNonce), 1);
+        assert_eq!(a.ilcc_entry(NB).unwrap().best_remote().unwrap().loc, LB);
+        // the peer's own nonce moves it
+        let pkt = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &nb, &lu).unwrap();
+        a.handle_inbound(now, &pkt, Csum::Complete);
+        assert_eq!(a.ilcc_entry(NB).unwrap().best_remote().unwrap().loc, LB2);
+        // a third value is a wrong nonce: dropped, counted, challenged
         let forged = renonce(&d, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]));
-        let out = a.handle_inbound(now, &forged, Csum::Complete);
-        assert!(delivered(&out).is_empty());
+        assert!(delivered(&a.handle_inbound(now, &forged, Csum::Complete)).is_empty());
         assert_eq!(a.stats().dropped(DropReason::BadNonce), 1);
         assert_eq!(a.stats().outcome(Outcome::PeerChallengeSent), 1);
-        // ... and so is an LU with it
-        let bad = translate::lu_packet(ilnp_addr(LB2, NB), ilnp_addr(LA, NA), &Nonce::N32([1, 1, 1, 1]), &lu).unwrap();
-        a.handle_inbound(now, &bad, Csum::Complete);
-        assert_eq!(a.stats().dropped(DropReason::LuBadNonce), 1);
+
+        // the same session, B now known to reflect (two values kept from before)
+        let (a, _b, nb, na) = b_opens(false);
+        let mut a = shared_with_two_values(&a, now);
+        let out = a.handle_inbound(now, &renonce(&d, &na), Csum::Complete);
+        assert!(delivered(&out).is_empty(), "data it sends unasked carries its own");
+        assert_eq!(a.stats().dropped(DropReason::ReflectedNonce), 1);
+        let adv = translate::lu_packet(ilnp_addr(LB2, NB), ilnp_addr(LA, NA), &na, &lu).unwrap();
+        a.handle_inbound(now, &adv, Csum::Complete);
+        assert_eq!(a.stats().dropped(DropReason::LuReflectedNonce), 1, "an advertisement is not a reply");
+        // our LU, and its ack reflecting ours: accepted
+        let ours = wire(&a.set_local_locators(now, vec![local(LA), local(LA2)])).pop().expect("our LU");
+        let sent = parse_lu(&ours).lu;
+        let ack = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &na, &sent.ack()).unwrap();
+        a.handle_inbound(now, &ack, Csum::Complete);
+        assert_eq!(a.stats().outcome(Outcome::LuAcked), 1);
+        assert_eq!(a.stats().outcome(Outcome::NonceReflectedAccepted), 1);
+        // an ack of something we never sent, reflecting ours: refused
+        let other = LocatorUpdate { operation: LuOperation::Acknowledgement, entries: lu.entries.clone() };
+        let ack = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &na, &other).unwrap();
+        a.handle_inbound(now, &ack, Csum::Complete);
+        assert_eq!(a.stats().dropped(DropReason::LuReflectedNonce), 2);
+        let e = a.ilcc_entry(NB).unwrap();
+        assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), na), "nothing replaced");
     }
 
     #[test]
-    fn a_reflected_answer_to_a_challenge_is_the_live_peer_not_a_restart() {
+    fn a_reflected_answer_to_a_challenge_is_the_live_peer_only_from_a_shared_peer() {
         let now = Instant::now();
-        let (mut a, mut b, nb, na) = b_opens(false);
-        let d = wire(&b.handle_outbound(now, &udp(NB, NA, b"data"), Csum::Complete)).pop().unwrap();
-        a.handle_inbound(now, &d, Csum::Complete);
-        // a forgery opens a challenge; the FreeBSD peer answers the echo reflecting ours
-        let forged = renonce(&d, &Nonce::N32([9, 9, 9, 9]));
-        let echo = wire(&a.handle_inbound(now, &forged, Csum::Complete)).pop().expect("challenge echo");
-        assert_eq!(nonce_of(&echo), na);
-        let Ok(ilnp_wire::Packet::Data(req)) = classify(&echo) else { panic!() };
-        let body = &echo[req.upper.offset..];
-        let mut reply = body.to_vec();
-        reply[0] = Icmpv6Type::ECHO_REPLY.0;
-        let (src, dst) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
-        ts::set_icmpv6_checksum(&src, &dst, &mut reply, 0);
-        let pkt = ts::with_nonce(src, dst, &na, NextHeader::ICMPV6, &reply);
-        a.handle_inbound(now, &pkt, Csum::Complete);
-        assert_eq!(a.stats().outcome(Outcome::PeerChallengeAnswered), 1, "the live peer answered");
-        assert_eq!(a.stats().outcome(Outcome::PeerRestartReplaced), 0);
+        for shared in [true, false] {
+            let (a, mut b, nb, na) = b_opens(false);
+            let mut a = if shared { shared_with_two_values(&a, now) } else { a };
+            let d = wire(&b.handle_outbound(now, &udp(NB, NA, b"data"), Csum::Complete)).pop().unwrap();
+            a.handle_inbound(now, &d, Csum::Complete);
+            // a forgery opens a challenge; the peer answers the echo reflecting ours
+            let forged = renonce(&d, &Nonce::N32([9, 9, 9, 9]));
+            let echo = wire(&a.handle_inbound(now, &forged, Csum::Complete)).pop().expect("challenge echo");
+            assert_eq!(nonce_of(&echo), na);
+            a.handle_inbound(now, &reply_to_echo(&echo, &na), Csum::Complete);
+            let answered = a.stats().outcome(Outcome::PeerChallengeAnswered);
+            assert_eq!(answered, u64::from(shared), "shared {shared}: the live peer answered");
+            assert_eq!(a.stats().dropped(DropReason::ReflectedNonce), u64::from(!shared));
+            // never a restart, whoever sent it
+            a.handle_timeout(now + CHALLENGE_MAX);
+            assert_eq!(a.stats().outcome(Outcome::PeerRestartReplaced), 0);
+            let e = a.ilcc_entry(NB).unwrap();
+            assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), na), "our own nonce never becomes the peer's");
+        }
+    }
+
+    /// A configured shared-nonce peer that opens the session gets its own nonce back
+    /// (we adopt it): FreeBSD's entry, which takes the first nonce it receives, then
+    /// holds the one value its socket uses, so its unsolicited LUs carry the nonce we
+    /// require.
+    #[test]
+    fn a_shared_peer_that_opens_the_session_gets_its_nonce_adopted() {
+        let now = Instant::now();
+        let mut a = core_with(NA, LA, 1, None, |c| {
+            c.peer_shared_nonce.insert(NB);
+        });
+        let mut b = core(NB, LB, 2, Some((NA, LA)));
+        let ba = wire(&b.handle_outbound(now, &udp(NB, NA, b"syn"), Csum::Complete)).pop().unwrap();
+        let hello = wire(&a.handle_inbound(now, &ba, Csum::Complete)).pop().expect("hello");
+        assert_eq!(nonce_of(&hello), nonce_of(&ba));
         let e = a.ilcc_entry(NB).unwrap();
-        assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), na), "our own nonce never becomes the peer's");
+        assert!(e.shared_nonce && e.nonce_rx == Some(e.nonce_tx));
+        // another peer is not shared: our own nonce
+        let mut c = core(NC, LB2, 3, Some((NA, LA)));
+        let ca = wire(&c.handle_outbound(now, &udp(NC, NA, b"syn"), Csum::Complete)).pop().unwrap();
+        let hello = wire(&a.handle_inbound(now, &ca, Csum::Complete)).pop().expect("hello");
+        assert_ne!(nonce_of(&hello), nonce_of(&ca));
     }
 
     #[test]

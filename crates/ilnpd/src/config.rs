@@ -5,7 +5,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use ilnp_core::{Admission, ChecksumRule, HandoffMode, LuTimerMode, PeerRecord, Policy};
 use ilnp_wire::{split_addr, Locator, Nid};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -69,6 +69,11 @@ pub struct FileConfig {
     pub transport_checksum: Option<String>,
     /// the rule per peer (name or NID)
     pub peer_checksum: Option<BTreeMap<String, String>>,
+    /// nonce model per peer (name or NID): "shared" for a correspondent that uses one
+    /// nonce both ways and reflects ours (FreeBSD ILNP6, the Linux 4.9 code; its
+    /// hosts lines say so already), "own" for one that shows its own (the default);
+    /// docs/security.md
+    pub peer_nonce: Option<BTreeMap<String, String>>,
     /// balancing weight per uplink (default 1; 0 = backup only)
     pub locator_weight: Option<BTreeMap<String, u32>>,
     /// per-flow hash seed; default derived from the NID (stable across restarts)
@@ -295,6 +300,8 @@ pub struct Config {
     pub adopt_initiator_nonce: bool,
     pub transport_checksum: ChecksumRule,
     pub peer_checksum: BTreeMap<Nid, ChecksumRule>,
+    /// correspondents that use one nonce both ways (`[peer_nonce]`, FreeBSD hosts lines)
+    pub peer_shared_nonce: BTreeSet<Nid>,
 }
 
 /// The default pin directory: one per daemon instance, named after its control
@@ -484,9 +491,12 @@ impl Config {
         for p in &f.peer {
             peers.push(p.to_record().map_err(|e| anyhow!("[[peer]]: {e}"))?);
         }
+        let mut peer_shared_nonce = BTreeSet::new();
         if let Some(h) = ov.hosts_file.as_ref().or(f.hosts_file.as_ref()) {
             let text = std::fs::read_to_string(h).with_context(|| format!("hosts_file: reading {}", h.display()))?;
-            peers.extend(peers::load_hosts_str(&text, &h.display().to_string())?);
+            let hosts = peers::load_hosts(&text, &h.display().to_string())?;
+            peers.extend(hosts.peers);
+            peer_shared_nonce.extend(hosts.freebsd);
         }
         if let Some(h) = &f.peers_file {
             let text = std::fs::read_to_string(h).with_context(|| format!("peers_file: reading {}", h.display()))?;
@@ -536,6 +546,19 @@ impl Config {
                 .or_else(|| who.parse::<Nid>().ok())
                 .ok_or_else(|| anyhow!("peer_checksum: {who:?} is neither a peer's name nor a NID"))?;
             peer_checksum.insert(nid, rule(&format!("peer_checksum.{who}"), v)?);
+        }
+        for (who, v) in f.peer_nonce.iter().flatten() {
+            let nid = peers
+                .iter()
+                .find(|r| r.name == *who)
+                .map(|r| r.nid)
+                .or_else(|| who.parse::<Nid>().ok())
+                .ok_or_else(|| anyhow!("peer_nonce: {who:?} is neither a peer's name nor a NID"))?;
+            match v.as_str() {
+                "shared" => peer_shared_nonce.insert(nid),
+                "own" => peer_shared_nonce.remove(&nid),
+                o => bail!("peer_nonce.{who}: {o:?} is not \"own\" or \"shared\""),
+            };
         }
         let locator_weight = f.locator_weight.unwrap_or_default();
         for dev in locator_weight.keys() {
@@ -610,6 +633,7 @@ impl Config {
             },
             transport_checksum,
             peer_checksum,
+            peer_shared_nonce,
         })
     }
 }
@@ -653,6 +677,33 @@ mod tests {
         assert!(e.contains("transport_checksum") && e.contains("ipv6"), "{e}");
         let e = load("uplinks = [\"e\"]\n[peer_checksum]\nnobody = \"rfc6741\"\n").unwrap_err().to_string();
         assert!(e.contains("peer_checksum") && e.contains("nobody"), "{e}");
+    }
+
+    #[test]
+    fn peer_nonce_shared_by_name_nid_or_freebsd_hosts_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = dir.path().join("hosts");
+        std::fs::write(
+            &hosts,
+            "2001-0db8-000b-0000.0211+22ff+fe33+4455 fbsd\n2001:0db8:000b:0000|10,0200:00ff:fe00:000d mn\n",
+        )
+        .unwrap();
+        let h = hosts.display();
+        let c = load(&format!("uplinks = [\"e\"]\nhosts_file = \"{h}\"\n")).unwrap();
+        assert_eq!(c.peer_shared_nonce.iter().copied().collect::<Vec<_>>(), [Nid(0x0211_22ff_fe33_4455)]);
+        let c = load(&format!(
+            "uplinks = [\"e\"]\nhosts_file = \"{h}\"\n[peer_nonce]\nmn = \"shared\"\nfbsd = \"own\"\n\"0200:00ff:fe00:00ee\" = \"shared\"\n"
+        ))
+        .unwrap();
+        let want = [Nid(0x0200_00ff_fe00_000d), Nid(0x0200_00ff_fe00_00ee)];
+        assert_eq!(c.peer_shared_nonce.iter().copied().collect::<Vec<_>>(), want);
+        assert!(load("uplinks = [\"e\"]\n").unwrap().peer_shared_nonce.is_empty(), "own by default");
+        let e = load("uplinks = [\"e\"]\n[peer_nonce]\nnobody = \"shared\"\n").unwrap_err().to_string();
+        assert!(e.contains("peer_nonce") && e.contains("nobody"), "{e}");
+        let e = load(&format!("uplinks = [\"e\"]\nhosts_file = \"{h}\"\n[peer_nonce]\nmn = \"both\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("peer_nonce.mn") && e.contains("both"), "{e}");
     }
 
     #[test]

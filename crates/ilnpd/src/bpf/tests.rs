@@ -1016,8 +1016,9 @@ fn next_hop_cache_follows_route_changes() {
     });
 }
 
-/// Issue #25 in the programs: our own nonce reflected by a shared-nonce peer is
-/// accepted on the fast path, a 96-bit nonce cut short by FreeBSD's reflection is
+/// Issue #25/#42 in the programs: our own nonce reflected is never vouched for by
+/// the fast path (ilnpd judges it: only a shared-nonce peer's reply), a 96-bit nonce
+/// cut short by FreeBSD's reflection is
 /// dropped with its own reason, a known peer's fragments (nonce after the Fragment
 /// header) go to ilnpd, and a full-address checksum peer is punted both ways.
 #[test]
@@ -1027,13 +1028,13 @@ fn shared_nonce_overrun_fragments_and_checksum_rule() {
     }
     on_thread(|| {
         let (mut a, b) = peered_hosts();
-        // B reflects A's own nonce (tx of A's entry): A's fast path delivers it
+        // B reflects A's own nonce (tx of A's entry): punted, not delivered
         send_raw(&b, NID_A, &[17, 0, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4]);
-        assert_eq!(wait_stat(&a.dp, "ingress_fast", 1), 1, "{:?}", nonzero(&a.dp));
-        assert_eq!(stat(&a.dp, "ingress_punt_bad_nonce"), 0);
-        // a third value is still ilnpd's to judge
+        assert_eq!(wait_stat(&a.dp, "ingress_punt_bad_nonce", 1), 1, "{:?}", nonzero(&a.dp));
+        assert_eq!(stat(&a.dp, "ingress_fast"), 0);
+        // a third value is ilnpd's to judge too
         send_raw(&b, NID_A, &[17, 0, 0x8b, 4, 1, 2, 3, 4]);
-        assert_eq!(wait_stat(&a.dp, "ingress_punt_bad_nonce", 1), 1);
+        assert_eq!(wait_stat(&a.dp, "ingress_punt_bad_nonce", 2), 2);
         // FreeBSD's 96-bit reflection: an 8-byte header, the option claims 14
         send_raw(&b, NID_A, &[17, 0, 0x8b, 12, 0x5e, 0x5e, 0x5e, 0x5e]);
         assert_eq!(wait_stat(&a.dp, "ingress_drop_nonce_overrun", 1), 1);

@@ -59,8 +59,21 @@ fn parse_nid(text: &str) -> Result<Nid, String> {
     text.parse::<Nid>().map_err(|e| format!("nid {e}"))
 }
 
-/// Parses the seeds' hosts-file form.
+/// Parses the seeds' hosts-file form (the records only).
+#[cfg(test)]
 pub fn load_hosts_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerFileError> {
+    load_hosts(text, origin).map(|h| h.peers)
+}
+
+/// A hosts file: its records, and the NIDs given by FreeBSD ILNP6 lines (a FreeBSD
+/// host uses one nonce both ways and reflects ours: `CoreConfig::peer_shared_nonce`).
+pub struct Hosts {
+    pub peers: Vec<PeerRecord>,
+    pub freebsd: Vec<Nid>,
+}
+
+/// Parses the seeds' hosts-file form, FreeBSD ILNP6's lines among it.
+pub fn load_hosts(text: &str, origin: &str) -> Result<Hosts, PeerFileError> {
     let mut out = Vec::new();
     let mut seen: Vec<(Nid, usize)> = Vec::new();
     let mut freebsd_lines: Vec<Nid> = Vec::new();
@@ -117,7 +130,7 @@ pub fn load_hosts_str(text: &str, origin: &str) -> Result<Vec<PeerRecord>, PeerF
         seen.push((nid, i + 1));
         out.push(r);
     }
-    Ok(out)
+    Ok(Hosts { peers: out, freebsd: freebsd_lines })
 }
 
 /// FreeBSD ILNP6's I-LV word, `LLLL-LLLL-LLLL-LLLL.NNNN+NNNN+NNNN+NNNN`: None if the
