@@ -21,7 +21,7 @@ pub use reply::{
     Handoff, IlccEntry, LocatorInfo, LocatorState, Monitoring, PeerAdded, PeerDeleted, PeerFallback, PeerInfo,
     PeerLocator, RemoteLocator, Reply, ReplyError, RouterPreference, Stats, Status, Uplink,
 };
-pub use request::{Field, PeerLocatorArg, Request, RequestError, Spelled, DEFAULT_PREF};
+pub use request::{Field, PeerLocatorArg, Request, RequestError, Spelled, CONTROL_GROUP, DEFAULT_PREF};
 
 /// Framing: the compact JSON of `v` and a newline (JSON text never contains a raw
 /// newline, so a line is a message).

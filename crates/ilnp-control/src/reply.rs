@@ -332,10 +332,15 @@ pub struct IlccEntry {
     pub remote_locators: Vec<RemoteLocator>,
     /// our source locator towards the peer
     pub local_locator: String,
-    /// hex
-    pub nonce_tx: String,
-    /// hex; null until learned
+    /// hex; null when `nonces_hidden`
+    pub nonce_tx: Option<String>,
+    /// hex; null until learned, and when `nonces_hidden`
     pub nonce_rx: Option<String>,
+    /// true: the client is not root, so the daemon sent neither nonce (RFC 6744:
+    /// they are as secret as the session); absent when false (root's replies keep
+    /// their shape)
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub nonces_hidden: bool,
     /// we sent the first packet
     pub initiator: bool,
     /// seconds since the last packet either way

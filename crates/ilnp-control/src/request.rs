@@ -5,6 +5,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
 
+/// The group that may use the control socket besides root (socket mode 0660), for
+/// the read-only requests.
+pub const CONTROL_GROUP: &str = "ilnp";
+
 /// Preference of a peer locator sent without one (lower preferred; the peer files'
 /// default too).
 pub const DEFAULT_PREF: u16 = 10;
@@ -118,6 +122,45 @@ impl Request {
             Request::LocatorSet { .. } => "locator_set",
             Request::DnsStatus => "dns_status",
         }
+    }
+
+    /// Whether the request changes the daemon's state (sessions, peers, policy,
+    /// weights): those are root's only; the others only read, and members of group
+    /// `ilnp` may send them (the daemon decides from the client's SO_PEERCRED). Every
+    /// variant is listed, so a new request has to be classified.
+    pub fn is_mutating(&self) -> bool {
+        match self {
+            Request::IlccFlush
+            | Request::PeerAdd { .. }
+            | Request::PeerDel { .. }
+            | Request::PolicySet { .. }
+            | Request::LocatorSet { .. } => true,
+            Request::Status
+            | Request::IlccShow
+            | Request::LocatorShow
+            | Request::PeerShow
+            | Request::Stats
+            | Request::Monitor
+            | Request::PolicyShow
+            | Request::DnsStatus => false,
+        }
+    }
+
+    /// The request as ilnpctl spells it (`ilcc flush`, `peer add`), for messages.
+    pub fn words(&self) -> String {
+        self.cmd().replace('_', " ")
+    }
+
+    /// The error a mutating request from a client other than root gets (its uid
+    /// named); `None`: the client may send it.
+    pub fn refusal(&self, uid: u32) -> Option<String> {
+        if uid == 0 || !self.is_mutating() {
+            return None;
+        }
+        Some(format!(
+            "{} needs root: it changes the daemon's state, and uid {uid} is not root (members of group {CONTROL_GROUP} may only read: status, show, stats, monitor)",
+            self.words()
+        ))
     }
 
     /// Parses one request line; the error says what was wrong, with the value.

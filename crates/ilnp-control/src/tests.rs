@@ -287,3 +287,52 @@ fn locator_arguments() {
     assert!(a("2001:0db8:000b:0000/x").unwrap_err().contains("preference \"x\""));
     assert!(a("a/b/c/d").unwrap_err().contains("expected L64[/PREF]"));
 }
+
+/// Every request is read-only or mutating; a mutating one from anyone but root is
+/// refused with its name and why.
+#[test]
+fn mutating_requests_are_roots_only() {
+    let nid: Spelled<ilnp_wire::Nid> = Spelled::parse("0200:00ff:fe00:000d").unwrap();
+    let all = [
+        (Request::Status, false),
+        (Request::IlccShow, false),
+        (Request::IlccFlush, true),
+        (Request::LocatorShow, false),
+        (Request::PeerAdd { name: String::new(), nid: nid.clone(), locators: vec![] }, true),
+        (Request::PeerDel { nid }, true),
+        (Request::PeerShow, false),
+        (Request::Stats, false),
+        (Request::Monitor, false),
+        (Request::PolicyShow, false),
+        (Request::PolicySet { peer: None, policy: crate::Policy::Failover }, true),
+        (Request::LocatorSet { dev: "eth0".into(), weight: 1 }, true),
+        (Request::DnsStatus, false),
+    ];
+    assert_eq!(all.iter().map(|(r, _)| r.cmd()).collect::<Vec<_>>(), Request::COMMANDS);
+    for (r, mutating) in &all {
+        assert_eq!(r.is_mutating(), *mutating, "{}", r.cmd());
+        assert_eq!(r.refusal(0), None, "root may send {}", r.cmd());
+        match r.refusal(1000) {
+            None => assert!(!mutating, "{} allowed to uid 1000", r.cmd()),
+            Some(e) => {
+                assert!(e.starts_with(&format!("{} needs root", r.words())) && e.contains("uid 1000"), "{e}")
+            }
+        }
+    }
+    assert_eq!(Request::IlccFlush.words(), "ilcc flush");
+}
+
+/// A non-root client's entry: both nonces null and `nonces_hidden`; root's has no
+/// such key (the shape of old replies).
+#[test]
+fn hidden_nonces_are_null_and_said() {
+    let hidden = IlccEntry { nid: "0200:00ff:fe00:000d".into(), nonces_hidden: true, ..IlccEntry::default() };
+    let v = serde_json::to_value(&hidden).unwrap();
+    assert_eq!(
+        (v["nonce_tx"].clone(), v["nonce_rx"].clone(), v["nonces_hidden"].clone()),
+        (Value::Null, Value::Null, json!(true))
+    );
+    let root = IlccEntry { nonce_tx: Some("701d80b0".into()), ..IlccEntry::default() };
+    let v = serde_json::to_value(&root).unwrap();
+    assert!(v.get("nonces_hidden").is_none() && v["nonce_tx"] == json!("701d80b0"), "{v}");
+}

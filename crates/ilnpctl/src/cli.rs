@@ -9,9 +9,16 @@ pub const DEFAULT_SOCKET: &str = "/run/ilnp/ilnpd.sock";
 /// Seconds to wait for the daemon's reply unless `--timeout` says otherwise.
 pub const DEFAULT_TIMEOUT_S: f64 = 5.0;
 
+/// Help text on who may do what (the daemon decides, from the socket's peer credentials).
+pub const PERMISSIONS: &str = "Permissions: root may use every command. Members of group ilnp (the control \
+socket is root:ilnp 0660) may use those that only read: status, ilcc show, locator show, peer show, \
+policy (without a POLICY), stats, monitor, dns status; `ilcc show` then lists no nonces (\"(root only)\"). \
+ilnpd refuses the others (ilcc flush, peer add, peer del, setting a policy, locator set) with \
+\"... needs root\", counted as control_refused_not_root, and ilnpctl exits 1.";
+
 /// Control and inspect the ILNPv6 daemon (ilnpd).
 #[derive(Parser, Debug)]
-#[command(version, propagate_version = true)]
+#[command(version, propagate_version = true, after_long_help = PERMISSIONS)]
 pub struct Cli {
     /// control socket of the daemon
     #[arg(

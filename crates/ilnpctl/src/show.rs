@@ -204,7 +204,11 @@ fn ilcc(entries: &[IlccEntry]) -> String {
                 e.nid.clone(),
                 e.local_locator.clone(),
                 remote.join(" "),
-                format!("{}/{}", e.nonce_tx, opt(e.nonce_rx.as_ref())),
+                if e.nonces_hidden {
+                    "(root only)".into()
+                } else {
+                    format!("{}/{}", opt(e.nonce_tx.as_ref()), opt(e.nonce_rx.as_ref()))
+                },
                 if e.initiator { "out" } else { "in" }.into(),
                 format!("{:.1}s", e.idle_s),
                 format!("{}/{}", e.slow_pkts_out, e.slow_pkts_in),

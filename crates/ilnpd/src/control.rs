@@ -2,6 +2,11 @@
 //! the types are `ilnp_control`'s). Connections are served by their own tasks,
 //! which parse requests and answer bad ones; good requests go to the main loop,
 //! which owns the core, over a channel. `monitor` is served here.
+//!
+//! Who asks: each connection's credentials (SO_PEERCRED, read once at accept)
+//! travel with its requests. Root may send anything; members of group `ilnp` (the
+//! socket's mode lets them connect) only the read-only requests, and see no nonces
+//! (`Request::is_mutating`, `Daemon::handle_request`).
 
 use anyhow::{Context, Result};
 use ilnp_control::{Data, Event, Monitoring, Reply, Request};
@@ -11,12 +16,16 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-/// The group that may use the control socket besides root (socket mode 0660).
-pub const CONTROL_GROUP: &str = "ilnp";
+pub use ilnp_control::CONTROL_GROUP;
 
-/// A request for the main loop, with where to send the answer.
+/// The uid a client is taken for when its credentials cannot be read: not root.
+pub const UNKNOWN_UID: u32 = u32::MAX;
+
+/// A request for the main loop, with who sent it and where to send the answer.
 pub struct Pending {
     pub req: Request,
+    /// the client's uid (SO_PEERCRED); [`UNKNOWN_UID`] if it could not be read
+    pub uid: u32,
     pub reply: oneshot::Sender<Reply>,
 }
 
@@ -26,12 +35,7 @@ pub fn start(path: &Path, tx: mpsc::Sender<Pending>, events: broadcast::Sender<S
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
-            anyhow::bail!("control_socket: {} is in use: another ilnpd is running", path.display());
-        }
-        std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
-    }
+    clear_stale(path)?;
     let l = UnixListener::bind(path).with_context(|| format!("binding control socket {}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
     // members of the `ilnp` group (the package creates it) use ilnpctl without root
@@ -48,7 +52,16 @@ pub fn start(path: &Path, tx: mpsc::Sender<Pending>, events: broadcast::Sender<S
         loop {
             match l.accept().await {
                 Ok((s, _)) => {
-                    tokio::spawn(serve(s, tx.clone(), events.clone()));
+                    let uid = match s.peer_cred() {
+                        Ok(c) => c.uid(),
+                        Err(e) => {
+                            tracing::debug!(
+                                "control socket: reading the client's credentials: {e}: taken for not root"
+                            );
+                            UNKNOWN_UID
+                        }
+                    };
+                    tokio::spawn(serve(s, uid, tx.clone(), events.clone()));
                 }
                 Err(e) => {
                     tracing::warn!("control socket accept: {e}");
@@ -60,7 +73,40 @@ pub fn start(path: &Path, tx: mpsc::Sender<Pending>, events: broadcast::Sender<S
     Ok(())
 }
 
-async fn serve(s: UnixStream, tx: mpsc::Sender<Pending>, events: broadcast::Sender<String>) {
+/// Makes way for the socket: nothing there, or a socket no daemon listens on
+/// (removed). Anything else at the path (a file, a directory, a symlink, even to a
+/// socket: looked at without following it) is refused, naming the path: start-up
+/// never deletes what it did not create.
+fn clear_stale(path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("control_socket: looking at {}", path.display())),
+    };
+    let kind = meta.file_type();
+    if !kind.is_socket() {
+        let what = if kind.is_symlink() {
+            "a symbolic link"
+        } else if kind.is_dir() {
+            "a directory"
+        } else if kind.is_file() {
+            "a regular file"
+        } else {
+            "not a socket"
+        };
+        anyhow::bail!(
+            "control_socket: {} exists and is {what}, not a socket: not removing it (move it away or set control_socket to another path)",
+            path.display()
+        );
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        anyhow::bail!("control_socket: {} is in use: another ilnpd is running", path.display());
+    }
+    std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))
+}
+
+async fn serve(s: UnixStream, uid: u32, tx: mpsc::Sender<Pending>, events: broadcast::Sender<String>) {
     let (r, mut w) = s.into_split();
     let mut lines = BufReader::new(r).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -88,12 +134,53 @@ async fn serve(s: UnixStream, tx: mpsc::Sender<Pending>, events: broadcast::Send
             }
         }
         let (otx, orx) = oneshot::channel();
-        if tx.send(Pending { req, reply: otx }).await.is_err() {
+        if tx.send(Pending { req, uid, reply: otx }).await.is_err() {
             return;
         }
         let reply = orx.await.unwrap_or_else(|_| Reply::Err("daemon is shutting down".into()));
         if w.write_all(reply.to_line().as_bytes()).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("ilnpd-control-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn start_up_removes_a_stale_socket_and_nothing_else() {
+        let d = dir("stale");
+        // nothing there: fine
+        clear_stale(&d.join("none")).unwrap();
+        // a socket nobody listens on: removed
+        let sock = d.join("s");
+        drop(std::os::unix::net::UnixListener::bind(&sock).unwrap());
+        clear_stale(&sock).unwrap();
+        assert!(std::fs::symlink_metadata(&sock).is_err(), "the stale socket is still there");
+        // a regular file, a directory, a symlink (to a stale socket, too): kept, refused by name
+        let file = d.join("f");
+        std::fs::write(&file, "keep me").unwrap();
+        let sub = d.join("d");
+        std::fs::create_dir(&sub).unwrap();
+        let target = d.join("t");
+        drop(std::os::unix::net::UnixListener::bind(&target).unwrap());
+        let link = d.join("l");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for (p, what) in [(&file, "a regular file"), (&sub, "a directory"), (&link, "a symbolic link")] {
+            let e = clear_stale(p).unwrap_err().to_string();
+            assert!(e.contains(&p.display().to_string()) && e.contains(what) && e.contains("not a socket"), "{e}");
+            assert!(std::fs::symlink_metadata(p).is_ok(), "{} was removed", p.display());
+        }
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+        assert!(std::fs::symlink_metadata(&target).is_ok(), "the link's target was removed");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -940,7 +940,7 @@ impl Daemon {
                     let _ = scrape.reply.send(self.metrics_text());
                 }
                 Some(req) = requests.recv() => {
-                    let reply = self.handle_request(req.req);
+                    let reply = self.handle_request(req.req, req.uid);
                     let _ = req.reply.send(reply);
                 }
                 _ = term.recv() => { tracing::info!("SIGTERM: cleaning up"); break; }

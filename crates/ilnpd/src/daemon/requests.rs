@@ -2,6 +2,7 @@
 //! `ilnp_control::Request` from the daemon's state, and turns the core's events
 //! into the monitor stream's. The JSON shapes live in `ilnp_control`.
 
+use super::slowpath::ShellCounter;
 use super::Daemon;
 use crate::bpf::PeerCounters;
 use crate::config;
@@ -35,17 +36,25 @@ const ADMISSION_CORE_COUNTERS: &[&str] = &[
 const ADMISSION_FAST_COUNTERS: &[&str] = &["ingress_admit_socket", "ingress_no_socket"];
 
 impl Daemon {
-    pub(super) fn handle_request(&mut self, req: Request) -> Reply {
-        match self.request(req) {
+    /// Answers `req` from the client with `uid` (SO_PEERCRED, `control.rs`): a
+    /// mutating request from anyone but root is refused, naming it, and counted
+    /// (`control_refused_not_root`); `ilcc_show` shows nonces to root only.
+    pub(super) fn handle_request(&mut self, req: Request, uid: u32) -> Reply {
+        if let Some(why) = req.refusal(uid) {
+            self.bump(ShellCounter::ControlRefusedNotRoot);
+            tracing::debug!("control: refused {} from uid {uid}", req.cmd());
+            return Reply::Err(why);
+        }
+        match self.request(req, uid == 0) {
             Ok(data) => Reply::Ok(data),
             Err(e) => Reply::Err(format!("{e:#}")),
         }
     }
 
-    fn request(&mut self, req: Request) -> Result<Data> {
+    fn request(&mut self, req: Request, root: bool) -> Result<Data> {
         Ok(match req {
             Request::Status => Data::Status(self.status()),
-            Request::IlccShow => Data::Ilcc(self.ilcc_view()),
+            Request::IlccShow => Data::Ilcc(self.ilcc_view(root)),
             Request::IlccFlush => {
                 let a = self.core.flush_ilcc();
                 let n = a.iter().filter(|x| matches!(x, Action::IlccRemove(_))).count();
@@ -233,8 +242,9 @@ impl Daemon {
         }
     }
 
-    /// ILCC entries by NID, with idle time, age and the fast path's counters.
-    fn ilcc_view(&self) -> Vec<ctl::IlccEntry> {
+    /// ILCC entries by NID, with idle time, age and the fast path's counters; the
+    /// nonces only with `nonces` (a root client), null otherwise.
+    fn ilcc_view(&self, nonces: bool) -> Vec<ctl::IlccEntry> {
         let fast: HashMap<Nid, PeerCounters> =
             self.dp.as_ref().and_then(|d| d.peer_counters().ok()).unwrap_or_default().into_iter().collect();
         let now = Instant::now();
@@ -256,8 +266,9 @@ impl Daemon {
                     })
                     .collect(),
                 local_locator: e.local_locator.to_string(),
-                nonce_tx: hex(&e.nonce_tx),
-                nonce_rx: e.nonce_rx.as_ref().map(hex),
+                nonce_tx: Some(hex(&e.nonce_tx)).filter(|_| nonces),
+                nonce_rx: e.nonce_rx.as_ref().map(hex).filter(|_| nonces),
+                nonces_hidden: !nonces,
                 initiator: e.initiator,
                 idle_s: now.saturating_duration_since(e.last_used).as_secs_f64(),
                 slow_pkts_in: e.slow_pkts_in,

@@ -45,10 +45,13 @@ pub(super) enum ShellCounter {
     V4NotIlnp,
     /// a packet for a v4 path while `[ipv4]` is off (a peer advertised one)
     V4Off,
+    /// a mutating control request (`ilcc flush`, `peer add`...) from a client that
+    /// is not root (a member of group `ilnp`): refused
+    ControlRefusedNotRoot,
 }
 
 impl ShellCounter {
-    pub(super) const ALL: [ShellCounter; 13] = [
+    pub(super) const ALL: [ShellCounter; 14] = [
         ShellCounter::SendUplinkFallback,
         ShellCounter::SendError,
         ShellCounter::DeliverError,
@@ -62,6 +65,7 @@ impl ShellCounter {
         ShellCounter::ActivitySweepError,
         ShellCounter::V4NotIlnp,
         ShellCounter::V4Off,
+        ShellCounter::ControlRefusedNotRoot,
     ];
 
     /// The counter's name in `ilnpctl stats` (JSON).
@@ -80,6 +84,7 @@ impl ShellCounter {
             ShellCounter::ActivitySweepError => "activity_sweep_error",
             ShellCounter::V4NotIlnp => "v4_not_ilnp",
             ShellCounter::V4Off => "v4_off",
+            ShellCounter::ControlRefusedNotRoot => "control_refused_not_root",
         }
     }
 }
@@ -293,7 +298,7 @@ impl Daemon {
 /// The fast path's answer hint for `nid`, its CLOCK_MONOTONIC stamp made an
 /// `Instant` (the same clock) relative to `now`.
 fn answer_hint(dp: &crate::bpf::Datapath, nid: ilnp_wire::Nid, now: Instant) -> Option<AnswerHint> {
-    let (remote_loc, local_loc, peer_nonce, ns) = match dp.answer_hint(nid) {
+    let (remote_loc, local_loc, peer_nonce, ns, via) = match dp.answer_hint(nid) {
         Ok(h) => h?,
         Err(e) => {
             tracing::debug!("{e:#}");
@@ -301,7 +306,7 @@ fn answer_hint(dp: &crate::bpf::Datapath, nid: ilnp_wire::Nid, now: Instant) -> 
         }
     };
     let age = Duration::from_nanos(super::locators::monotonic_ns().saturating_sub(ns));
-    Some(AnswerHint { remote_loc, local_loc, peer_nonce, at: now.checked_sub(age).unwrap_or(now) })
+    Some(AnswerHint { remote_loc, local_loc, peer_nonce, at: now.checked_sub(age).unwrap_or(now), via })
 }
 
 /// Sends `pkt` (a whole IPv6 packet) on the IPPROTO_RAW socket with an
@@ -347,7 +352,8 @@ mod tests {
                 "tcp_hint_capped",
                 "activity_sweep_error",
                 "v4_not_ilnp",
-                "v4_off"
+                "v4_off",
+                "control_refused_not_root"
             ]
         );
     }

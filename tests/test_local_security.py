@@ -1,0 +1,173 @@
+"""A local user against ilnpd (issue 42 item 4): secrets stay root's, group ilnp only reads.
+
+* A member of group `ilnp` (uid 65534 with the group as its only one, through
+  `setpriv`) runs ilnpctl: `status`, `ilcc show`, `stats` work; `ilcc show` has no
+  nonces for it (null, `nonces_hidden`) while root's has them; `ilcc flush`, `peer add`,
+  `peer del`, `policy per-flow` and `locator set` are refused by the daemon ("... needs
+  root"), ilnpctl exits 1, nothing changed, each counted (`control_refused_not_root`).
+* No nonce of the session is in either daemon's log or in the monitor stream after a
+  session and a forged packet (a wrong nonce claiming the CN, sent from R1).
+* Start-up never deletes what is not a socket at the `control_socket` path.
+
+The group `ilnp` is created for the test if the host has none (and removed after):
+ilnpd gives the socket to it at start, as on an installed host.
+"""
+
+import grp
+import ipaddress
+import json
+import os
+import struct
+import subprocess
+import time
+
+import pytest
+
+from ilnp_lab.daemon import Ilnpd, Monitor, binary
+from ilnp_lab.testbed import StepError, wait_for
+from ilnp_test_util import CN_NID, CN_WIRE, MN_ID, MN_NID, MN_WIRE, ilnp_pair, three_node
+
+CTL = str(binary("ilnpctl"))
+MEMBER_UID = 65534  # nobody: not root, in group ilnp only for the command
+
+
+@pytest.fixture
+def ilnp_group():
+    """The gid of group ilnp (made here if missing, removed after)."""
+    made = False
+    try:
+        gid = grp.getgrnam("ilnp").gr_gid
+    except KeyError:
+        subprocess.run(["groupadd", "--system", "ilnp"], check=True)
+        made = True
+        gid = grp.getgrnam("ilnp").gr_gid
+    yield gid
+    if made:
+        subprocess.run(["groupdel", "ilnp"], check=True)
+
+
+def as_member(gid, d, *args):
+    """ilnpctl ARGS as uid 65534 whose only group is ilnp."""
+    return subprocess.run(["setpriv", f"--reuid={MEMBER_UID}", f"--regid={gid}", "--clear-groups",
+                           CTL, "-s", d.socket, *args], capture_output=True, text=True, timeout=20)
+
+
+def refused(d) -> int:
+    return d.stats()["core"].get("control_refused_not_root", 0)
+
+
+def test_group_ilnp_reads_without_nonces_and_changes_nothing(ilnp_group, bed):
+    cn, r1, mn, dcn, dmn = ilnp_pair(bed, datapath="userspace")
+    st = os.stat(dcn.socket)
+    assert (st.st_gid, st.st_mode & 0o777) == (ilnp_group, 0o660), st
+    assert cn.run("ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", MN_ID, check=False).returncode == 0
+    wait_for(lambda: (dcn.ctl("ilcc", "show") or [{}])[0].get("nonce_rx"), what="the CN's entry with both nonces")
+    # root sees the nonces
+    [root_view] = [e for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID]
+    assert root_view["nonce_tx"] and root_view["nonce_rx"] and "nonces_hidden" not in root_view, root_view
+    # the member reads
+    r = as_member(ilnp_group, dcn, "--json", "status")
+    assert r.returncode == 0 and f'"nid":"{CN_NID}"' in r.stdout.replace(" ", ""), (r.returncode, r.stderr)
+    r = as_member(ilnp_group, dcn, "--json", "ilcc", "show")
+    assert r.returncode == 0, r.stderr
+    [member_view] = [e for e in json.loads(r.stdout) if e["nid"] == MN_NID]
+    print("member's ilcc show entry:", member_view)
+    assert member_view["nonce_tx"] is None and member_view["nonce_rx"] is None, member_view
+    assert member_view["nonces_hidden"] is True, member_view
+    for n in (root_view["nonce_tx"], root_view["nonce_rx"]):
+        assert n not in r.stdout
+    table = as_member(ilnp_group, dcn, "ilcc", "show")
+    assert table.returncode == 0 and "(root only)" in table.stdout, table
+    assert root_view["nonce_tx"] not in table.stdout and root_view["nonce_rx"] not in table.stdout
+    assert as_member(ilnp_group, dcn, "stats").returncode == 0
+    # ... and changes nothing
+    peers_before = dcn.ctl("peer", "show")
+    tries = [
+        (("ilcc", "flush"), "ilcc flush needs root"),
+        (("peer", "add", "x", "0200:00ff:fe00:00ee", "2001:db8:e::/64"), "peer add needs root"),
+        (("peer", "del", MN_NID), "peer del needs root"),
+        (("policy", "per-flow"), "policy set needs root"),
+        (("locator", "set", "eth0", "weight", "0"), "locator set needs root"),
+    ]
+    for args, want in tries:
+        r = as_member(ilnp_group, dcn, *args)
+        print(f"member: ilnpctl {' '.join(args)} -> exit {r.returncode}: {r.stderr.strip()}")
+        assert r.returncode == 1, (args, r.returncode, r.stdout, r.stderr)
+        assert want in r.stderr and f"uid {MEMBER_UID}" in r.stderr, (args, r.stderr)
+    assert refused(dcn) == len(tries)
+    assert [e["nid"] for e in dcn.ctl("ilcc", "show")] == [MN_NID], "the member flushed the ILCC"
+    assert dcn.ctl("peer", "show") == peers_before
+    assert dcn.ctl("policy")["default_policy"] == "failover"
+    # root still may
+    assert dcn.ctl("ilcc", "flush")["flushed"] == 1
+    assert refused(dcn) == len(tries)
+
+
+def forged_udp(src, dst, nonce: bytes, payload=b"forged") -> bytes:
+    """IPv6 + Destination Options (nonce) + UDP, wire form (the nonce check comes first)."""
+    s, d = ipaddress.IPv6Address(src).packed, ipaddress.IPv6Address(dst).packed
+    udp = struct.pack("!HHHH", 40000, 9, 8 + len(payload), 0) + payload
+    dest = bytes([17, 0, 0x8B, 4]) + nonce
+    return struct.pack("!IHBB", 6 << 28, len(dest) + len(udp), 60, 64) + s + d + dest + udp
+
+
+def test_no_nonce_in_logs_or_events_after_a_forged_packet(bed):
+    cn, r1, mn, dcn, dmn = ilnp_pair(bed)
+    mon = Monitor(dmn)
+    try:
+        assert cn.run("ping", "-6", "-c", "2", "-i", "0.2", "-W", "2", MN_ID, check=False).returncode == 0
+        [e] = [e for e in dmn.ctl("ilcc", "show") if e["nid"] == CN_NID]
+        nonces = {e["nonce_tx"], e["nonce_rx"]}
+        assert all(nonces), e
+        pkt = forged_udp(CN_WIRE, MN_WIRE, b"\x13\x37\x13\x37")
+        r1.run("python3", "-c",
+               "import socket;s=socket.socket(socket.AF_INET6,socket.SOCK_RAW,socket.IPPROTO_RAW);"
+               f"s.sendto(bytes.fromhex('{pkt.hex()}'),('{MN_WIRE}',0))")
+        wait_for(lambda: dmn.stats()["core"].get("bad_nonce", 0) >= 1, timeout=5, what="the forgery counted")
+        wait_for(lambda: dmn.stats()["core"].get("peer_challenge_answered", 0) >= 1, timeout=5,
+                 what="the live CN answers the challenge")
+        assert cn.run("ping", "-6", "-c", "1", "-W", "2", MN_ID, check=False).returncode == 0
+        time.sleep(0.5)
+    finally:
+        mon.stop()
+    events = "\n".join(str(ev) for _t, ev in mon.events)
+    assert any(ev.get("reason") == "bad_nonce" for _t, ev in mon.events), events[-2000:]
+    for where, text in (("the MN's log", dmn.log.read_text()), ("the CN's log", dcn.log.read_text()),
+                        ("the MN's monitor stream", events)):
+        for n in nonces:
+            for form in (n, n.upper(), "0x" + n, " ".join(n[i:i + 2] for i in range(0, len(n), 2))):
+                assert form not in text, f"nonce {n} ({form!r}) in {where}:\n" + "\n".join(
+                    line for line in text.splitlines() if form in line)[-2000:]
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink", "directory"])
+def test_start_up_never_removes_a_non_socket_at_the_control_socket_path(bed, kind, tmp_path):
+    cn, _r1, _mn = three_node(bed)
+    d = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath="userspace")
+    path = d.socket
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    if kind == "file":
+        with open(path, "w") as f:
+            f.write("not a socket")
+    elif kind == "symlink":
+        os.symlink(victim, path)
+    else:
+        os.mkdir(path)
+    try:
+        with pytest.raises(StepError) as e:
+            d.start()
+        d.runs[-1][1] = True  # refused to start on purpose: not an exit problem
+        log = d.log.read_text()
+        print(f"{kind}: {[l for l in log.splitlines() if 'control_socket' in l]}")
+        assert d.proc.returncode != 0, str(e.value)
+        assert f"control_socket: {path} exists and is" in log and "not a socket" in log, log[-2000:]
+        assert os.path.lexists(path), f"the {kind} at {path} was removed"
+        assert victim.read_text() == "precious"
+        if kind == "file":
+            assert open(path).read() == "not a socket"
+    finally:
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.rmdir(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
