@@ -130,17 +130,31 @@ pub fn save(path: &Path, s: &StateFile) -> Result<()> {
     }
     let tmp = tmp_path(path);
     let bytes = serde_json::to_vec(s).context("serialising the state")?;
-    // 0600: the file holds every session's nonces (RFC 6744: as secret as the sessions)
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
+    let mut f = match create_tmp(&tmp) {
+        // left by a write that died half-way (or planted): removed (a symlink itself,
+        // never what it points to), then made afresh
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(&tmp).with_context(|| format!("removing the leftover {}", tmp.display()))?;
+            create_tmp(&tmp)
+        }
+        r => r,
+    }
+    .with_context(|| format!("writing {}", tmp.display()))?;
     f.write_all(&bytes).with_context(|| format!("writing {}", tmp.display()))?;
     f.sync_data().with_context(|| format!("syncing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
+
+/// A new file, 0600 (it holds every session's nonces, RFC 6744: as secret as the
+/// sessions): O_CREAT|O_EXCL and O_NOFOLLOW, so a symlink or a file someone put at
+/// the path is never written through.
+fn create_tmp(tmp: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o600)
+        .open(tmp)
 }
 
 /// A clean stop: nothing to adopt next time.
@@ -202,6 +216,27 @@ mod tests {
         remove(&p);
         assert!(!p.exists());
         assert_eq!(load(&p), None, "no file: nothing to restore");
+    }
+
+    /// A symlink (or a leftover file) at the temporary path is never written
+    /// through: the link is replaced, its target keeps its bytes.
+    #[test]
+    fn the_temporary_file_never_follows_a_symlink() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("ilnpd.state");
+        let victim = d.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        std::os::unix::fs::symlink(&victim, tmp_path(&p)).unwrap();
+        let e = create_tmp(&tmp_path(&p)).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        save(&p, &sample()).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious", "written through the symlink");
+        assert!(std::fs::symlink_metadata(tmp_path(&p)).is_err(), "temporary file renamed away");
+        assert_eq!(load(&p), Some(sample()));
+        // a leftover regular temporary file (a write that died): replaced as well
+        std::fs::write(tmp_path(&p), "half a write").unwrap();
+        save(&p, &sample()).unwrap();
+        assert_eq!(load(&p), Some(sample()));
     }
 
     #[test]
