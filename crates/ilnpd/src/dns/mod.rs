@@ -31,6 +31,17 @@ use upstream::Upstream;
 /// Queries answered at once at most; more are dropped (the client retries).
 const MAX_IN_FLIGHT: usize = 256;
 
+/// A TCP client's time for one message: from the end of the previous answer (or
+/// the accept) until the length prefix and the whole body are in, and again for
+/// taking our answer. One deadline per message, as BIND's tcp-idle-timeout: a
+/// client that sends two bytes and stalls holds a connection this long at most.
+pub const TCP_MESSAGE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// TCP clients served at once; a connection beyond it is closed at once
+/// (`tcp_refused_full`). Each holds a descriptor (the unit's `LimitNOFILE` is far
+/// above it) and at most one 64 KiB message.
+pub const MAX_TCP_CLIENTS: usize = 64;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DnsConfig {
     /// where the proxy answers (UDP and TCP)
@@ -63,6 +74,13 @@ pub struct DnsCounters {
     pub bad_ilnp_records: AtomicU64,
     pub upstream_failures: AtomicU64,
     pub dropped_overload: AtomicU64,
+    /// TCP connections closed at accept: `MAX_TCP_CLIENTS` were being served
+    pub tcp_refused_full: AtomicU64,
+    /// TCP connections closed because a message had begun but was not complete
+    /// within `TCP_MESSAGE_DEADLINE`, or the client did not take our answer within it
+    pub tcp_slow_closed: AtomicU64,
+    /// TCP connections closed because nothing of a next message came within the deadline
+    pub tcp_idle_closed: AtomicU64,
 }
 
 impl DnsCounters {
@@ -76,6 +94,9 @@ impl DnsCounters {
             ("bad_ilnp_records", g(&self.bad_ilnp_records)),
             ("upstream_failures", g(&self.upstream_failures)),
             ("dropped_overload", g(&self.dropped_overload)),
+            ("tcp_refused_full", g(&self.tcp_refused_full)),
+            ("tcp_slow_closed", g(&self.tcp_slow_closed)),
+            ("tcp_idle_closed", g(&self.tcp_idle_closed)),
         ]
     }
 }
@@ -91,6 +112,10 @@ pub struct Proxy {
     pub listen: Vec<SocketAddr>,
     pub counters: DnsCounters,
     slots: Semaphore,
+    /// one permit per TCP client served (`MAX_TCP_CLIENTS`)
+    tcp_slots: Arc<Semaphore>,
+    /// `TCP_MESSAGE_DEADLINE` (shorter in tests)
+    tcp_deadline: Duration,
 }
 
 /// Binds every listen address (errors name the address) and serves in spawned
@@ -105,6 +130,8 @@ pub fn start(cfg: &DnsConfig, id_prefix: Locator) -> Result<(Arc<Proxy>, mpsc::R
         listen: cfg.listen.clone(),
         counters: DnsCounters::default(),
         slots: Semaphore::new(MAX_IN_FLIGHT),
+        tcp_slots: Arc::new(Semaphore::new(MAX_TCP_CLIENTS)),
+        tcp_deadline: TCP_MESSAGE_DEADLINE,
     });
     for a in &cfg.listen {
         let std_udp = std::net::UdpSocket::bind(a).with_context(|| format!("dns listen: UDP {a}"))?;
@@ -146,33 +173,77 @@ async fn serve_udp(p: Arc<Proxy>, sock: Arc<UdpSocket>) {
 async fn serve_tcp(p: Arc<Proxy>, l: TcpListener) {
     loop {
         match l.accept().await {
-            Ok((s, _)) => {
-                tokio::spawn(serve_tcp_conn(p.clone(), s));
+            Ok((s, from)) => match p.tcp_slots.clone().try_acquire_owned() {
+                Ok(slot) => {
+                    let p = p.clone();
+                    tokio::spawn(async move {
+                        serve_tcp_conn(&p, s).await;
+                        drop(slot);
+                    });
+                }
+                Err(_) => {
+                    // closed at once: a flood of connections costs a descriptor for no time
+                    bump(&p.counters.tcp_refused_full);
+                    tracing::debug!("dns: TCP client {from} refused: {MAX_TCP_CLIENTS} are being served");
+                    drop(s);
+                }
+            },
+            Err(e) => {
+                // e.g. out of descriptors: do not spin on it
+                tracing::warn!("dns: accepting a TCP client: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            Err(e) => tracing::warn!("dns: accepting a TCP client: {e}"),
         }
     }
 }
 
-async fn serve_tcp_conn(p: Arc<Proxy>, mut s: TcpStream) {
+/// Serves one TCP client: each message (RFC 1035 §4.2.2: 2-byte length, body) and
+/// each answer under `tcp_deadline`.
+async fn serve_tcp_conn(p: &Proxy, mut s: TcpStream) {
     loop {
-        let mut len = [0u8; 2];
-        let idle = Duration::from_secs(10);
-        match tokio::time::timeout(idle, s.read_exact(&mut len)).await {
-            Ok(Ok(_)) => {}
-            _ => return,
-        }
-        let mut q = vec![0u8; u16::from_be_bytes(len) as usize];
-        if s.read_exact(&mut q).await.is_err() {
-            return;
-        }
+        let mut started = false;
+        let q = match tokio::time::timeout(p.tcp_deadline, read_message(&mut s, &mut started)).await {
+            Ok(Ok(Some(q))) => q,
+            // closed between messages, or mid-message: nothing to answer
+            Ok(Ok(None)) | Ok(Err(_)) => return,
+            Err(_) => {
+                bump(if started { &p.counters.tcp_slow_closed } else { &p.counters.tcp_idle_closed });
+                return;
+            }
+        };
         let Some(ans) = p.answer(&q).await else { return };
         let mut framed = (ans.len() as u16).to_be_bytes().to_vec();
         framed.extend_from_slice(&ans);
-        if s.write_all(&framed).await.is_err() {
-            return;
+        match tokio::time::timeout(p.tcp_deadline, s.write_all(&framed)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return,
+            Err(_) => {
+                bump(&p.counters.tcp_slow_closed);
+                return;
+            }
         }
     }
+}
+
+/// One length-prefixed message; `None`: the client closed before sending any of
+/// it. `started` is set once its first byte came.
+async fn read_message(s: &mut TcpStream, started: &mut bool) -> std::io::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 2];
+    let mut got = 0;
+    while got < len.len() {
+        let n = s.read(&mut len[got..]).await?;
+        if n == 0 {
+            if got == 0 {
+                return Ok(None);
+            }
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        got += n;
+        *started = true;
+    }
+    let mut q = vec![0u8; u16::from_be_bytes(len) as usize];
+    s.read_exact(&mut q).await?;
+    Ok(Some(q))
 }
 
 /// An answer too long for the client's UDP size: header + question with TC set,
@@ -264,7 +335,7 @@ impl Proxy {
             return false;
         }
         match tokio::time::timeout(Duration::from_secs(1), wait).await {
-            Ok(Ok(r)) => !matches!(r, DnsPeerResult::NoLocator),
+            Ok(Ok(r)) => !matches!(r, DnsPeerResult::NoLocator | DnsPeerResult::Full),
             _ => {
                 tracing::warn!("dns: {name}: the daemon did not take the peer; plain answer");
                 false
@@ -345,4 +416,126 @@ fn servfail(q: &Message) -> Result<Vec<u8>, hickory_proto::ProtoError> {
         .set_response_code(ResponseCode::ServFail);
     m.add_queries(q.queries().to_vec());
     m.to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::Query;
+    use hickory_proto::rr::Name;
+    use std::time::Instant;
+
+    fn a_query(id: u16) -> Vec<u8> {
+        let mut m = Message::new();
+        m.set_id(id).set_message_type(MessageType::Query).set_op_code(OpCode::Query).set_recursion_desired(true);
+        m.add_query(Query::query(Name::from_ascii("cn.lab.example.").unwrap(), RecordType::A));
+        m.to_vec().unwrap()
+    }
+
+    /// A proxy on 127.0.0.1 (TCP only) in front of an upstream that answers every
+    /// query with its own question, QR set.
+    async fn proxy(deadline: Duration, cap: usize) -> (Arc<Proxy>, SocketAddr, mpsc::Receiver<Learn>) {
+        let srv = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let up = srv.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut b = [0u8; 512];
+            while let Ok((n, from)) = srv.recv_from(&mut b).await {
+                let mut r = b[..n].to_vec();
+                r[2] |= 0x80;
+                let _ = srv.send_to(&r, from).await;
+            }
+        });
+        let (tx, rx) = mpsc::channel(4);
+        let p = Arc::new(Proxy {
+            up: Upstream { server: up, timeout: Duration::from_secs(2) },
+            id_prefix: ilnp_wire::DEFAULT_IDENTIFIER_PREFIX,
+            learn: tx,
+            listen: vec![],
+            counters: DnsCounters::default(),
+            slots: Semaphore::new(MAX_IN_FLIGHT),
+            tcp_slots: Arc::new(Semaphore::new(cap)),
+            tcp_deadline: deadline,
+        });
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = l.local_addr().unwrap();
+        tokio::spawn(serve_tcp(p.clone(), l));
+        (p, at, rx)
+    }
+
+    /// Reads until the proxy closes (EOF or reset); how long that took.
+    async fn until_closed(s: &mut TcpStream, limit: Duration) -> Duration {
+        let t = Instant::now();
+        let mut b = [0u8; 64];
+        loop {
+            match tokio::time::timeout(limit, s.read(&mut b)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return t.elapsed(),
+                Ok(Ok(_)) => {}
+                Err(_) => panic!("still open after {limit:?}"),
+            }
+        }
+    }
+
+    async fn ask(at: SocketAddr, id: u16) -> Vec<u8> {
+        let mut s = TcpStream::connect(at).await.unwrap();
+        let q = a_query(id);
+        let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+        framed.extend_from_slice(&q);
+        s.write_all(&framed).await.unwrap();
+        let mut len = [0u8; 2];
+        tokio::time::timeout(Duration::from_secs(2), s.read_exact(&mut len)).await.expect("no answer").unwrap();
+        let mut a = vec![0u8; u16::from_be_bytes(len) as usize];
+        s.read_exact(&mut a).await.unwrap();
+        a
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_tcp_client_that_stalls_mid_message_is_closed_at_the_deadline() {
+        let deadline = Duration::from_millis(300);
+        let (p, at, _rx) = proxy(deadline, 8).await;
+        // the length prefix of a 40-byte query, then nothing
+        let mut slow = TcpStream::connect(at).await.unwrap();
+        slow.write_all(&[0, 40]).await.unwrap();
+        let took = until_closed(&mut slow, Duration::from_secs(3)).await;
+        assert!(took >= deadline - Duration::from_millis(50) && took < deadline * 3, "closed after {took:?}");
+        assert_eq!(p.counters.tcp_slow_closed.load(Ordering::Relaxed), 1);
+        // half the body, the rest never: the deadline is the message's, not per read
+        let mut dribble = TcpStream::connect(at).await.unwrap();
+        let t = Instant::now();
+        dribble.write_all(&[0, 40, 1, 2, 3]).await.unwrap();
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let _ = dribble.write_all(&[4]).await;
+        }
+        until_closed(&mut dribble, Duration::from_secs(3)).await;
+        assert!(t.elapsed() < deadline * 3, "a dribbling client kept it open {:?}", t.elapsed());
+        assert_eq!(p.counters.tcp_slow_closed.load(Ordering::Relaxed), 2);
+        // one that says nothing at all: idle
+        let mut idle = TcpStream::connect(at).await.unwrap();
+        until_closed(&mut idle, Duration::from_secs(3)).await;
+        assert_eq!(p.counters.tcp_idle_closed.load(Ordering::Relaxed), 1);
+        // and a normal query is answered, with its ID
+        assert_eq!(&ask(at, 0x5151).await[0..2], &[0x51, 0x51]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn tcp_clients_beyond_the_cap_are_closed_at_once_and_a_query_is_answered_after() {
+        let cap = 4;
+        let (p, at, _rx) = proxy(Duration::from_secs(30), cap).await;
+        let mut held = vec![];
+        for _ in 0..cap {
+            held.push(TcpStream::connect(at).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for _ in 0..3 {
+            let mut over = TcpStream::connect(at).await.unwrap();
+            let took = until_closed(&mut over, Duration::from_secs(2)).await;
+            assert!(took < Duration::from_millis(500), "refused after {took:?}");
+        }
+        assert_eq!(p.counters.tcp_refused_full.load(Ordering::Relaxed), 3);
+        // one client leaves: its slot is free again
+        drop(held.pop());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(&ask(at, 0x7777).await[0..2], &[0x77, 0x77]);
+        assert_eq!(p.counters.tcp_refused_full.load(Ordering::Relaxed), 3);
+    }
 }
