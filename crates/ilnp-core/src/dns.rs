@@ -21,6 +21,13 @@ use std::time::{Duration, Instant};
 /// nodes) is still held this long: the answer is already in the application's hands.
 pub const DNS_MIN_HOLD: Duration = Duration::from_secs(2);
 
+/// At most this many records learned from DNS are held (a local application, or a
+/// page it loads, can make the host resolve any number of names): past it, expired
+/// ones are swept, then the one that expires first and has no session makes room;
+/// if every one has a session, the answer is not stored (`dns_peer_full`; the
+/// application gets the plain answer).
+pub const DNS_MAX_RECORDS: usize = 4096;
+
 /// Where a peer record came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -56,6 +63,8 @@ pub enum DnsPeerResult {
     OwnNid,
     /// no locator: nothing stored
     NoLocator,
+    /// `DNS_MAX_RECORDS` held, each with a session: nothing stored
+    Full,
 }
 
 impl DnsPeerResult {
@@ -71,6 +80,7 @@ impl DnsPeerResult {
             DnsPeerResult::StaticKept => "static_kept",
             DnsPeerResult::OwnNid => "own_nid",
             DnsPeerResult::NoLocator => "no_locator",
+            DnsPeerResult::Full => "full",
         }
     }
 }
@@ -102,6 +112,11 @@ impl Core {
         if old.is_some_and(|p| p.source == PeerSource::Static) {
             return DnsPeerResult::StaticKept;
         }
+        if old.is_none() && !self.make_room_for_dns(now) {
+            self.stats.bump(Outcome::DnsPeerFull);
+            return DnsPeerResult::Full;
+        }
+        let old = self.peers.get(&peer.nid);
         let non_ilnp = old.is_some_and(|p| p.non_ilnp);
         let lu_failed = old.is_some_and(|p| p.lu_failed);
         let mut locators = peer.locators.clone();
@@ -130,12 +145,14 @@ impl Core {
     /// Recovery when both ends moved (thesis §7.2.2): the shell re-resolved the name
     /// of a peer whose Locator Update went unacknowledged at every known locator.
     /// Only then — our last LU failed, none is in flight and no nonce-verified LU came
-    /// from the peer since (so never over an LU's locators) — the session's remote set
-    /// is replaced by the DNS one and an LU is sent there at once (it carries our
-    /// nonce: the peer checks it as usual).
-    /// Returns Some(true): re-targeted; Some(false): DNS still lists the locators the
-    /// session already has (the peer's own update may not be in yet: ask again
-    /// later); None: nothing to recover.
+    /// from the peer since (so never over an LU's locators) — an LU is sent at once to
+    /// the re-resolved locators (it carries our nonce: the peer checks it as usual).
+    /// The session keeps its locators until that LU's ack comes back with the peer's
+    /// own nonce from one of them (`Core::handle_lu`): a DNS answer is not proof
+    /// (a zone owner, a spoofed answer), the peer's nonce is.
+    /// Returns Some(true): an LU is on its way there; Some(false): DNS still lists the
+    /// locators the session already has (the peer's own update may not be in yet: ask
+    /// again later); None: nothing to recover.
     pub fn recover_from_dns(&mut self, now: Instant, peer: DnsPeer) -> (Option<bool>, Vec<Action>) {
         let (_, mut out) = self.peer_from_dns(now, peer.clone());
         if !self.peers.get(&peer.nid).is_some_and(|p| p.lu_failed) {
@@ -149,28 +166,54 @@ impl Core {
         if peer.locators.iter().all(|l| known.contains(&l.loc)) {
             return (Some(false), out);
         }
-        let mut remote: Vec<RemoteLocator> =
+        let mut candidates: Vec<RemoteLocator> =
             peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
-        remote.sort_by_key(|r| r.pref);
-        e.remote_locators = remote;
-        if let Some(l) = self.local.fitting(e.local_locator, &e.remote_locators) {
-            e.local_locator = l;
-        }
-        if let Some(best) = e.best_remote().map(|r| r.loc) {
-            e.activate_remote(best);
-        }
-        e.pending_lu = Some(PendingLu { entries: Vec::new(), first_sent: now, attempts: 0, next_at: now });
-        if let Some(s) = e.snapshot() {
-            out.push(Action::IlccUpsert(s));
-        }
+        candidates.sort_by_key(|r| r.pref);
+        candidates.truncate(self.cfg.max_remote_locators.max(1));
+        e.pending_lu = Some(PendingLu { candidates, ..PendingLu::due_now(now) });
         if let Some(p) = self.peers.get_mut(&peer.nid) {
             p.lu_failed = false;
         }
-        self.stats.bump(Outcome::DnsPeerRecovered);
+        self.stats.bump(Outcome::DnsRecoveryLuSent);
         out.extend(self.send_due_lus(now, &[peer.nid]));
         self.ilcc.tidy();
         self.finish(&mut out);
         (Some(true), out)
+    }
+
+    /// Room for one more DNS record (`DNS_MAX_RECORDS`): expired ones are swept, then
+    /// the one that expires first without a session goes. False: every one has a
+    /// session.
+    fn make_room_for_dns(&mut self, now: Instant) -> bool {
+        let held = |peers: &std::collections::BTreeMap<Nid, PeerInfo>| {
+            peers.values().filter(|p| p.source == PeerSource::Dns).count()
+        };
+        if held(&self.peers) < DNS_MAX_RECORDS {
+            return true;
+        }
+        let before = self.peers.len();
+        let ilcc = &self.ilcc;
+        self.peers.retain(|nid, p| {
+            p.source != PeerSource::Dns || !p.expires.is_some_and(|t| t <= now) || ilcc.get(nid).is_some()
+        });
+        self.stats.add(Outcome::DnsPeerExpired, (before - self.peers.len()) as u64);
+        if held(&self.peers) < DNS_MAX_RECORDS {
+            return true;
+        }
+        let victim = self
+            .peers
+            .iter()
+            .filter(|(nid, p)| p.source == PeerSource::Dns && self.ilcc.get(nid).is_none())
+            .min_by_key(|(_, p)| p.expires)
+            .map(|(nid, _)| *nid);
+        match victim {
+            Some(nid) => {
+                self.peers.remove(&nid);
+                self.stats.bump(Outcome::DnsPeerEvicted);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The name of a peer learned from DNS (what the shell re-resolves).
@@ -194,9 +237,9 @@ impl Core {
 mod tests {
     use super::*;
     use crate::event::DropReason;
-    use crate::tests::{core, delivered, udp, wire, LA, LB, LB2, NA, NB};
-    use ilnp_wire::translate::Csum;
-    use ilnp_wire::{ipv6, split_addr, Locator};
+    use crate::tests::{core, delivered, parse_lu, udp, wire, LA, LB, LB2, NA, NB};
+    use ilnp_wire::translate::{self, Csum};
+    use ilnp_wire::{ilnp_addr, ipv6, split_addr, Locator, Nonce};
 
     fn dns(nid: Nid, loc: Locator, ttl_s: u32) -> DnsPeer {
         DnsPeer { name: "mn.lab.example".into(), nid, locators: vec![PeerLocator { loc, pref: 10 }], ttl_s }
@@ -306,7 +349,11 @@ mod tests {
         let mut a = core(NA, LA, 1, None);
         let t0 = Instant::now();
         a.peer_from_dns(t0, dns(NB, LB, 30));
-        a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete);
+        let first = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
+        // the peer answers once (its hello): its nonce is known
+        let mut b = core(NB, LB, 2, None);
+        let hello = wire(&b.handle_inbound(t0, &first, Csum::Complete)).pop().unwrap();
+        a.handle_inbound(t0, &hello, Csum::Complete);
         assert_eq!(a.dns_name(NB), Some("mn.lab.example"));
         // no failed LU: DNS leaves the session alone
         assert_eq!(a.recover_from_dns(t0, dns(NB, LB2, 30)).0, None);
@@ -327,12 +374,61 @@ mod tests {
         // an LU leaves at once towards the new locator
         let lus: Vec<_> = wire(&out).into_iter().filter(|p| dst_locator(p) == LB2).collect();
         assert_eq!(lus.len(), 1, "LU to the re-resolved locator");
-        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_loc == LB2)));
-        assert_eq!(a.stats().get("dns_peer_recovered"), 1);
+        assert_eq!(a.stats().get("dns_recovery_lu_sent"), 1);
         // while that LU is in flight, DNS does not touch the session again
         assert_eq!(a.recover_from_dns(t, dns(NB, LB, 30)).0, None);
+        // ... and the session stays where it was: a DNS answer is not proof (issue #42)
+        assert!(!out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_loc == LB2)));
         let out = a.handle_outbound(t, &udp(NA, NB, b"y"), Csum::Complete);
+        assert_eq!(dst_locator(&wire(&out)[0]), LB);
+        assert_eq!(a.stats().get("dns_peer_recovered"), 0);
+        let e = a.ilcc_entry(NB).unwrap();
+        let (nb, na) = (e.nonce_rx.expect("the peer's nonce"), e.nonce_tx);
+        let lu = parse_lu(&lus[0]).lu;
+        let ours = a.best_local().unwrap();
+        let ack = |from: Locator, n: &Nonce| {
+            translate::lu_packet(ilnp_addr(from, NB), ilnp_addr(ours, NA), n, &lu.ack()).unwrap()
+        };
+        // an ack from the new locator with a wrong nonce, or ours: nothing moves
+        let guessed = Nonce::N32([1, 2, 3, 4]);
+        assert_ne!(Some(guessed), e.nonce_rx);
+        a.handle_inbound(t, &ack(LB2, &guessed), Csum::Complete);
+        a.handle_inbound(t, &ack(LB2, &na), Csum::Complete);
+        assert_eq!(a.stats().get("dns_peer_recovered"), 0);
+        assert_eq!(a.ilcc_entry(NB).unwrap().best_remote().unwrap().loc, LB);
+        // the peer's own nonce, from the re-resolved locator: the session moves there
+        let out = a.handle_inbound(t, &ack(LB2, &nb), Csum::Complete);
+        assert_eq!(a.stats().get("dns_peer_recovered"), 1, "{:?}", a.stats());
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_loc == LB2)));
+        let out = a.handle_outbound(t, &udp(NA, NB, b"z"), Csum::Complete);
         assert_eq!(dst_locator(&wire(&out)[0]), LB2);
+    }
+
+    #[test]
+    fn dns_records_are_capped_expired_first_then_the_soonest_without_a_session() {
+        let mut a = core(NA, LA, 1, None);
+        let t0 = Instant::now();
+        let nid = |i: usize| Nid(0x0200_00ff_fe10_0000 + i as u64);
+        // one record with a session, the rest without; the first half expires early
+        a.peer_from_dns(t0, dns(nid(0), LB, 3600));
+        a.handle_outbound(t0, &udp(NA, nid(0), b"x"), Csum::Complete);
+        for i in 1..DNS_MAX_RECORDS {
+            let ttl = if i < DNS_MAX_RECORDS / 2 { 10 } else { 3600 };
+            assert_eq!(a.peer_from_dns(t0, dns(nid(i), LB, ttl)).0, DnsPeerResult::Learned);
+        }
+        assert_eq!(a.peers().count(), DNS_MAX_RECORDS);
+        // full, nothing expired: the soonest to expire without a session goes
+        let (r, _) = a.peer_from_dns(t0, dns(nid(DNS_MAX_RECORDS), LB, 3600));
+        assert_eq!(r, DnsPeerResult::Learned);
+        assert_eq!(a.peers().count(), DNS_MAX_RECORDS);
+        assert_eq!(a.stats().get("dns_peer_evicted"), 1);
+        // later: the expired half is swept at once
+        let t = t0 + Duration::from_secs(11);
+        a.peer_from_dns(t, dns(nid(DNS_MAX_RECORDS + 1), LB, 3600));
+        assert!(a.peers().count() <= DNS_MAX_RECORDS / 2 + 3, "{}", a.peers().count());
+        assert!(a.stats().get("dns_peer_expired") >= (DNS_MAX_RECORDS / 2 - 2) as u64);
+        // the record with a session is never the one that goes
+        assert!(a.peers().any(|p| p.record.nid == nid(0)));
     }
 
     #[test]

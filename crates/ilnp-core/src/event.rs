@@ -97,6 +97,10 @@ counter_enum! {
         /// ... with a hint, but the global budget towards unconfirmed sources had
         /// no token: not sent
         AnswerRateLimited = "answer_rate_limited",
+        /// a packet towards an embryonic (unconfirmed) entry, the application's own
+        /// (a SYN-ACK, an RST, a UDP answer), with no token of that budget: not sent
+        /// (the hellos' and refusals' budget covers every packet towards one)
+        TxEmbryonicRateLimited = "tx_embryonic_rate_limited",
         /// a Destination Options header whose nonce option runs past the header's
         /// end: FreeBSD ILNP6's reflected ICMPv6 with a 96-bit nonce (an 8-byte header
         /// holding a 14-byte option, `ilnp6.c` `ilnp6_nonce_output_mbuf`); only 4 of
@@ -155,9 +159,16 @@ counter_enum! {
         DnsPeerLearned = "dns_peer_learned",
         /// a DNS answer not stored (static peer, own NID, no locator)
         DnsPeerIgnored = "dns_peer_ignored",
-        /// a DNS peer record past its TTL when a session wanted it
+        /// a DNS peer record past its TTL when a session wanted it, or swept
         DnsPeerExpired = "dns_peer_expired",
-        /// both ends moved: a session re-targeted to re-resolved locators after its LU failed
+        /// `DNS_MAX_RECORDS` held: the record that expires first without a session made room
+        DnsPeerEvicted = "dns_peer_evicted",
+        /// ... every one has a session: the answer was not stored (plain answer)
+        DnsPeerFull = "dns_peer_full",
+        /// both ends moved: after our LU failed, an LU went to the re-resolved locators
+        DnsRecoveryLuSent = "dns_recovery_lu_sent",
+        /// ... and its ack came back from one of them with the peer's own nonce: the
+        /// session moved there
         DnsPeerRecovered = "dns_peer_recovered",
         /// a correspondent is reached as plain IPv6 from now on (`fallback.rs`)
         FallbackStarted = "fallback_started",
@@ -210,8 +221,19 @@ counter_enum! {
         V4PathRebound = "v4_path_rebound",
         /// ... no answer: the old path stays
         V4PathChallengeFailed = "v4_path_challenge_failed",
-        /// ... not sent (the peer-restart challenges' per-peer and global limits)
+        /// ... not sent (the validations' own limits: `v4path::V4_VALIDATION_*`)
         V4PathChallengeRateLimited = "v4_path_challenge_rate_limited",
+        /// ... not sent: that candidate address was refused or unanswered for this
+        /// peer less than a second ago (`V4_CANDIDATE_HOLDOFF`)
+        V4PathChallengeHeldOff = "v4_path_challenge_held_off",
+        /// ... the confirmation sent over the old path came back from the old
+        /// address: the peer is still there, the candidate refused (a replay)
+        V4PathRefusedOldPath = "v4_path_refused_old_path",
+        /// ... it came back from the candidate: the peer moved there
+        V4PathConfirmedOldPath = "v4_path_confirmed_old_path",
+        /// ... it did not come back within a few round trips of the candidate's
+        /// answer (the old mapping is gone): the candidate's answer sufficed
+        V4PathOldPathSilent = "v4_path_old_path_silent",
         /// a verified packet from a path not (yet) validated: delivered, not answered there
         V4PathUnvalidatedRx = "v4_path_unvalidated_rx",
         /// NAT keepalives: nonce-only packets on a quiet session over a v4 path

@@ -93,6 +93,19 @@ pub struct PendingLu {
     pub first_sent: Instant,
     pub attempts: u32,
     pub next_at: Instant,
+    /// recovery by re-resolution (`Core::recover_from_dns`): where DNS says the peer
+    /// is now. The LU goes there; the session moves there only when the ack comes
+    /// back with the peer's own nonce from one of them (not before: a DNS answer is
+    /// not proof). Empty: an ordinary LU to the entry's locators. Not kept in the
+    /// state file (a restart falls back to the known locators and re-resolves).
+    pub candidates: Vec<RemoteLocator>,
+}
+
+impl PendingLu {
+    /// An LU due at once (its entries are filled in when it is first sent).
+    pub fn due_now(now: Instant) -> PendingLu {
+        PendingLu { entries: Vec::new(), first_sent: now, attempts: 0, next_at: now, candidates: Vec::new() }
+    }
 }
 
 /// Per-correspondent state.

@@ -413,7 +413,7 @@ impl Core {
             if !any_usable || e.tier == crate::Tier::Embryonic {
                 continue;
             }
-            e.pending_lu = Some(ilcc::PendingLu { entries: Vec::new(), first_sent: now, attempts: 0, next_at: now });
+            e.pending_lu = Some(ilcc::PendingLu::due_now(now));
             if let Some(s) = e.snapshot() {
                 out.push(Action::IlccUpsert(s));
             }

@@ -45,8 +45,11 @@ impl Core {
                 continue;
             }
             // first attempts go to the active locator; retries (or hard handoff,
-            // where both ends may have moved) go to every known locator
-            let targets: Vec<Locator> = if p.attempts == 0 && !hard {
+            // where both ends may have moved) go to every known locator; a recovery
+            // LU to where DNS says the peer is now (dns.rs)
+            let targets: Vec<Locator> = if !p.candidates.is_empty() {
+                p.candidates.iter().map(|r| r.loc).collect()
+            } else if p.attempts == 0 && !hard {
                 e.best_remote().map(|r| vec![r.loc]).unwrap_or_default()
             } else {
                 e.remote_locators.iter().filter(|r| r.state != LocatorState::Expired).map(|r| r.loc).collect()
@@ -191,6 +194,26 @@ impl Core {
                     return;
                 }
                 let p = e.pending_lu.take().expect("checked");
+                if !p.candidates.is_empty() {
+                    // recovery by re-resolution: only the peer's own nonce, from one of
+                    // the locators DNS gave, moves the session there
+                    if e.is_reflected(&n) || !p.candidates.iter().any(|r| r.loc == src_loc) {
+                        e.pending_lu = Some(p);
+                        self.drop(out, DropReason::LuUnexpectedAck, summary());
+                        return;
+                    }
+                    if !e.has_remote(src_loc) {
+                        e.remote_locators = p.candidates.clone();
+                    }
+                    e.activate_remote(src_loc);
+                    self.stats.bump(Outcome::DnsPeerRecovered);
+                    self.fit_local(nid);
+                    let Some(e) = self.ilcc.get_mut(&nid) else { return };
+                    out.extend(e.snapshot().map(Action::IlccUpsert));
+                    out.push(Action::NudgeTransport(nid));
+                    self.stats.bump(Outcome::TransportNudge);
+                }
+                let Some(e) = self.ilcc.get_mut(&nid) else { return };
                 let rtt = now.saturating_duration_since(p.first_sent);
                 // a sample only when unambiguous (Karn): the first transmission was acked
                 if p.attempts == 1 {

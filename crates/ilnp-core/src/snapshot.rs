@@ -222,6 +222,7 @@ impl EntryState {
             first_sent: now,
             attempts: p.attempts.max(1),
             next_at: ahead(p.next_in_ms),
+            candidates: Vec::new(),
         });
         Ok(e)
     }

@@ -304,7 +304,7 @@ mod tests {
         let peer = Nid(0x0200_00ff_fe00_00bb);
         let r = RemoteLocator::new(Locator(0x2001_0db8_000b_0000), 10, LocatorState::Active, None);
         let mut e = IlccEntry::new(peer, vec![r], LA, Nonce::N32([1, 2, 3, 4]), None, false, t0);
-        e.pending_lu = Some(crate::ilcc::PendingLu { entries: Vec::new(), first_sent: t0, attempts: 1, next_at: t0 });
+        e.pending_lu = Some(crate::ilcc::PendingLu { attempts: 1, ..crate::ilcc::PendingLu::due_now(t0) });
         c.ilcc.insert(e).unwrap();
         c.ilcc.tidy();
         assert_eq!(c.poll_timeout(), Some(t0));

@@ -929,7 +929,10 @@ impl Daemon {
                             let (nid, name) = (l.peer.nid, l.peer.name.clone());
                             let (res, actions) = self.core.recover_from_dns(now, l.peer);
                             if res == Some(true) {
-                                tracing::info!("dns: session with {nid} ({name}) re-targeted to its re-resolved locators");
+                                tracing::info!(
+                                    "dns: LU sent to the re-resolved locators of {nid} ({name}); \
+                                     the session moves when the peer acks it with its nonce"
+                                );
                             }
                             self.run_actions(actions);
                             let _ = done.send(res);
