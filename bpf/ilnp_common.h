@@ -101,6 +101,14 @@ struct {
 } ilnp_hint_tat SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ILNP_UPLINKS_MAX);
+	__type(key, __u32);
+	__type(value, __u32);
+	ILNP_PINNING
+} ilnp_uplinks SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, ILNP_NH_CACHE_MAX);
 	__type(key, struct ilnp_nh_key);

@@ -366,7 +366,8 @@ static __always_inline int in_socket_exists(struct __sk_buff *skb, struct ilnp_c
  * LRU map: a flood only overwrites older hints; at most ILNP_HINT_BURST at once and
  * one per ILNP_HINT_INTERVAL_NS after that, per CPU). Before in_rewrite changes c->ip6.
  */
-static __always_inline void in_note_answer_hint(struct __sk_buff *skb, struct ingress_ctx *c, __u64 nid_s)
+static __always_inline void in_note_answer_hint(struct __sk_buff *skb, struct ingress_ctx *c, __u64 nid_s,
+						__u32 v4_addr, __u16 v4_port)
 {
 	struct ilnp_answer_hint_val h = {};
 	__u32 off = c->dopt_off + c->nonce_at + 2, k = 0;
@@ -381,6 +382,8 @@ static __always_inline void in_note_answer_hint(struct __sk_buff *skb, struct in
 	h.local_loc = hi64(&c->ip6.daddr);
 	h.ts_ns = now;
 	h.nonce_len = c->nonce_len;
+	__builtin_memcpy(h.remote_v4_addr, &v4_addr, 4);
+	h.remote_v4_port = v4_port;
 	if (c->nonce_len == 4) {
 		if (bpf_skb_load_bytes(skb, off, h.nonce, 4) < 0)
 			return;
@@ -448,6 +451,71 @@ static __always_inline int in_nonce_omitted(struct __sk_buff *skb, struct ilnp_c
 }
 #endif
 
+static __always_inline int in_is_echo_reply(struct __sk_buff *skb, const struct ingress_ctx *c)
+{
+	__u8 type;
+
+	return bpf_skb_load_bytes(skb, c->dopt_off + c->hlen, &type, 1) == 0 && type == ICMPV6_ECHO_REPLY;
+}
+
+/* The v4 path's outer 28 bytes off (BPF_F_ADJ_ROOM_DECAP_L3_IPV6: Linux 6.3+), the
+ * Ethernet type made IPv6's. 0 = done; else the packet is as it was. */
+static __always_inline int in_v4_decap(struct __sk_buff *skb)
+{
+	__u16 proto6 = bpf_htons(ETH_P_IPV6);
+
+	if (bpf_skb_adjust_room(skb, -ILNP_V4_OVERHEAD, BPF_ADJ_ROOM_MAC,
+				ILNP_ADJ_ROOM_DECAP_L3_IPV6 | BPF_F_ADJ_ROOM_FIXED_GSO))
+		return -1;
+	return bpf_skb_store_bytes(skb, __builtin_offsetof(struct ethhdr, h_proto), &proto6, sizeof(proto6), 0) ? -2
+													       : 0;
+}
+
+/* A decapsulated v4-path packet goes up the stack: on this uplink, unless its IPv6
+ * is disabled (ilnp_uplinks: the kernel would drop it, Ip6InDiscards), then through
+ * ilnp0's receive path, where the identifier address lives. */
+static __always_inline int in_v4_deliver(struct __sk_buff *skb, struct ilnp_cfg *cfg)
+{
+	__u32 ifx = skb->ifindex, *f = bpf_map_lookup_elem(&ilnp_uplinks, &ifx);
+
+	if (!f || !(*f & ILNP_UPLINK_F_NO_IPV6))
+		return TC_ACT_OK;
+	count(ILNP_R_INGRESS_V4_VIA_ILNP0);
+	return bpf_redirect(cfg->ilnp0_ifindex, BPF_F_INGRESS);
+}
+
+/*
+ * A v4 path's TCP/UDP from a NID without an ILCC entry (admission = socket), as
+ * ilnp_ingress treats the same packet over IPv6: a socket would take it -> the
+ * whole datagram to ilnpd (which admits it, ingress_v4_admit_socket); none -> a
+ * hint naming the outer source (the stack's answer goes there, under the core's
+ * budget), out of UDP/IPv4, translated and passed up with no state
+ * (ingress_v4_no_socket). A kernel that cannot decapsulate (< 6.3) punts it
+ * (ingress_punt_v4_no_decap): ilnpd's embryonic tier and budget then bound it.
+ */
+static __always_inline int in_v4_stranger(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c,
+					  __u32 v4_addr, __u16 v4_port)
+{
+	int r;
+
+	if (in_socket_exists(skb, cfg, c)) {
+		count(ILNP_R_INGRESS_ADMIT_SOCKET);
+		return in_punt(cfg, ILNP_R_INGRESS_V4_ADMIT_SOCKET);
+	}
+	r = in_v4_decap(skb);
+	if (r == -1)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_NO_DECAP);
+	if (r)
+		return in_drop(ILNP_R_INGRESS_DROP_ERROR);
+	c->dopt_off = ETH_HLEN + IPV6_HLEN;
+	in_note_answer_hint(skb, c, lo64(&c->ip6.saddr), v4_addr, v4_port);
+	if (in_rewrite(skb, cfg, c))
+		return in_drop(ILNP_R_INGRESS_DROP_ERROR);
+	count(ILNP_R_INGRESS_NO_SOCKET);
+	count(ILNP_R_INGRESS_V4_NO_SOCKET);
+	return in_v4_deliver(skb, cfg);
+}
+
 /*
  * A v4 path's datagram (docs/architecture.md § IPv4 and NAT): ILNPv6 in UDP/IPv4
  * to our [ipv4] port. The inner packet gets the checks of any ILNPv6 packet, and
@@ -472,7 +540,6 @@ __attribute__((noinline)) int ilnp_in_v4(struct __sk_buff *skb)
 		struct iphdr ip;
 		struct udphdr udp;
 	} o;
-	__u16 proto6 = bpf_htons(ETH_P_IPV6);
 	__u64 loc_d, nid_s;
 	int r;
 
@@ -492,12 +559,19 @@ __attribute__((noinline)) int ilnp_in_v4(struct __sk_buff *skb)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PLAIN);
 	if (r != OPTS_NONCE)
 		return in_opts_refused(cfg, r);
-	/* no ILCC entry: admission is ilnpd's here */
 	nid_s = lo64(&c.ip6.saddr);
 	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
+	/* admission, as for ILNPv6 over IPv6 (ilnp_ingress): no state for a new NID
+	 * unless a socket takes the packet; without one it goes up statelessly */
+	if ((cfg->flags & ILNP_CFG_F_ADMIT_SOCKET) && (c.next == IPPROTO_TCP || c.next == IPPROTO_UDP) && !e)
+		return in_v4_stranger(skb, cfg, &c, o.ip.saddr, o.udp.source);
 	r = in_verify(skb, cfg, &c, e);
 	if (r)
 		return in_punt(cfg, r);
+	/* an Echo Reply may answer a rebinding validation sent over this (old) path:
+	 * the core must see it (v4path.rs); ping over a v4 path takes the slow path */
+	if (c.next == NEXTHDR_ICMPV6 && in_is_echo_reply(skb, &c))
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_ECHO_REPLY);
 	/* a NAT that rebound the peer's port, or a stranger: ilnpd challenges it */
 	if (e->remote_v4_port == 0 || e->remote_v4_port != o.udp.source || *(__u32 *)e->remote_v4_addr != o.ip.saddr)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PATH);
@@ -508,19 +582,20 @@ __attribute__((noinline)) int ilnp_in_v4(struct __sk_buff *skb)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_DST_LOC);
 
 	/* out of UDP/IPv4; a kernel that cannot (< 6.3) leaves the packet as it was */
-	if (bpf_skb_adjust_room(skb, -ILNP_V4_OVERHEAD, BPF_ADJ_ROOM_MAC,
-				ILNP_ADJ_ROOM_DECAP_L3_IPV6 | BPF_F_ADJ_ROOM_FIXED_GSO))
+	r = in_v4_decap(skb);
+	if (r == -1)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_NO_DECAP);
+	if (r)
+		return in_drop(ILNP_R_INGRESS_DROP_ERROR);
 	c.dopt_off = ETH_HLEN + IPV6_HLEN;
-	if (bpf_skb_store_bytes(skb, __builtin_offsetof(struct ethhdr, h_proto), &proto6, sizeof(proto6), 0) ||
-	    in_rewrite(skb, cfg, &c))
+	if (in_rewrite(skb, cfg, &c))
 		return in_drop(ILNP_R_INGRESS_DROP_ERROR);
 	__sync_fetch_and_add(&e->rx_pkts, 1);
 	__sync_fetch_and_add(&e->rx_bytes, skb->len - ETH_HLEN);
 	in_note_local_rx(lv);
 	count(ILNP_R_INGRESS_FAST);
 	count(ILNP_R_INGRESS_V4);
-	return TC_ACT_OK;
+	return in_v4_deliver(skb, cfg);
 }
 
 SEC("classifier")
@@ -576,7 +651,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 	if ((cfg->flags & ILNP_CFG_F_ADMIT_SOCKET) && (c.next == IPPROTO_TCP || c.next == IPPROTO_UDP) && !e) {
 		if (in_socket_exists(skb, cfg, &c))
 			return in_punt(cfg, ILNP_R_INGRESS_ADMIT_SOCKET);
-		in_note_answer_hint(skb, &c, nid_s);
+		in_note_answer_hint(skb, &c, nid_s, 0, 0);
 		if (in_rewrite(skb, cfg, &c))
 			return in_drop(ILNP_R_INGRESS_DROP_ERROR);
 		count(ILNP_R_INGRESS_NO_SOCKET);

@@ -176,6 +176,17 @@ struct ilnp_plain_peer_val {
 #define ILNP_ANSWER_HINTS_MAX 4096
 
 /*
+ * ilnp_uplinks: HASH, key = uplink ifindex (__u32), value __u32 ILNP_UPLINK_F_*.
+ * Written by ilnpd when it attaches the ingress program (Datapath::attach_uplink).
+ * ILNP_UPLINK_F_NO_IPV6: the uplink has IPv6 disabled (net.ipv6.conf.<dev>.
+ * disable_ipv6 = 1, an IPv4-only uplink): the kernel would drop a v4-path packet
+ * the ingress program decapsulated there (Ip6InDiscards), so it is redirected to
+ * ilnp0's ingress instead, whose IPv6 is on (ingress_v4_via_ilnp0).
+ */
+#define ILNP_UPLINKS_MAX 256
+#define ILNP_UPLINK_F_NO_IPV6 1
+
+/*
  * ilnp_hint_tat: PERCPU_ARRAY, one __u64 (key 0): the hint writes' budget, a GCRA
  * (virtual scheduling) per CPU: a hint is written only while its theoretical
  * arrival time is at most ILNP_HINT_BURST intervals ahead of now. Under a flood the
@@ -194,6 +205,11 @@ struct ilnp_answer_hint_val {
 	__u8 nonce[ILNP_NONCE_MAX]; /* the peer's nonce */
 	__u8 nonce_len;             /* 4 or 12 */
 	__u8 _pad[3];
+	/* a v4 path's packet (ilnp_in_v4): the outer IPv4 source address and UDP port
+	 * it came from (network order), where the answer goes; port 0 = IPv6 */
+	__u8 remote_v4_addr[4];
+	__u16 remote_v4_port;
+	__u8 _pad2[2];
 };
 
 /*
@@ -334,7 +350,15 @@ struct ilnp_tcp_rto {
 	                                                    /* and sent to the uplink: one transmit */ \
 	X(EGRESS_ROUTE_PASS_GSO, "egress_route_pass_gso")   /* a GSO packet: left to ilnp_egress */     \
 	X(EGRESS_ROUTE_PASS_NH, "egress_route_pass_nh")     /* no fresh next hop with its addresses */  \
-	                                                    /* in ilnp_nh_cache: left to ilnp_egress */
+	                                                    /* in ilnp_nh_cache: left to ilnp_egress */ \
+	X(INGRESS_V4_ADMIT_SOCKET, "ingress_v4_admit_socket") /* v4 path, unknown NID, a socket */     \
+	                                                    /* takes it: the datagram to ilnpd */       \
+	X(INGRESS_V4_NO_SOCKET, "ingress_v4_no_socket")     /* v4 path, unknown NID, no socket: */      \
+	                                                    /* out of UDP/IPv4, passed up statelessly */ \
+	X(INGRESS_V4_VIA_ILNP0, "ingress_v4_via_ilnp0")     /* decapsulated on an uplink with IPv6 */   \
+	                                                    /* disabled: delivered through ilnp0 */     \
+	X(INGRESS_PUNT_V4_ECHO_REPLY, "ingress_punt_v4_echo_reply") /* v4 path: may answer a */       \
+	                                                    /* rebinding validation: ilnpd's */
 
 #define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {
@@ -353,7 +377,7 @@ _Static_assert(sizeof(struct ilnp_balance_val) == 536, "ilnp_balance_val layout"
 _Static_assert(__builtin_offsetof(struct ilnp_balance_val, pairs) == 24, "ilnp_balance_val.pairs");
 _Static_assert(sizeof(struct ilnp_local_val) == 32, "ilnp_local_val layout");
 _Static_assert(sizeof(struct ilnp_plain_peer_val) == 8, "ilnp_plain_peer_val layout");
-_Static_assert(sizeof(struct ilnp_answer_hint_val) == 40, "ilnp_answer_hint_val layout");
+_Static_assert(sizeof(struct ilnp_answer_hint_val) == 48, "ilnp_answer_hint_val layout");
 _Static_assert(sizeof(struct ilnp_nh_key) == 32, "ilnp_nh_key layout");
 _Static_assert(sizeof(struct ilnp_nh_val) == 96, "ilnp_nh_val layout");
 _Static_assert(__builtin_offsetof(struct ilnp_local_val, last_rx_ns) == 24, "ilnp_local_val.last_rx_ns");

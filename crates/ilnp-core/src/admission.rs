@@ -60,6 +60,9 @@ pub struct AnswerHint {
     pub local_loc: Locator,
     pub peer_nonce: Nonce,
     pub at: Instant,
+    /// the packet came over a v4 path: the outer IPv4 source and port it came from,
+    /// where the answer goes (as a plain IPv4 stack answers the source address)
+    pub via: Option<std::net::SocketAddrV4>,
 }
 
 /// A hint older than this is not used: the stack answers at once, so an older one
@@ -169,6 +172,11 @@ impl TokenBucket {
 }
 
 impl TokenBucket {
+    /// Whether a token is there at `now` beyond `reserve` (refilled, none taken).
+    pub fn has_token_above(&mut self, now: Instant, reserve: f64) -> bool {
+        self.has_token(now) && self.tokens >= reserve + 1.0
+    }
+
     /// Whether a token is there at `now` (refilled, none taken).
     pub fn has_token(&mut self, now: Instant) -> bool {
         if let Some(last) = self.last {
@@ -179,6 +187,10 @@ impl TokenBucket {
         self.tokens >= 1.0
     }
 }
+
+/// A source locator holding at most this many embryonic entries is *sparse*: not
+/// where a flood comes from. Packets towards it may take the budget's reserve.
+pub const SPARSE_LOCATOR_MAX: usize = 2;
 
 /// Eviction order of the embryonic tier: per source locator, its entries by
 /// admission (sequence number); the locators ranked by how many entries they hold,
@@ -228,6 +240,11 @@ impl EmbryonicOrder {
 
     fn len(&self) -> usize {
         self.items
+    }
+
+    /// Items (live or not yet swept) of `loc`.
+    fn count_at(&self, loc: Locator) -> usize {
+        self.by_loc.get(&loc).map_or(0, BTreeMap::len)
     }
 
     /// Keeps the items `live` accepts (and rebuilds the ranking).
@@ -285,6 +302,26 @@ pub struct TierCounts {
 impl AdmissionState {
     pub fn new(rate_per_s: f64, burst: u32) -> AdmissionState {
         AdmissionState { order: EmbryonicOrder::default(), hello: TokenBucket::new(rate_per_s, burst), key: None }
+    }
+
+    /// The budget's reserve: the tokens only packets towards sparse locators take
+    /// (half the burst), so a flood from one network, which drains the rest, does
+    /// not keep a new peer elsewhere from its hello and its handshake's answers.
+    fn reserve(&self) -> f64 {
+        (self.hello.burst / 2.0).floor()
+    }
+
+    /// A token of the one budget for a packet towards an unconfirmed source at
+    /// `loc` (an embryonic entry's; None: a stateless refusal). Only a sparse
+    /// locator's (`SPARSE_LOCATOR_MAX`) may take the reserve; what we send towards
+    /// unconfirmed sources stays within `hello_rate_pps`/`hello_burst` either way.
+    pub(crate) fn take_towards(&mut self, now: Instant, loc: Option<Locator>) -> bool {
+        let sparse = loc.is_some_and(|l| self.order.count_at(l) <= SPARSE_LOCATOR_MAX);
+        let reserve = if sparse { 0.0 } else { self.reserve() };
+        if !self.hello.has_token_above(now, reserve) {
+            return false;
+        }
+        self.hello.take(now)
     }
 
     /// A verified-format packet from `meta.src_nid`, which has no entry. Creates
@@ -371,7 +408,7 @@ impl AdmissionState {
         // tell the initiator our nonce now, even if the application never answers
         // (one-way UDP): our Locator Updates must verify (RFC 6741 §13.1). Towards
         // an unconfirmed source only under the global budget.
-        if tier == Tier::Embryonic && !self.hello.take(now) {
+        if tier == Tier::Embryonic && !self.take_towards(now, Some(meta.src_loc)) {
             cx.stats.bump(Outcome::HelloRateLimited);
             return;
         }
@@ -449,7 +486,8 @@ impl AdmissionState {
         out: &mut Vec<Action>,
     ) {
         let what = || format!("answer to {nid}");
-        if !self.hello.has_token(now) {
+        let reserve = self.reserve();
+        if !self.hello.has_token_above(now, reserve) {
             drop_packet(cx.stats, out, DropReason::AnswerRateLimited, what());
             return;
         }
@@ -461,7 +499,7 @@ impl AdmissionState {
             drop_packet(cx.stats, out, DropReason::AnswerUnadmitted, what());
             return;
         };
-        self.hello.take(now); // there is one (has_token above, same `now`)
+        self.hello.take(now); // there is one (has_token_above above, same `now`)
         let nonce = self.responder_nonce(cx.cfg, &mut *cx.rng, nid, h.remote_loc, &h.peer_nonce);
         let rule = cx.cfg.checksum_rule(nid);
         let id_prefix = cx.cfg.id_prefix;
@@ -476,7 +514,12 @@ impl AdmissionState {
         match res {
             Ok(pkt) => {
                 cx.stats.bump(Outcome::AnswerSent);
-                out.push(Action::SendWire { pkt, uplink: cx.local.uplink_of(local) });
+                match h.via.filter(|_| h.remote_loc.is_v4_path()) {
+                    // over the v4 path: to the datagram's outer source (v4_route, at
+                    // the exit, would take the address the inner locator names)
+                    Some(to) => out.push(Action::SendV4 { pkt, to }),
+                    None => out.push(Action::SendWire { pkt, uplink: cx.local.uplink_of(local) }),
+                }
             }
             Err(e) => drop_packet(cx.stats, out, DropReason::OutMalformed, format!("{}: {e}", what())),
         }
@@ -843,7 +886,7 @@ mod tests {
         let mut b = responder(4, 10);
         let (_syn, na) = syn_from_a(&mut a, now);
         // B's fast path found no socket: it passed the SYN up and left this hint
-        let hint = AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: na, at: now };
+        let hint = AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: na, at: now, via: None };
         let rst = tcp_seg(NB, NA, 80, 4000, 0x14);
         let out = b.handle_outbound_hinted(now + ms(1), &rst, Csum::Complete, &mut |n| (n == NA).then_some(hint));
         let w = wire(&out);
@@ -883,7 +926,7 @@ mod tests {
         let mut b = responder(4, 10);
         let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
         let na = crate::tests::nonce_of(&w);
-        let hint = AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: na, at: now };
+        let hint = AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: na, at: now, via: None };
         // B's stack answers the identifier-form datagram with port unreachable
         let err = ts::icmp_error(
             ilnp_addr(ts::P, NB),
@@ -908,7 +951,8 @@ mod tests {
         let t0 = Instant::now();
         let mut b = responder(4, 3); // 1 token/s, burst 3
         let rst = |n: u64| tcp_seg(NB, Nid(0x0200_00ff_fe03_0000 + n), 80, 4000, 0x14);
-        let hint = |at| AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: Nonce::N32([1, 2, 3, 4]), at };
+        let hint =
+            |at| AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: Nonce::N32([1, 2, 3, 4]), at, via: None };
         let (mut sent, mut asked) = (0, 0);
         for i in 0..10 {
             let mut h = |_| {
@@ -917,15 +961,20 @@ mod tests {
             };
             sent += wire(&b.handle_outbound_hinted(t0, &rst(i), Csum::Complete, &mut h)).len();
         }
-        assert_eq!(sent, 3, "the burst, then nothing");
-        assert_eq!(b.stats().dropped(DropReason::AnswerRateLimited), 7);
-        assert_eq!(asked, 3, "no hint looked up without a token");
+        assert_eq!(sent, 2, "the burst but its reserve (half), then nothing");
+        assert_eq!(b.stats().dropped(DropReason::AnswerRateLimited), 8);
+        assert_eq!(asked, 2, "no hint looked up without a token");
         // a hello takes from the same bucket: after 1 s one token, spent by the refusal
         let t1 = t0 + ms(1000);
         assert_eq!(wire(&b.handle_outbound_hinted(t1, &rst(20), Csum::Complete, &mut |_| Some(hint(t1)))).len(), 1);
+        assert!(wire(&b.handle_outbound_hinted(t1, &rst(21), Csum::Complete, &mut |_| Some(hint(t1)))).is_empty());
+        // the reserve is left for a new peer at a sparse locator: its hello goes
         let (_c, p) = from(NA, 1, t1);
         b.handle_inbound(t1, &p, Csum::Complete);
-        assert_eq!(b.stats().outcome(Outcome::HelloRateLimited), 1, "no token left for the hello");
+        assert_eq!(b.stats().outcome(Outcome::HelloSent), 1, "the reserve's token");
+        let (_c, p) = from(Nid(0x0200_00ff_fe03_7777), 2, t1);
+        b.handle_inbound(t1, &p, Csum::Complete);
+        assert_eq!(b.stats().outcome(Outcome::HelloRateLimited), 1, "no token left for the next hello");
         // no hint, or one older than ANSWER_HINT_MAX_AGE: not sent, no token taken
         let t2 = t1 + ANSWER_HINT_MAX_AGE + ms(2000);
         assert!(wire(&b.handle_outbound_hinted(t2, &rst(30), Csum::Complete, &mut |_| None)).is_empty());
@@ -933,8 +982,8 @@ mod tests {
         assert!(wire(&b.handle_outbound_hinted(t2, &rst(31), Csum::Complete, &mut |_| Some(old))).is_empty());
         assert_eq!(b.stats().dropped(DropReason::AnswerUnadmitted), 2);
         assert_eq!(wire(&b.handle_outbound_hinted(t2, &rst(32), Csum::Complete, &mut |_| Some(hint(t2)))).len(), 1);
-        assert_eq!(b.stats().outcome(Outcome::AnswerSent), 5);
-        assert_eq!(b.tier_counts().embryonic, 1, "only NA's packet made state");
+        assert_eq!(b.stats().outcome(Outcome::AnswerSent), 4);
+        assert_eq!(b.tier_counts().embryonic, 2, "only the two peers' packets made state");
     }
 
     #[test]

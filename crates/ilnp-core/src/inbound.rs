@@ -143,7 +143,7 @@ impl Core {
             self.stats.bump(Outcome::NonceOnlyReceived);
             return;
         }
-        if self.v4_challenge_answer(nid, &ident, out) {
+        if self.v4_challenge_answer(now, nid, &ident, out) {
             return;
         }
         out.push(Action::DeliverLocal(ident));

@@ -88,6 +88,13 @@ impl Core {
         };
         let uplink = self.local.uplink_of(local_loc);
         if res.is_ok() && e.tier == Tier::Embryonic {
+            // towards an unconfirmed source: only under the one budget the hellos
+            // and refusals take from (a spoofed source is a third party)
+            if !self.admission.take_towards(now, Some(remote)) {
+                self.stats.drop(DropReason::TxEmbryonicRateLimited);
+                out.push(Action::Event(Event::drop(DropReason::TxEmbryonicRateLimited, format!("packet to {dn}"))));
+                return;
+            }
             // an answer reached the claimed locator, if it is real: the next packet
             // with the peer's nonce promotes the entry (admission.rs)
             e.answered = true;

@@ -17,13 +17,21 @@
 //!   replays from its own address) does not move the path: an Echo Request with 96
 //!   random bits goes to the new source inside the v4 path, and only its Echo Reply,
 //!   from that source and with the correspondent's nonce, moves it (RFC 9000 §8.2's
-//!   path validation; the limits are the peer-restart challenges'). Until then the
-//!   packets are delivered (their nonce is right) and replies keep the old path.
+//!   path validation). A second Echo Request goes over the *old* path: answered
+//!   from the old address, the correspondent is still there and the candidate is
+//!   refused (what an attacker that once saw the nonce replays from its own address
+//!   cannot get past); answered from the candidate, or not at all within a few
+//!   round trips (the old mapping is gone, as in a real rebinding), the candidate's
+//!   own answer suffices. Validations have their own limits (`Validations`), apart
+//!   from the peer-restart challenges', so forgeries, which open those, never hold
+//!   a validation back. Until then the packets are delivered (their nonce is right)
+//!   and replies keep the old path.
 //! * **Keepalives.** A session whose source locator is a v4 path sends a nonce-only
 //!   packet (RFC 6741 §13.1) after `v4_keepalive` without traffic, so the NAT keeps
 //!   its mapping (many expire UDP mappings after 30 s).
 
-use crate::challenge::{is_echo_reply, CHALLENGE_MAX_OPEN};
+use crate::admission::TokenBucket;
+use crate::challenge::is_echo_reply;
 use crate::event::{Event, Outcome};
 use crate::{Action, Core, LocatorState, RemoteLocator, Tier};
 use ilnp_wire::icmpv6::{Icmpv6Type, Repr};
@@ -37,6 +45,25 @@ use std::time::{Duration, Instant};
 pub const V4_CHALLENGE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Echo payload marker (tells a path challenge apart in a capture).
 const ECHO_MARK: &[u8] = b"ilnp-v4-path-challenge:";
+/// ... and of its confirmation over the old path.
+const OLD_PATH_MARK: &[u8] = b"ilnp-v4-path-old-path:";
+/// Validations open at once, over all peers, and per peer (a replay from several
+/// ports cannot displace a real rebinding's: a peer's slots only fill, never evict).
+pub const V4_VALIDATION_MAX_OPEN: usize = 64;
+pub const V4_VALIDATION_PER_PEER: usize = 4;
+/// The validations' own budget (challenges per second, burst), apart from the
+/// peer-restart challenges' (challenge.rs): forged packets open those, never these.
+pub const V4_VALIDATION_RATE: f64 = 10.0;
+pub const V4_VALIDATION_BURST: u32 = 20;
+/// A candidate refused or unanswered is not challenged again for this long (per
+/// peer and candidate address: another candidate is not held back).
+pub const V4_CANDIDATE_HOLDOFF: Duration = Duration::from_secs(1);
+/// Hold-offs kept at most (the oldest go first).
+const V4_HOLDOFF_MAX: usize = 1024;
+/// How long the old path's answer is awaited once the candidate answered: a few of
+/// the session's round trips, within these bounds (no RTT known: the upper one).
+const OLD_PATH_WAIT_MIN: Duration = Duration::from_millis(30);
+const OLD_PATH_WAIT_MAX: Duration = Duration::from_millis(300);
 
 #[derive(Debug, Clone)]
 struct PathChallenge {
@@ -44,13 +71,38 @@ struct PathChallenge {
     candidate: SocketAddrV4,
     echo_word: u32,
     echo_body: Vec<u8>,
+    /// the path validated so far, where the confirmation went (None: none)
+    old: Option<SocketAddrV4>,
+    old_word: u32,
+    old_body: Vec<u8>,
+    /// the candidate answered its echo
+    candidate_ok: bool,
+    /// the old path's echo came back from the candidate: the peer moved there
+    old_confirmed: bool,
+    /// decided then if the old path stays silent (set when the candidate answers)
+    decide_at: Option<Instant>,
     deadline: Instant,
+    old_wait: Duration,
+}
+
+/// The rebinding validations' own limits.
+#[derive(Debug)]
+pub(crate) struct Validations {
+    bucket: TokenBucket,
+    holdoff: HashMap<(Nid, SocketAddrV4), Instant>,
+}
+
+impl Default for Validations {
+    fn default() -> Self {
+        Validations { bucket: TokenBucket::new(V4_VALIDATION_RATE, V4_VALIDATION_BURST), holdoff: HashMap::new() }
+    }
 }
 
 /// The v4 path's own state: open path challenges and the keepalive timer.
 #[derive(Debug, Default)]
 pub(crate) struct V4Paths {
-    open: HashMap<Nid, PathChallenge>,
+    open: HashMap<Nid, Vec<PathChallenge>>,
+    limits: Validations,
     keepalive_at: Option<Instant>,
     /// our usable v4-path locators at the last local change (a new one is warmed up)
     locals: Vec<Locator>,
@@ -60,8 +112,40 @@ pub(crate) struct V4Paths {
 
 impl V4Paths {
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.open.values().map(|c| c.deadline).chain(self.keepalive_at).min()
+        self.open
+            .values()
+            .flatten()
+            .map(|c| c.decide_at.unwrap_or(c.deadline).min(c.deadline))
+            .chain(self.keepalive_at)
+            .min()
     }
+
+    fn open_count(&self) -> usize {
+        self.open.values().map(Vec::len).sum()
+    }
+
+    fn hold_off(&mut self, now: Instant, nid: Nid, candidate: SocketAddrV4) {
+        let h = &mut self.limits.holdoff;
+        h.retain(|_, until| *until > now);
+        if h.len() >= V4_HOLDOFF_MAX {
+            if let Some(k) = h.iter().min_by_key(|(_, t)| **t).map(|(k, _)| *k) {
+                h.remove(&k);
+            }
+        }
+        h.insert((nid, candidate), now + V4_CANDIDATE_HOLDOFF);
+    }
+}
+
+fn echo_body_old(rng: &mut dyn rand_core::RngCore) -> Vec<u8> {
+    echo_body(rng, OLD_PATH_MARK)
+}
+
+fn echo_body(rng: &mut dyn rand_core::RngCore, mark: &[u8]) -> Vec<u8> {
+    let mut body = mark.to_vec();
+    let mut rnd = [0u8; 8];
+    rng.fill_bytes(&mut rnd);
+    body.extend_from_slice(&rnd);
+    body
 }
 
 impl Core {
@@ -120,39 +204,111 @@ impl Core {
             return;
         }
         self.stats.bump(Outcome::V4PathUnvalidatedRx);
-        if self.v4.open.get(&nid).is_some_and(|c| c.loc == src && c.candidate == from) {
+        let mine = self.v4.open.get(&nid).map(Vec::as_slice).unwrap_or_default();
+        if mine.iter().any(|c| c.loc == src && c.candidate == from) {
             return;
         }
-        if self.v4.open.len() >= CHALLENGE_MAX_OPEN || !self.challenges.admit(now, nid) {
+        if self.v4.limits.holdoff.get(&(nid, from)).is_some_and(|t| *t > now) {
+            self.stats.bump(Outcome::V4PathChallengeHeldOff);
+            return;
+        }
+        if mine.len() >= V4_VALIDATION_PER_PEER
+            || self.v4.open_count() >= V4_VALIDATION_MAX_OPEN
+            || !self.v4.limits.bucket.take(now)
+        {
             self.stats.bump(Outcome::V4PathChallengeRateLimited);
             return;
         }
-        let echo_word = self.rng.next_u32();
-        let mut echo_body = ECHO_MARK.to_vec();
-        let mut rnd = [0u8; 8];
-        self.rng.fill_bytes(&mut rnd);
-        echo_body.extend_from_slice(&rnd);
+        let (echo_word, old_word) = (self.rng.next_u32(), self.rng.next_u32());
+        let echo_body = echo_body(&mut *self.rng, ECHO_MARK);
+        let old_body = echo_body_old(&mut *self.rng);
         let e = self.ilcc.get(&nid).expect("present");
+        let (us, them) = (ilnp_addr(e.local_locator, self.cfg.local_nid), ilnp_addr(src, nid));
         let echo = Repr { msg_type: Icmpv6Type::ECHO_REQUEST, code: 0, data_word: echo_word, body: &echo_body };
-        let pkt =
-            echo.packet(ilnp_addr(e.local_locator, self.cfg.local_nid), ilnp_addr(src, nid), 64, Some(&e.nonce_tx));
-        out.push(Action::SendV4 { pkt, to: from });
-        self.v4.open.insert(
-            nid,
-            PathChallenge { loc: src, candidate: from, echo_word, echo_body, deadline: now + V4_CHALLENGE_TIMEOUT },
-        );
+        out.push(Action::SendV4 { pkt: echo.packet(us, them, 64, Some(&e.nonce_tx)), to: from });
+        // and over the old path: is the peer still there?
+        let old = current.filter(|o| *o != from);
+        if let Some(to) = old {
+            let echo = Repr { msg_type: Icmpv6Type::ECHO_REQUEST, code: 0, data_word: old_word, body: &old_body };
+            out.push(Action::SendV4 { pkt: echo.packet(us, them, 64, Some(&e.nonce_tx)), to });
+        }
+        let old_wait = e
+            .srtt_us
+            .map_or(OLD_PATH_WAIT_MAX, |us| Duration::from_micros(us.saturating_mul(4)))
+            .clamp(OLD_PATH_WAIT_MIN, OLD_PATH_WAIT_MAX);
+        self.v4.open.entry(nid).or_default().push(PathChallenge {
+            loc: src,
+            candidate: from,
+            echo_word,
+            echo_body,
+            old,
+            old_word,
+            old_body,
+            candidate_ok: false,
+            old_confirmed: false,
+            decide_at: None,
+            deadline: now + V4_CHALLENGE_TIMEOUT,
+            old_wait,
+        });
         self.stats.bump(Outcome::V4PathChallengeSent);
         out.push(Action::Event(Event::V4Path { nid, locator: src, via: from.to_string(), outcome: "challenged" }));
     }
 
-    /// A verified identifier-form packet from `nid`: the answer to its path
-    /// challenge (consumed: it was ours), from the candidate address?
-    pub(crate) fn v4_challenge_answer(&mut self, nid: Nid, ident: &[u8], out: &mut Vec<Action>) -> bool {
-        let Some(c) = self.v4.open.get(&nid) else { return false };
-        if self.v4.rx_via != Some(c.candidate) || !is_echo_reply(ident, c.echo_word, &c.echo_body) {
+    /// A verified identifier-form packet from `nid`: an answer to one of its path
+    /// challenges (consumed: it was ours)? The candidate's own echo counts only from
+    /// the candidate; the old path's from the candidate confirms the move, from
+    /// anywhere else (the old address) refuses it: the peer is still there.
+    pub(crate) fn v4_challenge_answer(&mut self, now: Instant, nid: Nid, ident: &[u8], out: &mut Vec<Action>) -> bool {
+        let Some(list) = self.v4.open.get_mut(&nid) else { return false };
+        let via = self.v4.rx_via;
+        let Some(i) = list.iter().position(|c| {
+            is_echo_reply(ident, c.echo_word, &c.echo_body) || is_echo_reply(ident, c.old_word, &c.old_body)
+        }) else {
             return false;
+        };
+        let c = &mut list[i];
+        if is_echo_reply(ident, c.echo_word, &c.echo_body) {
+            if via != Some(c.candidate) {
+                return true; // ours, but not from where it was sent: counts for nothing
+            }
+            c.candidate_ok = true;
+            c.decide_at.get_or_insert(now + c.old_wait);
+        } else if via == Some(c.candidate) {
+            c.old_confirmed = true;
+            self.stats.bump(Outcome::V4PathConfirmedOldPath);
+        } else {
+            // the old path answered from elsewhere: the peer did not move
+            let c = list.remove(i);
+            self.v4_refused(now, nid, c, out);
+            return true;
         }
-        let c = self.v4.open.remove(&nid).expect("checked");
+        let c = &list[i];
+        if c.candidate_ok && (c.old_confirmed || c.old.is_none()) {
+            let c = list.remove(i);
+            self.v4_rebind(nid, c, out);
+        }
+        true
+    }
+
+    fn v4_refused(&mut self, now: Instant, nid: Nid, c: PathChallenge, out: &mut Vec<Action>) {
+        self.v4.hold_off(now, nid, c.candidate);
+        self.v4.open.retain(|_, l| !l.is_empty());
+        self.stats.bump(Outcome::V4PathRefusedOldPath);
+        out.push(Action::Event(Event::V4Path {
+            nid,
+            locator: c.loc,
+            via: c.candidate.to_string(),
+            outcome: "refused: the peer answered on the old path",
+        }));
+    }
+
+    fn v4_rebind(&mut self, nid: Nid, c: PathChallenge, out: &mut Vec<Action>) {
+        self.v4.open.retain(|_, l| !l.is_empty());
+        // the other validations of this peer's locator are moot now
+        if let Some(l) = self.v4.open.get_mut(&nid) {
+            l.retain(|o| o.loc != c.loc);
+        }
+        self.v4.open.retain(|_, l| !l.is_empty());
         if let Some(e) = self.ilcc.get_mut(&nid) {
             if let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == c.loc) {
                 r.via = (c.loc.as_v4_path() != Some(c.candidate)).then_some(c.candidate);
@@ -166,14 +322,33 @@ impl Core {
             via: c.candidate.to_string(),
             outcome: "rebound",
         }));
-        true
     }
 
     /// Path challenges nobody answered; keepalives due.
     pub(crate) fn v4_due(&mut self, now: Instant, out: &mut Vec<Action>) {
-        let failed: Vec<Nid> = self.v4.open.iter().filter(|(_, c)| c.deadline <= now).map(|(n, _)| *n).collect();
-        for nid in failed {
-            let c = self.v4.open.remove(&nid).expect("listed");
+        let mut won = Vec::new();
+        let mut failed = Vec::new();
+        for (nid, list) in self.v4.open.iter_mut() {
+            let mut i = 0;
+            while i < list.len() {
+                let c = &list[i];
+                if c.candidate_ok && c.decide_at.is_some_and(|t| t <= now) {
+                    // the old path stayed silent: its mapping is gone, the peer moved
+                    won.push((*nid, list.remove(i)));
+                } else if !c.candidate_ok && c.deadline <= now {
+                    failed.push((*nid, list.remove(i)));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        self.v4.open.retain(|_, l| !l.is_empty());
+        for (nid, c) in won {
+            self.stats.bump(Outcome::V4PathOldPathSilent);
+            self.v4_rebind(nid, c, out);
+        }
+        for (nid, c) in failed {
+            self.v4.hold_off(now, nid, c.candidate);
             self.stats.bump(Outcome::V4PathChallengeFailed);
             let via = c.candidate.to_string();
             out.push(Action::Event(Event::V4Path { nid, locator: c.loc, via, outcome: "unanswered: path kept" }));
@@ -367,8 +542,9 @@ mod tests {
         assert!(out.iter().any(|x| matches!(x, Action::DeliverLocal(_))));
         assert_eq!(b.stats().get("v4_path_challenge_sent"), 1);
         let challenge = sent(&out);
-        assert_eq!(challenge.len(), 1);
+        assert_eq!(challenge.len(), 2, "one to the candidate, one over the old path: {challenge:?}");
         assert_eq!(challenge[0].0, new, "the challenge goes to the new address");
+        assert_eq!(challenge[1].0, v4([198, 51, 100, 1], 40000), "its confirmation over the old path");
         let reply = b.handle_outbound(t, &crate::tests::udp(NB, NA, b"x"), Csum::Complete);
         assert_eq!(sent(&reply)[0].0, v4([198, 51, 100, 1], 40000), "replies keep the old path meanwhile");
         // A's stack answers the echo (identifier form), A sends the reply over the new mapping
@@ -382,11 +558,89 @@ mod tests {
         let fake = b.handle_inbound_v4(t, &p, Csum::Complete, v4([198, 51, 100, 1], 40000));
         assert_eq!(b.stats().get("v4_path_rebound"), 0, "{fake:?}");
         let out = b.handle_inbound_v4(t, &p, Csum::Complete, new);
-        assert_eq!(b.stats().get("v4_path_rebound"), 1);
-        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_v4 == Some(new))), "{out:?}");
         assert!(!out.iter().any(|x| matches!(x, Action::DeliverLocal(_))), "the answer is ours, not the stack's");
+        // the old mapping is gone: its confirmation never comes back; a few RTTs later
+        // the candidate's answer suffices
+        assert_eq!(b.stats().get("v4_path_rebound"), 0);
+        let due = b.poll_timeout().unwrap();
+        assert!(due <= t + super::OLD_PATH_WAIT_MAX, "{due:?}");
+        let out = b.handle_timeout(due);
+        assert_eq!(b.stats().get("v4_path_rebound"), 1);
+        assert_eq!(b.stats().get("v4_path_old_path_silent"), 1);
+        assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_v4 == Some(new))), "{out:?}");
         let reply = b.handle_outbound(t, &crate::tests::udp(NB, NA, b"x"), Csum::Complete);
         assert_eq!(sent(&reply)[0].0, new, "replies follow the validated path");
+    }
+
+    /// A's stack answers an Echo Request B sent it; the reply as A sends it (wire).
+    fn answer_echo(a: &mut Core, t: Instant, req_wire: &[u8]) -> Vec<u8> {
+        let echo = a.handle_inbound_v4(t, req_wire, Csum::Complete, v4([192, 0, 2, 1], 6740));
+        let req =
+            echo.iter().find_map(|x| if let Action::DeliverLocal(p) = x { Some(p.clone()) } else { None }).unwrap();
+        let out = a.handle_outbound(t, &crate::tests::echo_reply_for(&req), Csum::Complete);
+        sent(&out).pop().unwrap().1
+    }
+
+    #[test]
+    fn a_candidate_that_answers_from_its_own_address_loses_to_the_old_path() {
+        // an attacker that once saw A's nonce replays A's datagram from its own
+        // address and answers the challenge sent there (it knows the nonce); A is
+        // still on its old mapping and answers the confirmation sent over it
+        let (mut a, mut b, t) = nat_pair();
+        let (old, attacker) = (v4([198, 51, 100, 1], 40000), v4([203, 0, 113, 9], 5555));
+        let out = a.handle_outbound(t, &crate::tests::udp(NA, NB, b"seen once"), Csum::Complete);
+        let (_, pkt) = sent(&out).pop().unwrap();
+        let out = b.handle_inbound_v4(t, &pkt, Csum::Complete, attacker);
+        let ch = sent(&out);
+        assert_eq!((ch[0].0, ch[1].0), (attacker, old), "{ch:?}");
+        // the attacker's answer (built with the nonce it saw: here A's own bytes)
+        let forged_answer = answer_echo(&mut a, t, &ch[0].1);
+        b.handle_inbound_v4(t, &forged_answer, Csum::Complete, attacker);
+        assert_eq!(b.stats().get("v4_path_rebound"), 0, "not before the old path had its say");
+        // A answers over its old path, from its old mapping
+        let real = answer_echo(&mut a, t, &ch[1].1);
+        let out = b.handle_inbound_v4(t, &real, Csum::Complete, old);
+        assert!(!out.iter().any(|x| matches!(x, Action::DeliverLocal(_))), "ours: {out:?}");
+        assert_eq!(b.stats().get("v4_path_refused_old_path"), 1);
+        let out = b.handle_timeout(t + super::OLD_PATH_WAIT_MAX + super::V4_CHALLENGE_TIMEOUT);
+        assert_eq!(b.stats().get("v4_path_rebound"), 0, "{out:?}");
+        let reply = b.handle_outbound(t, &crate::tests::udp(NB, NA, b"x"), Csum::Complete);
+        assert_eq!(sent(&reply)[0].0, old, "the path stays");
+        // and the refused candidate is held off for a while
+        b.handle_inbound_v4(t, &pkt, Csum::Complete, attacker);
+        assert_eq!(b.stats().get("v4_path_challenge_held_off"), 1);
+        assert_eq!(b.stats().get("v4_path_challenge_sent"), 1);
+    }
+
+    #[test]
+    fn forgeries_do_not_hold_back_a_real_rebinding() {
+        let (mut a, mut b, t) = nat_pair();
+        let new = v4([198, 51, 100, 1], 41000);
+        // forged datagrams (wrong nonce) from other ports, one every 100 ms: each a
+        // bad_nonce drop, some a peer-restart challenge with its hold-off
+        let out = a.handle_outbound(t, &crate::tests::udp(NA, NB, b"f"), Csum::Complete);
+        let (_, mut forged) = sent(&out).pop().unwrap();
+        forged[44] ^= 0xff;
+        for i in 0..10u16 {
+            b.handle_inbound_v4(
+                t + Duration::from_millis(100 * u64::from(i)),
+                &forged,
+                Csum::Complete,
+                v4([203, 0, 113, 9], 6000 + i),
+            );
+        }
+        assert!(b.stats().get("bad_nonce") >= 10);
+        // the NAT really rebinds: A's next datagram comes from a new port, at once
+        let t = t + Duration::from_millis(950);
+        let out = a.handle_outbound(t, &crate::tests::udp(NA, NB, b"rebound"), Csum::Complete);
+        let out = b.handle_inbound_v4(t, &sent(&out).pop().unwrap().1, Csum::Complete, new);
+        assert_eq!(b.stats().get("v4_path_challenge_rate_limited"), 0);
+        assert_eq!(b.stats().get("v4_path_challenge_sent"), 1, "{out:?}");
+        let ch = sent(&out);
+        let answer = answer_echo(&mut a, t, &ch[0].1);
+        b.handle_inbound_v4(t, &answer, Csum::Complete, new);
+        b.handle_timeout(t + super::OLD_PATH_WAIT_MAX);
+        assert_eq!(b.stats().get("v4_path_rebound"), 1);
     }
 
     #[test]
@@ -400,12 +654,11 @@ mod tests {
         b.handle_inbound_v4(t, &forged, Csum::Complete, attacker);
         assert_eq!(b.stats().get("v4_path_challenge_sent"), 0);
         assert_eq!(b.stats().get("bad_nonce"), 1);
-        // it opened a peer-restart challenge: A's next packet answers it (and its
-        // hold-off also holds path challenges for a second)
+        // it opened a peer-restart challenge: A's next packet answers it (its
+        // hold-off is the restart challenges' own: path validations are not held)
         let out = a.handle_outbound(t, &crate::tests::udp(NA, NB, b"real"), Csum::Complete);
         b.handle_inbound_v4(t, &sent(&out).pop().unwrap().1, Csum::Complete, v4([198, 51, 100, 1], 40000));
         assert_eq!(b.stats().get("peer_challenge_answered"), 1);
-        let t = t + Duration::from_secs(2);
         // a replayed verified packet from the attacker: challenged, never answered
         let out = a.handle_outbound(t, &crate::tests::udp(NA, NB, b"replayed"), Csum::Complete);
         let (_, pkt) = sent(&out).pop().unwrap();

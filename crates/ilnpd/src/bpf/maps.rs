@@ -137,6 +137,10 @@ pub struct AnswerHintVal {
     pub nonce: [u8; NONCE_MAX],
     pub nonce_len: u8,
     pub _pad: [u8; 3],
+    /// a v4 path's packet: its outer IPv4 source and UDP port (network order; port 0 = IPv6)
+    pub remote_v4_addr: [u8; 4],
+    pub remote_v4_port: u16,
+    pub _pad2: [u8; 2],
 }
 
 /// `struct ilnp_tcp_cfg`: the RFC 6069 hints' sock_ops program (bpf/ilnp_sockops.c)
@@ -238,8 +242,17 @@ pub const REASONS: &[&str] = &[
     "egress_route_xmit",
     "egress_route_pass_gso",
     "egress_route_pass_nh",
+    "ingress_v4_admit_socket",
+    "ingress_v4_no_socket",
+    "ingress_v4_via_ilnp0",
+    "ingress_punt_v4_echo_reply",
 ];
 
+/// `ILNP_UPLINK_F_NO_IPV6` (value of ilnp_uplinks): the uplink has IPv6 disabled
+pub const UPLINK_F_NO_IPV6: u32 = 1;
+/// `ILNP_UPLINKS_MAX`
+#[cfg(test)]
+pub const UPLINKS_MAX: usize = 256;
 /// `ILNP_CFG_F_ADMIT_SOCKET` (ilnp_cfg.flags)
 pub const CFG_F_ADMIT_SOCKET: u32 = 1;
 /// `ILNP_ILCC_F_FULL_CSUM` (ilnp_ilcc_val.flags)
@@ -328,7 +341,9 @@ int main(void) {
   printf("const.ILNP_PLAIN_PEERS_MAX %d\n", ILNP_PLAIN_PEERS_MAX);
   S(ilnp_answer_hint_val) O(ilnp_answer_hint_val, remote_loc) O(ilnp_answer_hint_val, local_loc)
   O(ilnp_answer_hint_val, ts_ns) O(ilnp_answer_hint_val, nonce) O(ilnp_answer_hint_val, nonce_len)
-  O(ilnp_answer_hint_val, _pad)
+  O(ilnp_answer_hint_val, _pad) O(ilnp_answer_hint_val, remote_v4_addr) O(ilnp_answer_hint_val, remote_v4_port)
+  O(ilnp_answer_hint_val, _pad2)
+  printf("const.ILNP_UPLINKS_MAX %d\nconst.ILNP_UPLINK_F_NO_IPV6 %d\n", ILNP_UPLINKS_MAX, ILNP_UPLINK_F_NO_IPV6);
   printf("const.ILNP_ANSWER_HINTS_MAX %d\n", ILNP_ANSWER_HINTS_MAX);
   S(ilnp_tcp_cfg) O(ilnp_tcp_cfg, netns_cookie) S(ilnp_tcp_key) O(ilnp_tcp_key, local) O(ilnp_tcp_key, remote)
   O(ilnp_tcp_key, lport) O(ilnp_tcp_key, rport) O(ilnp_tcp_key, _pad) S(ilnp_tcp_rto) O(ilnp_tcp_rto, ts_ns)
@@ -406,6 +421,11 @@ int main(void) {
             ("ilnp_answer_hint_val.nonce", offset_of!(AnswerHintVal, nonce)),
             ("ilnp_answer_hint_val.nonce_len", offset_of!(AnswerHintVal, nonce_len)),
             ("ilnp_answer_hint_val._pad", offset_of!(AnswerHintVal, _pad)),
+            ("ilnp_answer_hint_val.remote_v4_addr", offset_of!(AnswerHintVal, remote_v4_addr)),
+            ("ilnp_answer_hint_val.remote_v4_port", offset_of!(AnswerHintVal, remote_v4_port)),
+            ("ilnp_answer_hint_val._pad2", offset_of!(AnswerHintVal, _pad2)),
+            ("const.ILNP_UPLINKS_MAX", UPLINKS_MAX),
+            ("const.ILNP_UPLINK_F_NO_IPV6", UPLINK_F_NO_IPV6 as usize),
             ("const.ILNP_ANSWER_HINTS_MAX", ANSWER_HINTS_MAX),
             ("sizeof.ilnp_tcp_cfg", size_of::<TcpCfg>()),
             ("ilnp_tcp_cfg.netns_cookie", offset_of!(TcpCfg, netns_cookie)),

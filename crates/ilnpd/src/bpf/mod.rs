@@ -62,7 +62,9 @@ const MAP_BALANCE: &str = "ilnp_balance";
 const MAP_PLAIN_PEERS: &str = "ilnp_plain_peers";
 const MAP_ANSWER_HINTS: &str = "ilnp_answer_hints";
 const MAP_ROUTE_GEN: &str = "ilnp_route_gen";
+const MAP_UPLINKS: &str = "ilnp_uplinks";
 const MAP_NAMES: &[&str] = &[
+    MAP_UPLINKS,
     MAP_CFG,
     MAP_ILCC,
     MAP_LOCALS,
@@ -271,8 +273,12 @@ impl Datapath {
         Ok(self.route.as_ref().expect("just set").fd())
     }
 
-    /// Attaches the ingress program to an uplink (idempotent).
+    /// Attaches the ingress program to an uplink (idempotent), and tells it whether
+    /// the uplink has IPv6 disabled (`ilnp_uplinks`): a v4-path packet decapsulated
+    /// there is then delivered through ilnp0, as the kernel would drop it on the
+    /// uplink (read at attach: a later `sysctl` change is seen at the next attach).
     pub fn attach_uplink(&mut self, ifindex: u32) -> Result<()> {
+        self.note_uplink_ipv6(ifindex)?;
         if self.uplinks.iter().any(|a| a.ifindex == ifindex) {
             return Ok(());
         }
@@ -281,6 +287,24 @@ impl Datapath {
         let a = tc::attach(self.prog(PROG_INGRESS)?, kind, ifindex, TcAttachType::Ingress, pin.as_deref())?;
         self.uplinks.push(a);
         Ok(())
+    }
+
+    /// `net.ipv6.conf.<uplink>.disable_ipv6` into `ilnp_uplinks` (absent: IPv6 on).
+    fn note_uplink_ipv6(&mut self, ifindex: u32) -> Result<()> {
+        let name = tc::ifname(ifindex)?;
+        let off = std::fs::read_to_string(format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6"))
+            .map_or(true, |v| v.trim() != "0"); // no such file: IPv6 is off (or absent)
+        let mut m: HashMap<_, u32, u32> =
+            HashMap::try_from(self.bpf.map_mut(MAP_UPLINKS).ok_or_else(|| map_err(MAP_UPLINKS))?)?;
+        if off {
+            tracing::info!(
+                "uplink {name} has IPv6 disabled (net.ipv6.conf.{name}.disable_ipv6): v4-path packets arriving \
+                 there are delivered through ilnp0"
+            );
+            m.insert(ifindex, maps::UPLINK_F_NO_IPV6, 0).with_context(|| format!("marking uplink {name} IPv6-off"))
+        } else {
+            absent_ok(m.remove(&ifindex)).with_context(|| format!("unmarking uplink {name}"))
+        }
     }
 
     /// Detaches the ingress program from an uplink; unknown or vanished: no error.
@@ -391,7 +415,12 @@ impl Datapath {
     /// The ingress program's hint for `nid` (admission = socket): where its last
     /// packet that no socket took came from, our locator it arrived on, its nonce,
     /// and when (CLOCK_MONOTONIC ns). None: no hint (never, or evicted).
-    pub fn answer_hint(&self, nid: Nid) -> Result<Option<(Locator, Locator, ilnp_wire::Nonce, u64)>> {
+    /// For a v4 path's packet, also the outer IPv4 source it came from.
+    #[allow(clippy::type_complexity)]
+    pub fn answer_hint(
+        &self,
+        nid: Nid,
+    ) -> Result<Option<(Locator, Locator, ilnp_wire::Nonce, u64, Option<std::net::SocketAddrV4>)>> {
         let m: HashMap<_, [u8; 8], AnswerHintVal> =
             HashMap::try_from(self.bpf.map(MAP_ANSWER_HINTS).ok_or_else(|| map_err(MAP_ANSWER_HINTS))?)?;
         let v = match m.get(&nid.to_bytes(), 0) {
@@ -403,7 +432,9 @@ impl Datapath {
         let Some(nonce) = v.nonce.get(..usize::from(v.nonce_len)).and_then(ilnp_wire::Nonce::from_slice) else {
             return Ok(None);
         };
-        Ok(Some((Locator::from_bytes(v.remote_loc), Locator::from_bytes(v.local_loc), nonce, v.ts_ns)))
+        let via = (v.remote_v4_port != 0)
+            .then(|| std::net::SocketAddrV4::new(v.remote_v4_addr.into(), u16::from_be(v.remote_v4_port)));
+        Ok(Some((Locator::from_bytes(v.remote_loc), Locator::from_bytes(v.local_loc), nonce, v.ts_ns, via)))
     }
 
     /// Replaces the set of local locators the fast path accepts and sends from.
