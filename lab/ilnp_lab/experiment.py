@@ -41,7 +41,8 @@ from . import provenance
 from .topology import EXPERIMENTS
 
 PLUGINS = {"mobility": "ilnp_lab.mobility", "balancing": "ilnp_lab.balancing", "admission": "ilnp_lab.admission",
-           "signalling": "ilnp_lab.signalling", "aggregation": "ilnp_lab.aggregation", "v4v6": "ilnp_lab.v4v6"}
+           "signalling": "ilnp_lab.signalling", "aggregation": "ilnp_lab.aggregation", "v4v6": "ilnp_lab.v4v6",
+           "attacks": "ilnp_lab.attacks"}
 COMMON = {"quick", "out", "json", "seed"}
 # `ilnp-lab run` options and their defaults, to tell which ones the user gave
 RUN_DEFAULTS = {"runs": None, "scenario": None, "scheme": None, "cc": None, "jobs": 1, "dad": "optimistic",
