@@ -70,7 +70,8 @@ pub enum Event {
         attempts: u32,
     },
     /// a known NID showed a new nonce: its old locators were challenged (`outcome`:
-    /// sent, answered = the new nonce was forged, unanswered = the peer restarted)
+    /// sent; answered = the new nonce was forged; answered with a new nonce = the peer
+    /// restarted; unanswered = the session kept, the new nonce refused)
     PeerChallenge {
         nid: String,
         outcome: String,
