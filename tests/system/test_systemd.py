@@ -266,6 +266,21 @@ def test_package_and_unit_under_systemd(debs, tmp_path):
         assert m.run("systemctl is-active ilnpd").stdout.strip() == "active"
         pid0 = m.main_pid()
         st = json.loads(m.run("ilnpctl --json status").stdout)
+        # -- the sandbox in effect (issue 42 item 5): a system call filter with bpf(2) and
+        # without mount(2), a descriptor limit, no CAP_SYS_ADMIN, and the data path works
+        u = m.unit("SystemCallFilter", "SystemCallErrorNumber", "LimitNOFILE", "LimitNOFILESoft",
+                   "CapabilityBoundingSet", "AmbientCapabilities")
+        calls = u["SystemCallFilter"].split()
+        assert "bpf" in calls and "ioctl" in calls and "mount" not in calls and "reboot" not in calls, u
+        assert (u["LimitNOFILE"], u["LimitNOFILESoft"]) == ("4096", "4096"), u
+        assert "cap_sys_admin" not in u["CapabilityBoundingSet"] + u["AmbientCapabilities"], u
+        proc = m.run(f"cat /proc/{pid0}/status").stdout
+        fields = dict(line.split(":\t", 1) for line in proc.splitlines() if ":\t" in line)
+        assert fields["Seccomp"].strip() == "2", fields  # a filter is attached
+        assert not int(fields["CapEff"], 16) & (1 << 21), fields  # CAP_SYS_ADMIN
+        assert not int(fields["CapBnd"], 16) & (1 << 21), fields
+        assert re.search(r"^Max open files\s+4096\s+4096", m.run(f"cat /proc/{pid0}/limits").stdout, re.M)
+        numbers["unit: SystemCallFilter calls allowed"] = len(calls)
         nid = st["nid"]
         assert L64 in json.dumps(st["locators"]), st
         assert "TCP hints on" in m.journal(), m.journal()[-3000:]  # sock_ops attached under the sandbox
@@ -288,6 +303,11 @@ def test_package_and_unit_under_systemd(debs, tmp_path):
         # -- ilnpctl: members of group ilnp only
         m.run("useradd -m -G ilnp ilnpop && useradd -m outsider")
         assert m.run("ilnpctl status", user="ilnpop").returncode == 0
+        # read-only for them: the daemon refuses what changes state (SO_PEERCRED), and the
+        # nonces are root's
+        r = m.run("ilnpctl ilcc flush", user="ilnpop", check=False)
+        assert r.returncode == 1 and "ilcc flush needs root" in r.stderr, r.stdout + r.stderr
+        assert json.loads(m.run("ilnpctl --json stats").stdout)["core"]["control_refused_not_root"] == 1
         r = m.run("ilnpctl status", user="outsider", check=False)
         assert r.returncode != 0 and "ermission denied" in r.stderr, r.stdout + r.stderr
 
