@@ -183,7 +183,7 @@ fuzz_target!(|data: &[u8]| {
                 let nonce = if cfg & 4 != 0 { Nonce::N96([9; 12]) } else { Nonce::N32([9; 4]) };
                 let at = now;
                 let _ = c.handle_outbound_hinted(now, pkt, Csum::Partial, &mut |_| {
-                    hint.then_some(AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: nonce, at })
+                    hint.then_some(AnswerHint { remote_loc: LA, local_loc: LB, peer_nonce: nonce, at, via: None })
                 });
             }
             2 => {
