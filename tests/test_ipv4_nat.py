@@ -151,7 +151,7 @@ def test_nat_rebinding_is_validated_and_forged_packets_change_nothing(bed, tmp_p
     cn.spawn("python3", "-c", "import socket\ns = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
              f"s.bind(('{CN_ID}', 7))\nwhile True:\n    d, a = s.recvfrom(100)\n    s.sendto(d, a)")
     cn.wait_listening_udp(7)
-    cap = Capture(r1, tmp_path / "outside.pcap", iface="eth-r3", filt="udp dst port 6740")
+    cap = Capture(r1, tmp_path / "outside.pcap", iface="eth-r3", filt="udp dst port 6740", direction="in")
     mon = Monitor(dcn)
     ping = mn.spawn("python3", "-c", f"""
 import socket, time, json, sys
@@ -189,8 +189,10 @@ print(json.dumps({{"sent": i, "got": sorted(got)}}))
            "import socket;s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM);s.bind(('198.51.100.1',5555));"
            f"s.sendto(bytes.fromhex('{replay.hex()}'),('{CN_V4}',6740))")
     attacker = "198.51.100.1:5555"
-    wait_for(lambda: ("unanswered: path kept", attacker) in v4_events(), timeout=5,
-             what="the attacker's path challenged and not answered")
+    # its challenge is not answered; the confirmation sent over the old path is, by the MN
+    # from where it is: the attacker is refused
+    wait_for(lambda: {("unanswered: path kept", attacker), ("refused: the peer answered on the old path", attacker)}
+             & set(v4_events()), timeout=5, what="the attacker's path challenged and refused")
     after = dcn.stats()["core"]
     assert after.get("v4_path_challenge_sent", 0) == before.get("v4_path_challenge_sent", 0) + 1, v4_events()
     assert ("challenged", attacker) in v4_events() and ("rebound", attacker) not in v4_events(), v4_events()
