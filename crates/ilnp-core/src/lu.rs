@@ -110,8 +110,7 @@ impl Core {
         };
         if e.is_reflected(&n) {
             let acks_ours = lu.operation == LuOperation::Acknowledgement
-                && (e.pending_lu.as_ref().is_some_and(|p| p.entries == lu.entries && p.attempts > 0)
-                    || e.last_acked_lu.as_ref() == Some(&lu.entries));
+                && (acks_pending(e, &lu.entries) || e.last_acked_lu.as_ref() == Some(&lu.entries));
             if !acks_ours {
                 self.drop(out, DropReason::LuReflectedNonce, summary());
                 return;
@@ -183,7 +182,7 @@ impl Core {
                 out.push(Action::Event(Event::LuReceived { nid, locators: entries }));
             }
             LuOperation::Acknowledgement => {
-                let matches = e.pending_lu.as_ref().is_some_and(|p| p.entries == lu.entries && p.attempts > 0);
+                let matches = acks_pending(e, &lu.entries);
                 if !matches && e.last_acked_lu.as_ref() == Some(&lu.entries) {
                     // the ack of a retransmission that crossed the first ack
                     self.stats.bump(Outcome::LuDuplicateAck);
@@ -227,6 +226,11 @@ impl Core {
             }
         }
     }
+}
+
+/// An ack listing `entries` acknowledges the LU we sent and wait on.
+fn acks_pending(e: &crate::IlccEntry, entries: &[LuEntry]) -> bool {
+    e.pending_lu.as_ref().is_some_and(|p| p.entries == entries && p.attempts > 0)
 }
 
 fn loc_list(entries: &[LuEntry]) -> Vec<String> {
