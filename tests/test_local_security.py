@@ -8,6 +8,9 @@
 * No nonce of the session is in either daemon's log or in the monitor stream after a
   session and a forged packet (a wrong nonce claiming the CN, sent from R1).
 * Start-up never deletes what is not a socket at the `control_socket` path.
+* The DNS proxy's TCP listener (issue 42 item 5): a client that sends a length prefix
+  and then nothing is closed at the 10 s deadline; beyond 64 clients new ones are closed
+  at once; a normal query is answered after; counted in `dns status` and the metrics.
 
 The group `ilnp` is created for the test if the host has none (and removed after):
 ilnpd gives the socket to it at start, as on an installed host.
@@ -171,3 +174,74 @@ def test_start_up_never_removes_a_non_socket_at_the_control_socket_path(bed, kin
             os.rmdir(path)
         elif os.path.lexists(path):
             os.unlink(path)
+
+
+# In the CN's namespace: a client that sends a length prefix and then nothing (timed until
+# the proxy closes it), then MAX_TCP_CLIENTS + 3 idle connections (the last 3 closed at
+# once), then, with those gone, a normal TCP query.
+DNS_TCP_CLIENT = r"""
+import json, socket, struct, sys, time
+at = ("127.0.0.1", 53)
+out = {}
+def closed_after(s, limit):
+    t = time.monotonic()
+    s.settimeout(limit)
+    try:
+        while s.recv(64):
+            pass
+    except ConnectionResetError:
+        pass
+    except socket.timeout:
+        return None
+    return time.monotonic() - t
+slow = socket.create_connection(at)
+slow.sendall(b"\x00\x28")
+out["slow_closed_s"] = closed_after(slow, 30)
+held = [socket.create_connection(at) for _ in range(int(sys.argv[1]))]
+time.sleep(0.3)
+over = [socket.create_connection(at) for _ in range(3)]
+out["over_closed_s"] = [closed_after(s, 3) for s in over]
+for s in held + over:
+    s.close()
+time.sleep(0.3)
+q = struct.pack("!HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0) + b"\x05other\x03lab\x07example\x00" + struct.pack("!HH", 1, 1)
+s = socket.create_connection(at)
+s.settimeout(5)
+s.sendall(struct.pack("!H", len(q)) + q)
+n = struct.unpack("!H", s.recv(2))[0]
+a = b""
+while len(a) < n:
+    a += s.recv(n - len(a))
+out["answer_id"] = a[:2].hex()
+out["answer_rcode"] = a[3] & 0xF
+print(json.dumps(out))
+"""
+
+
+def test_dns_tcp_slow_client_is_closed_at_the_deadline_and_clients_are_capped(bed):
+    cn, _r1, _mn = three_node(bed)
+    fake = cn.spawn("python3", os.path.join(os.path.dirname(__file__), "fake_dns.py"), "::1", "5353",
+                    stdout=subprocess.PIPE)
+    assert fake.stdout.readline().strip() == b"ready"
+    d = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath="userspace",
+              extra={"dns": {"upstream": "[::1]:5353", "timeout_ms": 500},
+                     "metrics": {"listen": ["127.0.0.1:9469"]}}).start()
+    try:
+        r = cn.run("python3", "-c", DNS_TCP_CLIENT, "64", timeout=60)
+        got = json.loads(r.stdout)
+        c = d.ctl("dns", "status")["counters"]
+        print(f"slow client closed after {got['slow_closed_s']} s (None: still open after 30 s); clients 65-67 "
+              f"closed after {got['over_closed_s']} s; then a query: rcode {got['answer_rcode']}; {c}")
+        assert got["slow_closed_s"] is not None and 9.5 <= got["slow_closed_s"] <= 11.5, got
+        assert all(x is not None and x < 0.5 for x in got["over_closed_s"]), got
+        assert (got["answer_id"], got["answer_rcode"]) == ("4242", 3), got  # fake_dns: NXDOMAIN
+        assert (c["tcp_slow_closed"], c["tcp_refused_full"]) == (1, 3), c
+        # the same counters in the metrics
+        text = cn.run("curl", "-sf", "http://127.0.0.1:9469/metrics").stdout
+        for line in ('ilnp_dns_proxy_events_total{event="tcp_refused_full"} 3',
+                     'ilnp_dns_proxy_events_total{event="tcp_slow_closed"} 1'):
+            assert line in text, [l for l in text.splitlines() if "dns" in l]
+    finally:
+        d.stop()
+        fake.kill()
+        fake.wait()

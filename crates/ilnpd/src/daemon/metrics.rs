@@ -70,6 +70,15 @@ impl Daemon {
             "event",
             ShellCounter::ALL.iter().map(|c| (c.name(), self.counters.get(c).copied().unwrap_or(0))),
         );
+        if let Some(p) = &self.dns {
+            counters(
+                &mut reg,
+                "dns_proxy_events",
+                "what the resolver proxy did: queries, answers, failures, TCP clients refused or closed (ilnpctl dns status)",
+                "event",
+                p.counters.snapshot().into_iter(),
+            );
+        }
         let fast = self.dp.as_ref().and_then(|d| d.stats().ok()).unwrap_or_default();
         counters(
             &mut reg,
