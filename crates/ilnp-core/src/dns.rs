@@ -194,7 +194,8 @@ impl Core {
         let before = self.peers.len();
         let ilcc = &self.ilcc;
         self.peers.retain(|nid, p| {
-            p.source != PeerSource::Dns || !p.expires.is_some_and(|t| t <= now) || ilcc.get(nid).is_some()
+            let expired = p.expires.is_some_and(|t| t <= now);
+            p.source != PeerSource::Dns || !expired || ilcc.get(nid).is_some()
         });
         self.stats.add(Outcome::DnsPeerExpired, (before - self.peers.len()) as u64);
         if held(&self.peers) < DNS_MAX_RECORDS {
