@@ -8,6 +8,8 @@
 * No nonce of the session is in either daemon's log or in the monitor stream after a
   session and a forged packet (a wrong nonce claiming the CN, sent from R1).
 * Start-up never deletes what is not a socket at the `control_socket` path.
+* A member cannot exhaust the control socket: 64 connections at most (the 65th is told
+  why and closed; root is still served), a request line at most 64 KiB.
 * The DNS proxy's TCP listener (issue 42 item 5): a client that sends a length prefix
   and then nothing is closed at the 10 s deadline; beyond 64 clients new ones are closed
   at once; a normal query is answered after; counted in `dns status` and the metrics.
@@ -245,3 +247,71 @@ def test_dns_tcp_slow_client_is_closed_at_the_deadline_and_clients_are_capped(be
         d.stop()
         fake.kill()
         fake.wait()
+
+
+# As a group member: MAX_CLIENTS connections held, one more (told why and closed), a
+# request line without end; prints what the extra one and the long line got.
+CONTROL_CLIENT = r"""
+import json, socket, sys, time
+path, n = sys.argv[1], int(sys.argv[2])
+def conn():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.settimeout(5)
+    return s
+def reply(s):
+    got = b""
+    while not got.endswith(b"\n"):
+        b = s.recv(4096)
+        if not b:
+            break
+        got += b
+    return got.decode()
+held = [conn() for _ in range(n)]
+held[0].sendall(b'{"cmd":"status"}\n')
+first = json.loads(reply(held[0]))["ok"]
+time.sleep(0.2)
+extra = conn()
+busy = reply(extra)
+print(json.dumps({"first": first, "busy": busy}), flush=True)
+sys.stdin.readline()  # held until the test has asked as root
+for s in held + [extra]:
+    s.close()
+time.sleep(0.2)
+long = conn()
+try:
+    long.sendall(b"x" * (200 * 1024))
+except OSError:
+    pass
+print(json.dumps({"long": reply(long)}), flush=True)
+"""
+
+
+def test_group_members_cannot_exhaust_the_control_socket(ilnp_group, bed):
+    cn, _r1, _mn = three_node(bed)
+    d = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath="userspace").start()
+    p = subprocess.Popen(["setpriv", f"--reuid={MEMBER_UID}", f"--regid={ilnp_group}", "--clear-groups",
+                          "/usr/bin/python3", "-c", CONTROL_CLIENT, d.socket, "64"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = json.loads(p.stdout.readline() or "{}")
+        print("member, 65th connection:", first)
+        assert first.get("first") is True, (first, p.stderr.read() if p.poll() is not None else "")
+        assert "64 clients other than root are connected" in first["busy"], first
+        # root is never locked out
+        assert d.status()["nid"] == CN_NID
+        p.stdin.write("\n")
+        p.stdin.flush()
+        second = json.loads(p.stdout.readline())
+        print("member, 200 KiB without a newline:", second)
+        assert "request line longer than 65536 bytes" in second["long"], second
+        assert p.wait(timeout=10) == 0, p.stderr.read()
+        core = d.stats()["core"]
+        assert (core["control_refused_busy"], core["control_line_too_long"]) == (1, 1), core
+        # all slots free again
+        assert as_member(ilnp_group, d, "status").returncode == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        d.stop()

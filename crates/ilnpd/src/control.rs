@@ -12,7 +12,9 @@ use anyhow::{Context, Result};
 use ilnp_control::{Data, Event, Monitoring, Reply, Request};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -20,6 +22,27 @@ pub use ilnp_control::CONTROL_GROUP;
 
 /// The uid a client is taken for when its credentials cannot be read: not root.
 pub const UNKNOWN_UID: u32 = u32::MAX;
+
+/// Clients other than root served at once; one more is told so and closed
+/// (`control_refused_busy`). Root is never refused, so group members cannot lock it
+/// out; each client holds a descriptor and a task.
+pub const MAX_CLIENTS: usize = 64;
+
+/// A request line's length at most (with its newline; real ones are below 2 KiB): a
+/// longer one is answered with an error and the connection closed
+/// (`control_line_too_long`), so a client cannot make the daemon buffer without end.
+pub const MAX_LINE: usize = 64 * 1024;
+
+static REFUSED_BUSY: AtomicU64 = AtomicU64::new(0);
+static LINE_TOO_LONG: AtomicU64 = AtomicU64::new(0);
+
+/// The connection-level counters (`ilnpctl stats`' core, the metrics' daemon_events).
+pub fn counters() -> [(&'static str, u64); 2] {
+    [
+        ("control_refused_busy", REFUSED_BUSY.load(Ordering::Relaxed)),
+        ("control_line_too_long", LINE_TOO_LONG.load(Ordering::Relaxed)),
+    ]
+}
 
 /// A request for the main loop, with who sent it and where to send the answer.
 pub struct Pending {
@@ -48,6 +71,7 @@ pub fn start(path: &Path, tx: mpsc::Sender<Pending>, events: broadcast::Sender<S
         Ok(None) => tracing::debug!("no group {CONTROL_GROUP}: the control socket is for root only"),
         Err(e) => tracing::warn!("looking up group {CONTROL_GROUP}: {e}"),
     }
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CLIENTS));
     tokio::spawn(async move {
         loop {
             match l.accept().await {
@@ -61,7 +85,23 @@ pub fn start(path: &Path, tx: mpsc::Sender<Pending>, events: broadcast::Sender<S
                             UNKNOWN_UID
                         }
                     };
-                    tokio::spawn(serve(s, uid, tx.clone(), events.clone()));
+                    let slot = if uid == 0 {
+                        None
+                    } else {
+                        match slots.clone().try_acquire_owned() {
+                            Ok(p) => Some(p),
+                            Err(_) => {
+                                REFUSED_BUSY.fetch_add(1, Ordering::Relaxed);
+                                tokio::spawn(refuse_busy(s));
+                                continue;
+                            }
+                        }
+                    };
+                    let (tx, events) = (tx.clone(), events.clone());
+                    tokio::spawn(async move {
+                        serve(s, uid, tx, events).await;
+                        drop(slot);
+                    });
                 }
                 Err(e) => {
                     tracing::warn!("control socket accept: {e}");
@@ -106,10 +146,56 @@ fn clear_stale(path: &Path) -> Result<()> {
     std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))
 }
 
+/// One line saying why, then the connection closes (at most a second's wait for a
+/// client that does not read).
+async fn refuse_busy(mut s: UnixStream) {
+    let why = format!("{MAX_CLIENTS} clients other than root are connected: try again later");
+    let line = Reply::Err(why).to_line();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), s.write_all(line.as_bytes())).await;
+}
+
+/// What the client sent next.
+enum Line {
+    /// a request line without its end (`\n` or `\r\n`)
+    Text(String),
+    /// it closed, or reading failed
+    Closed,
+    /// no newline within [`MAX_LINE`] bytes
+    TooLong,
+}
+
+async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> Line {
+    buf.clear();
+    let n = match r.take(MAX_LINE as u64).read_until(b'\n', buf).await {
+        Ok(0) | Err(_) => return Line::Closed,
+        Ok(n) => n,
+    };
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        if buf.last() == Some(&b'\r') {
+            buf.pop();
+        }
+    } else if n == MAX_LINE {
+        return Line::TooLong;
+    }
+    Line::Text(String::from_utf8_lossy(buf).into_owned())
+}
+
 async fn serve(s: UnixStream, uid: u32, tx: mpsc::Sender<Pending>, events: broadcast::Sender<String>) {
     let (r, mut w) = s.into_split();
-    let mut lines = BufReader::new(r).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
+    let mut r = BufReader::new(r);
+    let mut buf = Vec::new();
+    loop {
+        let line = match next_line(&mut r, &mut buf).await {
+            Line::Text(l) => l,
+            Line::Closed => return,
+            Line::TooLong => {
+                LINE_TOO_LONG.fetch_add(1, Ordering::Relaxed);
+                let why = format!("request line longer than {MAX_LINE} bytes: closing the connection");
+                let _ = w.write_all(Reply::Err(why).to_line().as_bytes()).await;
+                return;
+            }
+        };
         let req = match Request::from_line(&line) {
             Ok(r) => r,
             Err(e) => {
@@ -153,6 +239,27 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn request_lines_are_bounded() {
+        let mut buf = Vec::new();
+        let text = |l: Line| match l {
+            Line::Text(t) => t,
+            Line::Closed => "<closed>".into(),
+            Line::TooLong => "<too long>".into(),
+        };
+        let mut r = BufReader::new(&b"{\"cmd\":\"status\"}\r\nlast"[..]);
+        assert_eq!(text(next_line(&mut r, &mut buf).await), r#"{"cmd":"status"}"#);
+        assert_eq!(text(next_line(&mut r, &mut buf).await), "last", "a last line without newline");
+        assert_eq!(text(next_line(&mut r, &mut buf).await), "<closed>");
+        let just = [vec![b'x'; MAX_LINE - 1], b"\n".to_vec()].concat();
+        let mut r = BufReader::new(&just[..]);
+        assert_eq!(text(next_line(&mut r, &mut buf).await).len(), MAX_LINE - 1);
+        let long = vec![b'x'; 10 * MAX_LINE];
+        let mut r = BufReader::new(&long[..]);
+        assert_eq!(text(next_line(&mut r, &mut buf).await), "<too long>");
+        assert!(buf.len() <= MAX_LINE, "buffered {}", buf.len());
     }
 
     #[test]

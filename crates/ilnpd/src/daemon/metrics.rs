@@ -68,7 +68,10 @@ impl Daemon {
             "daemon_events",
             "what the daemon itself counted: send and delivery errors, GSO splits, TCP hints (ilnpctl stats: core)",
             "event",
-            ShellCounter::ALL.iter().map(|c| (c.name(), self.counters.get(c).copied().unwrap_or(0))),
+            ShellCounter::ALL
+                .iter()
+                .map(|c| (c.name(), self.counters.get(c).copied().unwrap_or(0)))
+                .chain(crate::control::counters()),
         );
         if let Some(p) = &self.dns {
             counters(

@@ -131,6 +131,9 @@ impl Daemon {
                 for (k, v) in &self.counters {
                     *core.entry(k.name().to_string()).or_insert(0) += v;
                 }
+                for (k, v) in crate::control::counters() {
+                    core.insert(k.to_string(), v);
+                }
                 let datapath = self
                     .dp
                     .as_ref()
