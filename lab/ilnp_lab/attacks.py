@@ -51,7 +51,7 @@ CLIENT_PPS = 20  # the MN's datagrams per second to the CN (live and lossy)
 SETTLE_S = 1.2  # after an attack: a challenge's deadline (at most 1 s) passes, counters settle
 MODES = ["live", "lossy", "silent"]
 ATTACKS = ["hijack-new-nonce", "reflected-lu", "reflected-data", "forged-lu", "nonce-guess", "lu-flood",
-           "forged-icmp", "group-mutation"]
+           "echo-flood", "forged-icmp", "group-mutation"]
 # what names each attack's packets on the CN (`ilnpctl stats`: core counters and fast-path reasons)
 COUNTED = {
     "hijack-new-nonce": ["bad_nonce"],
@@ -60,6 +60,7 @@ COUNTED = {
     "forged-lu": ["lu_bad_nonce"],
     "nonce-guess": ["bad_nonce"],
     "lu-flood": ["lu_bad_nonce"],
+    "echo-flood": ["bad_nonce"],
     "forged-icmp": ["icmp_error_unverified"],
     "group-mutation": ["control_refused_not_root"],
 }
@@ -153,6 +154,12 @@ def forged_lu(src: str, dst: str, nonce: bytes, l64s: list[str]) -> bytes:
     body = bytes([len(l64s), LU_ADVERT, 0, 0]) + b"".join(
         struct.pack("!QHH", int(l.replace(":", ""), 16), 10, 300) for l in l64s)
     return ip6(s, d, PROTO_DSTOPTS, nonce_opt(PROTO_ICMPV6, nonce) + icmp6(s, d, LOCATOR_UPDATE, 0, body))
+
+
+def forged_echo(src: str, dst: str, nonce: bytes, seq: int) -> bytes:
+    """An Echo Request claiming `src`, with a guessed nonce: a reply would go to the claimed peer."""
+    s, d = a16(src), a16(dst)
+    return ip6(s, d, PROTO_DSTOPTS, nonce_opt(PROTO_ICMPV6, nonce) + icmp6(s, d, 128, 0, struct.pack("!HH", 7, seq)))
 
 
 def forged_icmp(src: str, cn_wire: str, mn_wire: str) -> bytes:
@@ -269,6 +276,11 @@ def attack(b: Bed, name: str, cfg: dict) -> dict:
         attempts = len(pkts)
     elif name == "lu-flood":
         pkts = [forged_lu(b.mn_wire, b.cn_wire, secrets.token_bytes(4), [X_L64]) for _ in range(cfg["flood"])]
+        b.send(pkts, cfg["flood_pps"])
+        attempts = len(pkts)
+    elif name == "echo-flood":
+        # Echo Requests from the MN's own locator: each answered one would be a packet to the MN
+        pkts = [forged_echo(b.mn_wire, b.cn_wire, secrets.token_bytes(4), i % 65536) for i in range(cfg["flood"])]
         b.send(pkts, cfg["flood_pps"])
         attempts = len(pkts)
     elif name == "forged-icmp":
