@@ -131,15 +131,21 @@ def test_a_spoofed_syn_flood_over_the_v4_path_reflects_no_more_than_over_ipv6_an
     assert d4["answer_rate_limited"] > 0 and d4["answer_sent"] > 0, d4
 
 
-def test_a_rebinding_is_validated_under_forgeries_and_a_nonce_seer_does_not_win(bed, tmp_path):
-    t, dcn, dmn = pair(bed)
-    cn, mn, r1, r3 = t["cn"], t["mn"], t["r1"], t["r3"]
+def echo_session_on_v4(t, dcn, dmn):
+    """A UDP echo service on the CN's port 7, a session from the MN to it, moved onto the v4 path."""
+    cn, mn = t["cn"], t["mn"]
     cn.spawn("python3", "-c", "import socket\ns = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
              f"s.bind(('{CN_ID}', 7))\nwhile True:\n    d, a = s.recvfrom(100)\n    s.sendto(d, a)")
     cn.wait_listening_udp(7)
     mn.run("sh", "-c", f"echo hi | socat -u - UDP6-SENDTO:[{CN_ID}]:7")
     wait_for(lambda: any(e["nid"] == CN_NID for e in dmn.ctl("ilcc", "show")), what="session")
     onto_v4(t, dcn, dmn)
+
+
+def test_a_rebinding_is_validated_under_forgeries_and_a_nonce_seer_does_not_win(bed, tmp_path):
+    t, dcn, dmn = pair(bed)
+    cn, mn, r1, r3 = t["cn"], t["mn"], t["r1"], t["r3"]
+    echo_session_on_v4(t, dcn, dmn)
     old_via = remote_of(dcn, MN_NID)["remote_locators"][0]["via"]
     cap = Capture(r1, tmp_path / "outside.pcap", iface="eth-r3", filt="udp dst port 6740", direction="in")
     mon = Monitor(dcn)
@@ -238,12 +244,7 @@ def test_a_v4_path_session_over_an_uplink_with_ipv6_disabled(bed):
         mn.sysctl("net.ipv6.conf.eth-r3.disable_ipv6=1")
     t, dcn, dmn = pair(bed, mn_hook=no_ipv6)
     cn, mn = t["cn"], t["mn"]
-    cn.spawn("python3", "-c", "import socket\ns = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)\n"
-             f"s.bind(('{CN_ID}', 7))\nwhile True:\n    d, a = s.recvfrom(100)\n    s.sendto(d, a)")
-    cn.wait_listening_udp(7)
-    mn.run("sh", "-c", f"echo hi | socat -u - UDP6-SENDTO:[{CN_ID}]:7")
-    wait_for(lambda: any(e["nid"] == CN_NID for e in dmn.ctl("ilcc", "show")), what="session")
-    onto_v4(t, dcn, dmn)
+    echo_session_on_v4(t, dcn, dmn)
     disc0 = mn.nstat().get("Ip6InDiscards", 0)
     r = mn.run("python3", "-c", f"""
 import socket, json

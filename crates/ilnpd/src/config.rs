@@ -537,23 +537,20 @@ impl Config {
             None => ChecksumRule::Rfc6741,
         };
         let mut peer_checksum = BTreeMap::new();
-        for (who, v) in f.peer_checksum.iter().flatten() {
-            // a peer by name, or any NID (a correspondent found by DNS has no record yet)
-            let nid = peers
+        // a peer by name, or any NID (a correspondent found by DNS has no record yet)
+        let name_or_nid = |table: &str, who: &str| -> Result<Nid> {
+            peers
                 .iter()
-                .find(|r| r.name == *who)
+                .find(|r| r.name == who)
                 .map(|r| r.nid)
                 .or_else(|| who.parse::<Nid>().ok())
-                .ok_or_else(|| anyhow!("peer_checksum: {who:?} is neither a peer's name nor a NID"))?;
-            peer_checksum.insert(nid, rule(&format!("peer_checksum.{who}"), v)?);
+                .ok_or_else(|| anyhow!("{table}: {who:?} is neither a peer's name nor a NID"))
+        };
+        for (who, v) in f.peer_checksum.iter().flatten() {
+            peer_checksum.insert(name_or_nid("peer_checksum", who)?, rule(&format!("peer_checksum.{who}"), v)?);
         }
         for (who, v) in f.peer_nonce.iter().flatten() {
-            let nid = peers
-                .iter()
-                .find(|r| r.name == *who)
-                .map(|r| r.nid)
-                .or_else(|| who.parse::<Nid>().ok())
-                .ok_or_else(|| anyhow!("peer_nonce: {who:?} is neither a peer's name nor a NID"))?;
+            let nid = name_or_nid("peer_nonce", who)?;
             match v.as_str() {
                 "shared" => peer_shared_nonce.insert(nid),
                 "own" => peer_shared_nonce.remove(&nid),
