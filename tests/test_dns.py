@@ -24,6 +24,7 @@ from ilnp_test_util import (CN_ID, CN_L64, CN_NID, MN_ID, MN_L64, MN_NID, MN_WIR
 
 ZONE = "lab.example"
 OTHER_NID = "0200:00ff:fe00:00ee"
+CLAIM_L64, CLAIM_AAAA = "2001:db8:e:0", "2001:db8:e::1"
 
 
 def zone_hosts() -> list[Host]:
@@ -38,6 +39,8 @@ def zone_hosts() -> list[Host]:
         Host("loop1", nid=OTHER_NID, lps=[(f"loop2.{ZONE}", 10)]),
         Host("loop2", lps=[(f"loop1.{ZONE}", 10)]),
         Host("nolocs", nid=OTHER_NID, aaaa=["2001:db8:b::e"]),
+        # a zone owner publishing MN's NID at a locator of its own (docs/security.md)
+        Host("claims-mn", nid=MN_NID, l64s=[(CLAIM_L64, 10)], aaaa=[CLAIM_AAAA]),
     ]
 
 
@@ -130,6 +133,31 @@ def test_plain_names_lp_and_bad_records(bed):
     assert "nolocs.lab.example. NID record: NID 0200:00ff:fe00:00ee but no L64 or LP record" in log
     # nothing cached from the bad answers
     assert OTHER_NID not in {p["nid"] for p in dcn.ctl("peer", "show")}
+
+
+def test_another_name_cannot_take_a_nid_held_for_a_name(bed):
+    """A record belongs to the name that taught it (issue #42): another zone's answer with
+    the same NID and its own locators is not stored, its client gets the plain answer,
+    and a new session to the NID still goes where the first name said."""
+    cn, r1, mn, ns, bind, dcn, dmn = named_pair(bed)
+    assert getent(cn, f"mn.{ZONE}")[0] == [MN_ID]
+    # the claim: the plain AAAA only, never MN's identifier address
+    assert getent(cn, f"claims-mn.{ZONE}")[0] == [CLAIM_AAAA]
+    peers = dcn.ctl("peer", "show")
+    assert [(p["name"], p["locators"]) for p in peers] == [(f"mn.{ZONE}", [{"l64": MN_L64, "pref": 10}])], peers
+    assert dcn.stats()["core"].get("dns_peer_other_name") == 1
+    assert f"DNS: claims-mn.{ZONE} is NID {MN_NID} at [2001:0db8:000e:0000|10] TTL 30 s: other_name" in dcn.log.read_text()
+    # an alias with MN's own locators (LP to net-b) is the same record, still mn's
+    assert getent(cn, f"mn-lp.{ZONE}")[0] == [MN_ID]
+    assert [p["name"] for p in dcn.ctl("peer", "show")] == [f"mn.{ZONE}"]
+    # a session by name, opened after the claim, reaches MN
+    mn.spawn("socat", f"TCP6-LISTEN:7000,bind=[{MN_ID}],reuseaddr,fork", "EXEC:cat")
+    mn.wait_listening(7000)
+    msg = secrets.token_hex(100)
+    r = cn.run("sh", "-c", f"printf %s {msg} | socat -t 2 - TCP6:mn.{ZONE}:7000", timeout=20)
+    assert r.stdout == msg
+    ilcc = [e for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID][0]
+    assert [x["l64"] for x in ilcc["remote_locators"]] == [MN_L64], ilcc
 
 
 def test_bad_upstream_answers(bed):

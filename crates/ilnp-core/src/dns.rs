@@ -9,6 +9,12 @@
 //!   learned from Locator Updates and packets (RFC 6740 §5: an LU is fresher than
 //!   DNS, and nothing learned from DNS may override a nonce-verified LU).
 //! * A peer-file record is the operator's word: DNS does not replace it.
+//! * A record belongs to the name that taught it (keyed by name and NID): only that
+//!   name's answers replace it while it lives or a session uses it. Another name's
+//!   answer with the same NID and other locators (a zone owner publishing someone
+//!   else's NID) is not stored and its client gets the plain answer, so an
+//!   application that resolved a name only ever reaches locators that name's zone
+//!   published; the same NID and locators under another name (an alias) refresh it.
 
 use crate::event::{Event, Outcome};
 use crate::ilcc::PendingLu;
@@ -65,12 +71,21 @@ pub enum DnsPeerResult {
     NoLocator,
     /// `DNS_MAX_RECORDS` held, each with a session: nothing stored
     Full,
+    /// the NID is held for another name, with other locators (live or with a
+    /// session): nothing stored, the client gets the plain answer
+    OtherName,
 }
 
 impl DnsPeerResult {
     /// The record was stored (and so is in the next state file).
     pub fn stored(self) -> bool {
         matches!(self, DnsPeerResult::Learned | DnsPeerResult::SessionKept)
+    }
+
+    /// The client may be given the identifier address: a new session to the NID
+    /// goes to locators this answer's name published (or the operator's).
+    pub fn identifier_answer(self) -> bool {
+        !matches!(self, DnsPeerResult::NoLocator | DnsPeerResult::Full | DnsPeerResult::OtherName)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -81,6 +96,7 @@ impl DnsPeerResult {
             DnsPeerResult::OwnNid => "own_nid",
             DnsPeerResult::NoLocator => "no_locator",
             DnsPeerResult::Full => "full",
+            DnsPeerResult::OtherName => "other_name",
         }
     }
 }
@@ -112,6 +128,29 @@ impl Core {
         if old.is_some_and(|p| p.source == PeerSource::Static) {
             return DnsPeerResult::StaticKept;
         }
+        let mut locators = peer.locators.clone();
+        locators.sort_by_key(|l| l.pref);
+        locators.dedup_by_key(|l| l.loc);
+        let hold = Duration::from_secs(peer.ttl_s.into()).max(DNS_MIN_HOLD);
+        let mut name = peer.name.clone();
+        let mut expires = now + hold;
+        if let Some(p) = old.filter(|p| p.record.name != peer.name) {
+            let held = p.expires.is_some_and(|t| t > now) || self.ilcc.get(&peer.nid).is_some();
+            let same = |l: &[PeerLocator]| {
+                let mut v: Vec<_> = l.iter().map(|l| l.loc).collect();
+                v.sort();
+                v
+            };
+            if held && same(&p.record.locators) != same(&locators) {
+                self.stats.bump(Outcome::DnsPeerOtherName);
+                return DnsPeerResult::OtherName;
+            }
+            if held {
+                // an alias: the record keeps the name that taught it
+                name = p.record.name.clone();
+                expires = expires.max(p.expires.unwrap_or(expires));
+            }
+        }
         if old.is_none() && !self.make_room_for_dns(now) {
             self.stats.bump(Outcome::DnsPeerFull);
             return DnsPeerResult::Full;
@@ -119,18 +158,14 @@ impl Core {
         let old = self.peers.get(&peer.nid);
         let non_ilnp = old.is_some_and(|p| p.non_ilnp);
         let lu_failed = old.is_some_and(|p| p.lu_failed);
-        let mut locators = peer.locators.clone();
-        locators.sort_by_key(|l| l.pref);
-        locators.dedup_by_key(|l| l.loc);
-        let hold = Duration::from_secs(peer.ttl_s.into()).max(DNS_MIN_HOLD);
-        let record = PeerRecord { name: peer.name.clone(), nid: peer.nid, locators };
+        let record = PeerRecord { name, nid: peer.nid, locators };
         self.peers.insert(
             peer.nid,
             PeerInfo {
                 record,
                 non_ilnp,
                 source: PeerSource::Dns,
-                expires: Some(now + hold),
+                expires: Some(expires),
                 ttl_s: Some(peer.ttl_s),
                 lu_failed,
             },
@@ -326,6 +361,38 @@ mod tests {
         a.flush_ilcc();
         let out = a.handle_outbound(t0, &udp(NA, NB, b"z"), Csum::Complete);
         assert_eq!(dst_locator(&wire(&out)[0]), LB2);
+    }
+
+    #[test]
+    fn a_record_belongs_to_the_name_that_taught_it() {
+        let mut a = core(NA, LA, 1, None);
+        let t0 = Instant::now();
+        let named = |name: &str, loc: Locator, ttl_s: u32| DnsPeer { name: name.into(), ..dns(NB, loc, ttl_s) };
+        assert_eq!(a.peer_from_dns(t0, named("bank.example", LB, 30)).0, DnsPeerResult::Learned);
+        // another zone publishes the same NID at its own locator: not stored, plain answer
+        let (r, out) = a.peer_from_dns(t0, named("evil.example", LB2, 3600));
+        assert_eq!(r, DnsPeerResult::OtherName);
+        assert!(!r.identifier_answer() && !r.stored());
+        assert!(matches!(&out[0], Action::Event(Event::DnsPeer { result: "other_name", .. })));
+        assert_eq!(a.stats().get("dns_peer_other_name"), 1);
+        assert_eq!(a.dns_name(NB), Some("bank.example"));
+        let out = a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete);
+        assert_eq!(dst_locator(&wire(&out)[0]), LB, "a new session goes where the first name said");
+        // an alias with the same locators is one record, still the first name's
+        let (r, _) = a.peer_from_dns(t0, named("www.bank.example", LB, 60));
+        assert!(r.identifier_answer() && r.stored());
+        assert_eq!(a.dns_name(NB), Some("bank.example"));
+        assert_eq!(a.peers().count(), 1);
+        // past the TTL, but the session still uses the record: still held
+        let t1 = t0 + Duration::from_secs(61);
+        assert_eq!(a.peer_from_dns(t1, named("evil.example", LB2, 3600)).0, DnsPeerResult::OtherName);
+        // the first name's own answer moves its record (for later sessions)
+        assert_eq!(a.peer_from_dns(t1, named("bank.example", LB2, 30)).0, DnsPeerResult::SessionKept);
+        // no session and expired: the NID is free for another name
+        a.flush_ilcc();
+        let t2 = t1 + Duration::from_secs(31);
+        assert_eq!(a.peer_from_dns(t2, named("other.example", LB, 30)).0, DnsPeerResult::Learned);
+        assert_eq!(a.dns_name(NB), Some("other.example"));
     }
 
     #[test]

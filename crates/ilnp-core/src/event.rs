@@ -165,6 +165,8 @@ counter_enum! {
         DnsPeerEvicted = "dns_peer_evicted",
         /// ... every one has a session: the answer was not stored (plain answer)
         DnsPeerFull = "dns_peer_full",
+        /// the NID is held for another name with other locators: not stored (plain answer)
+        DnsPeerOtherName = "dns_peer_other_name",
         /// both ends moved: after our LU failed, an LU went to the re-resolved locators
         DnsRecoveryLuSent = "dns_recovery_lu_sent",
         /// ... and its ack came back from one of them with the peer's own nonce: the

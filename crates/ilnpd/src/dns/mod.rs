@@ -335,7 +335,7 @@ impl Proxy {
             return false;
         }
         match tokio::time::timeout(Duration::from_secs(1), wait).await {
-            Ok(Ok(r)) => !matches!(r, DnsPeerResult::NoLocator | DnsPeerResult::Full),
+            Ok(Ok(r)) => r.identifier_answer(),
             _ => {
                 tracing::warn!("dns: {name}: the daemon did not take the peer; plain answer");
                 false
