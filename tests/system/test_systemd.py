@@ -101,8 +101,17 @@ class Machine:
             r = sh("pgrep", "-P", str(self.nspawn.pid), "-x", "systemd", check=False)
             self.pid = int(r.stdout.split()[0]) if r.returncode == 0 else 0
             time.sleep(0.1)
-        state = self.run("systemctl is-system-running --wait", check=False, timeout=90).stdout.strip()
-        assert state in ("running", "degraded"), (state, self.run("systemctl --failed", check=False).stdout)
+        r = self.run("systemctl is-system-running --wait", check=False, timeout=90)
+        assert r.stdout.strip() in ("running", "degraded"), self.boot_report(r)
+
+    def boot_report(self, r: subprocess.CompletedProcess) -> str:
+        """What a boot that did not come up says: systemctl's own answer (stdout, stderr), the
+        failed units and the jobs, the journal and the container's console."""
+        more = self.run("systemctl --failed --no-pager; systemctl list-jobs --no-pager; "
+                        "journalctl -b --no-pager | tail -40", check=False, timeout=60)
+        console = (self.work / "console.log").read_text(errors="replace")[-3000:]
+        return (f"is-system-running: exit {r.returncode}, stdout {r.stdout!r}, stderr {r.stderr.strip()!r}\n"
+                f"--- failed units, jobs, journal:\n{more.stdout}{more.stderr}\n--- console (tail):\n{console}")
 
     def run(self, cmd: str, check=True, timeout=120, user: str | None = None) -> subprocess.CompletedProcess:
         pre = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--reset-env"] if user else []
