@@ -458,15 +458,27 @@ static __always_inline int in_is_echo_reply(struct __sk_buff *skb, const struct 
 	return bpf_skb_load_bytes(skb, c->dopt_off + c->hlen, &type, 1) == 0 && type == ICMPV6_ECHO_REPLY;
 }
 
-/* The v4 path's outer 28 bytes off (BPF_F_ADJ_ROOM_DECAP_L3_IPV6: Linux 6.3+), the
- * Ethernet type made IPv6's. 0 = done; else the packet is as it was. */
+/* The v4 path's outer 28 bytes off, the Ethernet type made IPv6's. Linux 6.3+ does it
+ * in one call (BPF_F_ADJ_ROOM_DECAP_L3_IPV6); an older kernel refuses that flag, and a
+ * packet that is not GSO is then taken out in two steps the older kernels have: the
+ * skb made IPv6 (bpf_skb_change_proto inserts 20 bytes after the MAC header), then the
+ * 20 + 28 bytes before the inner IPv6 header removed at the MAC layer. The inner
+ * bytes stay where they were, so a partial checksum's start still points at them.
+ * 0 = done; -1 = the packet is as it was (a GSO packet on an older kernel); other = broken. */
 static __always_inline int in_v4_decap(struct __sk_buff *skb)
 {
+	const __s32 grown = IPV6_HLEN - 20; /* what change_proto inserts for IPv4 -> IPv6 */
 	__u16 proto6 = bpf_htons(ETH_P_IPV6);
 
 	if (bpf_skb_adjust_room(skb, -ILNP_V4_OVERHEAD, BPF_ADJ_ROOM_MAC,
-				ILNP_ADJ_ROOM_DECAP_L3_IPV6 | BPF_F_ADJ_ROOM_FIXED_GSO))
-		return -1;
+				ILNP_ADJ_ROOM_DECAP_L3_IPV6 | BPF_F_ADJ_ROOM_FIXED_GSO)) {
+		if (skb->gso_size)
+			return -1;
+		if (bpf_skb_change_proto(skb, proto6, 0))
+			return -1;
+		if (bpf_skb_adjust_room(skb, -(ILNP_V4_OVERHEAD + grown), BPF_ADJ_ROOM_MAC, 0))
+			return -2;
+	}
 	return bpf_skb_store_bytes(skb, __builtin_offsetof(struct ethhdr, h_proto), &proto6, sizeof(proto6), 0) ? -2
 													       : 0;
 }
@@ -490,8 +502,9 @@ static __always_inline int in_v4_deliver(struct __sk_buff *skb, struct ilnp_cfg 
  * whole datagram to ilnpd (which admits it, ingress_v4_admit_socket); none -> a
  * hint naming the outer source (the stack's answer goes there, under the core's
  * budget), out of UDP/IPv4, translated and passed up with no state
- * (ingress_v4_no_socket). A kernel that cannot decapsulate (< 6.3) punts it
- * (ingress_punt_v4_no_decap): ilnpd's embryonic tier and budget then bound it.
+ * (ingress_v4_no_socket). A GSO packet on a kernel before 6.3, which cannot
+ * decapsulate it (in_v4_decap), is punted (ingress_punt_v4_no_decap): ilnpd's
+ * embryonic tier and budget then bound it.
  */
 static __always_inline int in_v4_stranger(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct ingress_ctx *c,
 					  __u32 v4_addr, __u16 v4_port)
@@ -581,7 +594,7 @@ __attribute__((noinline)) int ilnp_in_v4(struct __sk_buff *skb)
 	    v4_loc_port(loc_d) != o.udp.dest)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_DST_LOC);
 
-	/* out of UDP/IPv4; a kernel that cannot (< 6.3) leaves the packet as it was */
+	/* out of UDP/IPv4; a GSO packet on a kernel before 6.3 is left as it was */
 	r = in_v4_decap(skb);
 	if (r == -1)
 		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_NO_DECAP);

@@ -343,7 +343,7 @@ struct ilnp_tcp_rto {
 	X(INGRESS_V4, "ingress_v4")                         /* fast, out of UDP/IPv4 (a v4 path) */     \
 	X(INGRESS_PUNT_V4_PATH, "ingress_punt_v4_path")     /* from another address:port than the */    \
 	                                                    /* ILCC's (NAT rebinding): ilnpd checks */  \
-	X(INGRESS_PUNT_V4_NO_DECAP, "ingress_punt_v4_no_decap") /* kernel < 6.3 cannot decapsulate */ \
+	X(INGRESS_PUNT_V4_NO_DECAP, "ingress_punt_v4_no_decap") /* GSO, kernel < 6.3: cannot decapsulate */ \
 	X(INGRESS_PUNT_V4_PLAIN, "ingress_punt_v4_plain")   /* v4 path, no nonce first (plain, */      \
 	                                                    /* fragment, ICMPv6 error): ilnpd */       \
 	X(EGRESS_ROUTE_XMIT, "egress_route_xmit")           /* translated at the route (ilnp_route.c) */ \
