@@ -28,6 +28,7 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -88,20 +89,42 @@ class Machine:
         sh("cp", "-a", "--reflink=auto", cached_root, str(self.root))
         self.bpffs.mkdir()
         sh("mount", "-t", "bpf", "bpf", str(self.bpffs))
+        # nspawn says READY=1 on $NOTIFY_SOCKET once the container's systemd has said it
+        # (--notify-ready=yes): when its start-up has finished, no job left. Before that,
+        # systemctl may find no manager to talk to: systemd is PID 1 for about 0.1 s before
+        # it listens on /run/systemd/private, and `systemctl is-system-running --wait` run in
+        # that window exits 1 at once with "Failed to connect to bus: No such file or
+        # directory" and nothing on stdout (what looking for a process named systemd and
+        # asking at once ran into, whenever the poll landed in that window).
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        notify.bind(str(self.work / "notify"))
+        notify.settimeout(0.5)
         self.nspawn = subprocess.Popen(
-            ["systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--network-veth",
+            ["systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--network-veth", "--notify-ready=yes",
              "--capability=CAP_BPF,CAP_PERFMON,CAP_SYS_ADMIN,CAP_NET_ADMIN,CAP_SYS_RESOURCE",
              "--system-call-filter=bpf", f"--bind={self.bpffs}:/sys/fs/bpf",
              "-D", str(self.root), "-M", self.name],
+            env=dict(os.environ, NOTIFY_SOCKET=str(self.work / "notify")),
             stdin=subprocess.DEVNULL, stdout=open(self.work / "console.log", "w"), stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while not self.pid:
-            assert self.nspawn.poll() is None, (self.work / "console.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no init in the container after 60 s"
-            r = sh("pgrep", "-P", str(self.nspawn.pid), "-x", "systemd", check=False)
-            self.pid = int(r.stdout.split()[0]) if r.returncode == 0 else 0
-            time.sleep(0.1)
-        r = self.run("systemctl is-system-running --wait", check=False, timeout=90)
+        t0 = time.monotonic()
+        ready = False
+        with notify:
+            while not ready:
+                assert self.nspawn.poll() is None, (self.work / "console.log").read_text()[-3000:]
+                assert time.monotonic() < t0 + 120, ("no READY=1 from the container's systemd in 120 s:\n"
+                                                     + (self.work / "console.log").read_text(errors="replace")[-3000:])
+                try:
+                    msg = notify.recv(4096).decode(errors="replace").splitlines()
+                except TimeoutError:
+                    continue
+                for line in msg:  # nspawn's first message names the container's init
+                    if line.startswith("X_NSPAWN_LEADER_PID="):
+                        self.pid = int(line.split("=", 1)[1])
+                ready = "READY=1" in msg
+        if not self.pid:  # an nspawn older than Debian 12's does not name it
+            self.pid = int(sh("pgrep", "-P", str(self.nspawn.pid), "-x", "systemd").stdout.split()[0])
+        # ready means started up: the state is final, no --wait
+        r = self.run("systemctl is-system-running", check=False, timeout=30)
         assert r.stdout.strip() in ("running", "degraded"), self.boot_report(r)
 
     def boot_report(self, r: subprocess.CompletedProcess) -> str:
