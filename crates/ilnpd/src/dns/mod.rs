@@ -8,17 +8,18 @@
 //! then the client gets the identifier address. A name without ILNP records, or
 //! with bad ones (logged, naming the name and the record), gets the upstream's
 //! own AAAA answer. Why a proxy and not an NSS module: docs/architecture.md.
+//! The messages themselves (what a query asks, the answers built, the lookup's
+//! decisions) are `ilnp_dns`'s, without I/O; here are the sockets and the waits.
 
 pub mod lookup;
 pub mod update;
 pub mod upstream;
 
 use anyhow::{Context, Result};
-use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
-use hickory_proto::rr::rdata::AAAA;
-use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
+use hickory_proto::op::Message;
 use ilnp_core::{DnsPeer, DnsPeerResult};
-use ilnp_wire::{ilnp_addr, Locator};
+use ilnp_dns::reply::{self, truncate_for_udp, Ask};
+use ilnp_wire::Locator;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -246,28 +247,6 @@ async fn read_message(s: &mut TcpStream, started: &mut bool) -> std::io::Result<
     Ok(Some(q))
 }
 
-/// An answer too long for the client's UDP size: header + question with TC set,
-/// so the client asks again over TCP (RFC 1035 §4.2.1, RFC 6891 §6.2.5).
-fn truncate_for_udp(q: &[u8], ans: Vec<u8>) -> Vec<u8> {
-    let limit = Message::from_vec(q)
-        .ok()
-        .and_then(|m| m.extensions().as_ref().map(|e| e.max_payload().max(512) as usize))
-        .unwrap_or(512);
-    if ans.len() <= limit {
-        return ans;
-    }
-    match Message::from_vec(&ans) {
-        Ok(m) => {
-            let mut t = Message::new();
-            t.set_header(*m.header());
-            t.add_queries(m.queries().to_vec());
-            t.set_truncated(true);
-            t.to_vec().unwrap_or(ans)
-        }
-        Err(_) => ans,
-    }
-}
-
 impl Proxy {
     /// The answer to one client query (None: dropped, the client retries).
     pub async fn answer(&self, q: &[u8]) -> Option<Vec<u8>> {
@@ -276,17 +255,13 @@ impl Proxy {
             bump(&self.counters.dropped_overload);
             return None;
         };
-        let msg = Message::from_vec(q).ok();
-        let aaaa = msg.as_ref().and_then(|m| {
-            let ours = m.message_type() == MessageType::Query && m.op_code() == OpCode::Query && m.queries().len() == 1;
-            let qq = m.queries().first()?;
-            (ours && qq.query_type() == RecordType::AAAA && qq.query_class() == DNSClass::IN).then(|| qq.name().clone())
-        });
-        let Some(name) = aaaa else { return self.pass_through(q, msg.as_ref()).await };
+        let (msg, name) = match reply::classify(q) {
+            Ask::Aaaa { msg, name } => (msg, name),
+            Ask::Other(msg) => return self.pass_through(q, msg.as_ref()).await,
+        };
         let (plain, ilnp) = tokio::join!(self.up.exchange_raw(q), lookup::lookup(&self.up, &name));
         match ilnp {
             Ok(Some(found)) => {
-                let m = msg.as_ref().expect("parsed above");
                 let peer = DnsPeer {
                     name: found.owner.to_string().trim_end_matches('.').to_string(),
                     nid: found.nid,
@@ -295,7 +270,7 @@ impl Proxy {
                 };
                 if self.teach_core(peer).await {
                     bump(&self.counters.ilnp_answers);
-                    return Some(self.synthesise(m, &found, plain.as_deref().ok()));
+                    return Some(reply::synthesise(&msg, &found, plain.as_deref().ok(), self.id_prefix));
                 }
             }
             Ok(None) => {}
@@ -304,7 +279,7 @@ impl Proxy {
                 tracing::warn!("dns: {bad}; nothing learned, the client gets the plain AAAA answer");
             }
         }
-        self.relay(q, msg.as_ref(), plain)
+        self.relay(q, Some(&msg), plain)
     }
 
     async fn pass_through(&self, q: &[u8], msg: Option<&Message>) -> Option<Vec<u8>> {
@@ -322,7 +297,7 @@ impl Proxy {
                 bump(&self.counters.upstream_failures);
                 tracing::warn!("dns: {}: {e}; answering SERVFAIL", upstream::describe(q));
                 // never a hang: the client hears at once
-                msg.and_then(|m| servfail(m).ok())
+                msg.and_then(|m| reply::servfail(m).ok())
             }
         }
     }
@@ -383,46 +358,13 @@ impl Proxy {
             tracing::warn!("dns: re-resolving {name}: no new locator after 5 attempts; the session stays as it is");
         });
     }
-
-    /// AAAA answer: the CNAME chain, then the identifier address of the NID.
-    fn synthesise(&self, q: &Message, f: &lookup::Found, plain: Option<&[u8]>) -> Vec<u8> {
-        let mut m = Message::new();
-        m.set_id(q.id())
-            .set_message_type(MessageType::Response)
-            .set_op_code(OpCode::Query)
-            .set_recursion_desired(q.recursion_desired())
-            .set_recursion_available(plain.map(|p| p.len() > 3 && p[3] & 0x80 != 0).unwrap_or(true))
-            .set_response_code(ResponseCode::NoError);
-        m.add_queries(q.queries().to_vec());
-        m.add_answers(f.cnames.iter().cloned());
-        let addr = ilnp_addr(self.id_prefix, f.nid);
-        m.add_answer(Record::from_rdata(f.owner.clone(), f.ttl, RData::AAAA(AAAA(addr))));
-        if let Some(e) = q.extensions() {
-            let mut e = e.clone();
-            e.set_max_payload(e.max_payload().max(512));
-            m.set_edns(e);
-        }
-        m.to_vec().unwrap_or_else(|_| servfail(q).unwrap_or_default())
-    }
-}
-
-fn servfail(q: &Message) -> Result<Vec<u8>, hickory_proto::ProtoError> {
-    let mut m = Message::new();
-    m.set_id(q.id())
-        .set_message_type(MessageType::Response)
-        .set_op_code(q.op_code())
-        .set_recursion_desired(q.recursion_desired())
-        .set_recursion_available(true)
-        .set_response_code(ResponseCode::ServFail);
-    m.add_queries(q.queries().to_vec());
-    m.to_vec()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use hickory_proto::op::Query;
-    use hickory_proto::rr::Name;
+    use hickory_proto::op::{MessageType, OpCode, Query};
+    use hickory_proto::rr::{Name, RecordType};
     use std::time::Instant;
 
     fn a_query(id: u16) -> Vec<u8> {
