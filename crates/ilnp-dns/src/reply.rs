@@ -4,6 +4,7 @@
 //! NID), SERVFAIL when the upstream gave nothing, and the truncation of an answer
 //! longer than the client's UDP size.
 
+use crate::exchange::{question_bytes, HEADER_LEN};
 use crate::lookup::Found;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::AAAA;
@@ -80,22 +81,32 @@ pub fn udp_limit(q: &[u8]) -> usize {
 }
 
 /// An answer too long for the client's UDP size: header + question with TC set,
-/// so the client asks again over TCP (RFC 1035 §4.2.1, RFC 6891 §6.2.5).
+/// so the client asks again over TCP (RFC 1035 §4.2.1, RFC 6891 §6.2.5). Never
+/// longer than the limit: an answer hickory cannot read (the upstream's, passed
+/// through) keeps its header and gets the query's question as it came, or none.
 pub fn truncate_for_udp(q: &[u8], ans: Vec<u8>) -> Vec<u8> {
     let limit = udp_limit(q);
     if ans.len() <= limit {
         return ans;
     }
-    match Message::from_vec(&ans) {
-        Ok(m) => {
-            let mut t = Message::new();
-            t.set_header(*m.header());
-            t.add_queries(m.queries().to_vec());
-            t.set_truncated(true);
-            t.to_vec().unwrap_or(ans)
+    if let Ok(m) = Message::from_vec(&ans) {
+        let mut t = Message::new();
+        t.set_header(*m.header());
+        t.add_queries(m.queries().to_vec());
+        t.set_truncated(true);
+        if let Ok(t) = t.to_vec().map_err(|_| ()).and_then(|t| if t.len() <= limit { Ok(t) } else { Err(()) }) {
+            return t;
         }
-        Err(_) => ans,
     }
+    // the header (ID, flags, rcode) with TC and the counts of what follows
+    let mut t = ans[..HEADER_LEN].to_vec();
+    t[2] |= 0x02;
+    t[4..HEADER_LEN].fill(0);
+    if let Some(question) = question_bytes(q).filter(|b| HEADER_LEN + b.len() <= limit) {
+        t[5] = 1;
+        t.extend_from_slice(question);
+    }
+    t
 }
 
 #[cfg(test)]
@@ -171,6 +182,14 @@ mod tests {
         assert_eq!((t.id(), t.queries()), (5, m.queries()));
         // with EDNS 4096 it fits
         assert_eq!(truncate_for_udp(&aaaa_query(5, "mn.lab.example.", Some(4096)), ans.clone()), ans);
+        // one hickory cannot read (an RDATA length past the end): its header and the query's question
+        let mut bad = ans.clone();
+        let n = bad.len();
+        bad[n - 18..n - 16].copy_from_slice(&[0xff, 0xff]);
+        assert!(Message::from_vec(&bad).is_err());
+        let t = truncate_for_udp(&q, bad);
+        assert_eq!(&t[..HEADER_LEN], &[0, 5, 0x83, 0x80, 0, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(Message::from_vec(&t).unwrap().queries(), m.queries());
         let sf = Message::from_vec(&servfail(&m).unwrap()).unwrap();
         assert_eq!((sf.id(), sf.response_code(), sf.queries()), (5, ResponseCode::ServFail, m.queries()));
     }
