@@ -5,6 +5,63 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
+# --cold [ARGS]: as a new machine runs it. Every cache the tests build is moved aside for the
+# run and put back after it (also after a failure or Ctrl-C): the test cache
+# ${ILNP_TEST_CACHE:-/var/cache/ilnp-test} (the nspawn root of tests/system/rootfs.sh, the Debian 12
+# VM image of scripts/qemu-debian12.sh, the optional sid-tshark root), the fuzzers' kept corpus and
+# build (fuzz/corpus, fuzz/target) and the venv (.venv); then scripts/setup.sh (which makes the venv
+# again) and this script with ARGS (`--cold --system`: the container test with its root built first).
+# Each one goes to <path>.cold-aside beside it (a rename); what the cold run built is removed when
+# the original is put back (a cache that was not there before is kept). Not moved: target/ (the
+# build setup.sh makes), ~/.cargo, apt's and pip's caches.
+if [ "${1:-}" = --cold ]; then
+  shift
+  [ "$(id -u)" = 0 ] || { echo "test.sh --cold: run as root" >&2; exit 1; }
+  cache=${ILNP_TEST_CACHE:-/var/cache/ilnp-test}
+  case "$cache" in /?*) ;; *) echo "test.sh --cold: ILNP_TEST_CACHE must be an absolute path: '$cache'" >&2; exit 1 ;; esac
+  cold=("${cache%/}" "$PWD/fuzz/corpus" "$PWD/fuzz/target" "$PWD/.venv")
+  for p in "${cold[@]}"; do
+    if [ -e "$p.cold-aside" ] || [ -L "$p.cold-aside" ]; then
+      echo "test.sh --cold: $p.cold-aside is left from a --cold run that could not put it back (killed?):" \
+           "put it back first: rm -rf --one-file-system '$p' && mv -T '$p.cold-aside' '$p'" >&2
+      exit 1
+    fi
+  done
+  moved=()
+  restore() {
+    set +e
+    local p
+    for p in "${moved[@]}"; do
+      if rm -rf --one-file-system "$p" && ! [ -e "$p" ] && ! [ -L "$p" ] && mv -T "$p.cold-aside" "$p"; then
+        echo "== --cold: put back $p"
+      else
+        echo "== --cold: could not put back $p: the original is at $p.cold-aside" >&2
+      fi
+    done
+  }
+  trap restore EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  trap 'exit 129' HUP
+  for p in "${cold[@]}"; do
+    if [ -e "$p" ] || [ -L "$p" ]; then
+      mv -T "$p" "$p.cold-aside"
+      moved+=("$p")
+      echo "== --cold: moved aside $p"
+    fi
+  done
+  t0=$SECONDS
+  status=0
+  echo "== --cold: scripts/setup.sh"
+  bash scripts/setup.sh || status=$?
+  if [ "$status" = 0 ]; then
+    echo "== --cold: scripts/test.sh $*"
+    bash scripts/test.sh "$@" || status=$?
+  fi
+  echo "== --cold: exit $status after $((SECONDS - t0)) s"
+  exit "$status"
+fi
+
 # --system: only the Debian package and its unit under a real systemd, booted in a
 # container (tests/system/test_systemd.py; docs/deployment.md). Extra arguments go to pytest.
 if [ "${1:-}" = --system ]; then
