@@ -15,7 +15,7 @@ use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::{AAAA, CNAME, NULL};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use ilnp_dns::exchange::{answers, describe};
-use ilnp_dns::lookup::{resolve, Answers, Question, Step, LP_MAX_DEPTH, LP_MAX_TARGETS};
+use ilnp_dns::lookup::{resolve, Answers, Question, Step, LP_MAX_DEPTH, LP_MAX_TARGETS, MAX_LOCATORS};
 use ilnp_dns::reply::{classify, servfail, synthesise, truncate_for_udp, udp_limit, Ask};
 use ilnp_wire::rdata::{Rdata, TYPE_L32, TYPE_L64, TYPE_LP, TYPE_NID};
 use ilnp_wire::{ilnp_addr, v4path, Locator, Nid, DEFAULT_IDENTIFIER_PREFIX};
@@ -215,7 +215,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let Ok(Some(f)) = found else { return };
     let (locs, nids, ttls) = offered(&known);
-    assert!(!f.locators.is_empty());
+    assert!(!f.locators.is_empty() && f.locators.len() <= MAX_LOCATORS, "{} locators", f.locators.len());
     for (i, l) in f.locators.iter().enumerate() {
         assert!(locs.contains(&l.loc), "{} did not come from the answers", l.loc);
         assert!(!f.locators[..i].iter().any(|o| o.loc == l.loc), "{} twice", l.loc);

@@ -21,6 +21,12 @@ use std::collections::HashMap;
 pub const LP_MAX_DEPTH: usize = 4;
 /// LP records of one name followed at most (the best by preference).
 pub const LP_MAX_TARGETS: usize = 4;
+/// Locators of one name kept at most: the best of each answer by preference, the
+/// name's L64s first, then its L32s, then the LP targets' in LP order. A 64 KiB
+/// answer lists ~2,900 L64s and LP can lead to 256 such answers; every locator
+/// kept is compared with the others on the daemon's one thread, and goes into the
+/// core's record, its event and the state file (the ILCC uses the best 8 anyway).
+pub const MAX_LOCATORS: usize = 16;
 
 /// What a name resolved to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,7 +99,7 @@ pub struct Answers(HashMap<Question, Answer>);
 #[derive(Debug, Clone)]
 struct Answer {
     msg: Result<Message, String>,
-    /// `ilnp_records` of `msg`, LP records sorted by preference
+    /// `ilnp_records` of `msg`, sorted by preference
     records: OnceCell<Result<Records, Bad>>,
 }
 
@@ -155,14 +161,19 @@ fn answer(answers: &Answers, q: Question) -> Result<&Message, Stop> {
     }
 }
 
-/// The ILNP records of `q`'s type in its answer, parsed (`ilnp_records`), LP
-/// records by preference; (records, smallest TTL).
+/// The ILNP records of `q`'s type in its answer, parsed (`ilnp_records`), by
+/// preference; (records, smallest TTL).
 fn records(answers: &Answers, q: Question) -> Result<&Records, Stop> {
     let m = answer(answers, q.clone())?;
     let a = &answers.0[&q];
     let parsed = a.records.get_or_init(|| {
         let mut r = ilnp_records(&q.name, q.record(), m)?;
-        r.0.sort_by_key(|(r, _)| if let Rdata::Lp { preference, .. } = r { *preference } else { 0 });
+        r.0.sort_by_key(|(r, _)| match r {
+            Rdata::Nid { preference, .. }
+            | Rdata::L64 { preference, .. }
+            | Rdata::L32 { preference, .. }
+            | Rdata::Lp { preference, .. } => *preference,
+        });
         Ok(r)
     });
     parsed.as_ref().map_err(|b| Stop::Bad(b.clone()))
@@ -286,9 +297,12 @@ pub fn ilnp_records(name: &Name, record: &'static str, m: &Message) -> Result<Re
 
 /// L64 records → locators, and L32 records → v4 paths to the default port
 /// (`ilnp_wire::v4path`: ILNPv6 in UDP/IPv4, docs/architecture.md § IPv4 and NAT);
-/// appends to `locs`, lowers `ttl`.
+/// appends to `locs` up to `MAX_LOCATORS`, lowers `ttl`.
 fn add_l64(recs: &[(Rdata, Name)], rec_ttl: u32, locs: &mut Vec<PeerLocator>, ttl: &mut u32) {
     for (r, _) in recs {
+        if locs.len() >= MAX_LOCATORS {
+            break;
+        }
         let (loc, pref) = match r {
             Rdata::L64 { preference, locator } => (*locator, *preference),
             Rdata::L32 { preference, locator } => {
@@ -456,6 +470,20 @@ mod tests {
         assert!(e.why.contains("loop: mn.lab.example. -> net.lab.example. -> MN.lab.example."), "{e}");
         let none = [nid("mn.lab.example.", 0x42)];
         assert!(run("mn.lab.example.", &none).0.unwrap_err().why.contains("no L64 or LP record"));
+    }
+
+    #[test]
+    fn a_name_keeps_at_most_max_locators_the_best_of_each_answer() {
+        // 40 L64s, listed worst first, and an LP to another 40: the name's own best 16
+        let n = "mn.lab.example.";
+        let rds: Vec<Vec<u8>> = (0..40u16)
+            .rev()
+            .map(|i| emit(Rdata::L64 { preference: i, locator: Locator(0x2001_0db8_0000_0000 | u64::from(i)) }))
+            .collect();
+        let zone = [nid(n, 0x42), (n, TYPE_L64, answer(n, TYPE_L64, &rds, ResponseCode::NoError))];
+        let f = run(n, &zone).0.unwrap().unwrap();
+        assert_eq!(f.locators.len(), MAX_LOCATORS);
+        assert_eq!(f.locators.iter().map(|l| l.pref).collect::<Vec<_>>(), (0..16).collect::<Vec<_>>());
     }
 
     #[test]
