@@ -321,7 +321,10 @@ impl IlccEntry {
             nonce_tx: self.nonce_tx,
             nonce_rx: self.nonce_rx,
             full_address_checksum: self.checksum_rule == ChecksumRule::FullAddress,
-            remote_v4: remote.v4_destination(),
+            // only a path heard from (its own address or the NAT's, checked by the
+            // core): until then the fast path punts both ways, so the core sees the
+            // first datagram and no replay from elsewhere can define the path
+            remote_v4: remote.v4_destination().filter(|_| remote.v4_heard),
         })
     }
 }

@@ -100,6 +100,10 @@ pub struct RemoteState {
     /// a v4 path's observed address behind a NAT (`RemoteLocator::via`)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<std::net::SocketAddrV4>,
+    /// a v4 path the core has heard from (`RemoteLocator::v4_heard`); files
+    /// without it: heard if a NAT was seen
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub v4_heard: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,6 +173,7 @@ impl EntryState {
                     state: r.state,
                     expires_in_ms: r.expires.map(|t| ms(t.saturating_duration_since(now))),
                     via: r.via,
+                    v4_heard: r.v4_heard,
                 })
                 .collect(),
             nonce_tx: nonce_hex(&e.nonce_tx),
@@ -202,9 +207,8 @@ impl EntryState {
                 last_heard: None,
                 expires: r.expires_in_ms.map(ahead),
                 via: r.via,
-                // a path a NAT rewrote was heard; the first datagram after a
-                // restart defines an unrewritten one again
-                v4_heard: r.via.is_some(),
+                // a file from before v4_heard was kept: a path a NAT rewrote was heard
+                v4_heard: r.v4_heard || r.via.is_some(),
             })
             .collect();
         let mut e = IlccEntry::new(nid, remote, Locator(self.local_locator), nonce_tx, nonce_rx, self.initiator, now);

@@ -184,6 +184,12 @@ impl Core {
         let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == src) else { return };
         let current = r.v4_destination();
         if current == Some(from) {
+            // from where the path says: heard (a no-NAT path is defined by its own
+            // address; only now does the fast path carry it, `IlccEntry::snapshot`)
+            if !r.v4_heard {
+                r.v4_heard = true;
+                out.extend(e.snapshot().map(Action::IlccUpsert));
+            }
             return;
         }
         if !r.v4_heard {
@@ -518,6 +524,49 @@ mod tests {
             a.handle_inbound_v4(t, &p, Csum::Complete, v4([192, 0, 2, 1], 6740));
         }
         (a, b, t)
+    }
+
+    /// The upserts' `remote_v4`, in order.
+    fn fast_v4(out: &[Action]) -> Vec<Option<SocketAddrV4>> {
+        out.iter().filter_map(|x| if let Action::IlccUpsert(s) = x { Some(s.remote_v4) } else { None }).collect()
+    }
+
+    #[test]
+    fn a_replay_cannot_define_a_path_without_a_nat() {
+        // A (192.0.2.2) and B (192.0.2.1), both public: no NAT on either path
+        let (a4, b4) = (v4([192, 0, 2, 2], 6740), v4([192, 0, 2, 1], 6740));
+        let (la, lb) = (v4loc([192, 0, 2, 2]), v4loc([192, 0, 2, 1]));
+        let mut a = core(NA, la, 1, Some((NB, lb)));
+        let mut b = core(NB, lb, 1, None);
+        let t = Instant::now();
+        let out = a.handle_outbound(t, &crate::tests::udp(NA, NB, b"hi"), Csum::Complete);
+        // not heard from yet: the fast path does not carry the path
+        assert!(fast_v4(&out).iter().all(Option::is_none), "{out:?}");
+        let (_, seen) = sent(&out).pop().expect("A sends over UDP/IPv4");
+        let out = b.handle_inbound_v4(t, &seen, Csum::Complete, a4);
+        assert_eq!(fast_v4(&out).last(), Some(&Some(a4)), "heard from its own address: {out:?}");
+        for (_, p) in sent(&out) {
+            let back = a.handle_inbound_v4(t, &p, Csum::Complete, b4);
+            assert_eq!(fast_v4(&back).last(), Some(&Some(b4)), "{back:?}");
+        }
+        // an attacker that saw A's datagram replays it from its own address: that is a
+        // rebinding to validate, not the path's first datagram (no NAT detected)
+        let x = v4([203, 0, 113, 5], 5555);
+        let out = b.handle_inbound_v4(t, &seen, Csum::Complete, x);
+        assert_eq!(b.stats().get("v4_nat_detected"), 0);
+        assert_eq!(b.stats().get("v4_path_unvalidated_rx"), 1);
+        assert!(fast_v4(&out).is_empty(), "{out:?}");
+        let tos: Vec<_> = sent(&out).into_iter().map(|(to, _)| to).collect();
+        assert_eq!(tos, vec![x, a4], "challenge to the candidate, confirmation over the old path");
+        // a restarted B knows the path was heard: the same after a restore
+        let snap = b.snapshot(t);
+        let back: crate::CoreSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
+        let mut r = core(NB, lb, 2, None);
+        let out = r.restore(t, &back).unwrap();
+        assert_eq!(fast_v4(&out).last(), Some(&Some(a4)), "{out:?}");
+        r.handle_inbound_v4(t, &seen, Csum::Complete, v4([203, 0, 113, 5], 5556));
+        assert_eq!(r.stats().get("v4_nat_detected"), 0);
+        assert_eq!(r.ilcc_entry(NA).unwrap().remote_locators[0].via, None);
     }
 
     #[test]
