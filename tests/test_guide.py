@@ -3,10 +3,12 @@
 The guide's hosts (a, b, ns) are network namespaces on a network the test builds as the
 guide's § "The example network" describes it (router r, LAN 1 a bridge, LAN 2 b's second
 uplink, radvd on both, the MAC addresses of the table). Each host also gets its own mount
-namespace in which /etc, /run, /var/lib/bind and /var/cache/bind are overlays on the real
-ones (writes stay in the test's directory) and /sys/fs/bpf is its own bpffs: so the guide
-says /etc/ilnp/ilnpd.toml, /run/ilnp/ilnpd.sock and /etc/bind/... as on real hosts, and
-the test runs those lines unchanged. ilnpd and ilnpctl are target/release's (first on PATH).
+namespace in which /etc, /run, /var/lib, /var/lib/bind and /var/cache/bind are overlays on
+the real ones (writes stay in the test's directory) and /sys/fs/bpf is its own bpffs: so the
+guide says /etc/ilnp/ilnpd.toml, /run/ilnp/ilnpd.sock and /etc/bind/... as on real hosts,
+and the test runs those lines unchanged. a's and b's /var/lib/ilnp hold fixed NID secrets
+(SECRET), so their NIDs are the guide's. ilnpd and ilnpctl are target/release's (first on
+PATH).
 
 The guide marks each block with an HTML comment before its fence (invisible on GitHub):
 
@@ -34,6 +36,8 @@ NetworkManager) are written and parsed only: no resolved or NetworkManager runs 
 from __future__ import annotations
 
 import configparser
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -58,8 +62,20 @@ FENCE = re.compile(r"^```(\w*)", re.M)
 # the guide's network (§ The example network)
 MAC = {("a", "eth0"): "02:00:00:00:00:0a", ("b", "eth0"): "02:00:00:00:00:0b",
        ("b", "eth1"): "02:00:00:00:01:0b", ("ns", "eth0"): "02:00:00:00:00:53"}
-NID_A, NID_B = "0000:00ff:fe00:000a", "0000:00ff:fe00:000b"
-ID_A, ID_B = "fd69:6c6e:7000::ff:fe00:a", "fd69:6c6e:7000::ff:fe00:b"
+# nid = "auto": each host's NID is derived from the secret ilnpd draws at its first start; the
+# test puts fixed ones in place (as it fixes the MACs), so the guide can show the NIDs they give
+SECRET = {"a": bytes([0x0A]) * 32, "b": bytes([0x0B]) * 32}
+NID_A, NID_B = "d436:3416:4383:5c1c", "e826:c43a:81f9:29c6"
+ID_A, ID_B = "fd69:6c6e:7000:0:d436:3416:4383:5c1c", "fd69:6c6e:7000:0:e826:c43a:81f9:29c6"
+
+
+def stable_privacy_nid(secret: bytes) -> str:
+    """docs/architecture.md § Addressing, computed apart from ilnpd: HMAC-SHA-256 of the
+    label and counter 0 keyed by the secret, its first 64 bits with the u and g bits cleared
+    (a counter above 0 only for a NID ilnp-wire refuses, which these are not)."""
+    d = bytearray(hmac.new(secret, b"ILNPv6 stable-privacy NID" + bytes(4), hashlib.sha256).digest()[:8])
+    d[0] &= 0xFC
+    return ":".join(d.hex()[i:i + 4] for i in range(0, 16, 4))
 L1, L2 = "2001:0db8:0001:0000", "2001:0db8:0002:0000"
 
 STANDINS = {
@@ -102,7 +118,9 @@ class Host:
     """A guide host: a network namespace plus a mount namespace with its own /etc, /run,
     /var/lib/bind, /var/cache/bind (overlays) and bpffs, held by a `sleep` we started."""
 
-    OVERLAID = ("/etc", "/run", "/var/lib/bind", "/var/cache/bind")
+    # /var/lib for ilnpd's state_dir (/var/lib/ilnp); /var/lib/bind an overlay of its own on
+    # top, whose upper directory keeps bind's owner and mode (named writes its journal there)
+    OVERLAID = ("/etc", "/run", "/var/lib", "/var/lib/bind", "/var/cache/bind")
 
     def __init__(self, node, root: Path):
         self.node, self.name, self.root = node, node.name, root
@@ -115,6 +133,15 @@ class Host:
             os.chown(up, st.st_uid, st.st_gid)
             os.chmod(up, st.st_mode & 0o7777)
             mounts.append(f"mount -t overlay overlay -o lowerdir={d},upperdir={up},workdir={work} {d}")
+        if node.name in SECRET:
+            # ilnpd's state_dir, /var/lib/ilnp: the host's secret in place, the machine's own
+            # /var/lib/ilnp (if any) hidden (an opaque directory of the overlay)
+            state = root / "up_var_lib" / "ilnp"
+            state.mkdir(mode=0o700)
+            os.setxattr(state, "trusted.overlay.opaque", b"y")
+            fd = os.open(state / "nid-secret", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, SECRET[node.name])
+            os.close(fd)
         mounts.append("mount -t bpf bpf /sys/fs/bpf")
         # `ip netns exec` gives a mount namespace of its own with the namespace's sysfs
         self.holder = subprocess.Popen(
@@ -142,7 +169,7 @@ class Host:
 
     def upper(self, path: str) -> Path:
         """Where a file the guide wrote under an overlaid directory is."""
-        for d in self.OVERLAID:
+        for d in sorted(self.OVERLAID, key=len, reverse=True):
             if path.startswith(d + "/"):
                 return self.root / ("up" + d.replace("/", "_")) / path[len(d) + 1:]
         raise AssertionError(f"{path} is not under an overlaid directory")
@@ -329,7 +356,8 @@ def test_the_guide_verbatim(guide):
     g.run("b-start")
     out = g.run("b-status")
     g.shown("b-status", out)
-    assert re.search(rf"NID\s+{NID_B}\n", out), out
+    assert [NID_A, NID_B] == [stable_privacy_nid(SECRET[h]) for h in "ab"]
+    assert re.search(rf"NID\s+{NID_B} \(stable-privacy\)\n", out), out
     # ---- 2. static peers
     g.run("a-conf-peer")
     g.run("b-hosts")

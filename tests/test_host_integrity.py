@@ -3,7 +3,7 @@ and a clean stop leaves the host as it found it (items 1 and 5; the inventory of
 what ilnpd changes is in docs/architecture.md, "Host state ilnpd changes").
 
 Two namespaces on one link, static 2001:db8:5::a/64 and ::b/64, ilnpd with
-`uplinks = ["eth0"]` and nothing else (NID = EUI-64 of the MAC): the `L64:NID`
+`uplinks = ["eth0"]` and nothing else (nid = "auto", a stable-privacy NID): the `L64:NID`
 address ilnpd adds on eth0 must not win the kernel's source address selection.
 """
 

@@ -7,13 +7,17 @@ crash; SIGUSR2 hands a running session over to the next ilnpd.
 
 These tests use the real default paths of the machine they run on: they refuse to run (skip)
 if an ilnpd already answers on /run/ilnp/ilnpd.sock, and check that they leave nothing there.
+The default state_dir /var/lib/ilnp (the NID secret and record of nid = "auto") outlives a
+clean stop by design: the machine's own is set aside for the test and put back after it.
 """
 
 import json
 import os
 import re
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -29,6 +33,7 @@ from ilnp_test_util import CN_L64, CN_NID, host_snapshot, ilnp_pair, snapshot_di
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_SOCKET = "/run/ilnp/ilnpd.sock"
 DEFAULT_STATE = "/run/ilnp/ilnpd.state"
+DEFAULT_STATE_DIR = Path("/var/lib/ilnp")
 
 
 def readme_config() -> str:
@@ -52,7 +57,16 @@ def default_paths():
             pass
         finally:
             s.close()
-    yield
+    # the machine's /var/lib/ilnp (a real installation's NID) is set aside, the test's removed
+    saved = DEFAULT_STATE_DIR.with_name(f"ilnp.test-saved-{os.getpid()}")
+    if DEFAULT_STATE_DIR.exists():
+        DEFAULT_STATE_DIR.rename(saved)
+    try:
+        yield
+    finally:
+        shutil.rmtree(DEFAULT_STATE_DIR, ignore_errors=True)
+        if saved.exists():
+            saved.rename(DEFAULT_STATE_DIR)
     left = [str(p) for d in ("/run/ilnp", "/sys/fs/bpf/ilnp") if os.path.exists(d) for p in [d, *Path(d).rglob("*")]]
     assert not left, f"left behind: {left}"
 
@@ -139,6 +153,13 @@ def test_readme_config_verbatim_starts_carries_a_session_and_stops_clean(bed, de
     d = DefaultIlnpd(mn, readme_config(), how=how).start()
     st = json.loads(ctl("--json", "status").stdout)
     mn_id = st["identifier_address"]
+    # nid = "auto": a stable-privacy NID from a secret in the default state_dir, not the MAC's
+    mac = json.loads(mn.ip("-j", "link", "show", "dev", "eth0").stdout)[0]["address"].replace(":", "")
+    eui64 = f"{int(mac[:2], 16) ^ 2:02x}{mac[2:6]}fffe{mac[6:]}"
+    assert st["nid_source"] == "stable-privacy" and st["nid"].replace(":", "") != eui64, st
+    secret = DEFAULT_STATE_DIR / "nid-secret"
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and secret.stat().st_size == 32
+    assert (DEFAULT_STATE_DIR / "nid").read_text().split()[-2:] == [st["nid"], "stable-privacy"]
     # the README's [dns] section: the resolver proxy answers on 127.0.0.1:53 in the MN
     assert "127.0.0.1:53 " in mn.run("ss", "-Hlun", check=False).stdout
     assert os.path.exists(DEFAULT_STATE), "no state file at its default place"

@@ -43,7 +43,7 @@ class Peer:
 class Ilnpd:
     node: Node
     uplinks: list[str]
-    nid: str | None = None  # None → auto (EUI-64 of the first uplink)
+    nid: str | None = None  # None → "auto": a stable-privacy NID from this daemon's state_dir
     datapath: str = "ebpf"
     nonce_bits: int = 32
     peers: list[Peer] = field(default_factory=list)
@@ -80,11 +80,18 @@ class Ilnpd:
         """ilnpd's default: the control socket's path with extension .state."""
         return str(Path(self.socket).with_suffix(".state"))
 
+    @property
+    def state_dir(self) -> str:
+        """Its NID secret and record (nid = "auto"): one per daemon, kept across its restarts,
+        never the host's /var/lib/ilnp (two daemons sharing one would share a NID)."""
+        return str(self.dir / "state")
+
     def config_text(self) -> str:
         keys = {
             "uplinks": self.uplinks,
             "identifier_prefix": self.id_prefix,
             "nid": self.nid or "auto",
+            "state_dir": self.state_dir,
             "datapath": self.datapath,
             "nonce_bits": self.nonce_bits,
             "control_socket": self.socket,

@@ -18,8 +18,8 @@ pub use event::Event;
 pub use ilnp_core::Policy;
 pub use reply::{
     AdmissionStatus, BalanceInfo, BalancePeer, Data, DatapathMode, DnsStatus, DnsUpdateStatus, FastCounters, Flushed,
-    Handoff, IlccEntry, LocatorInfo, LocatorState, Monitoring, PeerAdded, PeerDeleted, PeerFallback, PeerInfo,
-    PeerLocator, RemoteLocator, Reply, ReplyError, RouterPreference, Stats, Status, Uplink,
+    Handoff, IlccEntry, LocatorInfo, LocatorState, Monitoring, NidSource, PeerAdded, PeerDeleted, PeerFallback,
+    PeerInfo, PeerLocator, RemoteLocator, Reply, ReplyError, RouterPreference, Stats, Status, Uplink,
 };
 pub use request::{Field, PeerLocatorArg, Request, RequestError, Spelled, CONTROL_GROUP, DEFAULT_PREF};
 

@@ -126,6 +126,9 @@ impl Reply {
 pub struct Status {
     /// this node's NID
     pub nid: String,
+    /// where it came from; absent from daemons before issue #44
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nid_source: Option<NidSource>,
     /// `P::/64`
     pub identifier_prefix: String,
     /// `P::NID`, the address applications use
@@ -225,6 +228,36 @@ pub enum DatapathMode {
     #[default]
     Ebpf,
     Userspace,
+}
+
+/// Where the daemon's NID came from (`nid` in its configuration; docs/architecture.md
+/// § Addressing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NidSource {
+    /// `nid = "xxxx:xxxx:xxxx:xxxx"`
+    Configured,
+    /// `nid = "auto"`: derived from the host secret
+    StablePrivacy,
+    /// `nid = "auto"` the first time after an upgrade: the previous run's NID, kept
+    KeptFromUpgrade,
+    /// `nid = "eui64"`: the first uplink's MAC
+    Eui64,
+    /// a source a newer daemon names
+    #[serde(other)]
+    Other,
+}
+
+impl fmt::Display for NidSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NidSource::Configured => "configured",
+            NidSource::StablePrivacy => "stable-privacy",
+            NidSource::KeptFromUpgrade => "kept-from-upgrade",
+            NidSource::Eui64 => "eui64",
+            NidSource::Other => "other",
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

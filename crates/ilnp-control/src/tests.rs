@@ -194,6 +194,21 @@ fn lenient_decoding_of_partial_data() {
     let st: Status = serde_json::from_value(json!({"nid": "0200:00ff:fe00:000c", "future_field": 1})).unwrap();
     assert_eq!(st.nid, "0200:00ff:fe00:000c");
     assert!(st.uplinks.is_empty() && st.version.is_empty());
+    assert_eq!(st.nid_source, None, "an older daemon's status");
+    for (text, want) in [
+        ("stable-privacy", crate::NidSource::StablePrivacy),
+        ("kept-from-upgrade", crate::NidSource::KeptFromUpgrade),
+        ("eui64", crate::NidSource::Eui64),
+        ("configured", crate::NidSource::Configured),
+        ("from-a-newer-daemon", crate::NidSource::Other),
+    ] {
+        let st: Status = serde_json::from_value(json!({"nid": "0200:00ff:fe00:000c", "nid_source": text})).unwrap();
+        assert_eq!(st.nid_source, Some(want), "{text}");
+        if want != crate::NidSource::Other {
+            assert_eq!(serde_json::to_value(st).unwrap()["nid_source"], text);
+            assert_eq!(want.to_string(), text);
+        }
+    }
 }
 
 #[test]

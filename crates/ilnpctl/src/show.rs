@@ -107,7 +107,7 @@ pub fn render(obj: &Object, data: &Data) -> String {
 
 fn status(d: &Status) -> String {
     let mut rows: Vec<(String, String)> = vec![
-        ("NID".into(), d.nid.clone()),
+        ("NID".into(), d.nid_source.map_or_else(|| d.nid.clone(), |s| format!("{} ({s})", d.nid))),
         ("identifier prefix".into(), d.identifier_prefix.clone()),
         ("identifier address".into(), d.identifier_address.clone()),
         (

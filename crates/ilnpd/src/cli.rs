@@ -23,7 +23,8 @@ pub struct Args {
     /// data path: ebpf (fast path) or userspace (reference)
     #[arg(long)]
     pub datapath: Option<String>,
-    /// this node's NID (xxxx:xxxx:xxxx:xxxx) or "auto"
+    /// this node's NID (xxxx:xxxx:xxxx:xxxx), "auto" (a stable-privacy NID from the secret in
+    /// `state_dir`, default /var/lib/ilnp) or "eui64" (the first uplink's MAC)
     #[arg(long)]
     pub nid: Option<String>,
     /// control socket path

@@ -12,9 +12,13 @@ use std::time::Duration;
 
 pub mod peers;
 
+use crate::nid::NidChoice;
 use peers::TomlPeer;
 
 pub const DEFAULT_ID_PREFIX: &str = "fd69:6c6e:7000::/64";
+
+/// The default `state_dir` (the unit's `StateDirectory=ilnp`).
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/ilnp";
 
 /// Default bound of the established ILCC tier (and of the BPF `ilnp_ilcc` hash,
 /// preallocated at load). See docs/benchmarks.md for the memory per entry.
@@ -26,7 +30,12 @@ pub const DEFAULT_ILCC_MAX_ENTRIES: u32 = 65536;
 pub struct FileConfig {
     pub uplinks: Option<Vec<String>>,
     pub identifier_prefix: Option<String>,
+    /// "auto" (default: stable privacy, `state_dir`), "eui64" (the first uplink's MAC)
+    /// or four hex groups
     pub nid: Option<String>,
+    /// where ilnpd keeps what outlives a reboot: the NID secret and the NID "auto"
+    /// resolved to (default /var/lib/ilnp)
+    pub state_dir: Option<PathBuf>,
     pub tun_name: Option<String>,
     pub datapath: Option<String>,
     pub nonce_bits: Option<u32>,
@@ -259,8 +268,9 @@ pub enum Datapath {
 pub struct Config {
     pub uplinks: Vec<String>,
     pub id_prefix: Locator,
-    /// None = derive from the first uplink's MAC
-    pub nid: Option<Nid>,
+    pub nid: crate::nid::NidChoice,
+    /// the NID secret and record of `nid = "auto"` (crate::nid)
+    pub state_dir: PathBuf,
     pub tun_name: String,
     pub datapath: Datapath,
     pub nonce_len: usize,
@@ -464,10 +474,17 @@ impl Config {
             bail!("identifier_prefix: {}::/64 is {why}; use a unique local /64 (fd00::/8, e.g. the default {DEFAULT_ID_PREFIX})", id_prefix.prefix());
         }
         let nid = match ov.nid.as_deref().or(f.nid.as_deref()) {
-            None | Some("auto") => None,
+            None | Some("auto") => NidChoice::Auto,
+            Some("eui64") => NidChoice::Eui64,
             // the rules every NID of a node follows (ilnp-wire `unicast`, as for peers)
-            Some(s) => Some(Nid::parse_unicast(s).map_err(|e| anyhow!("nid: {e}"))?),
+            Some(s) => NidChoice::Configured(
+                Nid::parse_unicast(s).map_err(|e| anyhow!("nid: {e} (or \"auto\", the default, or \"eui64\")"))?,
+            ),
         };
+        let state_dir = f.state_dir.unwrap_or_else(|| DEFAULT_STATE_DIR.into());
+        if state_dir.as_os_str().is_empty() || state_dir.is_relative() {
+            bail!("state_dir: {:?} is not an absolute path", state_dir.display().to_string());
+        }
         let datapath = match ov.datapath.as_deref().or(f.datapath.as_deref()).unwrap_or("ebpf") {
             "ebpf" => Datapath::Ebpf,
             "userspace" => Datapath::Userspace,
@@ -590,6 +607,7 @@ impl Config {
             uplinks,
             id_prefix,
             nid,
+            state_dir,
             tun_name: ov.tun_name.clone().or(f.tun_name).unwrap_or_else(|| "ilnp0".into()),
             datapath,
             nonce_len,
@@ -724,6 +742,27 @@ mod tests {
         for bad in ["fixed", "fixed-1", "fixed-xs", "fixed-5ms", "fixed-61s", "sometimes"] {
             let e = load(&format!("uplinks = [\"e\"]\nlu_timer = \"{bad}\"\n")).unwrap_err().to_string();
             assert!(e.contains("lu_timer"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn nid_is_auto_by_default_eui64_by_name_or_configured() {
+        let d = load("uplinks = [\"e\"]\n").unwrap();
+        assert_eq!(d.nid, NidChoice::Auto);
+        assert_eq!(d.state_dir, Path::new(DEFAULT_STATE_DIR));
+        assert_eq!(load("uplinks = [\"e\"]\nnid = \"auto\"\n").unwrap().nid, NidChoice::Auto);
+        assert_eq!(load("uplinks = [\"e\"]\nnid = \"eui64\"\n").unwrap().nid, NidChoice::Eui64);
+        let c = load("uplinks = [\"e\"]\nnid = \"0200:0000:0000:0001\"\nstate_dir = \"/srv/ilnp\"\n").unwrap();
+        assert_eq!(c.nid, NidChoice::Configured(Nid(0x0200_0000_0000_0001)));
+        assert_eq!(c.state_dir, Path::new("/srv/ilnp"));
+        let ov = Overrides { nid: Some("eui64".into()), ..Overrides::default() };
+        let c = Config::from_file(parse_file("uplinks = [\"e\"]\n", Path::new("t")).unwrap(), &ov).unwrap();
+        assert_eq!(c.nid, NidChoice::Eui64, "--nid eui64");
+        let e = load("uplinks = [\"e\"]\nnid = \"mac\"\n").unwrap_err().to_string();
+        assert!(e.contains("nid") && e.contains("eui64") && e.contains("auto"), "{e}");
+        for bad in ["\"\"", "\"var/lib/ilnp\""] {
+            let e = load(&format!("uplinks = [\"e\"]\nstate_dir = {bad}\n")).unwrap_err().to_string();
+            assert!(e.contains("state_dir") && e.contains("absolute"), "{e}");
         }
     }
 

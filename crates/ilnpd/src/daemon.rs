@@ -5,6 +5,7 @@ use crate::bpf::{self, Datapath, DatapathConfig};
 use crate::config::{self, Config};
 use crate::control::{self, Pending};
 use crate::netlink::{self, Netlink};
+use crate::nid::{NidChoice, NidSource};
 use crate::tun::Tun;
 use anyhow::{bail, Context, Result};
 use futures::StreamExt;
@@ -14,6 +15,7 @@ use rand::SeedableRng;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv6Addr;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{broadcast, mpsc};
@@ -66,6 +68,8 @@ pub struct Daemon {
     route_xmit: bool,
     uplinks: Vec<Uplink>,
     local_nid: Nid,
+    /// how `local_nid` was chosen (`status`: nid_source)
+    nid_source: NidSource,
     /// L64:NID addresses we added on uplinks (removed on exit)
     added: BTreeSet<(u32, Ipv6Addr)>,
     events: broadcast::Sender<String>,
@@ -208,6 +212,64 @@ fn build_core(cfg: &Config, local_nid: Nid, uplinks: &[Uplink]) -> Result<Core> 
     Ok(core)
 }
 
+/// This node's NID and where it came from (`nid`: crate::nid), logged once. `macs`:
+/// the uplinks' MACs in configuration order; `previous`: the local NID of the previous
+/// run's state file.
+fn local_nid(cfg: &Config, macs: &[Option<[u8; 6]>], previous: Option<Nid>) -> Result<(Nid, NidSource)> {
+    let eui64 = || macs.first().copied().flatten().map(Nid::from_mac);
+    match cfg.nid {
+        NidChoice::Configured(n) => {
+            tracing::info!("NID {n}: configured");
+            Ok((n, NidSource::Configured))
+        }
+        NidChoice::Eui64 => match eui64() {
+            Some(n) => {
+                tracing::info!(
+                    "NID {n}: the modified EUI-64 of {}'s MAC (nid = \"eui64\"): it identifies this host's hardware \
+                     on every network",
+                    cfg.uplinks[0]
+                );
+                Ok((n, NidSource::Eui64))
+            }
+            None => bail!(
+                "nid = \"eui64\" needs a MAC address on the first uplink {:?}; configure `nid` or use \"auto\"",
+                cfg.uplinks[0]
+            ),
+        },
+        NidChoice::Auto => {
+            let dir = &cfg.state_dir;
+            let r = crate::nid::resolve_auto(dir, previous).context("nid = \"auto\"")?;
+            let record = dir.join(crate::nid::NID_FILE);
+            match (r.source, r.new) {
+                (NidSource::KeptFromUpgrade, true) => {
+                    let mac = if Some(r.nid) == eui64() {
+                        format!(" (the modified EUI-64 of {}'s MAC, the \"auto\" of earlier versions)", cfg.uplinks[0])
+                    } else {
+                        String::new()
+                    };
+                    tracing::info!(
+                        "NID {}{mac}: kept from the previous run's state file {} and recorded in {}, so sessions \
+                         and DNS records stay valid. For a stable-privacy NID instead (not derived from the \
+                         hardware; the host's NID and DNS records change): stop ilnpd, delete {}, start it",
+                        r.nid,
+                        cfg.state_file.as_deref().unwrap_or(Path::new("")).display(),
+                        record.display(),
+                        record.display()
+                    );
+                }
+                (NidSource::StablePrivacy, true) => tracing::info!(
+                    "NID {}: stable-privacy, derived from the host secret {} and recorded in {}",
+                    r.nid,
+                    dir.join(crate::nid::SECRET_FILE).display(),
+                    record.display()
+                ),
+                (source, _) => tracing::info!("NID {} ({}): recorded in {}", r.nid, source.as_str(), record.display()),
+            }
+            Ok((r.nid, r.source))
+        }
+    }
+}
+
 /// Fast-path entries whose counters are read per 1 s tick (`refresh_activity`).
 const ACTIVITY_SWEEP_PER_TICK: usize = 20_000;
 
@@ -263,20 +325,6 @@ impl Daemon {
                 );
             }
         }
-        let local_nid = match cfg.nid {
-            Some(n) => n,
-            None => match macs.first().copied().flatten() {
-                Some(mac) => Nid::from_mac(mac),
-                None => bail!(
-                    "nid = \"auto\" needs a MAC address on the first uplink {:?}; configure `nid`",
-                    cfg.uplinks[0]
-                ),
-            },
-        };
-        // the peer files' rules that need the NID ("auto" is known only now)
-        for p in &cfg.peers {
-            p.check(local_nid, cfg.id_prefix).map_err(|e| anyhow::anyhow!("peer {}: {e}", p.name))?;
-        }
         let raw = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::from(libc::IPPROTO_RAW)))
             .context("opening a raw IPv6 socket (needs CAP_NET_RAW)")?;
 
@@ -288,6 +336,20 @@ impl Daemon {
         };
         if let Err(e) = fault.after(Step::Lock) {
             return early(lock, e);
+        }
+        // the previous run's state file (a crash or a handover), ours now that we hold
+        // the lock: its sessions, and the NID "auto" keeps on an upgrade
+        let state_existed = cfg.state_file.as_deref().is_some_and(|p| p.exists());
+        let restored = cfg.state_file.as_deref().and_then(crate::state::load);
+        let (local_nid, nid_source) = match local_nid(&cfg, &macs, restored.as_ref().map(|s| Nid(s.core.local_nid))) {
+            Ok(n) => n,
+            Err(e) => return early(lock, e),
+        };
+        // the peer files' rules that need the NID ("auto" is known only now)
+        for p in &cfg.peers {
+            if let Err(e) = p.check(local_nid, cfg.id_prefix) {
+                return early(lock, anyhow::anyhow!("peer {}: {e}", p.name));
+            }
         }
         // ---- Step::DnsListen: the proxy's ports, before anything changes (a busy port 53)
         let dns = match cfg.dns.as_ref().map(|dc| crate::dns::start(dc, cfg.id_prefix)).transpose() {
@@ -313,8 +375,6 @@ impl Daemon {
             return early(lock, e);
         }
         // ---- Step::Tun
-        let state_existed = cfg.state_file.as_deref().is_some_and(|p| p.exists());
-        let restored = cfg.state_file.as_deref().and_then(crate::state::load);
         let ebpf = cfg.datapath == config::Datapath::Ebpf;
         // ilnp0 needs forwarding=1 (below), but writing 1 to any interface's
         // `forwarding` makes the kernel purge every RA-learned default route of the
@@ -394,6 +454,7 @@ impl Daemon {
             route_xmit: false,
             uplinks,
             local_nid,
+            nid_source,
             added: BTreeSet::new(),
             events,
             started: Instant::now(),

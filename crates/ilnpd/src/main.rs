@@ -10,6 +10,7 @@ mod gso;
 mod logging;
 mod metrics;
 mod netlink;
+mod nid;
 mod state;
 mod tun;
 

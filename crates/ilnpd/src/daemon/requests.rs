@@ -6,6 +6,7 @@ use super::slowpath::ShellCounter;
 use super::Daemon;
 use crate::bpf::PeerCounters;
 use crate::config;
+use crate::nid::NidSource;
 use anyhow::{anyhow, bail, Result};
 use ilnp_control::{self as ctl, Data, Reply, Request};
 use ilnp_core::{Action, Event, HandoffMode, LocatorState, PeerLocator, PeerRecord, RouterPreference};
@@ -200,6 +201,12 @@ impl Daemon {
     fn status(&mut self) -> ctl::Status {
         ctl::Status {
             nid: self.local_nid.to_string(),
+            nid_source: Some(match self.nid_source {
+                NidSource::Configured => ctl::NidSource::Configured,
+                NidSource::StablePrivacy => ctl::NidSource::StablePrivacy,
+                NidSource::KeptFromUpgrade => ctl::NidSource::KeptFromUpgrade,
+                NidSource::Eui64 => ctl::NidSource::Eui64,
+            }),
             identifier_prefix: format!("{}/64", self.cfg.id_prefix.prefix()),
             identifier_address: ilnp_addr(self.cfg.id_prefix, self.local_nid).to_string(),
             tun: self.tun.name.clone(),
