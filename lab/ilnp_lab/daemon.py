@@ -91,7 +91,9 @@ class Ilnpd:
             "uplinks": self.uplinks,
             "identifier_prefix": self.id_prefix,
             "nid": self.nid or "auto",
-            "state_dir": self.state_dir,
+            # only where a NID is derived or recorded: a daemon given its NID runs with older
+            # builds too (ILNP_BIN_DIR, the attack suite's "before" column), which refuse the key
+            **({} if self.nid and ":" in self.nid else {"state_dir": self.state_dir}),
             "datapath": self.datapath,
             "nonce_bits": self.nonce_bits,
             "control_socket": self.socket,

@@ -318,6 +318,14 @@ def test_package_and_unit_under_systemd(debs, tmp_path):
         assert "TCP hints on" in m.journal(), m.journal()[-3000:]  # sock_ops attached under the sandbox
         assert m.run("stat -c '%U:%G %a' /run/ilnp").stdout.strip() == "root:ilnp 750"
         assert m.run("stat -c '%U:%G %a' /run/ilnp/ilnpd.sock").stdout.strip() == "root:ilnp 660"
+        # -- the NID (issue 44 item 1): the packaged config's nid = "auto" is a stable-privacy
+        # NID from a secret under StateDirectory=ilnp, not the MAC's EUI-64
+        assert st["nid_source"] == "stable-privacy", st
+        assert m.run("stat -c '%U:%G %a' /var/lib/ilnp").stdout.strip() == "root:root 700"
+        assert m.run("stat -c '%U:%G %a %s' /var/lib/ilnp/nid-secret").stdout.strip() == "root:root 600 32"
+        mac = m.run("cat /sys/class/net/host0/address").stdout.strip().split(":")
+        eui64 = f"{int(mac[0], 16) ^ 2:02x}{mac[1]}:{mac[2]}ff:fe{mac[3]}:{mac[4]}{mac[5]}"
+        assert st["nid"] != eui64 and int(st["nid"][:2], 16) & 0x03 == 0, (st["nid"], eui64)
 
         # -- journal: plain and levelled
         j = m.run("journalctl --no-pager -u ilnpd.service -o json _COMM=ilnpd").stdout
@@ -429,9 +437,12 @@ def test_package_and_unit_under_systemd(debs, tmp_path):
         assert m.run("dpkg-query -W -f '${Status}' ilnp").stdout == "deinstall ok config-files"
         assert m.run("test -e /etc/ilnp/ilnpd.toml && ! test -e /usr/sbin/ilnpd "
                      "&& ! test -e /lib/systemd/system/ilnpd.service", check=False).returncode == 0
+        # the NID's secret and record stay with the configuration (a reinstall keeps the NID)
+        assert m.run("test -s /var/lib/ilnp/nid-secret && test -s /var/lib/ilnp/nid", check=False).returncode == 0
         m.run("apt-get purge -y ilnp")
         assert m.run("dpkg-query -W -f '${Status}' ilnp", check=False).returncode != 0
-        assert m.run("test -e /etc/ilnp || test -e /run/ilnp || test -e /sys/fs/bpf/ilnp", check=False).returncode != 0
+        assert m.run("test -e /etc/ilnp || test -e /run/ilnp || test -e /sys/fs/bpf/ilnp || test -e /var/lib/ilnp",
+                     check=False).returncode != 0
         assert m.run("getent group ilnp").returncode == 0  # system groups stay (Debian policy)
         assert m.run("ls /etc/systemd/system/multi-user.target.wants/").stdout.find("ilnpd") < 0
     finally:
