@@ -321,8 +321,9 @@ def test_package_and_unit_under_systemd(debs, tmp_path):
         # -- the NID (issue 44 item 1): the packaged config's nid = "auto" is a stable-privacy
         # NID from a secret under StateDirectory=ilnp, not the MAC's EUI-64
         assert st["nid_source"] == "stable-privacy", st
-        assert m.run("stat -c '%U:%G %a' /var/lib/ilnp").stdout.strip() == "root:root 700"
-        assert m.run("stat -c '%U:%G %a %s' /var/lib/ilnp/nid-secret").stdout.strip() == "root:root 600 32"
+        # (group ilnp, the unit's Group=, which the modes keep out)
+        assert m.run("stat -c '%U %a' /var/lib/ilnp").stdout.strip() == "root 700"
+        assert m.run("stat -c '%U %a %s' /var/lib/ilnp/nid-secret").stdout.strip() == "root 600 32"
         mac = m.run("cat /sys/class/net/host0/address").stdout.strip().split(":")
         eui64 = f"{int(mac[0], 16) ^ 2:02x}{mac[1]}:{mac[2]}ff:fe{mac[3]}:{mac[4]}{mac[5]}"
         assert st["nid"] != eui64 and int(st["nid"][:2], 16) & 0x03 == 0, (st["nid"], eui64)
