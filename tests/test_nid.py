@@ -19,6 +19,7 @@ from ilnp_lab.addr import identifier_address
 from ilnp_lab.daemon import Ilnpd, Peer
 from ilnp_lab.fixtures import MN_L64, three_node
 from ilnp_test_util import CN_L64, CN_NID
+from test_startup import echo_session as echo
 
 
 def eui64(node, dev: str) -> str:
@@ -32,15 +33,6 @@ def eui64(node, dev: str) -> str:
 def u_g(nid: str) -> tuple[int, int]:
     first = int(nid[:2], 16)
     return (first >> 1) & 1, first & 1
-
-
-def echo(cn, mn, mn_id: str, port: int = 7000) -> str:
-    """One TCP exchange from the CN to an echo server on the MN's identifier address."""
-    if not mn.listening(port):
-        mn.spawn("socat", f"TCP6-LISTEN:{port},reuseaddr,fork", "EXEC:cat")
-        mn.wait_listening(port)
-    r = cn.sh(f"printf 'ilnp-hello\\n' | socat -T 5 - 'TCP6:[{mn_id}]:{port},connect-timeout=5'", check=False, timeout=20)
-    return r.stdout
 
 
 def test_auto_nid_is_private_stable_and_not_derived_from_the_network(bed):
