@@ -33,7 +33,7 @@
 use crate::ilcc::{Ilcc, IlccEntry};
 use crate::local::LocalLocators;
 use crate::{Action, Core, CoreConfig, LocatorState};
-use ilnp_wire::ipv6::FlowPorts;
+use ilnp_wire::l4::FlowPorts;
 use ilnp_wire::{Locator, Nid};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -424,7 +424,7 @@ impl Balancer {
             return None;
         }
         self.refresh_each(cx, [nid], out);
-        let f = ilnp_wire::ipv6::flow_ports(pkt);
+        let f = ilnp_wire::l4::flow_ports(pkt);
         self.choose(nid, cx.cfg.local_nid, f)
     }
 

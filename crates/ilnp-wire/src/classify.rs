@@ -15,11 +15,14 @@
 //! so the caller can count it where it belongs (a malformed LU is not a malformed
 //! data packet).
 
+use crate::addr::{split_addr, Locator, Nid};
+use crate::checksum;
+use crate::destopts::Nonce;
 use crate::destopts::{self, NonceHeader};
+use crate::error::Error;
 use crate::icmpv6::{self, Icmpv6Type, LuMessage, Message};
 use crate::ipv6::{self, NextHeader, Repr, UpperLayer, HEADER_LEN};
 use crate::translate::{self, data, icmp_error, Csum, QuotedMeta, WireMeta};
-use crate::{checksum, split_addr, Error, Locator, Nid, Nonce};
 use core::fmt;
 
 /// Which kind of packet a [`ClassifyError`] was found in.

@@ -19,9 +19,51 @@
 //! zero (32-bit nonce) or nonce byte 8, whose top bit the core keeps clear
 //! (`ilnp_core`'s nonce generation), so `doff` ≤ 7 · 4 = 28 ≤ 16 + 20.
 
+use crate::error::Error;
 use crate::ipv6::{self, NextHeader};
-use crate::{Error, Nonce};
+use core::fmt;
 use std::net::Ipv6Addr;
+
+/// Value of an RFC 6744 Nonce option: 32-bit or 96-bit (both MUST be supported).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Nonce {
+    N32([u8; 4]),
+    N96([u8; 12]),
+}
+
+impl Nonce {
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Nonce::N32(b) => b,
+            Nonce::N96(b) => b,
+        }
+    }
+    /// Builds a nonce from 4 or 12 bytes; any other length is not a valid nonce.
+    pub fn from_slice(b: &[u8]) -> Option<Nonce> {
+        match b.len() {
+            4 => Some(Nonce::N32(b.try_into().ok()?)),
+            12 => Some(Nonce::N96(b.try_into().ok()?)),
+            _ => None,
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.as_bytes().len()
+    }
+    /// Never true: a nonce has 4 or 12 bytes.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
+
+impl fmt::Debug for Nonce {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Nonce(0x")?;
+        for b in self.as_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        write!(f, ")")
+    }
+}
 
 pub const OPT_PAD1: u8 = 0;
 pub const OPT_PADN: u8 = 1;

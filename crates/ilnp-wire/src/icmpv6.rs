@@ -1,10 +1,11 @@
 //! ICMPv6 messages ILNPv6 cares about: the Locator Update (RFC 6743, type 156)
 //! and the error messages that quote an invoking packet (RFC 4443).
 
+use crate::addr::Locator;
 use crate::checksum;
-use crate::destopts;
+use crate::destopts::{self, Nonce};
+use crate::error::Error;
 use crate::ipv6::{NextHeader, HEADER_LEN};
-use crate::{Error, Locator, Nonce};
 use std::net::Ipv6Addr;
 
 /// An ICMPv6 Type (IANA "ICMPv6 Parameters"): the messages this crate knows, and

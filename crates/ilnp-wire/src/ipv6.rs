@@ -1,6 +1,6 @@
 //! IPv6 fixed header (RFC 8200 §3) view and builder, extension-header walk.
 
-use crate::Error;
+use crate::error::Error;
 use std::net::Ipv6Addr;
 
 pub const HEADER_LEN: usize = 40;
@@ -138,12 +138,6 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn packet_bytes(&self) -> &[u8] {
         &self.buf.as_ref()[..self.end()]
     }
-    /// A TCP segment with RST set directly after the fixed header (how a host's
-    /// stack sends its resets).
-    pub fn is_tcp_rst(&self) -> bool {
-        use crate::l4::{tcp_flags, TCP_FLAGS};
-        self.next_header() == NextHeader::TCP && self.payload().get(TCP_FLAGS).is_some_and(|f| f & tcp_flags::RST != 0)
-    }
 }
 
 impl<'a> Packet<&'a [u8]> {
@@ -220,40 +214,6 @@ impl Repr {
             payload_len: p.payload_len(),
             hop_limit: p.hop_limit(),
         }
-    }
-}
-
-/// The transport fields that name a flow, read the way the egress fast path reads
-/// them: the upper layer directly after the fixed header (a packet with extension
-/// headers is one flow per protocol), TCP/UDP ports, the ICMPv6 echo identifier
-/// as the source "port". Anything else or too short: ports 0. Used to keep a flow
-/// on one locator pair (issue #12, per-flow balancing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct FlowPorts {
-    pub proto: NextHeader,
-    pub sport: u16,
-    pub dport: u16,
-}
-
-impl Default for FlowPorts {
-    /// Protocol 0, ports 0 (what a packet too short to have a Next Header gets).
-    fn default() -> Self {
-        FlowPorts { proto: NextHeader(0), sport: 0, dport: 0 }
-    }
-}
-
-pub fn flow_ports(pkt: &[u8]) -> FlowPorts {
-    let Some(&proto) = pkt.get(6) else { return FlowPorts::default() };
-    let proto = NextHeader(proto);
-    let u16_at = |o: usize| pkt.get(o..o + 2).map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
-    let l4 = HEADER_LEN;
-    match (proto, pkt.get(l4..).and_then(crate::l4::ports)) {
-        (NextHeader::TCP | NextHeader::UDP, Some((sport, dport))) => FlowPorts { proto, sport, dport },
-        // echo request/reply: the identifier (offset 4 of the ICMPv6 header)
-        (NextHeader::ICMPV6, _) if matches!(pkt.get(l4), Some(128 | 129)) && pkt.len() >= l4 + 6 => {
-            FlowPorts { proto, sport: u16_at(l4 + 4), dport: 0 }
-        }
-        _ => FlowPorts { proto, sport: 0, dport: 0 },
     }
 }
 
@@ -334,27 +294,6 @@ pub fn upper_layer(pkt: &[u8]) -> Result<(NextHeader, usize), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn flow_ports_as_the_fast_path_reads_them() {
-        use crate::test_support as ts;
-        let (a, b) = ("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
-        assert_eq!(
-            flow_ports(&ts::udp(a, b, 4000, 53, b"x")),
-            FlowPorts { proto: NextHeader::UDP, sport: 4000, dport: 53 }
-        );
-        assert_eq!(flow_ports(&ts::tcp(a, b, 1, 2, b"")), FlowPorts { proto: NextHeader::TCP, sport: 1, dport: 2 });
-        assert_eq!(
-            flow_ports(&ts::echo_request(a, b, 0x1234, 7, b"")),
-            FlowPorts { proto: NextHeader::ICMPV6, sport: 0x1234, dport: 0 }
-        );
-        // cut short, or behind an extension header: ports 0
-        assert_eq!(
-            flow_ports(&ts::udp(a, b, 4000, 53, b"")[..42]),
-            FlowPorts { proto: NextHeader::UDP, sport: 0, dport: 0 }
-        );
-        assert_eq!(flow_ports(&[]), FlowPorts::default());
-    }
 
     #[test]
     fn parse_and_emit() {

@@ -1,7 +1,8 @@
 //! RFC 6742 DNS resource records for ILNP: NID (104), L32 (105), L64 (106), LP (107).
 //! Wire RDATA and presentation (zone-file) form. Preference: lower is preferred.
 
-use crate::{Error, Locator, Nid};
+use crate::addr::{Locator, Nid};
+use crate::error::Error;
 use core::fmt;
 use std::net::Ipv4Addr;
 

@@ -10,18 +10,19 @@
 //! ordinary full-address pseudo-header, i.e. as a host stack sends them in
 //! identifier form; `to_wire` then adjusts them to the RFC 6744 rule).
 
+use crate::addr::{Locator, Nid};
 use crate::checksum;
 use crate::classify::{classify, IcmpError, Packet};
-use crate::destopts;
+use crate::destopts::{self, Nonce};
+use crate::error::Error;
 use crate::icmpv6::{self, Icmpv6Type};
 use crate::ipv6::{self, NextHeader};
 use crate::l4;
 use crate::translate::{Csum, QuotedMeta, WireMeta};
-use crate::{Error, Locator, Nid, Nonce};
 use std::net::Ipv6Addr;
 
 /// The default identifier prefix (`fd69:6c6e:7000::/64`).
-pub const P: Locator = crate::DEFAULT_IDENTIFIER_PREFIX;
+pub const P: Locator = crate::addr::DEFAULT_IDENTIFIER_PREFIX;
 /// Host A's locator (`2001:db8:a::/64`).
 pub const LA: Locator = Locator(0x2001_0db8_000a_0000);
 /// Host B's locator (`2001:db8:b::/64`).
@@ -204,7 +205,7 @@ impl Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ilnp_addr;
+    use crate::addr::ilnp_addr;
 
     #[test]
     fn builders_emit_verifying_packets() {

@@ -7,7 +7,7 @@
 //! Values are named in their canonical form (`0300:0000:0000:0001`); text that does
 //! not parse is quoted as written.
 
-use crate::{Locator, Nid};
+use crate::addr::{Locator, Nid};
 use core::fmt;
 use std::net::Ipv6Addr;
 

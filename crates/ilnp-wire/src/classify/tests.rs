@@ -1,8 +1,9 @@
 use super::*;
+use crate::addr::ilnp_addr;
+use crate::destopts::Nonce;
 use crate::icmpv6::{Icmpv6Type, LocatorUpdate, LuEntry, LuOperation};
 use crate::test_support::{self as ts, LA, LB, NA, NB, P};
 use crate::translate::{self, Csum};
-use crate::{ilnp_addr, Nonce};
 
 /// `2001:db8:a::200:ff:fe00:c` → `2001:db8:b::200:ff:fe00:d` (LA:NA → LB:NB).
 const WIRE_ADDRS: [u8; 32] = [

@@ -3,10 +3,10 @@
 //! parsed by `classify`). ICMPv6 messages are emitted by `icmpv6::Repr`, the
 //! IPv6 + nonce layout by `destopts::packet`.
 
-use crate::destopts;
+use crate::destopts::{self, Nonce};
+use crate::error::Error;
 use crate::icmpv6::{self, LocatorUpdate};
 use crate::ipv6;
-use crate::{Error, Nonce};
 use std::net::Ipv6Addr;
 
 /// An ICMPv6 Destination Unreachable for a local application, quoting its

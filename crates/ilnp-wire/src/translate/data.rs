@@ -1,10 +1,11 @@
 //! Data packets: identifier form ⇄ wire form.
 
 use super::{adjust_checksum, identifier_nids, pseudo_addrs_rule, Csum};
+use crate::addr::{ilnp_addr, split_addr, Locator, Nid};
 use crate::checksum::{self, ChecksumRule};
-use crate::destopts::{self, NonceHeader};
+use crate::destopts::{self, Nonce, NonceHeader};
+use crate::error::Error;
 use crate::ipv6::{self, NextHeader};
-use crate::{ilnp_addr, split_addr, Error, Locator, Nid, Nonce};
 use std::net::Ipv6Addr;
 
 /// What a wire-form ILNPv6 packet said about its endpoints.

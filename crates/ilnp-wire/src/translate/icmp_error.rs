@@ -3,10 +3,12 @@
 //! errors made fit for the wire.
 
 use super::{adjust_checksum, identifier_nids, pseudo_addrs};
-use crate::destopts::{self, NonceHeader};
+use crate::addr::{ilnp_addr, split_addr, Locator, Nid};
+use crate::checksum;
+use crate::destopts::{self, Nonce, NonceHeader};
+use crate::error::Error;
 use crate::icmpv6::{self, Icmpv6Type, Message};
 use crate::ipv6::{self, NextHeader};
-use crate::{checksum, ilnp_addr, split_addr, Error, Locator, Nid, Nonce};
 
 /// The nonce header of a quoted (possibly truncated) invoking packet.
 pub fn quoted_nonce(quoted: &[u8]) -> Option<NonceHeader> {

@@ -49,11 +49,11 @@ pub enum Csum {
 fn identifier_nids(
     src: Ipv6Addr,
     dst: Ipv6Addr,
-    id_prefix: crate::Locator,
-) -> Result<(crate::Nid, crate::Nid), crate::Error> {
-    let ((sl, sn), (dl, dn)) = (crate::split_addr(src), crate::split_addr(dst));
+    id_prefix: crate::addr::Locator,
+) -> Result<(crate::addr::Nid, crate::addr::Nid), crate::error::Error> {
+    let ((sl, sn), (dl, dn)) = (crate::addr::split_addr(src), crate::addr::split_addr(dst));
     if sl != id_prefix || dl != id_prefix {
-        return Err(crate::Error::NotIdentifierForm);
+        return Err(crate::error::Error::NotIdentifierForm);
     }
     Ok((sn, dn))
 }

@@ -6,8 +6,9 @@
 
 use super::data::fix_upper_checksum;
 use super::{identifier_nids, Csum};
+use crate::addr::{ilnp_addr, split_addr, Locator, Nid};
+use crate::error::Error;
 use crate::ipv6;
-use crate::{ilnp_addr, split_addr, Error, Locator, Nid};
 
 /// The endpoints of a plain packet from a fallback correspondent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

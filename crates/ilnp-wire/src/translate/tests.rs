@@ -1,10 +1,13 @@
 use super::*;
+use crate::addr::{ilnp_addr, Locator, Nid};
+use crate::checksum;
+use crate::destopts::Nonce;
+use crate::error::Error;
 use crate::icmpv6::{self, Icmpv6Type, LocatorUpdate, LuEntry, LuOperation};
 use crate::ipv6::{self, NextHeader};
 use crate::test_support::{
     self as ts, icmp_error_meta, icmp_error_to_identifier, icmp_error_to_wire, to_identifier, LA, LB, NA, NB, P,
 };
-use crate::{checksum, ilnp_addr, Error, Locator, Nid, Nonce};
 use std::net::Ipv6Addr;
 
 fn csum_field(proto: NextHeader) -> Option<usize> {
