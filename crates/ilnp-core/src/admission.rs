@@ -39,7 +39,7 @@
 //! entry, and the rule falls back to the oldest overall (FIFO).
 
 use crate::event::{DropReason, Event, Outcome, Stats};
-use crate::ilcc::Ilcc;
+use crate::ilcc::{Ilcc, Tier};
 use crate::{
     drop_packet, Action, Core, CoreConfig, IlccEntry, IlccSnapshot, LocalLocators, LocatorState, RemoteLocator,
 };
@@ -132,15 +132,6 @@ impl Admission {
             Admission::Open => "open",
         }
     }
-}
-
-/// An ILCC entry's tier. Index order is `Ilcc`'s per-tier counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Tier {
-    #[default]
-    Established = 0,
-    Embryonic = 1,
 }
 
 /// A token bucket with an injected clock: `rate` tokens per second up to `burst`.
@@ -508,7 +499,7 @@ impl AdmissionState {
                 err.to_wire(id_prefix, local, h.remote_loc, &nonce, &h.peer_nonce)
             }
             // an ICMPv6 error classify refused: not sent, as for an established peer
-            Err(c) if crate::icmp::is_icmp_error(class) => Err(c.error),
+            Err(c) if ilnp_wire::classify::is_icmp_error(class) => Err(c.error),
             _ => translate::to_wire_rule(pkt, id_prefix, local, h.remote_loc, &nonce, csum, rule),
         };
         match res {

@@ -4,11 +4,11 @@
 use crate::event::{DropReason, Event, Outcome};
 use crate::fallback::FallbackReason;
 use crate::{Action, Core};
-use ilnp_wire::classify::{IcmpError, Kind};
+use ilnp_wire::classify::IcmpError;
 use ilnp_wire::icmpv6;
 use ilnp_wire::translate;
 use ilnp_wire::translate::Csum;
-use ilnp_wire::{ilnp_addr, ipv6, split_addr, ClassifyError, Packet};
+use ilnp_wire::{ilnp_addr, ipv6, split_addr};
 use std::time::Instant;
 
 impl Core {
@@ -109,7 +109,7 @@ fn quoted_whole(err: &[u8]) -> Option<Vec<u8>> {
 /// (address unreachable), which Linux reports as EHOSTUNREACH (a connecting TCP
 /// socket fails instead of retrying SYNs for minutes). Never in answer to an ICMPv6
 /// error (RFC 4443 §2.4 (e)).
-/// `icmp_error`: what [`is_icmp_error`] said about `pkt`.
+/// `icmp_error`: what [`ilnp_wire::classify::is_icmp_error`] said about `pkt`.
 pub(crate) fn unreachable_to_app(pkt: &[u8], icmp_error: bool, out: &mut Vec<Action>) {
     if icmp_error {
         return;
@@ -119,17 +119,12 @@ pub(crate) fn unreachable_to_app(pkt: &[u8], icmp_error: bool, out: &mut Vec<Act
     }
 }
 
-/// True if `classify` found an ICMPv6 error message (types 1-4), even one it
-/// refused (e.g. a bad checksum): never answer an error with an error.
-pub(crate) fn is_icmp_error(c: &Result<Packet<'_>, ClassifyError>) -> bool {
-    matches!(c, Ok(Packet::IcmpError(_)) | Err(ClassifyError { kind: Kind::IcmpError, .. }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::tests::{udp, NA, NB, P};
     use ilnp_wire::classify;
+    use ilnp_wire::classify::is_icmp_error;
 
     #[test]
     fn errors_are_recognised_and_never_answered_with_errors() {

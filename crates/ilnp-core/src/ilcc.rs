@@ -1,13 +1,12 @@
 //! ILNP Communication Cache (RFC 6741 §5): one entry per correspondent.
 
-use crate::admission::Tier;
 use crate::event::ser_display;
 use crate::timers::{DeadlineIndex, LiveItems, TopItem};
 use crate::{IlccSnapshot, LocatorState};
 use ilnp_wire::checksum::ChecksumRule;
 use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{Locator, Nid, Nonce};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
@@ -106,6 +105,15 @@ impl PendingLu {
     pub fn due_now(now: Instant) -> PendingLu {
         PendingLu { entries: Vec::new(), first_sent: now, attempts: 0, next_at: now, candidates: Vec::new() }
     }
+}
+
+/// An ILCC entry's tier. Index order is `Ilcc`'s per-tier counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tier {
+    #[default]
+    Established = 0,
+    Embryonic = 1,
 }
 
 /// Per-correspondent state.

@@ -19,13 +19,13 @@ pub mod snapshot;
 pub mod timers;
 mod v4path;
 
-pub use admission::{Admission, AnswerHint, Tier, TierCounts, TokenBucket, ANSWER_HINT_MAX_AGE};
+pub use admission::{Admission, AnswerHint, TierCounts, TokenBucket, ANSWER_HINT_MAX_AGE};
 pub use balance::{BalanceChange, BalanceError, BalanceTable, Policy};
 pub use config::{CoreConfig, HandoffMode, LuTimerMode, LuTimers, DEFAULT_LOCATOR_PREF};
 pub use dns::{DnsPeer, DnsPeerResult, PeerSource};
 pub use event::{DropReason, Event, Outcome, Stats};
 pub use fallback::{FallbackReason, FallbackView, PeerState};
-pub use ilcc::{IlccEntry, IlccView, RemoteLocator};
+pub use ilcc::{IlccEntry, IlccView, RemoteLocator, Tier};
 pub use ilnp_wire::checksum::ChecksumRule;
 pub use ilnp_wire::{Locator, Nid, Nonce};
 pub use local::{

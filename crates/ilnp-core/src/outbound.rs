@@ -2,8 +2,9 @@
 //! ILCC entry is created from the peer records.
 
 use crate::event::{DropReason, Event, Outcome};
-use crate::icmp::{is_icmp_error, unreachable_to_app};
+use crate::icmp::unreachable_to_app;
 use crate::{packet_summary, Action, Admission, AnswerHint, Core, IlccEntry, LocatorState, RemoteLocator, Tier};
+use ilnp_wire::classify::is_icmp_error;
 use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{classify, ipv6, split_addr, Nid, Packet};
 use std::time::Instant;

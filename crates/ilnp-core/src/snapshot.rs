@@ -241,7 +241,7 @@ impl Core {
         let mut entries: Vec<EntryState> = self
             .ilcc
             .iter()
-            .filter(|e| e.tier == crate::admission::Tier::Established)
+            .filter(|e| e.tier == crate::ilcc::Tier::Established)
             .map(|e| EntryState::of(e, now))
             .collect();
         entries.sort_by_key(|e| e.nid);

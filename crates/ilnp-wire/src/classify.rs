@@ -17,8 +17,7 @@
 
 use crate::addr::{split_addr, Locator, Nid};
 use crate::checksum;
-use crate::destopts::Nonce;
-use crate::destopts::{self, NonceHeader};
+use crate::destopts::{self, Nonce, NonceHeader};
 use crate::error::Error;
 use crate::icmpv6::{self, Icmpv6Type, LuMessage, Message};
 use crate::ipv6::{self, NextHeader, Repr, UpperLayer, HEADER_LEN};
@@ -179,6 +178,12 @@ pub fn classify(pkt: &[u8]) -> Result<Packet<'_>, ClassifyError> {
     }
     let d = Data { packet, ip, nonce, upper, after_fragment };
     Ok(if kind == Kind::NonceOnly { Packet::NonceOnly(d) } else { Packet::Data(d) })
+}
+
+/// True if `classify` found an ICMPv6 error message (types 1-4), even one it
+/// refused (e.g. a bad checksum): never answer an error with an error.
+pub fn is_icmp_error(c: &Result<Packet<'_>, ClassifyError>) -> bool {
+    matches!(c, Ok(Packet::IcmpError(_)) | Err(ClassifyError { kind: Kind::IcmpError, .. }))
 }
 
 /// The nonce header of a first fragment whose Fragment header (directly after the
