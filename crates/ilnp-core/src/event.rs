@@ -4,7 +4,7 @@
 //! [`Outcome`] (something notable that happened); each list is defined once, below,
 //! and counted by index. The names are the JSON keys the control socket shows.
 
-use crate::{Locator, Nid};
+use ilnp_wire::{Locator, Nid};
 use serde::{Serialize, Serializer};
 use std::fmt;
 
