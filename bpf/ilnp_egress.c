@@ -220,7 +220,7 @@ static __always_inline __u64 mix64(__u64 x)
 	return x ^ (x >> 33);
 }
 
-/* ilnp-core's balance::flow_hash over ilnp_wire::ipv6::flow_ports: NIDs as
+/* ilnp-core's balance::flow_hash over ilnp_wire::l4::flow_ports: NIDs as
  * numbers, the upper layer right after the IPv6 header, TCP/UDP ports or the
  * ICMPv6 echo identifier. */
 static __always_inline __u64 flow_hash(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c, __u64 seed)
