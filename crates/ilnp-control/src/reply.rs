@@ -9,6 +9,7 @@
 
 use crate::request::Request;
 use crate::Policy;
+use ilnp_wire::named_enum;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -222,67 +223,43 @@ pub struct AdmissionStatus {
     pub counters: BTreeMap<String, u64>,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DatapathMode {
-    #[default]
-    Ebpf,
-    Userspace,
-}
-
-/// Where the daemon's NID came from (`nid` in its configuration; docs/architecture.md
-/// § Addressing).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum NidSource {
-    /// `nid = "xxxx:xxxx:xxxx:xxxx"`
-    Configured,
-    /// `nid = "auto"`: derived from the host secret
-    StablePrivacy,
-    /// `nid = "auto"` the first time after an upgrade: the previous run's NID, kept
-    KeptFromUpgrade,
-    /// `nid = "eui64"`: the first uplink's MAC
-    Eui64,
-    /// a source a newer daemon names
-    #[serde(other)]
-    Other,
-}
-
-impl fmt::Display for NidSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            NidSource::Configured => "configured",
-            NidSource::StablePrivacy => "stable-privacy",
-            NidSource::KeptFromUpgrade => "kept-from-upgrade",
-            NidSource::Eui64 => "eui64",
-            NidSource::Other => "other",
-        })
+named_enum! {
+    #[serde_names]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum DatapathMode {
+        #[default]
+        Ebpf = "ebpf",
+        Userspace = "userspace",
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Handoff {
-    #[default]
-    Soft,
-    Hard,
-}
-
-impl fmt::Display for DatapathMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DatapathMode::Ebpf => "ebpf",
-            DatapathMode::Userspace => "userspace",
-        })
+named_enum! {
+    #[serde_names]
+    /// Where the daemon's NID came from (`nid` in its configuration; docs/architecture.md
+    /// § Addressing).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum NidSource {
+        /// `nid = "xxxx:xxxx:xxxx:xxxx"`
+        Configured = "configured",
+        /// `nid = "auto"`: derived from the host secret
+        StablePrivacy = "stable-privacy",
+        /// `nid = "auto"` the first time after an upgrade: the previous run's NID, kept
+        KeptFromUpgrade = "kept-from-upgrade",
+        /// `nid = "eui64"`: the first uplink's MAC
+        Eui64 = "eui64",
+        /// a source a newer daemon names
+        #[serde(other)]
+        Other = "other",
     }
 }
 
-impl fmt::Display for Handoff {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Handoff::Soft => "soft",
-            Handoff::Hard => "hard",
-        })
+named_enum! {
+    #[serde_names]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Handoff {
+        #[default]
+        Soft = "soft",
+        Hard = "hard",
     }
 }
 
@@ -293,44 +270,27 @@ pub struct Uplink {
     pub ifindex: u32,
 }
 
-/// Validity of a locator (RFC 6741 §5).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LocatorState {
-    #[default]
-    Valid,
-    Active,
-    Aged,
-    Expired,
-}
-
-impl fmt::Display for LocatorState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            LocatorState::Valid => "valid",
-            LocatorState::Active => "active",
-            LocatorState::Aged => "aged",
-            LocatorState::Expired => "expired",
-        })
+named_enum! {
+    #[serde_names]
+    /// Validity of a locator (RFC 6741 §5).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum LocatorState {
+        #[default]
+        Valid = "valid",
+        Active = "active",
+        Aged = "aged",
+        Expired = "expired",
     }
 }
 
-/// Default Router Preference behind an uplink (RFC 4191).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RouterPreference {
-    Low,
-    Medium,
-    High,
-}
-
-impl fmt::Display for RouterPreference {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            RouterPreference::Low => "low",
-            RouterPreference::Medium => "medium",
-            RouterPreference::High => "high",
-        })
+named_enum! {
+    #[serde_names]
+    /// Default Router Preference behind an uplink (RFC 4191).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum RouterPreference {
+        Low = "low",
+        Medium = "medium",
+        High = "high",
     }
 }
 

@@ -43,6 +43,7 @@ use crate::ilcc::{Ilcc, Tier};
 use crate::{
     drop_packet, Action, Core, CoreConfig, IlccEntry, IlccSnapshot, LocalLocators, LocatorState, RemoteLocator,
 };
+use ilnp_wire::named_enum;
 use ilnp_wire::translate::{self, Csum, WireMeta};
 use ilnp_wire::{ilnp_addr, ClassifyError, Locator, Nid, Nonce, Packet};
 use rand_core::RngCore;
@@ -114,23 +115,16 @@ fn siphash24(key: [u64; 2], msg: &[u8]) -> u64 {
     v[0] ^ v[1] ^ v[2] ^ v[3]
 }
 
-/// The admission policy (config `admission`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Admission {
-    /// state only for packets a local socket takes, two tiers (default)
-    #[default]
-    Socket,
-    /// state for every new NID, one tier (the pre-policy baseline)
-    Open,
-}
-
-impl Admission {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Admission::Socket => "socket",
-            Admission::Open => "open",
-        }
+named_enum! {
+    #[serde_names]
+    /// The admission policy (config `admission`).
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Admission {
+        /// state only for packets a local socket takes, two tiers (default)
+        #[default]
+        Socket = "socket",
+        /// state for every new NID, one tier (the pre-policy baseline)
+        Open = "open",
     }
 }
 

@@ -34,6 +34,7 @@ use crate::ilcc::{Ilcc, IlccEntry};
 use crate::local::LocalLocators;
 use crate::{Action, Core, CoreConfig, LocatorState};
 use ilnp_wire::l4::FlowPorts;
+use ilnp_wire::named_enum;
 use ilnp_wire::{Locator, Nid};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -44,45 +45,29 @@ pub const MAX_PAIRS: usize = 16;
 /// Schedule / flow-slot table length (the fast path's table).
 pub const SLOTS: usize = 256;
 
-/// How packets to a correspondent are spread over locator pairs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Policy {
-    #[default]
-    Failover,
-    PerFlow,
-    PerPacket,
+named_enum! {
+    #[serde_names]
+    /// How packets to a correspondent are spread over locator pairs.
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+    pub enum Policy {
+        #[default]
+        Failover = "failover",
+        PerFlow = "per-flow",
+        PerPacket = "per-packet",
+    }
 }
 
 impl Policy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Policy::Failover => "failover",
-            Policy::PerFlow => "per-flow",
-            Policy::PerPacket => "per-packet",
-        }
-    }
     /// The fast path's code (`enum ilnp_policy` in bpf/ilnp_maps.h).
     pub fn code(self) -> u32 {
         self as u32
     }
 }
 
-impl fmt::Display for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl std::str::FromStr for Policy {
     type Err = String;
     fn from_str(s: &str) -> Result<Policy, String> {
-        match s {
-            "failover" => Ok(Policy::Failover),
-            "per-flow" => Ok(Policy::PerFlow),
-            "per-packet" => Ok(Policy::PerPacket),
-            _ => Err(format!("unknown policy {s:?} (failover, per-flow or per-packet)")),
-        }
+        Policy::from_name(s).ok_or_else(|| format!("unknown policy {s:?} (failover, per-flow or per-packet)"))
     }
 }
 

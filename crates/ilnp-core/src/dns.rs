@@ -19,6 +19,7 @@
 use crate::event::{Event, Outcome};
 use crate::ilcc::PendingLu;
 use crate::{Action, Core, LocatorState, PeerInfo, PeerLocator, PeerRecord, RemoteLocator};
+use ilnp_wire::named_enum;
 use ilnp_wire::Nid;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -55,25 +56,27 @@ pub struct DnsPeer {
     pub ttl_s: u32,
 }
 
-/// What `Core::peer_from_dns` did with an answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DnsPeerResult {
-    /// stored (new, or replacing an earlier DNS record)
-    Learned,
-    /// stored for later sessions; the active session keeps its LU-learned locators
-    SessionKept,
-    /// a peer-file record exists for this NID: left as configured
-    StaticKept,
-    /// our own NID: nothing to learn
-    OwnNid,
-    /// no locator: nothing stored
-    NoLocator,
-    /// `DNS_MAX_RECORDS` held, each with a session: nothing stored
-    Full,
-    /// the NID is held for another name, with other locators (live or with a
-    /// session): nothing stored, the client gets the plain answer
-    OtherName,
+named_enum! {
+    #[serde_names]
+    /// What `Core::peer_from_dns` did with an answer.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+    pub enum DnsPeerResult {
+        /// stored (new, or replacing an earlier DNS record)
+        Learned = "learned",
+        /// stored for later sessions; the active session keeps its LU-learned locators
+        SessionKept = "session_kept",
+        /// a peer-file record exists for this NID: left as configured
+        StaticKept = "static_kept",
+        /// our own NID: nothing to learn
+        OwnNid = "own_nid",
+        /// no locator: nothing stored
+        NoLocator = "no_locator",
+        /// `DNS_MAX_RECORDS` held, each with a session: nothing stored
+        Full = "full",
+        /// the NID is held for another name, with other locators (live or with a
+        /// session): nothing stored, the client gets the plain answer
+        OtherName = "other_name",
+    }
 }
 
 impl DnsPeerResult {
@@ -86,18 +89,6 @@ impl DnsPeerResult {
     /// goes to locators this answer's name published (or the operator's).
     pub fn identifier_answer(self) -> bool {
         !matches!(self, DnsPeerResult::NoLocator | DnsPeerResult::Full | DnsPeerResult::OtherName)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DnsPeerResult::Learned => "learned",
-            DnsPeerResult::SessionKept => "session_kept",
-            DnsPeerResult::StaticKept => "static_kept",
-            DnsPeerResult::OwnNid => "own_nid",
-            DnsPeerResult::NoLocator => "no_locator",
-            DnsPeerResult::Full => "full",
-            DnsPeerResult::OtherName => "other_name",
-        }
     }
 }
 

@@ -4,6 +4,7 @@
 //! [`Outcome`] (something notable that happened); each list is defined once, below,
 //! and counted by index. The names are the JSON keys the control socket shows.
 
+use ilnp_wire::named_enum;
 use ilnp_wire::{Locator, Nid};
 use serde::{Serialize, Serializer};
 use std::fmt;
@@ -12,39 +13,13 @@ pub(crate) fn ser_display<T: fmt::Display, S: Serializer>(v: &T, s: S) -> Result
     s.collect_str(v)
 }
 
-/// Defines a counter enum with its list (`ALL`), its size (`COUNT`) and `as_str()`.
-macro_rules! counter_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal,)+ }) => {
-        $(#[$m])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum $name { $($(#[$vm])* $v,)+ }
-        impl $name {
-            /// Every variant, in index order.
-            pub const ALL: &'static [$name] = &[$($name::$v,)+];
-            pub const COUNT: usize = $name::ALL.len();
-            /// The counter's name (JSON key, log text).
-            pub const fn as_str(self) -> &'static str {
-                match self { $($name::$v => $s,)+ }
-            }
-        }
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-    };
-}
-
-counter_enum! {
+named_enum! {
+    #[serde_names]
     /// Why the core dropped a packet. Where the BPF data path (`ILNP_REASONS` in
     /// `bpf/ilnp_maps.h`) has the same case its name is noted; the core's names are
     /// kept as the control socket has always shown them (`ilnpctl stats` "core").
-    DropReason {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+    pub enum DropReason {
         /// two nonce options (RFC 6744 §2); BPF: `ingress_drop_multi_nonce`
         MultiNonce = "drop_multi_nonce",
         /// a wire-form packet that does not parse; BPF: `ingress_drop_malformed`
@@ -115,9 +90,11 @@ counter_enum! {
     }
 }
 
-counter_enum! {
+named_enum! {
+    #[serde_names]
     /// Notable things that happened, counted next to the drops.
-    Outcome {
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+    pub enum Outcome {
         PeerCreated = "peer_created",
         IlccIdleExpired = "ilcc_idle_expired",
         NonIlnpPeer = "non_ilnp_peer",

@@ -26,6 +26,7 @@ use crate::{drop_packet, Action, Core, CoreConfig, LocalLocators};
 use ilnp_wire::classify::Plain;
 use ilnp_wire::icmpv6;
 use ilnp_wire::ipv6::{self, NextHeader};
+use ilnp_wire::named_enum;
 use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
 use rand_core::RngCore;
@@ -36,40 +37,32 @@ use std::time::Instant;
 /// What the probe's Echo Request carries (and its reply echoes).
 const PROBE_BODY: &[u8] = b"ilnp fallback probe";
 
-/// Why a correspondent is reached as plain IPv6.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FallbackReason {
-    /// Parameter Problem code 2 at our nonce option
-    ParameterProblem,
-    /// no ILNP answer, but its `L64:NID` answered a plain Echo Request
-    NoAnswer,
-}
-
-impl FallbackReason {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FallbackReason::ParameterProblem => "parameter_problem",
-            FallbackReason::NoAnswer => "no_answer",
-        }
+named_enum! {
+    #[serde_names]
+    /// Why a correspondent is reached as plain IPv6.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+    pub enum FallbackReason {
+        /// Parameter Problem code 2 at our nonce option
+        ParameterProblem = "parameter_problem",
+        /// no ILNP answer, but its `L64:NID` answered a plain Echo Request
+        NoAnswer = "no_answer",
     }
 }
 
-/// How a peer with a record is reached (`ilnpctl peer show`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum PeerState {
-    /// ILNPv6 (or not tried yet)
-    #[serde(rename = "ilnp")]
-    Ilnp,
-    /// not ILNPv6-capable and fallback is off: the application fails at once
-    #[serde(rename = "non-ilnp")]
-    NonIlnp,
-    /// no ILNP answer yet; a plain Echo Request to its `L64:NID` is out
-    #[serde(rename = "probing")]
-    Probing,
-    /// not ILNPv6-capable: plain IPv6 for its identifier address
-    #[serde(rename = "fallback")]
-    Fallback,
+named_enum! {
+    #[serde_names]
+    /// How a peer with a record is reached (`ilnpctl peer show`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+    pub enum PeerState {
+        /// ILNPv6 (or not tried yet)
+        Ilnp = "ilnp",
+        /// not ILNPv6-capable and fallback is off: the application fails at once
+        NonIlnp = "non-ilnp",
+        /// no ILNP answer yet; a plain Echo Request to its `L64:NID` is out
+        Probing = "probing",
+        /// not ILNPv6-capable: plain IPv6 for its identifier address
+        Fallback = "fallback",
+    }
 }
 
 /// A correspondent reached as plain IPv6, for display.

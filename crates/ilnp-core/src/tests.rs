@@ -1432,3 +1432,26 @@ fn full_address_checksum_per_peer_and_the_fast_path_is_told() {
     assert!(!checksum::verify(&ilnp_addr(P, NA), &ilnp_addr(P, NB), NextHeader::UDP, &bad[40..]));
     assert!(!c.ilcc_entry(NA).unwrap().snapshot().unwrap().full_address_checksum);
 }
+
+/// Each named enum's names as the control socket, the config file and the logs have
+/// always shown them; serde says the same as `as_str` (one list: `ilnp_wire::named_enum!`).
+#[test]
+fn named_enums_keep_their_names() {
+    fn names<T: Copy + Serialize>(all: &[T], as_str: fn(T) -> &'static str) -> Vec<&'static str> {
+        for &v in all {
+            assert_eq!(serde_json::to_value(v).unwrap(), as_str(v));
+        }
+        all.iter().map(|&v| as_str(v)).collect()
+    }
+    assert_eq!(names(Admission::ALL, Admission::as_str), ["socket", "open"]);
+    assert_eq!(names(Policy::ALL, Policy::as_str), ["failover", "per-flow", "per-packet"]);
+    assert_eq!(names(FallbackReason::ALL, FallbackReason::as_str), ["parameter_problem", "no_answer"]);
+    assert_eq!(names(PeerState::ALL, PeerState::as_str), ["ilnp", "non-ilnp", "probing", "fallback"]);
+    assert_eq!(
+        names(DnsPeerResult::ALL, DnsPeerResult::as_str),
+        ["learned", "session_kept", "static_kept", "own_nid", "no_locator", "full", "other_name"]
+    );
+    assert_eq!(ChecksumRule::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>(), ["rfc6741", "full-address"]);
+    assert_eq!(names(DropReason::ALL, DropReason::as_str).len(), DropReason::COUNT);
+    assert_eq!(names(Outcome::ALL, Outcome::as_str).len(), Outcome::COUNT);
+}

@@ -45,32 +45,24 @@ fn addr_sum(a: &Ipv6Addr) -> u32 {
     sum(&a.octets())
 }
 
-/// Which pseudo-header an ILNPv6 correspondent's TCP/UDP checksums use on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ChecksumRule {
-    /// locators zeroed: the NIDs only (RFC 6744 §3, RFC 6740/6741; FreeBSD ILNP6 and
-    /// the Linux 4.9 code)
-    #[default]
-    Rfc6741,
-    /// the full wire addresses, so the value equals plain IPv6's
-    /// (`draft-bhatti-ilnp-tcp-udp-checksums`)
-    FullAddress,
+named_enum! {
+    /// Which pseudo-header an ILNPv6 correspondent's TCP/UDP checksums use on the wire.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub enum ChecksumRule {
+        /// locators zeroed: the NIDs only (RFC 6744 §3, RFC 6740/6741; FreeBSD ILNP6 and
+        /// the Linux 4.9 code)
+        #[default]
+        Rfc6741 = "rfc6741",
+        /// the full wire addresses, so the value equals plain IPv6's
+        /// (`draft-bhatti-ilnp-tcp-udp-checksums`)
+        FullAddress = "full-address",
+    }
 }
 
 impl ChecksumRule {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ChecksumRule::Rfc6741 => "rfc6741",
-            ChecksumRule::FullAddress => "full-address",
-        }
-    }
     /// `"rfc6741"` or `"full-address"`.
     pub fn parse(s: &str) -> Result<ChecksumRule, String> {
-        match s {
-            "rfc6741" => Ok(ChecksumRule::Rfc6741),
-            "full-address" => Ok(ChecksumRule::FullAddress),
-            o => Err(format!("{o:?} is not \"rfc6741\" or \"full-address\"")),
-        }
+        ChecksumRule::from_name(s).ok_or_else(|| format!("{s:?} is not \"rfc6741\" or \"full-address\""))
     }
 }
 

@@ -53,3 +53,68 @@ macro_rules! named_u8 {
         }
     };
 }
+
+/// An enum whose variants each have one name, written once beside the variant:
+/// `ALL` (every variant, in declaration order), `COUNT`, `as_str()`, `from_name()`
+/// and `Display` as the name. With `#[serde_names]` first, serde (de)serialises each
+/// variant as that same name (the caller derives `Serialize`/`Deserialize`).
+///
+/// ```
+/// ilnp_wire::named_enum! {
+///     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///     pub enum Colour { Red = "red", DarkBlue = "dark-blue" }
+/// }
+/// assert_eq!(Colour::ALL, [Colour::Red, Colour::DarkBlue]);
+/// assert_eq!(Colour::DarkBlue.as_str(), "dark-blue");
+/// assert_eq!(Colour::from_name("red"), Some(Colour::Red));
+/// assert_eq!(Colour::DarkBlue.to_string(), "dark-blue");
+/// ```
+#[macro_export]
+macro_rules! named_enum {
+    (@impl $name:ident { $($v:ident = $s:literal),+ }) => {
+        #[allow(dead_code)]
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$v),+];
+            /// How many variants there are.
+            pub const COUNT: usize = $name::ALL.len();
+            /// The variant's name.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$v => $s,)+
+                }
+            }
+            /// The variant of that name.
+            pub fn from_name(s: &str) -> Option<$name> {
+                match s {
+                    $($s => Some($name::$v),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl core::fmt::Display for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+    (#[serde_names] $(#[$m:meta])* $vis:vis enum $name:ident {
+        $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)?
+    }) => {
+        $(#[$m])*
+        $vis enum $name {
+            $($(#[$vm])* #[serde(rename = $s)] $v,)+
+        }
+        $crate::named_enum!(@impl $name { $($v = $s),+ });
+    };
+    ($(#[$m:meta])* $vis:vis enum $name:ident {
+        $($(#[$vm:meta])* $v:ident = $s:literal),+ $(,)?
+    }) => {
+        $(#[$m])*
+        $vis enum $name {
+            $($(#[$vm])* $v,)+
+        }
+        $crate::named_enum!(@impl $name { $($v = $s),+ });
+    };
+}

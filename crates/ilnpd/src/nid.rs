@@ -51,29 +51,23 @@ pub enum NidChoice {
     Eui64,
 }
 
-/// Where this run's NID came from (`ilnpctl status`: `nid_source`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NidSource {
-    Configured,
-    StablePrivacy,
-    /// the NID of the previous run's state file, adopted when "auto" was first
-    /// resolved (a host upgraded from the MAC default keeps its NID)
-    KeptFromUpgrade,
-    Eui64,
+ilnp_wire::named_enum! {
+    /// Where this run's NID came from (`ilnpctl status`: `nid_source`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum NidSource {
+        Configured = "configured",
+        StablePrivacy = "stable-privacy",
+        /// the NID of the previous run's state file, adopted when "auto" was first
+        /// resolved (a host upgraded from the MAC default keeps its NID)
+        KeptFromUpgrade = "kept-from-upgrade",
+        Eui64 = "eui64",
+    }
 }
 
 impl NidSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NidSource::Configured => "configured",
-            NidSource::StablePrivacy => "stable-privacy",
-            NidSource::KeptFromUpgrade => "kept-from-upgrade",
-            NidSource::Eui64 => "eui64",
-        }
-    }
-
+    /// A source the NID record names (only those "auto" resolves to).
     fn parse(s: &str) -> Option<NidSource> {
-        [NidSource::StablePrivacy, NidSource::KeptFromUpgrade].into_iter().find(|x| x.as_str() == s)
+        NidSource::from_name(s).filter(|x| matches!(x, NidSource::StablePrivacy | NidSource::KeptFromUpgrade))
     }
 }
 

@@ -70,7 +70,7 @@ impl Daemon {
             "event",
             ShellCounter::ALL
                 .iter()
-                .map(|c| (c.name(), self.counters.get(c).copied().unwrap_or(0)))
+                .map(|c| (c.as_str(), self.counters.get(c).copied().unwrap_or(0)))
                 .chain(crate::control::counters()),
         );
         if let Some(p) = &self.dns {

@@ -130,7 +130,7 @@ impl Daemon {
                 let mut core: BTreeMap<String, u64> =
                     self.core.stats().counters.iter().map(|(k, v)| (k.to_string(), *v)).collect();
                 for (k, v) in &self.counters {
-                    *core.entry(k.name().to_string()).or_insert(0) += v;
+                    *core.entry(k.as_str().to_string()).or_insert(0) += v;
                 }
                 for (k, v) in crate::control::counters() {
                     core.insert(k.to_string(), v);

@@ -14,78 +14,41 @@ use std::time::{Duration, Instant};
 /// Drop log lines per reason per second (every drop is counted regardless).
 const DROP_LOG_BURST: u32 = 10;
 
-/// What the shell itself counts (next to the core's counters in `ilnpctl stats`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(super) enum ShellCounter {
-    /// the chosen uplink had no route to the destination: the main table decided
-    SendUplinkFallback,
-    /// the raw socket refused a wire packet
-    SendError,
-    /// writing a packet to the TUN failed
-    DeliverError,
-    /// a TUN packet shorter than an IPv6 header, or not IPv6
-    TunRunt,
-    /// multicast (MLD...) the kernel sent on ilnp0
-    TunMulticastIgnored,
-    /// a GSO super-packet that missed the fast path, cut into segments
-    SlowPathGsoSplit,
-    /// a GSO super-packet that could not be cut
-    SlowPathGsoBad,
-    /// RFC 6069 hints handed to our stack (`tcp_hints.rs`)
-    TcpHintSent,
-    /// TCP connections nudged (one or more hints each)
-    TcpHintConnections,
-    /// a nudge found more timed-out connections to the peer than it handles
-    TcpHintCapped,
-    /// reading the fast path's per-peer counters failed (`refresh_activity`): sessions
-    /// carried by the fast path alone would idle out
-    ActivitySweepError,
-    /// a datagram on the v4 path's port that is not an IPv6 packet (or, punted
-    /// through ilnp0, not a UDP/IPv4 datagram)
-    V4NotIlnp,
-    /// a packet for a v4 path while `[ipv4]` is off (a peer advertised one)
-    V4Off,
-    /// a mutating control request (`ilcc flush`, `peer add`...) from a client that
-    /// is not root (a member of group `ilnp`): refused
-    ControlRefusedNotRoot,
-}
-
-impl ShellCounter {
-    pub(super) const ALL: [ShellCounter; 14] = [
-        ShellCounter::SendUplinkFallback,
-        ShellCounter::SendError,
-        ShellCounter::DeliverError,
-        ShellCounter::TunRunt,
-        ShellCounter::TunMulticastIgnored,
-        ShellCounter::SlowPathGsoSplit,
-        ShellCounter::SlowPathGsoBad,
-        ShellCounter::TcpHintSent,
-        ShellCounter::TcpHintConnections,
-        ShellCounter::TcpHintCapped,
-        ShellCounter::ActivitySweepError,
-        ShellCounter::V4NotIlnp,
-        ShellCounter::V4Off,
-        ShellCounter::ControlRefusedNotRoot,
-    ];
-
-    /// The counter's name in `ilnpctl stats` (JSON).
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            ShellCounter::SendUplinkFallback => "send_uplink_fallback",
-            ShellCounter::SendError => "send_error",
-            ShellCounter::DeliverError => "deliver_error",
-            ShellCounter::TunRunt => "tun_runt",
-            ShellCounter::TunMulticastIgnored => "tun_multicast_ignored",
-            ShellCounter::SlowPathGsoSplit => "slow_path_gso_split",
-            ShellCounter::SlowPathGsoBad => "slow_path_gso_bad",
-            ShellCounter::TcpHintSent => "tcp_hint_sent",
-            ShellCounter::TcpHintConnections => "tcp_hint_connections",
-            ShellCounter::TcpHintCapped => "tcp_hint_capped",
-            ShellCounter::ActivitySweepError => "activity_sweep_error",
-            ShellCounter::V4NotIlnp => "v4_not_ilnp",
-            ShellCounter::V4Off => "v4_off",
-            ShellCounter::ControlRefusedNotRoot => "control_refused_not_root",
-        }
+ilnp_wire::named_enum! {
+    /// What the shell itself counts (next to the core's counters in `ilnpctl stats`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub(super) enum ShellCounter {
+        /// the chosen uplink had no route to the destination: the main table decided
+        SendUplinkFallback = "send_uplink_fallback",
+        /// the raw socket refused a wire packet
+        SendError = "send_error",
+        /// writing a packet to the TUN failed
+        DeliverError = "deliver_error",
+        /// a TUN packet shorter than an IPv6 header, or not IPv6
+        TunRunt = "tun_runt",
+        /// multicast (MLD...) the kernel sent on ilnp0
+        TunMulticastIgnored = "tun_multicast_ignored",
+        /// a GSO super-packet that missed the fast path, cut into segments
+        SlowPathGsoSplit = "slow_path_gso_split",
+        /// a GSO super-packet that could not be cut
+        SlowPathGsoBad = "slow_path_gso_bad",
+        /// RFC 6069 hints handed to our stack (`tcp_hints.rs`)
+        TcpHintSent = "tcp_hint_sent",
+        /// TCP connections nudged (one or more hints each)
+        TcpHintConnections = "tcp_hint_connections",
+        /// a nudge found more timed-out connections to the peer than it handles
+        TcpHintCapped = "tcp_hint_capped",
+        /// reading the fast path's per-peer counters failed (`refresh_activity`): sessions
+        /// carried by the fast path alone would idle out
+        ActivitySweepError = "activity_sweep_error",
+        /// a datagram on the v4 path's port that is not an IPv6 packet (or, punted
+        /// through ilnp0, not a UDP/IPv4 datagram)
+        V4NotIlnp = "v4_not_ilnp",
+        /// a packet for a v4 path while `[ipv4]` is off (a peer advertised one)
+        V4Off = "v4_off",
+        /// a mutating control request (`ilcc flush`, `peer add`...) from a client that
+        /// is not root (a member of group `ilnp`): refused
+        ControlRefusedNotRoot = "control_refused_not_root",
     }
 }
 
@@ -336,7 +299,7 @@ mod tests {
 
     #[test]
     fn shell_counters_keep_their_json_names() {
-        let names: Vec<&str> = ShellCounter::ALL.into_iter().map(ShellCounter::name).collect();
+        let names: Vec<&str> = ShellCounter::ALL.iter().map(|c| c.as_str()).collect();
         assert_eq!(
             names,
             [

@@ -13,68 +13,36 @@ use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// The steps of start-up that change the host (or claim something on it), in the
-/// order they are taken. docs/architecture.md § "Start-up and stop" lists what
-/// each one changes and how it is undone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
-    /// the instance lock beside the control socket
-    Lock,
-    /// the resolver proxy's sockets (`[dns]`): bound before anything changes
-    DnsListen,
-    /// the metrics endpoint's sockets (`[metrics]`), likewise
-    MetricsListen,
-    /// the v4 path's UDP port (`[ipv4]`), likewise
-    V4Listen,
-    /// ilnp0 created (or an earlier run's adopted)
-    Tun,
-    /// ilnp0's sysctls, MTU, up, identifier address and route
-    TunConfig,
-    /// `ignore_routes_with_linkdown` on the uplinks
-    UplinkSysctls,
-    /// eBPF maps (pinned), tc programs on ilnp0 and the uplinks, sock_ops on the cgroup root
-    Datapath,
-    /// `L64:NID` addresses on the uplinks
-    Locators,
-    /// the state file, written before anything else can go wrong
-    StateFile,
-    /// the control socket
-    ControlSocket,
-    /// the dynamic update of our L64 records (`[dns.update]`)
-    DnsUpdate,
-}
-
-impl Step {
-    pub const ALL: [Step; 12] = [
-        Step::Lock,
-        Step::DnsListen,
-        Step::MetricsListen,
-        Step::V4Listen,
-        Step::Tun,
-        Step::TunConfig,
-        Step::UplinkSysctls,
-        Step::Datapath,
-        Step::Locators,
-        Step::StateFile,
-        Step::ControlSocket,
-        Step::DnsUpdate,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Step::Lock => "lock",
-            Step::DnsListen => "dns-listen",
-            Step::MetricsListen => "metrics-listen",
-            Step::V4Listen => "v4-listen",
-            Step::Tun => "tun",
-            Step::TunConfig => "tun-config",
-            Step::UplinkSysctls => "uplink-sysctls",
-            Step::Datapath => "datapath",
-            Step::Locators => "locators",
-            Step::StateFile => "state-file",
-            Step::ControlSocket => "control-socket",
-            Step::DnsUpdate => "dns-update",
-        }
+ilnp_wire::named_enum! {
+    /// The steps of start-up that change the host (or claim something on it), in the
+    /// order they are taken. docs/architecture.md § "Start-up and stop" lists what
+    /// each one changes and how it is undone.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Step {
+        /// the instance lock beside the control socket
+        Lock = "lock",
+        /// the resolver proxy's sockets (`[dns]`): bound before anything changes
+        DnsListen = "dns-listen",
+        /// the metrics endpoint's sockets (`[metrics]`), likewise
+        MetricsListen = "metrics-listen",
+        /// the v4 path's UDP port (`[ipv4]`), likewise
+        V4Listen = "v4-listen",
+        /// ilnp0 created (or an earlier run's adopted)
+        Tun = "tun",
+        /// ilnp0's sysctls, MTU, up, identifier address and route
+        TunConfig = "tun-config",
+        /// `ignore_routes_with_linkdown` on the uplinks
+        UplinkSysctls = "uplink-sysctls",
+        /// eBPF maps (pinned), tc programs on ilnp0 and the uplinks, sock_ops on the cgroup root
+        Datapath = "datapath",
+        /// `L64:NID` addresses on the uplinks
+        Locators = "locators",
+        /// the state file, written before anything else can go wrong
+        StateFile = "state-file",
+        /// the control socket
+        ControlSocket = "control-socket",
+        /// the dynamic update of our L64 records (`[dns.update]`)
+        DnsUpdate = "dns-update",
     }
 }
 
@@ -91,13 +59,13 @@ impl FaultPlan {
     pub fn from_env() -> Result<FaultPlan> {
         let Some(v) = std::env::var_os(FAIL_AT_ENV) else { return Ok(FaultPlan(None)) };
         let v = v.to_string_lossy();
-        match Step::ALL.iter().find(|s| s.name() == v) {
+        match Step::from_name(&v) {
             Some(s) => {
                 tracing::warn!("{FAIL_AT_ENV}={v}: start-up will fail after step {v} (a test of the rollback)");
-                Ok(FaultPlan(Some(*s)))
+                Ok(FaultPlan(Some(s)))
             }
             None => {
-                let names: Vec<&str> = Step::ALL.iter().map(|s| s.name()).collect();
+                let names: Vec<&str> = Step::ALL.iter().map(|s| s.as_str()).collect();
                 bail!("{FAIL_AT_ENV}: {v:?} is not a start-up step; the steps are: {}", names.join(" "))
             }
         }
@@ -106,7 +74,7 @@ impl FaultPlan {
     /// Called after each step: an error if this is where start-up is to fail.
     pub fn after(&self, step: Step) -> Result<()> {
         match self.0 {
-            Some(s) if s == step => Err(anyhow!("start-up step {}: failing on request ({FAIL_AT_ENV})", s.name())),
+            Some(s) if s == step => Err(anyhow!("start-up step {}: failing on request ({FAIL_AT_ENV})", s.as_str())),
             _ => Ok(()),
         }
     }
@@ -247,7 +215,7 @@ mod tests {
 
     #[test]
     fn fault_plan_names_every_step() {
-        let names: Vec<&str> = Step::ALL.iter().map(|s| s.name()).collect();
+        let names: Vec<&str> = Step::ALL.iter().map(|s| s.as_str()).collect();
         let mut sorted = names.clone();
         sorted.dedup();
         assert_eq!(sorted.len(), Step::ALL.len(), "{names:?}");
