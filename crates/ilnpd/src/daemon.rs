@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{broadcast, mpsc};
 
+mod counters;
 mod locators;
 mod metrics;
+mod monitor;
 mod requests;
 mod slowpath;
 pub mod startup;
@@ -30,8 +32,8 @@ mod v4;
 
 use startup::{FaultPlan, InstanceLock, Step};
 
+use counters::ShellCounter;
 use locators::{is_identifier_overlap, solicited_node_member, Uplink};
-use slowpath::ShellCounter;
 
 /// SIGTERM and SIGINT streams (both mean: clean up and exit 0); SIGUSR2: hand over
 /// to the next ilnpd (`Daemon::handover`).

@@ -2,7 +2,7 @@
 //! `ilnpctl stats`, `status` and `ilcc show` report, as OpenMetrics series with the
 //! names docs/architecture.md § Metrics lists.
 
-use super::slowpath::ShellCounter;
+use super::counters::ShellCounter;
 use super::Daemon;
 use ilnp_core::{DropReason, Outcome};
 use ilnp_wire::Nid;

@@ -1,15 +1,15 @@
 //! Control requests (docs/control-protocol.md): answers each typed
-//! `ilnp_control::Request` from the daemon's state, and turns the core's events
-//! into the monitor stream's. The JSON shapes live in `ilnp_control`.
+//! `ilnp_control::Request` from the daemon's state. The JSON shapes live in
+//! `ilnp_control`; the monitor stream's events are `monitor.rs`'s.
 
-use super::slowpath::ShellCounter;
+use super::counters::ShellCounter;
 use super::Daemon;
 use crate::bpf::PeerCounters;
 use crate::config;
 use crate::nid::NidSource;
 use anyhow::{anyhow, bail, Result};
 use ilnp_control::{self as ctl, Data, Reply, Request};
-use ilnp_core::{Action, Event, HandoffMode, LocatorState, PeerLocator, PeerRecord, RouterPreference};
+use ilnp_core::{Action, HandoffMode, LocatorState, PeerLocator, PeerRecord, RouterPreference};
 use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -388,52 +388,6 @@ fn hex(n: &Nonce) -> String {
     n.as_bytes().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A core event as the monitor stream carries it.
-pub(super) fn monitor_event(ev: &Event) -> ctl::Event {
-    let s = |x: &dyn std::fmt::Display| x.to_string();
-    match ev {
-        Event::PeerCreated { nid, initiator, local_locator, remote_locator } => ctl::Event::PeerCreated {
-            nid: s(nid),
-            initiator: *initiator,
-            local_locator: s(local_locator),
-            remote_locator: s(remote_locator),
-        },
-        Event::PeerRemoved { nid, reason } => ctl::Event::PeerRemoved { nid: s(nid), reason: s(reason) },
-        Event::NonIlnpPeer { nid } => ctl::Event::NonIlnpPeer { nid: s(nid) },
-        Event::PeerFallback { nid, reason, address } => {
-            ctl::Event::PeerFallback { nid: s(nid), reason: s(reason), address: s(address) }
-        }
-        Event::RemoteLocatorLearned { nid, locator } => {
-            ctl::Event::RemoteLocatorLearned { nid: s(nid), locator: s(locator) }
-        }
-        Event::RemoteLocatorAged { nid, locator } => ctl::Event::RemoteLocatorAged { nid: s(nid), locator: s(locator) },
-        Event::LocalLocatorsChanged { locators } => ctl::Event::LocalLocatorsChanged { locators: locators.clone() },
-        Event::LocalLocatorRetired { locator, quiet_ms } => {
-            ctl::Event::LocalLocatorRetired { locator: s(locator), quiet_ms: *quiet_ms }
-        }
-        Event::LuReceived { nid, locators } => ctl::Event::LuReceived { nid: s(nid), locators: locators.clone() },
-        Event::LuSent { nid, attempt, locators } => {
-            ctl::Event::LuSent { nid: s(nid), attempt: *attempt, locators: locators.clone() }
-        }
-        Event::LuAcked { nid, rtt_us, attempts } => {
-            ctl::Event::LuAcked { nid: s(nid), rtt_us: *rtt_us, attempts: *attempts }
-        }
-        Event::LuFailed { nid, attempts } => ctl::Event::LuFailed { nid: s(nid), attempts: *attempts },
-        Event::PeerChallenge { nid, outcome } => ctl::Event::PeerChallenge { nid: s(nid), outcome: s(outcome) },
-        Event::V4Path { nid, locator, via, outcome } => {
-            ctl::Event::V4Path { nid: s(nid), locator: s(locator), via: via.clone(), outcome: s(outcome) }
-        }
-        Event::DnsPeer { name, nid, locators, ttl_s, result } => ctl::Event::DnsPeer {
-            name: name.clone(),
-            nid: s(nid),
-            locators: locators.clone(),
-            ttl_s: *ttl_s,
-            result: s(result),
-        },
-        Event::Drop { reason, detail } => ctl::Event::Drop { reason: s(reason), detail: detail.clone() },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -494,39 +448,6 @@ mod tests {
             assert_eq!(t.message, format!("peer \"mn\": {want}"), "TOML {nid} {l64}");
             let h = load_hosts_str(&format!("{l64}|10,{nid} mn\n"), "hosts").unwrap_err();
             assert_eq!(h.message, want, "hosts {nid} {l64}");
-        }
-    }
-
-    #[test]
-    fn monitor_events_keep_the_core_serialisation() {
-        // the core's own Serialize was the stream before the protocol was typed
-        let (n, l) = (Nid(0x0200_00ff_fe00_000d), Locator(0x2001_0db8_000b_0000));
-        let evs = [
-            Event::PeerCreated { nid: n, initiator: true, local_locator: l, remote_locator: Locator(7) },
-            Event::PeerRemoved { nid: n, reason: "idle" },
-            Event::NonIlnpPeer { nid: n },
-            Event::PeerFallback { nid: n, reason: "no_answer", address: "2001:db8::1".parse().unwrap() },
-            Event::RemoteLocatorLearned { nid: n, locator: l },
-            Event::RemoteLocatorAged { nid: n, locator: l },
-            Event::LocalLocatorsChanged { locators: vec!["a".into()] },
-            Event::LocalLocatorRetired { locator: l, quiet_ms: 9 },
-            Event::LuReceived { nid: n, locators: vec!["a|1".into()] },
-            Event::LuSent { nid: n, attempt: 2, locators: vec![] },
-            Event::LuAcked { nid: n, rtt_us: 812, attempts: 1 },
-            Event::LuFailed { nid: n, attempts: 7 },
-            Event::PeerChallenge { nid: n, outcome: "sent" },
-            Event::DnsPeer {
-                name: "mn.lab".into(),
-                nid: n,
-                locators: vec!["a|10".into()],
-                ttl_s: 5,
-                result: "learned",
-            },
-            Event::Drop { reason: "bad_nonce", detail: "x -> y".into() },
-        ];
-        for ev in evs {
-            let before = serde_json::to_string(&ev).unwrap();
-            assert_eq!(monitor_event(&ev).to_line().trim_end(), before);
         }
     }
 

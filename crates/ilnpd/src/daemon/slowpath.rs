@@ -1,8 +1,8 @@
 //! The slow path: packets from the TUN handed to the core, the core's actions
-//! carried out (raw socket, TUN, BPF maps, events), the drop-log rate limit, and
-//! the shell's own counters.
+//! carried out (raw socket, TUN, BPF maps, events) and the drop-log rate limit.
 
-use super::{requests, Daemon};
+use super::counters::ShellCounter;
+use super::{monitor, Daemon};
 use ilnp_core::{Action, AnswerHint, Event};
 use ilnp_wire::split_addr;
 use ilnp_wire::translate::Csum;
@@ -13,44 +13,6 @@ use std::time::{Duration, Instant};
 
 /// Drop log lines per reason per second (every drop is counted regardless).
 const DROP_LOG_BURST: u32 = 10;
-
-ilnp_wire::named_enum! {
-    /// What the shell itself counts (next to the core's counters in `ilnpctl stats`).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-    pub(super) enum ShellCounter {
-        /// the chosen uplink had no route to the destination: the main table decided
-        SendUplinkFallback = "send_uplink_fallback",
-        /// the raw socket refused a wire packet
-        SendError = "send_error",
-        /// writing a packet to the TUN failed
-        DeliverError = "deliver_error",
-        /// a TUN packet shorter than an IPv6 header, or not IPv6
-        TunRunt = "tun_runt",
-        /// multicast (MLD...) the kernel sent on ilnp0
-        TunMulticastIgnored = "tun_multicast_ignored",
-        /// a GSO super-packet that missed the fast path, cut into segments
-        SlowPathGsoSplit = "slow_path_gso_split",
-        /// a GSO super-packet that could not be cut
-        SlowPathGsoBad = "slow_path_gso_bad",
-        /// RFC 6069 hints handed to our stack (`tcp_hints.rs`)
-        TcpHintSent = "tcp_hint_sent",
-        /// TCP connections nudged (one or more hints each)
-        TcpHintConnections = "tcp_hint_connections",
-        /// a nudge found more timed-out connections to the peer than it handles
-        TcpHintCapped = "tcp_hint_capped",
-        /// reading the fast path's per-peer counters failed (`refresh_activity`): sessions
-        /// carried by the fast path alone would idle out
-        ActivitySweepError = "activity_sweep_error",
-        /// a datagram on the v4 path's port that is not an IPv6 packet (or, punted
-        /// through ilnp0, not a UDP/IPv4 datagram)
-        V4NotIlnp = "v4_not_ilnp",
-        /// a packet for a v4 path while `[ipv4]` is off (a peer advertised one)
-        V4Off = "v4_off",
-        /// a mutating control request (`ilcc flush`, `peer add`...) from a client that
-        /// is not root (a member of group `ilnp`): refused
-        ControlRefusedNotRoot = "control_refused_not_root",
-    }
-}
 
 impl Daemon {
     /// Sends a wire packet through `uplink`, the one the core chose (it owns the
@@ -175,7 +137,7 @@ impl Daemon {
         } else {
             tracing::info!("{ev}");
         }
-        let _ = self.events.send(requests::monitor_event(&ev).to_line());
+        let _ = self.events.send(monitor::monitor_event(&ev).to_line());
     }
 
     /// Ends drop-log windows older than a second, with one line per reason saying
@@ -291,35 +253,6 @@ fn send_via(raw: &Socket, pkt: &[u8], dst: Ipv6Addr, ifindex: u32) -> std::io::R
     )
     .map(|_| ())
     .map_err(std::io::Error::from)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::ShellCounter;
-
-    #[test]
-    fn shell_counters_keep_their_json_names() {
-        let names: Vec<&str> = ShellCounter::ALL.iter().map(|c| c.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "send_uplink_fallback",
-                "send_error",
-                "deliver_error",
-                "tun_runt",
-                "tun_multicast_ignored",
-                "slow_path_gso_split",
-                "slow_path_gso_bad",
-                "tcp_hint_sent",
-                "tcp_hint_connections",
-                "tcp_hint_capped",
-                "activity_sweep_error",
-                "v4_not_ilnp",
-                "v4_off",
-                "control_refused_not_root"
-            ]
-        );
-    }
 }
 
 /// Slow-path time per packet, log2 buckets: bucket i counts times below

@@ -13,7 +13,7 @@
 //! in backoff) is ignored by it: the sequence number must be the current snd_una
 //! and the connection in backoff.
 
-use super::slowpath::ShellCounter;
+use super::counters::ShellCounter;
 use super::Daemon;
 use ilnp_wire::{icmpv6, ilnp_addr, Nid};
 

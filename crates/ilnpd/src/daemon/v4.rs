@@ -3,7 +3,7 @@
 //! reached over IPv4. The core decides what goes where (`Action::SendV4`,
 //! `Core::handle_inbound_v4`); this is only the I/O.
 
-use super::slowpath::ShellCounter;
+use super::counters::ShellCounter;
 use super::Daemon;
 use anyhow::{Context, Result};
 use ilnp_wire::translate::Csum;
