@@ -266,7 +266,10 @@ def test_package_and_unit_under_systemd(debs, tmp_path):
                   "/usr/share/man/man8/ilnpd.8", "/usr/share/man/man8/ilnpctl.8",
                   "/usr/share/bash-completion/completions/ilnpctl", "/usr/share/zsh/vendor-completions/_ilnpctl",
                   "/usr/share/fish/vendor_completions.d/ilnpctl.fish", "/usr/share/doc/ilnp/copyright",
-                  "/usr/share/doc/ilnp/README.md", "/usr/share/doc/ilnp/examples/ilnpd.toml"):
+                  "/usr/share/doc/ilnp/README.md", "/usr/share/doc/ilnp/examples/ilnpd.toml",
+                  # what the README and architecture.md link to
+                  "/usr/share/doc/ilnp/architecture.md", "/usr/share/doc/ilnp/status.md",
+                  "/usr/share/doc/ilnp/design/nid.md"):
             assert f in files, f
         assert m.run("dpkg-query -W -f '${Conffiles}' ilnp").stdout.split()[0] == "/etc/ilnp/ilnpd.toml"
         # (man-db is not in the minimal root: its check of the man: links fails)
