@@ -265,7 +265,7 @@ def test_mptcp_leave_is_signalled_by_remove_addr(tmp_path):
     the first included) and the MN's endpoint goes when its interface does, as NetworkManager and
     mptcpd do: the CN learns of the leave from REMOVE_ADDR, not from a retransmission timeout."""
     from ilnp_lab import pcap
-    from ilnp_lab.analysis import MPTCP_OPT, _tcp_options
+    from ilnp_lab.analysis.packets import MPTCP_OPT, _tcp_options
 
     out = tmp_path / "mptcp"
     r = lab("run", "seed000-tcp", "--quick", "--scenario", "lan-lan", "--scheme", "mptcp", "--out", str(out))
@@ -296,7 +296,7 @@ def test_mptcp_client_variant_opens_its_subflows_from_the_mn(tmp_path):
     download) with `subflow` endpoints; the subflow from the new network is opened by the MN
     (an MP_JOIN SYN from its R3 address, after the join), and the download survives the move."""
     from ilnp_lab import pcap
-    from ilnp_lab.analysis import MPTCP_OPT, _tcp_options
+    from ilnp_lab.analysis.packets import MPTCP_OPT, _tcp_options
 
     out = tmp_path / "mptcp-client"
     r = lab("run", "seed000-tcp", "--quick", "--scenario", "lan-lan", "--scheme", "mptcp-client", "--out", str(out))

@@ -9,7 +9,7 @@ limits and endpoints for every address, which follow the MN's addresses on the t
 and the MN, the iperf3 server on the MN (with `mptcp-client`: on the CN) and the UDP probe
 at both ends, start the iperf3 client on the CN (the MN, with -R) at t = 0 (the data flows
 CN -> MN either way), play the timeline (links up/down), wait for the flow to end, then
-analyse the captures (analysis.py) into `result.json`.
+analyse the captures (analysis/) into `result.json`.
 """
 
 from __future__ import annotations
