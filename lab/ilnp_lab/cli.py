@@ -76,7 +76,9 @@ def main(argv=None) -> int:
         if args.cmd == "check":
             print(f"{spec.path}: ok: {experiment.plugin_of(mod)} plugin: {mod.describe(spec)}")
             return 0
-        return experiment.run((mod, spec), args)
+        defaults = vars(r.parse_args([args.experiment]))  # every run option's default: which ones were given
+        del defaults["experiment"]
+        return experiment.run((mod, spec), args, defaults)
     except ValueError as e:  # topology.SpecError too: every refusal names the file and the item
         print(f"ilnp-lab: {e}", file=sys.stderr)
         return 2

@@ -44,9 +44,6 @@ PLUGINS = {"mobility": "ilnp_lab.mobility", "balancing": "ilnp_lab.balancing", "
            "signalling": "ilnp_lab.signalling", "aggregation": "ilnp_lab.aggregation", "v4v6": "ilnp_lab.v4v6",
            "attacks": "ilnp_lab.attacks"}
 COMMON = {"quick", "out", "json", "seed"}
-# `ilnp-lab run` options and their defaults, to tell which ones the user gave
-RUN_DEFAULTS = {"runs": None, "scenario": None, "scheme": None, "cc": None, "jobs": 1, "dad": "optimistic",
-                "dad_transmits": 1, "assoc_delay": 0.0, "sysctl": None, "no_scale": False}
 
 
 def experiment_path(name: str | Path) -> Path:
@@ -134,9 +131,10 @@ class Spec:
         return {**(self.quick if quick else self.full), **{k: v for k, v in given.items() if v is not None}}
 
 
-def refused_options(mod, args) -> list[str]:
-    """The options the user gave that this plugin does not honour."""
-    given = [k for k, d in RUN_DEFAULTS.items() if getattr(args, k, d) != d]
+def refused_options(mod, args, defaults: dict) -> list[str]:
+    """The options the user gave that this plugin does not honour (`defaults`: every `ilnp-lab run`
+    option's default, the command line's; a common option is always honoured)."""
+    given = [k for k, d in defaults.items() if k not in COMMON and getattr(args, k, d) != d]
     return ["--" + k.replace("_", "-") for k in given if k not in mod.OPTIONS]
 
 
@@ -203,10 +201,11 @@ def finish(mod, out: Path, res, meta: dict, args, failed: int, json_out=None, in
     return 130 if interrupted else (1 if failed else 0)
 
 
-def run(loaded, args) -> int:
-    """Run `loaded` = (module, spec) from `load` with the `ilnp-lab run` arguments."""
+def run(loaded, args, defaults: dict) -> int:
+    """Run `loaded` = (module, spec) from `load` with the `ilnp-lab run` arguments (`defaults`: their
+    defaults, to tell which ones the user gave)."""
     mod, spec = loaded
-    bad = refused_options(mod, args)
+    bad = refused_options(mod, args, defaults)
     if bad:
         print(f"ilnp-lab run {spec.name}: {', '.join(bad)} do(es) not apply to this experiment "
               f"({plugin_of(mod)} plugin; it honours {', '.join(sorted(COMMON | set(mod.OPTIONS)))})",

@@ -388,7 +388,8 @@ def install_sigterm(worker: bool = False) -> None:
 # ---------------------------------------------------------------- the plugin (experiment.py)
 # The mobility file format is richer than a plugin table: topology.py reads and checks all of it.
 Spec = load
-OPTIONS = set(experiment.RUN_DEFAULTS) - {"no_scale"}  # every `ilnp-lab run` option but the admission one
+# --scenario MOVE, --scheme S, --cc NAME, --jobs N, --dad, --dad-transmits N, --assoc-delay S, --sysctl
+OPTIONS = {"runs", "scenario", "scheme", "cc", "jobs", "dad", "dad_transmits", "assoc_delay", "sysctl"}
 
 
 def describe(ex: Experiment) -> str:
