@@ -7,7 +7,8 @@
 //!    directly after the fixed header, RFC 6744): errors are [`Kind::Header`];
 //! 2. the extension-header walk to the upper layer;
 //! 3. an ICMPv6 error (types 1–4, checksum verified) → [`Packet::IcmpError`];
-//! 4. an ICMPv6 Locator Update (checksum verified, then the LU checked) → [`Packet::Lu`];
+//! 4. an ICMPv6 Locator Update (checksum verified, then the LU checked) → [`Packet::Lu`]
+//!    (RFC 6743's, or the Linux 4.9 prototype's: `LuMessage::format`);
 //! 5. with a nonce: No Next Header → [`Packet::NonceOnly`], else [`Packet::Data`];
 //!    without: [`Packet::Plain`] (e.g. an identifier-form packet from the stack).
 //!
@@ -161,8 +162,15 @@ pub fn classify(pkt: &[u8]) -> Result<Packet<'_>, ClassifyError> {
                 return Ok(Packet::IcmpError(IcmpError { packet, ip, nonce, upper, message, quoted }));
             }
             Some(Icmpv6Type::LOCATOR_UPDATE) => {
-                // checksum first, then the LU: a corrupted LU is a bad checksum
+                // checksum first, then the LU: a corrupted LU is a bad checksum. The
+                // Linux 4.9 prototype's LU (its layout, its NID-only checksum) is told
+                // apart here; whether its sender may use it is the core's question
                 if !checksum::verify_icmpv6(&ip.src, &ip.dst, upper_bytes) {
+                    if icmpv6::linux49::verify_checksum(&ip.src, &ip.dst, upper_bytes) {
+                        if let Ok(lu) = icmpv6::linux49::new_checked(upper_bytes) {
+                            return Ok(Packet::Lu(Lu { ip, nonce, lu }));
+                        }
+                    }
                     return Err(fail(Kind::Lu)(Error::BadChecksum));
                 }
                 let lu = LuMessage::new_checked(upper_bytes).map_err(fail(Kind::Lu))?;

@@ -8,6 +8,8 @@ use crate::error::Error;
 use crate::ipv6::{NextHeader, HEADER_LEN};
 use std::net::Ipv6Addr;
 
+pub mod linux49;
+
 /// An ICMPv6 Type (IANA "ICMPv6 Parameters"): the messages this crate knows, and
 /// any other value as is.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -273,12 +275,21 @@ pub const LU_ENTRY_LEN: usize = 12;
 /// Num of Locs is one byte.
 pub const LU_MAX_ENTRIES: usize = 255;
 
+/// The layout of an LU's entries: RFC 6743's, or the Linux 4.9 prototype's
+/// (`linux49`: one 16-byte entry, host-order fields, its own checksum).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LuFormat {
+    Rfc6743,
+    Linux49,
+}
+
 /// Zero-copy view of a Locator Update (ICMPv6 message starting at the Type byte),
-/// checked as `LocatorUpdate::parse` checks it.
+/// checked as `LocatorUpdate::parse` checks it (or as `linux49::new_checked` does).
 #[derive(Debug, Clone, Copy)]
 pub struct LuMessage<T: AsRef<[u8]>> {
     buf: T,
     operation: LuOperation,
+    format: LuFormat,
 }
 
 impl<T: AsRef<[u8]>> LuMessage<T> {
@@ -303,10 +314,13 @@ impl<T: AsRef<[u8]>> LuMessage<T> {
         if b.len() != LU_HEADER_LEN + LU_ENTRY_LEN * num {
             return Err(Error::LuLengthMismatch { num_locs: num as u8, len: b.len() });
         }
-        Ok(LuMessage { buf, operation })
+        Ok(LuMessage { buf, operation, format: LuFormat::Rfc6743 })
     }
     pub fn operation(&self) -> LuOperation {
         self.operation
+    }
+    pub fn format(&self) -> LuFormat {
+        self.format
     }
     pub fn num_locs(&self) -> u8 {
         self.buf.as_ref()[field::LU_NUM_LOCS]
@@ -318,13 +332,17 @@ impl<T: AsRef<[u8]>> LuMessage<T> {
     pub fn to_owned(&self) -> LocatorUpdate {
         LocatorUpdate { operation: self.operation, entries: self.entries().collect() }
     }
-    /// The 12-byte entries (unaligned on the wire; decoded by value).
+    /// The 12-byte entries (unaligned on the wire; decoded by value); a Linux 4.9
+    /// message's one entry.
     pub fn entries(&self) -> impl Iterator<Item = LuEntry> + '_ {
-        self.buf.as_ref()[field::BODY..].chunks_exact(LU_ENTRY_LEN).map(|e| LuEntry {
+        let b = &self.buf.as_ref()[field::BODY..];
+        let linux49 = (self.format == LuFormat::Linux49).then(|| linux49::entry(b));
+        let rfc = if linux49.is_some() { &b[..0] } else { b };
+        linux49.into_iter().chain(rfc.chunks_exact(LU_ENTRY_LEN).map(|e| LuEntry {
             locator: Locator(u64::from_be_bytes([e[0], e[1], e[2], e[3], e[4], e[5], e[6], e[7]])),
             preference: u16::from_be_bytes([e[8], e[9]]),
             lifetime: u16::from_be_bytes([e[10], e[11]]),
-        })
+        }))
     }
 }
 

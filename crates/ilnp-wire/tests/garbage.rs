@@ -68,7 +68,11 @@ fn classify_agrees(data: &[u8]) -> bool {
             }
         }
         ilnp_wire::Packet::Lu(l) => {
-            assert_eq!(LocatorUpdate::parse(l.lu.as_bytes()), Ok(l.to_owned()));
+            let again = match l.lu.format() {
+                icmpv6::LuFormat::Rfc6743 => LocatorUpdate::parse(l.lu.as_bytes()),
+                icmpv6::LuFormat::Linux49 => icmpv6::linux49::new_checked(l.lu.as_bytes()).map(|m| m.to_owned()),
+            };
+            assert_eq!(again, Ok(l.to_owned()));
         }
         ilnp_wire::Packet::IcmpError(e) => {
             assert!(e.message.is_error());
