@@ -1,0 +1,206 @@
+"""The lab's Mobile IPv6 (lab/ilnp_lab/mipv6, RFC 6275) against the RFC and the seeds, on the
+host (no MIP6 kernel needed): message layouts byte for byte, the thesis's on-the-wire sizes
+(seed 001 §6.4's tcpdump table), tshark's Mobility Header dissector reading what we write, return
+routability's tokens and authenticator, the binding cache refusing a stale sequence number and
+the binding update list's retransmission timers. The handoffs themselves run in the Debian 12
+VM (tests/test_mipv6_vm.py)."""
+
+import hashlib
+import hmac
+import json
+import struct
+import subprocess
+
+import pytest
+
+from ilnp_lab.mipv6 import binding, mh, rr
+
+HOA, COA, HA, CN = "2001:db8:2::100", "2001:db8:3::100", "2001:db8:2::1", "2001:db8:1::10"
+COOKIE, TOKEN = bytes(range(1, 9)), bytes(range(0x11, 0x19))
+
+
+def packets() -> dict[str, mh.Packet]:
+    """The eight messages of a handoff with RO, addressed as the seeds' testbed sends them: BU
+    and BA with the home agent (HAO / RH2, no IPsec, as the seeds ran it), HoTI/HoT through the
+    ip6ip6 tunnel, CoTI/CoT direct, BU/BA with the CN carrying nonce indices and authenticator."""
+    auth = mh.auth_data(bytes(12))
+    return {
+        "BU_HA": mh.Packet(mh.bu(1, 60, mh.BU_A | mh.BU_H, [mh.alt_coa(COA)]), COA, HA, hao=HOA),
+        "BAck_HA": mh.Packet(mh.ba(0, 1, 60), HA, COA, rh2=HOA),
+        "HoTI": mh.Packet(mh.hoti(COOKIE), HOA, CN, tunnel=(COA, HA)),
+        "HoT": mh.Packet(mh.hot(7, COOKIE, TOKEN), CN, HOA, tunnel=(HA, COA)),
+        "CoTI": mh.Packet(mh.coti(COOKIE), COA, CN),
+        "CoT": mh.Packet(mh.cot(7, COOKIE, TOKEN), CN, COA),
+        "BU_CN": mh.Packet(mh.bu(1, 60, mh.BU_A, [mh.nonce_indices(7, 7), auth]), COA, CN, hao=HOA),
+        "BAck_CN": mh.Packet(mh.ba(0, 1, 60, options=[mh.auth_data(bytes(12))]), CN, COA, rh2=HOA),
+    }
+
+
+# seed 001 §6.4 (eq. 44-51): "from the tcpdump log in the experiments in Chapter 4 and 5"
+THESIS_BYTES = {"BU_HA": 110, "BAck_HA": 94, "HoTI": 110, "HoT": 118, "CoTI": 70, "CoT": 78,
+                "BU_CN": 110, "BAck_CN": 110}
+
+
+def test_sizes_are_the_thesis_tcpdump_sizes():
+    got = {k: p.frame_len() for k, p in packets().items()}
+    assert got == THESIS_BYTES
+    # and the MH itself: RFC 6275's fixed parts plus options, padded to 8
+    mhlen = {k: len(p.mh()) for k, p in packets().items()}
+    assert mhlen == {"BU_HA": 32, "BAck_HA": 16, "HoTI": 16, "HoT": 24, "CoTI": 16, "CoT": 24,
+                     "BU_CN": 32, "BAck_CN": 32}
+
+
+def test_bu_bytes_as_rfc6275_lays_them_out():
+    b = mh.bu(0x1234, 60, mh.BU_A | mh.BU_H, [mh.alt_coa(COA)]).encode()
+    assert b[:4] == bytes([59, 3, 5, 0])                  # Payload Proto, Hdr Ext Len (32/8-1), type 5, reserved
+    assert b[6:12] == bytes.fromhex("1234" "c000" "000f")  # sequence, A|H, lifetime 60 s in 4 s units
+    assert b[12:14] == bytes([1, 0])                      # PadN(2): the Alternate CoA starts at 8n+6 = 14
+    assert b[14:16] == bytes([3, 16]) and b[16:32] == mh.a16(COA)
+    ext = mh.hao_dstopts(HOA)
+    assert ext[:2] == bytes([135, 2]) and ext[2:6] == bytes([1, 2, 0, 0]) and ext[6:8] == bytes([201, 16])
+    assert ext[8:] == mh.a16(HOA)
+    r = mh.rh2(HOA)
+    assert r[:8] == bytes([135, 2, 2, 1, 0, 0, 0, 0]) and r[8:] == mh.a16(HOA)
+    # BAD at 8n+2 after the nonce indices at 12 (2n): 12 + 6 = 18 = 8*2+2, no padding needed
+    b = mh.bu(1, 60, mh.BU_A, [mh.nonce_indices(3, 4), mh.auth_data(b"\xaa" * 12)]).encode()
+    assert b[12:18] == bytes([4, 4, 0, 3, 0, 4]) and b[18:20] == bytes([5, 12]) and b[20:32] == b"\xaa" * 12
+    # BA with BAD from the CN: PadN(4) after the 12-octet fixed part puts the option at 18
+    b = mh.ba(0, 1, 60, options=[mh.auth_data(b"\xbb" * 12)]).encode()
+    assert b[12:18] == bytes([1, 4, 0, 0, 0, 0]) and b[18:20] == bytes([5, 12])
+    m = mh.Message.decode(b)
+    assert (m.name, m.status, m.seq, m.lifetime) == ("BA", 0, 1, 15)
+    assert m.option(mh.OPT_AUTH).data == b"\xbb" * 12
+    with pytest.raises(mh.MHError):
+        mh.Message.decode(b[:-8])  # header length says 32
+    with pytest.raises(mh.MHError):
+        mh.Message.decode(b"\x06" + b[1:])  # payload proto must be 59
+
+
+def test_checksum_uses_the_home_addresses():
+    """§6.1.1: with a Home Address option the pseudo-header's source is the home address; with
+    a type 2 routing header its destination is."""
+    p = packets()["BU_HA"]
+    m = p.mh()
+    assert mh.verify_checksum(HOA, HA, m)
+    assert not mh.verify_checksum(COA, HA, m)
+    p = packets()["BAck_HA"]
+    assert mh.verify_checksum(HA, HOA, p.mh()) and not mh.verify_checksum(HA, COA, p.mh())
+
+
+def tshark_fields(tmp_path, frames: list[bytes]) -> list[dict]:
+    path = tmp_path / "mh.pcap"
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        for i, fr in enumerate(frames):
+            f.write(struct.pack("<IIII", i, 0, len(fr), len(fr)) + fr)
+    r = subprocess.run(["tshark", "-r", str(path), "-T", "json", "-e", "frame.len", "-e", "mip6.mhtype",
+                        "-e", "mip6.csum", "-e", "mip6.bu.seqnr", "-e", "mip6.bu.a_flag", "-e", "mip6.bu.h_flag",
+                        "-e", "mip6.bu.lifetime", "-e", "mip6.ba.status", "-e", "mip6.ba.seqnr",
+                        "-e", "mip6.acoa.acoa", "-e", "mip6.hot.nindex", "-e", "mip6.hot.token",
+                        "-e", "mip6.hoti.cookie", "-e", "mip6.ni.hni", "-e", "mip6.bad.auth",
+                        "-e", "ipv6.opt.mipv6.home_address", "-e", "ipv6.routing.mipv6.home_address",
+                        "-e", "_ws.expert.message"],
+                       capture_output=True, text=True, check=True)
+    return [{k: v for k, v in p["_source"]["layers"].items()} for p in json.loads(r.stdout)]
+
+
+def test_tshark_decodes_every_message(tmp_path):
+    pk = packets()
+    rows = tshark_fields(tmp_path, [mh.ethernet(p.bytes()) for p in pk.values()])
+    by = dict(zip(pk, rows))
+    for name, row in by.items():
+        assert "_ws.expert.message" not in row, (name, row)  # no malformed / bad-length warning
+        assert int(row["frame.len"][0]) == THESIS_BYTES[name]
+    assert [by[k]["mip6.mhtype"][0] for k in pk] == ["5", "6", "1", "3", "2", "4", "5", "6"]
+    bu = by["BU_HA"]
+    assert (bu["mip6.bu.seqnr"], bu["mip6.bu.a_flag"], bu["mip6.bu.h_flag"], bu["mip6.bu.lifetime"]) == \
+        (["1"], ["1"], ["1"], ["15"])
+    assert bu["mip6.acoa.acoa"] == [COA] and bu["ipv6.opt.mipv6.home_address"] == [HOA]
+    assert by["BAck_HA"]["ipv6.routing.mipv6.home_address"] == [HOA]
+    assert by["BAck_HA"]["mip6.ba.status"] == ["0"] and by["BAck_HA"]["mip6.ba.seqnr"] == ["1"]
+    assert by["HoT"]["mip6.hot.nindex"] == ["7"] and int(by["HoT"]["mip6.hot.token"][0], 16) == int(TOKEN.hex(), 16)
+    assert int(by["HoTI"]["mip6.hoti.cookie"][0], 16) == int(COOKIE.hex(), 16)
+    assert by["BU_CN"]["mip6.ni.hni"] == ["7"] and by["BU_CN"]["mip6.bad.auth"]
+    assert by["BAck_CN"]["mip6.bad.auth"]
+    # the checksum tshark shows is the one we computed over the home addresses
+    assert int(bu["mip6.csum"][0], 16) == mh.mh_checksum(HOA, HA, pk["BU_HA"].msg.encode())
+
+
+def test_return_routability_tokens_and_authenticator():
+    kcn = bytes(range(20))
+    cn = rr.Correspondent(kcn, clock=lambda: 0.0)
+    hi, ht = cn.home_token(HOA)
+    ci, ct = cn.careof_token(COA)
+    nonce = cn.nonce(hi)
+    # §5.2.5 by hand: First(64, HMAC_SHA1(Kcn, addr | nonce | 0/1))
+    assert ht == hmac.new(kcn, mh.a16(HOA) + nonce + b"\0", hashlib.sha1).digest()[:8]
+    assert ct == hmac.new(kcn, mh.a16(COA) + nonce + b"\1", hashlib.sha1).digest()[:8]
+    assert ht != ct
+    k = rr.kbm(ht, ct)
+    assert k == hashlib.sha1(ht + ct).digest()
+    # the MN authenticates its BU with Kbm; the CN, from the nonce indices alone, agrees
+    m = mh.bu(9, 60, mh.BU_A, [mh.nonce_indices(hi, ci), mh.auth_data(bytes(12))])
+    rr.authenticate(m, k, COA, CN)
+    raw = m.encode()
+    kcn_side, status = cn.kbm_for(HOA, COA, hi, ci)
+    assert status == 0 and kcn_side == k
+    assert rr.verify(raw, kcn_side, COA, CN)
+    # §6.2.7 by hand: HMAC over coa | cn | MH up to the authenticator, checksum zero
+    assert raw[-12:] == hmac.new(k, mh.a16(COA) + mh.a16(CN) + raw[:-12], hashlib.sha1).digest()[:12]
+    # a forged authenticator, another care-of address, or a token for another address fail
+    assert not rr.verify(raw[:-1] + bytes([raw[-1] ^ 1]), k, COA, CN)
+    assert not rr.verify(raw, k, "2001:db8:4::100", CN)
+    assert not rr.verify(raw, rr.kbm(ht, cn.careof_token("2001:db8:4::100")[1]), COA, CN)
+    # an unknown nonce index: BA status 136/137/138 (§9.5.1)
+    assert cn.kbm_for(HOA, COA, hi + 5, ci) == (None, mh.BA_EXPIRED_HOME_NONCE)
+    assert cn.kbm_for(HOA, COA, hi, ci + 5) == (None, mh.BA_EXPIRED_COA_NONCE)
+    assert cn.kbm_for(HOA, COA, hi + 5, ci + 5) == (None, mh.BA_EXPIRED_NONCES)
+
+
+def test_nonces_expire():
+    t = [0.0]
+    cn = rr.Correspondent(clock=lambda: t[0])
+    i, _ = cn.home_token(HOA)
+    t[0] = rr.NONCE_REGEN + 1
+    j, _ = cn.home_token(HOA)
+    assert j != i and cn.nonce(i) is not None  # a new nonce, the old one still valid
+    t[0] = rr.MAX_NONCE_LIFETIME + 1
+    assert cn.nonce(i) is None and cn.kbm_for(HOA, COA, i, i)[1] == mh.BA_EXPIRED_NONCES
+
+
+def test_binding_cache_refuses_an_old_sequence_number():
+    t = [0.0]
+    bc = binding.BindingCache(clock=lambda: t[0])
+    assert bc.update(HOA, COA, 10, 60, True) == mh.BA_ACCEPTED
+    assert bc.update(HOA, "2001:db8:4::100", 10, 60, True) == mh.BA_SEQ_OUT_OF_WINDOW  # same number
+    assert bc.update(HOA, "2001:db8:4::100", 9, 60, True) == mh.BA_SEQ_OUT_OF_WINDOW   # older
+    assert bc.lookup(HOA).coa == COA                                                   # unchanged
+    assert bc.update(HOA, "2001:db8:4::100", 11, 60, True) == mh.BA_ACCEPTED
+    assert bc.lookup(HOA).coa == "2001:db8:4::100"
+    # modulo 2**16: 0xFFFF -> 0 is newer, 0 -> 0x8001 is not
+    assert binding.seq_newer(0, 0xFFFF) and not binding.seq_newer(0x8001, 0)
+    t[0] = 61
+    assert bc.lookup(HOA) is None  # the lifetime ran out
+    assert bc.update(HOA, COA, 3, 60, True) == mh.BA_ACCEPTED  # no entry: any number
+    assert bc.update(HOA, HOA, 4, 0, True) == mh.BA_ACCEPTED and bc.lookup(HOA) is None  # deregistration
+
+
+def test_binding_update_list_timers():
+    t = [0.0]
+    bul = binding.BindingUpdateList(clock=lambda: t[0])
+    e = bul.sent(HA, HOA, COA, 60, home_reg=True, first_reg=True)
+    assert e.timeout == 1.5 and not bul.due(HA)  # InitialBindackTimeoutFirstReg
+    t[0] = 1.5
+    assert bul.due(HA)
+    e = bul.retransmitted(HA)
+    assert (e.seq, e.timeout, e.tries) == (1, 3.0, 2)  # a new number, the timeout doubled
+    for _ in range(10):
+        e = bul.retransmitted(HA)
+    assert e.timeout == binding.MAX_BINDACK_TIMEOUT
+    assert not bul.acked(HA, e.seq - 1, 0, 60)           # a BA for an older BU
+    assert bul.acked(HA, e.seq, 0, 40) and bul.entries[HA].lifetime == 40
+    # a BA with status 135 resynchronises the sequence number
+    bul.sent(CN, HOA, COA, 60, home_reg=False, first_reg=False)
+    assert bul.entries[CN].timeout == binding.INITIAL_BINDACK_TIMEOUT
+    assert not bul.acked(CN, 500, mh.BA_SEQ_OUT_OF_WINDOW, 0)
+    assert bul.next_seq(CN) == 501
