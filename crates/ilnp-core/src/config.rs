@@ -122,6 +122,11 @@ pub struct CoreConfig {
     pub transport_checksum: ChecksumRule,
     /// per correspondent (docs/interop.md: how to tell which rule a peer uses)
     pub peer_checksum: std::collections::HashMap<Nid, ChecksumRule>,
+    /// correspondents that are the authors' Linux 4.9 prototype (`[peer_interop]`
+    /// "linux49"): their Locator Updates are taken, and ours sent them, in its layout
+    /// and checksum (`ilnp_wire::icmpv6::linux49`), still nonce-checked; from any
+    /// other peer that layout is refused (`lu_linux49_unmarked`)
+    pub peer_linux49: std::collections::HashSet<Nid>,
     /// a session over a v4 path quiet this long sends a nonce-only keepalive (NAT
     /// mappings; `v4path.rs`); zero: none
     pub v4_keepalive: Duration,
@@ -154,6 +159,7 @@ impl CoreConfig {
             transport_checksum: ChecksumRule::Rfc6741,
             peer_checksum: Default::default(),
             peer_shared_nonce: Default::default(),
+            peer_linux49: Default::default(),
             v4_keepalive: Duration::from_secs(25),
         }
     }

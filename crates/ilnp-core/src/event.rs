@@ -64,6 +64,9 @@ named_enum! {
         FallbackUnexpected = "fallback_unexpected",
         /// an LU from an embryonic (unconfirmed) entry: only established peers move
         LuEmbryonic = "lu_embryonic",
+        /// an LU in the Linux 4.9 prototype's layout from a peer not marked `linux49`
+        /// (`CoreConfig::peer_linux49`)
+        LuLinux49Unmarked = "lu_linux49_unmarked",
         /// admission = socket: a TCP RST or ICMPv6 error our stack raised towards a
         /// NID with no ILCC entry (the answer to a packet no socket took, which the
         /// fast path passed up statelessly) with no fresh hint of where that packet

@@ -4,7 +4,7 @@
 use crate::event::{DropReason, Event, Outcome};
 use crate::{Action, Core, HandoffMode, LocatorState, RemoteLocator};
 use ilnp_wire::classify::{endpoints, Lu};
-use ilnp_wire::icmpv6::{LocatorUpdate, LuEntry, LuOperation};
+use ilnp_wire::icmpv6::{linux49, LocatorUpdate, LuEntry, LuFormat, LuOperation};
 use ilnp_wire::translate;
 use ilnp_wire::{ilnp_addr, Error as WireError, Locator, Nid};
 use std::collections::BTreeSet;
@@ -66,8 +66,9 @@ impl Core {
             p.next_at = now + lu_timers.rto(p.attempts, srtt);
             let lu = LocatorUpdate { operation: LuOperation::Advertisement, entries: p.entries.clone() };
             let uplink = self.local.uplink_of(e.local_locator);
+            let linux49 = self.cfg.peer_linux49.contains(&e.nid);
             for t in targets {
-                if let Ok(pkt) = translate::lu_packet(src, ilnp_addr(t, e.nid), &e.nonce_tx, &lu) {
+                if let Ok(pkt) = lu_wire(linux49, src, ilnp_addr(t, e.nid), &e.nonce_tx, &lu) {
                     out.push(Action::SendWire { pkt, uplink });
                 }
             }
@@ -93,6 +94,12 @@ impl Core {
             self.drop(out, DropReason::NotForUs, summary());
             return;
         }
+        // the Linux 4.9 prototype's layout only from a peer marked so, checked as any LU
+        let linux49 = self.cfg.peer_linux49.contains(&nid);
+        if packet.lu.format() == LuFormat::Linux49 && !linux49 {
+            self.drop(out, DropReason::LuLinux49Unmarked, summary());
+            return;
+        }
         let Some(e) = self.ilcc.get_mut(&nid) else {
             self.drop(out, DropReason::LuUnknownPeer, summary());
             return;
@@ -110,7 +117,7 @@ impl Core {
         };
         if e.is_reflected(&n) {
             let acks_ours = lu.operation == LuOperation::Acknowledgement
-                && (acks_pending(e, &lu.entries) || e.last_acked_lu.as_ref() == Some(&lu.entries));
+                && (acks_pending(e, &lu.entries, linux49) || acked_last(e, &lu.entries, linux49));
             if !acks_ours {
                 self.drop(out, DropReason::LuReflectedNonce, summary());
                 return;
@@ -163,9 +170,8 @@ impl Core {
                 // the preferred advertised one; the locator the LU reached if ours is gone
                 let from = if self.local.is_usable(e.local_locator) { e.local_locator } else { dst_loc };
                 let entries = loc_list(&lu.entries);
-                if let Ok(a) =
-                    translate::lu_packet(ilnp_addr(from, self.cfg.local_nid), ilnp_addr(best, nid), &e.nonce_tx, &ack)
-                {
+                let (src, dst) = (ilnp_addr(from, self.cfg.local_nid), ilnp_addr(best, nid));
+                if let Ok(a) = lu_wire(linux49, src, dst, &e.nonce_tx, &ack) {
                     out.push(Action::SendWire { pkt: a, uplink: self.local.uplink_of(from) });
                 }
                 out.extend(e.snapshot().map(Action::IlccUpsert));
@@ -182,8 +188,8 @@ impl Core {
                 out.push(Action::Event(Event::LuReceived { nid, locators: entries }));
             }
             LuOperation::Acknowledgement => {
-                let matches = acks_pending(e, &lu.entries);
-                if !matches && e.last_acked_lu.as_ref() == Some(&lu.entries) {
+                let matches = acks_pending(e, &lu.entries, linux49);
+                if !matches && acked_last(e, &lu.entries, linux49) {
                     // the ack of a retransmission that crossed the first ack
                     self.stats.bump(Outcome::LuDuplicateAck);
                     return;
@@ -229,8 +235,39 @@ impl Core {
 }
 
 /// An ack listing `entries` acknowledges the LU we sent and wait on.
-fn acks_pending(e: &crate::IlccEntry, entries: &[LuEntry]) -> bool {
-    e.pending_lu.as_ref().is_some_and(|p| p.entries == entries && p.attempts > 0)
+fn acks_pending(e: &crate::IlccEntry, entries: &[LuEntry], linux49: bool) -> bool {
+    e.pending_lu.as_ref().is_some_and(|p| p.attempts > 0 && same_set(&p.entries, entries, linux49))
+}
+
+/// An ack listing `entries` acknowledges the LU last acked (a retransmission's).
+fn acked_last(e: &crate::IlccEntry, entries: &[LuEntry], linux49: bool) -> bool {
+    e.last_acked_lu.as_ref().is_some_and(|l| same_set(l, entries, linux49))
+}
+
+/// An ack acknowledges the set we sent: the same entries (RFC 6743 §2: identical
+/// but for Operation), or from a `linux49` peer the one locator we sent it (its
+/// ack carries that L64 with its own constant prec and lifetime, ilnp6.c:1274).
+fn same_set(sent: &[LuEntry], acked: &[LuEntry], linux49: bool) -> bool {
+    if linux49 {
+        linux49::advertised(sent).map(|e| e.locator) == acked.first().map(|e| e.locator)
+    } else {
+        sent == acked
+    }
+}
+
+/// An LU packet in the layout the peer takes: RFC 6743's, or the Linux 4.9 prototype's.
+fn lu_wire(
+    linux49: bool,
+    src: std::net::Ipv6Addr,
+    dst: std::net::Ipv6Addr,
+    nonce: &ilnp_wire::Nonce,
+    lu: &LocatorUpdate,
+) -> Result<Vec<u8>, WireError> {
+    if linux49 {
+        linux49::packet(src, dst, nonce, lu)
+    } else {
+        translate::lu_packet(src, dst, nonce, lu)
+    }
 }
 
 fn loc_list(entries: &[LuEntry]) -> Vec<String> {
@@ -248,6 +285,9 @@ pub(crate) fn lu_malformed_kind(e: &WireError) -> Outcome {
         _ => Outcome::LuMalformedOther,
     }
 }
+
+#[cfg(test)]
+mod linux49_tests;
 
 #[cfg(test)]
 mod tests {
