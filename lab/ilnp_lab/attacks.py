@@ -79,8 +79,9 @@ from .addr import CN_NID, MN_NID, address, identifier_address, lab_nid
 from .capture import Capture
 from .daemon import Ilnpd, Peer, binary
 from .fixtures import CN_L64, CN_V4, MN_L64, three_node
-from .freebsd import LOCATOR_UPDATE, LU_ADVERT, PROTO_DSTOPTS, PROTO_ICMPV6, PROTO_UDP, a16, icmp6, ip6, udp
 from .testbed import Testbed, wait_for
+from .wire import (DSTOPTS, ECHO_REQUEST, ICMPV6, LOCATOR_UPDATE, LU_ADVERT, LU_ENTRY, NONCE_OPT, PACKET_TOO_BIG, UDP, a16,
+                   icmp6, ip6, udp)
 
 X_L64 = "2001:0db8:00ee:0000"
 X_NET, X_ADDR = "2001:db8:ee::1/64", "2001:db8:ee::e/64"
@@ -300,7 +301,7 @@ def describe(spec: Spec) -> str:
 
 def nonce_opt(nxt: int, nonce: bytes) -> bytes:
     """Our Destination Options header: the nonce option, padded to 8 bytes (PadN)."""
-    body = bytes([0x8B, len(nonce)]) + nonce
+    body = bytes([NONCE_OPT, len(nonce)]) + nonce
     pad = (-(2 + len(body))) % 8
     if pad == 1:
         body += b"\0"
@@ -311,27 +312,27 @@ def nonce_opt(nxt: int, nonce: bytes) -> bytes:
 
 def forged_udp(src: str, dst: str, nonce: bytes, payload: bytes) -> bytes:
     s, d = a16(src), a16(dst)
-    return ip6(s, d, PROTO_DSTOPTS, nonce_opt(PROTO_UDP, nonce) + udp(s, d, 40000, PORT, payload))
+    return ip6(s, d, DSTOPTS, nonce_opt(UDP, nonce) + udp(s, d, 40000, PORT, payload))
 
 
 def forged_lu(src: str, dst: str, nonce: bytes, l64s: list[str]) -> bytes:
     s, d = a16(src), a16(dst)
     body = bytes([len(l64s), LU_ADVERT, 0, 0]) + b"".join(
-        struct.pack("!QHH", int(l.replace(":", ""), 16), 10, 300) for l in l64s)
-    return ip6(s, d, PROTO_DSTOPTS, nonce_opt(PROTO_ICMPV6, nonce) + icmp6(s, d, LOCATOR_UPDATE, 0, body))
+        LU_ENTRY.pack(int(l.replace(":", ""), 16), 10, 300) for l in l64s)
+    return ip6(s, d, DSTOPTS, nonce_opt(ICMPV6, nonce) + icmp6(s, d, LOCATOR_UPDATE, 0, body))
 
 
 def forged_echo(src: str, dst: str, nonce: bytes, seq: int) -> bytes:
     """An Echo Request claiming `src`, with a guessed nonce: a reply would go to the claimed peer."""
     s, d = a16(src), a16(dst)
-    return ip6(s, d, PROTO_DSTOPTS, nonce_opt(PROTO_ICMPV6, nonce) + icmp6(s, d, 128, 0, struct.pack("!HH", 7, seq)))
+    return ip6(s, d, DSTOPTS, nonce_opt(ICMPV6, nonce) + icmp6(s, d, ECHO_REQUEST, 0, struct.pack("!HH", 7, seq)))
 
 
 def forged_icmp(src: str, cn_wire: str, mn_wire: str) -> bytes:
     """Packet Too Big from a 'router' at `src`, quoting a CN -> MN datagram with a guessed nonce."""
     quoted = forged_udp(cn_wire, mn_wire, secrets.token_bytes(4), b"q" * 32)
     s, d = a16(src), a16(cn_wire)
-    return ip6(s, d, PROTO_ICMPV6, icmp6(s, d, 2, 0, struct.pack("!I", 1280) + quoted))
+    return ip6(s, d, ICMPV6, icmp6(s, d, PACKET_TOO_BIG, 0, struct.pack("!I", 1280) + quoted))
 
 
 def entry(d: Ilnpd, nid: str) -> dict | None:
@@ -434,7 +435,7 @@ class Bed:
         cap = Capture(self.r1, self.bed.workdir / "m4.pcap", iface="eth-m4", direction="in",
                       filt=f"udp and src host {M4_V4} and dst port {V4_PORT}")
         time.sleep(0.3)
-        seen = [p for p in pcap.read(cap.stop()) if p.proto == PROTO_UDP and p.l4[8:].startswith(b"v4real")]
+        seen = [p for p in pcap.read(cap.stop()) if p.proto == UDP and p.l4[8:].startswith(b"v4real")]
         if not seen:
             raise RuntimeError("no datagram of M4's on the v4 path captured on R1")
         self.v4_replay = seen[-1]
@@ -571,7 +572,7 @@ def attack_v4_replay(b: Bed, name: str, cfg: dict) -> dict:
     dup0, real0 = sum(1 for l in b.app_log_lines() if l == payload), b.app_lines("v4real")
     before = entry(b.dcn, M4_NID)
     hlen = (seen.raw[41] + 1) * 8  # its Destination Options header (the nonce), for the Echo Replies
-    dopt = bytes([PROTO_ICMPV6]) + seen.raw[41:40 + hlen]
+    dopt = bytes([ICMPV6]) + seen.raw[41:40 + hlen]
     t0 = time.monotonic()
     r = b.x.run(sys.executable, "-c", V4_REPLAYER, seen.raw.hex(), CN_V4, dopt.hex(), X_V4, "5555",
                 str(cfg["attempts"]), str(V4_REPLAY_GAP_S), str(V4_LINGER_S), timeout=120)

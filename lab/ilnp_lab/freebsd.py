@@ -56,12 +56,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .addr import address, groups64, nid_value, upper64
-from .pcap import ones_sum
+from .wire import (DSTOPTS, ECHO_REPLY, ECHO_REQUEST, FRAGMENT, ICMPV6, LOCATOR_UPDATE, LU_ACK, LU_ADVERT, LU_ENTRY,
+                   LU_HDR, NO_NEXT, NONCE_OPT, UDP, icmp6, ip6, lu_body, udp, walk)
 
-OPT_NONCE = 0x8B
-PROTO_UDP, PROTO_ICMPV6, PROTO_NONE, PROTO_DSTOPTS, PROTO_FRAG = 17, 58, 59, 60, 44
-ECHO_REQUEST, ECHO_REPLY, LOCATOR_UPDATE = 128, 129, 156
-LU_ADVERT, LU_ACK = 1, 2
 ETH_P_IPV6 = 0x86DD
 PACKET_OUTGOING = 4
 LU_TTL = 300  # net.inet6.ilnp6.luttl
@@ -69,43 +66,13 @@ LU_MAX_RETRANS = 7  # net.inet6.ilnp6.lumaxretrans
 LOCAL_PREF = 10  # every RA prefix (nd6_rtr.c)
 
 
-def l4_checksum(src: bytes, dst: bytes, proto: int, body: bytes) -> int:
-    pseudo = src + dst + struct.pack("!IxxxB", len(body), proto)
-    c = 0xFFFF - ones_sum(pseudo + body)
-    return 0xFFFF if (c == 0 and proto == PROTO_UDP) else c
-
-
-def nid_only(a: bytes) -> bytes:
-    return b"\0" * 8 + a[8:]
-
-
-def ip6(src: bytes, dst: bytes, nh: int, payload: bytes, hlim: int = 64) -> bytes:
-    return struct.pack("!IHBB", 0x60000000, len(payload), nh, hlim) + src + dst + payload
-
-
 def nonce_header(nxt: int, nonce: bytes, reflected: bool = False) -> bytes:
     """FreeBSD's DestOpts header: the option alone, unpadded; a reflected one says
     ip6d_len = 0 whatever the nonce's size, and only 8 bytes are sent."""
-    opt = bytes([nxt, 0, OPT_NONCE, len(nonce)]) + nonce
+    opt = bytes([nxt, 0, NONCE_OPT, len(nonce)]) + nonce
     if reflected:
         return opt[:8]
     return bytes([nxt, len(opt) // 8 - 1]) + opt[2:]
-
-
-def icmp6(src: bytes, dst: bytes, typ: int, code: int, rest: bytes) -> bytes:
-    m = bytes([typ, code, 0, 0]) + rest
-    c = l4_checksum(src, dst, PROTO_ICMPV6, m)
-    return m[:2] + struct.pack("!H", c) + m[4:]
-
-
-def udp(src: bytes, dst: bytes, sport: int, dport: int, payload: bytes) -> bytes:
-    u = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
-    c = l4_checksum(nid_only(src), nid_only(dst), PROTO_UDP, u)  # RFC 6740/6741 rule
-    return u[:6] + struct.pack("!H", c) + u[8:]
-
-
-def a16(s: str) -> bytes:
-    return ipaddress.IPv6Address(s).packed
 
 
 @dataclass
@@ -129,37 +96,18 @@ class Parsed:
     body: bytes = b""
 
 
+_WALKED = frozenset({DSTOPTS, FRAGMENT})
+
+
 def parse(pkt: bytes) -> Parsed | None:
+    """Through Destination Options and Fragment headers (the last nonce found counts), up to
+    the upper layer or a fragment that is not the first."""
     if len(pkt) < 40 or pkt[0] >> 4 != 6:
         return None
-    plen, nh = struct.unpack("!HB", pkt[4:7])
-    p = Parsed(src=pkt[8:24], dst=pkt[24:40])
-    end, off = 40 + plen, 40
-    for _ in range(8):
-        if nh == PROTO_DSTOPTS:
-            hl = (pkt[off + 1] + 1) * 8
-            i = off + 2
-            while i < off + hl:
-                t = pkt[i]
-                if t == 0:
-                    i += 1
-                    continue
-                ln = pkt[i + 1]
-                if t == OPT_NONCE:
-                    p.nonce = bytes(pkt[i + 2:i + 2 + ln])
-                    p.nonce_truncated = i + 2 + ln > off + hl
-                i += 2 + ln
-            nh, off = pkt[off], off + hl
-        elif nh == PROTO_FRAG:
-            fo, ident = struct.unpack("!HI", pkt[off + 2:off + 8])
-            p.frag = (fo >> 3, bool(fo & 1), ident)
-            nh, off = pkt[off], off + 8
-            if fo >> 3:
-                break
-        else:
-            break
-    p.proto, p.body = nh, bytes(pkt[off:end])
-    return p
+    plen = struct.unpack("!H", pkt[4:6])[0]
+    h = walk(pkt, through=_WALKED)
+    return Parsed(src=pkt[8:24], dst=pkt[24:40], nonce=h.nonces[-1] if h.nonces else None, nonce_truncated=h.nonce_cut,
+                  frag=h.frag, proto=h.proto, body=bytes(pkt[h.off:40 + plen]))
 
 
 @dataclass
@@ -210,7 +158,7 @@ class FreeBsdNode:
         e = self.entries[nid]
         n = nonce or self.sockets.get((nid, sport)) or e.nonce
         src, dst = self.addr(), self.peer_addr(e)
-        self.send(ip6(src, dst, PROTO_DSTOPTS, nonce_header(PROTO_UDP, n) + udp(src, dst, sport, dport, payload)))
+        self.send(ip6(src, dst, DSTOPTS, nonce_header(UDP, n) + udp(src, dst, sport, dport, payload)))
 
     def send_frag(self, nid: int, sport: int, dport: int, payload: bytes, mtu: int = 1280) -> int:
         """One UDP datagram in fragments: IPv6 | Fragment | DestOpts(nonce) | UDP... in the
@@ -218,13 +166,13 @@ class FreeBsdNode:
         e = self.entries[nid]
         n = self.sockets.get((nid, sport)) or e.nonce
         src, dst = self.addr(), self.peer_addr(e)
-        part = nonce_header(PROTO_UDP, n) + udp(src, dst, sport, dport, payload)
+        part = nonce_header(UDP, n) + udp(src, dst, sport, dport, payload)
         ident, chunk, off, count = secrets.randbits(32), (mtu - 48) // 8 * 8, 0, 0
         while off < len(part):
             data = part[off:off + chunk]
             more = off + chunk < len(part)
-            fh = struct.pack("!BBHI", PROTO_DSTOPTS, 0, (off // 8) << 3 | int(more), ident)
-            self.send(ip6(src, dst, PROTO_FRAG, fh + data))
+            fh = struct.pack("!BBHI", DSTOPTS, 0, (off // 8) << 3 | int(more), ident)
+            self.send(ip6(src, dst, FRAGMENT, fh + data))
             off, count = off + chunk, count + 1
         return count
 
@@ -232,20 +180,17 @@ class FreeBsdNode:
         e = self.entries[nid]
         src, dst = self.addr(), self.peer_addr(e)
         m = icmp6(src, dst, ECHO_REQUEST, 0, struct.pack("!HH", ident, seq) + b"freebsd-ping")
-        self.send(ip6(src, dst, PROTO_DSTOPTS, nonce_header(PROTO_ICMPV6, e.nonce) + m))
+        self.send(ip6(src, dst, DSTOPTS, nonce_header(ICMPV6, e.nonce) + m))
 
     # Locator Updates
     def lu_body(self, op: int, l64s: list[int]) -> bytes:
-        body = struct.pack("!BBH", len(l64s), op, 0)
-        for l in l64s:
-            body += struct.pack("!QHH", l, LOCAL_PREF, LU_TTL)
-        return body
+        return lu_body(op, [(l, LOCAL_PREF, LU_TTL) for l in l64s])
 
     def send_lu(self, nid: int, attempt: int = 1) -> None:
         e = self.entries[nid]
         src, dst = self.addr(), self.peer_addr(e)
         m = icmp6(src, dst, LOCATOR_UPDATE, 0, self.lu_body(LU_ADVERT, self.l64s))
-        self.send(ip6(src, dst, PROTO_DSTOPTS, nonce_header(PROTO_ICMPV6, e.nonce) + m))
+        self.send(ip6(src, dst, DSTOPTS, nonce_header(ICMPV6, e.nonce) + m))
         e.lu_pending = {"attempt": attempt, "next": time.monotonic() + attempt * 1.0}
         self.note(kind="lu_sent", nid=nid, nonce=e.nonce.hex(), attempt=attempt)
 
@@ -284,7 +229,7 @@ class FreeBsdNode:
         `ip6d_len = 0`."""
         src, dst = p.dst, p.src
         m = icmp6(src, dst, typ, 0, rest)
-        self.send(ip6(src, dst, PROTO_DSTOPTS, nonce_header(PROTO_ICMPV6, p.nonce, reflected=True) + m))
+        self.send(ip6(src, dst, DSTOPTS, nonce_header(ICMPV6, p.nonce, reflected=True) + m))
 
     def input(self, pkt: bytes) -> None:
         p = parse(pkt)
@@ -299,7 +244,7 @@ class FreeBsdNode:
             return
         e = self.nonce_input(src_nid, src_l64, p.nonce)
         nonce = p.nonce.hex()
-        if p.proto == PROTO_UDP and len(p.body) >= 8:
+        if p.proto == UDP and len(p.body) >= 8:
             sport, dport = struct.unpack("!HH", p.body[:4])
             payload = p.body[8:]
             self.note(kind="udp", nid=src_nid, nonce=nonce, sport=sport, dport=dport, payload=payload.decode(errors="replace"))
@@ -307,7 +252,7 @@ class FreeBsdNode:
                 if self.listeners[dport] is None:
                     self.listeners[dport] = p.nonce  # connected to the first host's entry
                 self.send_udp(src_nid, dport, sport, payload, nonce=self.listeners[dport])
-        elif p.proto == PROTO_ICMPV6 and p.body:
+        elif p.proto == ICMPV6 and p.body:
             t = p.body[0]
             if t == ECHO_REQUEST:
                 self.note(kind="echo_request", nid=src_nid, nonce=nonce)
@@ -316,11 +261,11 @@ class FreeBsdNode:
                 self.note(kind="echo_reply", nid=src_nid, nonce=nonce)
             elif t == LOCATOR_UPDATE and len(p.body) >= 8:
                 num, op = p.body[4], p.body[5]
-                if num == 0 or len(p.body) < 8 + 12 * num:
+                if num == 0 or len(p.body) < LU_HDR + LU_ENTRY.size * num:
                     return
                 # authenticated: <NID, nonce> must match the entry (foreignnid_lookup_nonce)
                 ok = e.nonce_set and p.nonce == e.nonce
-                l64s = [struct.unpack("!Q", p.body[8 + 12 * i:16 + 12 * i])[0] for i in range(num)]
+                l64s = [LU_ENTRY.unpack_from(p.body, LU_HDR + LU_ENTRY.size * i)[0] for i in range(num)]
                 self.note(kind="lu" if op == LU_ADVERT else "lu_ack", nid=src_nid, nonce=nonce, accepted=ok,
                           l64s=[groups64(l) for l in l64s])
                 if not ok:
@@ -330,7 +275,7 @@ class FreeBsdNode:
                     self.reflect(p, LOCATOR_UPDATE, bytes([num, LU_ACK]) + p.body[6:])
                 elif op == LU_ACK:
                     e.lu_pending = None
-        elif p.proto == PROTO_NONE:
+        elif p.proto == NO_NEXT:
             self.note(kind="nonce_only", nid=src_nid, nonce=nonce)
 
     def state(self) -> dict:

@@ -1,7 +1,7 @@
 """Reads ILNPv6 packets out of pcaps, independently of the Rust code.
 
-The parsing here is written from the RFC text, not from ilnp-wire, so the tests
-compare two implementations (three with tshark).
+The parsing here (and the packet vocabulary it reads with, `wire`) is written from the
+RFC text, not from ilnp-wire, so the tests compare two implementations (three with tshark).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from typing import Iterator
 
 from scapy.utils import RawPcapReader
 
-NONCE_OPT = 0x8B
-DSTOPTS = 60
-EXT_HDRS = {0, 43, 60}
-TCP, UDP, ICMPV6 = 6, 17, 58
+from .wire import ICMPV6, TCP, UDP, ones_sum, walk
+
+# the vocabulary lives in `wire`; these names stay importable here for the tests and callers
+__all__ = ["ICMPV6", "TCP", "UDP", "V4_PATH_PORT", "WirePacket", "icmpv6_checksum_ok", "iter_ipv6", "ones_sum",
+           "parse_ipv6", "read", "transport_checksum_ok", "v4_path_inner"]
 
 
 @dataclass
@@ -98,68 +99,14 @@ def _ipv6_from_frame(linktype: int, frame: bytes) -> bytes | None:
     return None
 
 
-def walk_ext(pkt: bytes) -> tuple[int, int, list[bytes], bool]:
-    """Walks the extension headers of an IPv6 packet (at least 40 bytes).
-
-    Returns (upper-layer protocol, its offset, every 0x8B nonce in a Destination
-    Options header, truncated). Offsets come from the headers themselves, so the
-    upper-layer length is always `payload_len + 40 - offset`, even when the capture
-    was cut short by a snaplen.
-    """
-    nh = pkt[6]
-    off = 40
-    nonces: list[bytes] = []
-    truncated = False
-    n = len(pkt)
-    while nh in EXT_HDRS:
-        if off + 2 > n:
-            truncated = True
-            break
-        hlen = (pkt[off + 1] + 1) * 8
-        if off + hlen > n:
-            truncated = True
-            break
-        if nh == DSTOPTS:
-            i = off + 2
-            while i < off + hlen:
-                t = pkt[i]
-                if t == 0:  # Pad1
-                    i += 1
-                    continue
-                if i + 2 > off + hlen:
-                    truncated = True
-                    break
-                ln = pkt[i + 1]
-                if t == NONCE_OPT:
-                    nonces.append(bytes(pkt[i + 2 : i + 2 + ln]))
-                i += 2 + ln
-        nh = pkt[off]
-        off += hlen
-    return nh, off, nonces, truncated
-
-
-def upper_layer(pkt: bytes) -> tuple[int, int] | None:
-    """(upper-layer protocol, its offset) of an IPv6 packet, skipping extension headers
-    without looking inside them (the fast path of walk_ext); None if the headers were
-    cut off by the snaplen."""
-    nh, off, n = pkt[6], 40, len(pkt)
-    while nh in EXT_HDRS:
-        if off + 2 > n:
-            return None
-        nh, off = pkt[off], off + (pkt[off + 1] + 1) * 8
-    if off > n:
-        return None
-    return nh, off
-
-
 def parse_ipv6(ts: float, pkt: bytes) -> WirePacket | None:
     if len(pkt) < 40 or pkt[0] >> 4 != 6:
         return None
     plen = struct.unpack("!H", pkt[4:6])[0]
     src = ipaddress.IPv6Address(pkt[8:24])
     dst = ipaddress.IPv6Address(pkt[24:40])
-    nh, off, nonces, truncated = walk_ext(pkt)
-    return WirePacket(ts, src, dst, nonces, nh, bytes(pkt[off:]), plen, bytes(pkt), truncated)
+    h = walk(pkt)  # through EXT_HDRS: every 0x8B nonce in a Destination Options header
+    return WirePacket(ts, src, dst, h.nonces, h.proto, bytes(pkt[h.off:]), plen, bytes(pkt), h.truncated)
 
 
 _PCAP_MAGIC = {
@@ -228,15 +175,6 @@ def read(path: str) -> list[WirePacket]:
         if p:
             out.append(p)
     return out
-
-
-def ones_sum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s
 
 
 def transport_checksum_ok(p: WirePacket, full_address: bool = False) -> bool:

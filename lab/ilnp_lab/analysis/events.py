@@ -35,6 +35,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Sequence
 
 from .. import pcap
+from ..wire import ICMPV6, ROUTER_ADVERT
 from .stats import _percentile, _r
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ def first_ra_s(mn_pcap: str, t0: float, after_s: float, prefix: str) -> float | 
     `after_s` (relative to t0), or None."""
     want = ipaddress.IPv6Network(prefix).network_address.packed[:8]
     for p in pcap.read(mn_pcap):
-        if p.proto == pcap.ICMPV6 and p.l4[:1] == b"\x86" and p.ts - t0 >= after_s and want in p.l4[16:]:
+        if p.proto == ICMPV6 and p.l4[:1] == bytes([ROUTER_ADVERT]) and p.ts - t0 >= after_s and want in p.l4[16:]:
             return p.ts - t0
     return None
 

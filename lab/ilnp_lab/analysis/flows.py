@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from ..pcap import TCP, UDP
+from ..wire import TCP, UDP
 from .events import STARTUP_S, _arrival_metrics
 from .handoffs import _stale
 from .packets import _ACK, _SYN, _TCP_HDR, MPTCP_OPT, _as_list, _l4, _tcp_options

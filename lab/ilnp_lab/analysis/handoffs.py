@@ -18,7 +18,8 @@ from collections import Counter
 from typing import Iterable, Sequence
 
 from ..addr import groups64, nid_value
-from ..pcap import ICMPV6, TCP, UDP, iter_ipv6, upper_layer
+from ..pcap import iter_ipv6
+from ..wire import ICMPV6, TCP, UDP, upper_layer
 from .events import _event_kind, between_events
 from .packets import (LU_ACK, LU_ADVERT, LU_TYPE, MPTCP_ADD_ADDR, MPTCP_MP_JOIN, MPTCP_OPT, MPTCP_REMOVE_ADDR,
                       _ACK, _FIN, _RST, _SYN, _TCP_HDR, _addr, _as_list, _l4, _l64_bytes, _loc_str, _lu_op,

@@ -16,13 +16,8 @@ import struct
 from typing import Iterable, Iterator, Sequence
 
 from ..addr import groups64
-from ..pcap import EXT_HDRS, iter_ipv6, upper_layer
-
-
-LU_TYPE = 156
-
-
-LU_ADVERT, LU_ACK = 1, 2
+from ..pcap import iter_ipv6
+from ..wire import EXT_HDRS, LU_ACK, LU_ADVERT, LU_TYPE, upper_layer
 
 
 _SYN, _ACK = 0x02, 0x10
