@@ -35,6 +35,13 @@ pub enum Event {
         nid: String,
         locator: String,
     },
+    /// the peer's active locator `from` drew Destination Unreachables: the session
+    /// moved to `to`, which had shown the peer's nonce more recently
+    RemoteLocatorFailover {
+        nid: String,
+        from: String,
+        to: String,
+    },
     /// a peer's locator outlived its advertised lifetime (kept, not preferred)
     RemoteLocatorAged {
         nid: String,

@@ -224,6 +224,7 @@ fn events_round_trip_with_the_tag_first() {
         Event::NonIlnpPeer { nid: "n".into() },
         Event::RemoteLocatorLearned { nid: "n".into(), locator: "l".into() },
         Event::RemoteLocatorAged { nid: "n".into(), locator: "l".into() },
+        Event::RemoteLocatorFailover { nid: "n".into(), from: "l".into(), to: "m".into() },
         Event::LocalLocatorsChanged { locators: vec!["l(Active)".into()] },
         Event::LocalLocatorRetired { locator: "l".into(), quiet_ms: 5 },
         Event::LuReceived { nid: "n".into(), locators: vec!["l|10".into()] },

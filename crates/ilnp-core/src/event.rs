@@ -226,6 +226,12 @@ named_enum! {
         /// a v4-path datagram whose inner source locator is not a v4 path (delivered
         /// if its nonce is right; no path learned from it)
         V4InnerNotV4Path = "v4_inner_not_v4_path",
+        /// the active locator of a peer drew Destination Unreachables and another
+        /// locator had shown the peer's nonce more recently: the session moved
+        /// there (`failover.rs`)
+        RemoteLocatorFailover = "remote_locator_failover",
+        /// ... but no other locator had: nothing changed (the error went to the stack)
+        FailoverNoProvenLocator = "failover_no_proven_locator",
     }
 }
 
@@ -335,6 +341,16 @@ pub enum Event {
         #[serde(serialize_with = "ser_display")]
         locator: Locator,
     },
+    /// the active locator `from` drew Destination Unreachables: the session moved to
+    /// `to`, which had shown the peer's current nonce more recently (`failover.rs`)
+    RemoteLocatorFailover {
+        #[serde(serialize_with = "ser_display")]
+        nid: Nid,
+        #[serde(serialize_with = "ser_display")]
+        from: Locator,
+        #[serde(serialize_with = "ser_display")]
+        to: Locator,
+    },
     /// a correspondent's locator outlived its advertised lifetime: kept, not preferred
     RemoteLocatorAged {
         #[serde(serialize_with = "ser_display")]
@@ -435,6 +451,9 @@ impl fmt::Display for Event {
             }
             Event::RemoteLocatorLearned { nid, locator } => {
                 write!(f, "learned locator {locator} of {nid} (correct nonce)")
+            }
+            Event::RemoteLocatorFailover { nid, from, to } => {
+                write!(f, "locator {from} of {nid} unreachable: moved to {to} (it showed the peer's nonce)")
             }
             Event::RemoteLocatorAged { nid, locator } => {
                 write!(f, "locator {locator} of {nid} outlived its lifetime (aged, kept until the next LU)")

@@ -51,6 +51,14 @@ impl Core {
             Err(e) => return self.drop(out, DropReason::IcmpUntranslatable, format!("{e}: {}", summary())),
         };
         if !meta.rejects_nonce {
+            // the active locator is unreachable and the peer proved another with
+            // its nonce: the session moves there (failover.rs)
+            if sender != meta.peer_nid
+                && crate::failover::says_locator_unreachable(meta.icmp_type, meta.icmp_code)
+                && self.failover_on_unreachable(now, meta.peer_nid, meta.peer_loc, out)
+            {
+                return;
+            }
             // Packet Too Big (MTU already reduced by our header), unreachable, time
             // exceeded...: the kernel matches the quote to the socket
             self.stats.bump(Outcome::IcmpErrorTranslated);

@@ -23,6 +23,12 @@ pub struct RemoteLocator {
     pub state: LocatorState,
     #[serde(skip)]
     pub last_heard: Option<Instant>,
+    /// when the slow path last accepted a packet from this locator carrying the
+    /// peer's *own* current nonce (not ours reflected): the proof a failover needs
+    /// (`failover.rs`). None: never proven (from the peer file, DNS, an LU's other
+    /// entries, a restored state file); a new peer nonce starts a new list.
+    #[serde(skip)]
+    pub proven: Option<Instant>,
     /// when `lifetime_s` (from an LU) runs out; None = no lifetime known (peer file,
     /// learned from a packet). Past it the locator is Aged, not removed (RFC 6741 §5.2).
     #[serde(skip)]
@@ -40,7 +46,17 @@ pub struct RemoteLocator {
 impl RemoteLocator {
     /// A locator from the peer database or learned from a packet: no lifetime.
     pub fn new(loc: Locator, pref: u16, state: LocatorState, last_heard: Option<Instant>) -> RemoteLocator {
-        RemoteLocator { loc, pref, lifetime_s: 0, state, last_heard, expires: None, via: None, v4_heard: false }
+        RemoteLocator {
+            loc,
+            pref,
+            lifetime_s: 0,
+            state,
+            last_heard,
+            proven: None,
+            expires: None,
+            via: None,
+            v4_heard: false,
+        }
     }
 
     /// Where packets to this locator go: the observed path, else what it names
@@ -98,12 +114,22 @@ pub struct PendingLu {
     /// not proof). Empty: an ordinary LU to the entry's locators. Not kept in the
     /// state file (a restart falls back to the known locators and re-resolves).
     pub candidates: Vec<RemoteLocator>,
+    /// a local locator the peer already knows (the source it last saw from us):
+    /// while it is usable the LU leaves from it first (`lu.rs` `lu_sources`)
+    pub known_local: Option<Locator>,
 }
 
 impl PendingLu {
     /// An LU due at once (its entries are filled in when it is first sent).
     pub fn due_now(now: Instant) -> PendingLu {
-        PendingLu { entries: Vec::new(), first_sent: now, attempts: 0, next_at: now, candidates: Vec::new() }
+        PendingLu {
+            entries: Vec::new(),
+            first_sent: now,
+            attempts: 0,
+            next_at: now,
+            candidates: Vec::new(),
+            known_local: None,
+        }
     }
 }
 

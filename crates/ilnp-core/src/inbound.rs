@@ -135,6 +135,12 @@ impl Core {
         if let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == meta.src_loc) {
             r.last_heard = Some(now);
         }
+        // the peer's own nonce from this locator: a failover may go there (failover.rs)
+        if e.accepts_nonce(&meta.nonce) {
+            if let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == meta.src_loc) {
+                r.proven = Some(now);
+            }
+        }
         if data.after_fragment {
             self.stats.bump(Outcome::FragmentNonceAfterFrag);
         }

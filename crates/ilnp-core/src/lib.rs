@@ -7,6 +7,7 @@ mod challenge;
 pub mod config;
 pub mod dns;
 pub mod event;
+mod failover;
 pub mod fallback;
 mod icmp;
 pub mod ilcc;

@@ -200,6 +200,12 @@ impl LocalLocators {
         self.usable().map(|l| l.loc).find(|l| l.same_family(r.loc))
     }
 
+    /// Usable, and its network still offers it (a router behind it, the address not
+    /// deprecated): where an LU may leave from first (`lu::lu_sources`).
+    pub fn works(&self, loc: Locator) -> bool {
+        self.usable().any(|l| l.loc == loc && !l.ra_stopped())
+    }
+
     pub fn contains(&self, loc: Locator) -> bool {
         self.list.iter().any(|l| l.loc == loc)
     }
@@ -400,6 +406,8 @@ impl Core {
         let nids: Vec<Nid> = self.ilcc.iter().map(|e| e.nid).collect();
         for &nid in &nids {
             let Some(e) = self.ilcc.get_mut(&nid) else { continue };
+            // the source the peer saw us on (an LU still unacked: the one before it)
+            let known = e.pending_lu.as_ref().and_then(|p| p.known_local).unwrap_or(e.local_locator);
             // switch to the preferred locator when ours went away or a better one came
             if let Some(b) = best {
                 if !self.local.is_usable(e.local_locator) || Some(e.local_locator) == update.old_best {
@@ -413,7 +421,7 @@ impl Core {
             if !any_usable || e.tier == crate::Tier::Embryonic {
                 continue;
             }
-            e.pending_lu = Some(ilcc::PendingLu::due_now(now));
+            e.pending_lu = Some(ilcc::PendingLu { known_local: Some(known), ..ilcc::PendingLu::due_now(now) });
             if let Some(s) = e.snapshot() {
                 out.push(Action::IlccUpsert(s));
             }

@@ -65,11 +65,15 @@ impl Core {
             // RTT-based with backoff by default, or the prototypes' fixed interval (config.rs)
             p.next_at = now + lu_timers.rto(p.attempts, srtt);
             let lu = LocatorUpdate { operation: LuOperation::Advertisement, entries: p.entries.clone() };
-            let uplink = self.local.uplink_of(e.local_locator);
             let linux49 = self.cfg.peer_linux49.contains(&e.nid);
-            for t in targets {
-                if let Ok(pkt) = lu_wire(linux49, src, ilnp_addr(t, e.nid), &e.nonce_tx, &lu) {
-                    out.push(Action::SendWire { pkt, uplink });
+            // from a locator the peer knows first, then from the new one (lu_sources)
+            let known = p.known_local.filter(|k| self.local.works(*k));
+            for from in lu_sources(e.local_locator, known, p.attempts) {
+                let (src, uplink) = (ilnp_addr(from, ilnp_wire::split_addr(src).1), self.local.uplink_of(from));
+                for &t in &targets {
+                    if let Ok(pkt) = lu_wire(linux49, src, ilnp_addr(t, e.nid), &e.nonce_tx, &lu) {
+                        out.push(Action::SendWire { pkt, uplink });
+                    }
                 }
             }
             out.push(Action::Event(Event::LuSent { nid: e.nid, attempt: p.attempts, locators: loc_list(&p.entries) }));
@@ -147,6 +151,8 @@ impl Core {
                         lifetime_s: x.lifetime,
                         state: LocatorState::Valid,
                         last_heard: if x.locator == src_loc { Some(now) } else { None },
+                        // the advertisement carried the peer's own nonce from there
+                        proven: (x.locator == src_loc).then_some(now),
                         // Lifetime 0: none given; the locator stays until the next LU
                         expires: (x.lifetime > 0).then(|| now + Duration::from_secs(u64::from(x.lifetime))),
                         // a NAT's observed path for a locator listed again stays
@@ -270,6 +276,23 @@ fn lu_wire(
     }
 }
 
+/// The source locators of an LU's attempt `attempt` (1 = the first), in sending
+/// order (docs/design/lu-source-locator.md). `current`: the entry's local locator
+/// now (after the move); `known`: the one the peer saw us on before, if it is still
+/// usable. While it is, the first attempt leaves from it alone: the peer checks the
+/// nonce before it meets a source locator it does not know (a peer that drops those
+/// unread, the Linux 4.9 code, still gets it). Retransmissions leave from both, the
+/// known one first: a peer that learns our locators from source addresses learns the
+/// new one too, and one whose packets to the old locator no longer come back still
+/// hears us. With the old one gone (hard handoff) only the new one is left.
+pub(crate) fn lu_sources(current: Locator, known: Option<Locator>, attempt: u32) -> Vec<Locator> {
+    match known.filter(|k| *k != current && k.same_family(current)) {
+        Some(k) if attempt <= 1 => vec![k],
+        Some(k) => vec![k, current],
+        None => vec![current],
+    }
+}
+
 fn loc_list(entries: &[LuEntry]) -> Vec<String> {
     entries.iter().map(|e| format!("{}|{}", e.locator, e.preference)).collect()
 }
@@ -292,7 +315,7 @@ mod linux49_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{events, local, session, wire, LB2, NB};
+    use crate::tests::{events, local, session, wire, LB, LB2, NB};
     use ilnp_wire::translate::Csum;
 
     #[test]
@@ -323,6 +346,64 @@ mod tests {
         let out = a.handle_inbound(t0, &lu, Csum::Complete);
         assert!(!out.iter().any(|x| matches!(x, Action::NudgeTransport(_))));
         assert_eq!(a.stats().get("transport_nudge"), 1);
+    }
+
+    fn srcs(out: &[Action]) -> Vec<Locator> {
+        wire(out).iter().map(|w| crate::tests::src_loc(w)).collect()
+    }
+
+    #[test]
+    fn an_lu_leaves_from_the_locator_the_peer_knows_while_it_works_then_from_the_new() {
+        let (_a, mut b, _, _) = session();
+        let t0 = Instant::now();
+        // B joins a second network (preferred): LB still works, A knows only LB
+        let out = b.set_local_locators(t0, vec![local(LB), local(LB2)]);
+        assert_eq!(srcs(&out), [LB], "first attempt: from the known locator alone");
+        assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB2, "data moves to the new one");
+        // retransmissions: from the known one first, then from the new one
+        let out = b.handle_timeout(t0 + Duration::from_millis(250));
+        assert_eq!(srcs(&out), [LB, LB2]);
+        // the old network stops offering LB (no router): the new one alone
+        let mut gone = local(LB);
+        gone.has_router = false;
+        b.set_local_locators(t0 + Duration::from_millis(300), vec![gone, local(LB2)]);
+        let out = b.handle_timeout(t0 + Duration::from_secs(5));
+        assert!(!srcs(&out).is_empty());
+        assert!(srcs(&out).iter().all(|l| *l == LB2), "{:?}", srcs(&out));
+    }
+
+    #[test]
+    fn an_lu_after_a_hard_move_leaves_from_the_new_locator() {
+        let (_a, mut b, _, _) = session();
+        let t0 = Instant::now();
+        // LB went away with its link: nothing the peer knows works
+        let out = b.set_local_locators(t0, vec![local(LB2)]);
+        assert_eq!(srcs(&out), [LB2]);
+        let out = b.handle_timeout(t0 + Duration::from_millis(250));
+        assert_eq!(srcs(&out), [LB2]);
+    }
+
+    #[test]
+    fn a_second_move_before_the_ack_keeps_the_locator_the_peer_knows() {
+        let (_a, mut b, _, _) = session();
+        let t0 = Instant::now();
+        let lb3 = Locator(0x2001_0db8_00f0_0000);
+        b.set_local_locators(t0, vec![local(LB), local(LB2)]);
+        // unacked, a third network: A still knows only LB
+        let out = b.set_local_locators(t0 + Duration::from_millis(10), vec![local(LB), local(LB2), local(lb3)]);
+        assert_eq!(srcs(&out), [LB]);
+    }
+
+    #[test]
+    fn lu_sources_order() {
+        let (old, new) = (LB, LB2);
+        assert_eq!(lu_sources(new, Some(old), 1), [old]);
+        assert_eq!(lu_sources(new, Some(old), 2), [old, new]);
+        assert_eq!(lu_sources(new, Some(old), 7), [old, new]);
+        assert_eq!(lu_sources(new, None, 1), [new]);
+        assert_eq!(lu_sources(new, Some(new), 1), [new], "no move: one copy");
+        let v4: Locator = "v4:192.0.2.1:4500".parse().unwrap();
+        assert_eq!(lu_sources(new, Some(v4), 1), [new], "another family is no source for it");
     }
 
     #[test]

@@ -205,6 +205,7 @@ impl EntryState {
                 lifetime_s: r.lifetime_s,
                 state: r.state,
                 last_heard: None,
+                proven: None,
                 expires: r.expires_in_ms.map(ahead),
                 via: r.via,
                 // a file from before v4_heard was kept: a path a NAT rewrote was heard
@@ -227,6 +228,7 @@ impl EntryState {
             attempts: p.attempts.max(1),
             next_at: ahead(p.next_in_ms),
             candidates: Vec::new(),
+            known_local: None,
         });
         Ok(e)
     }

@@ -363,7 +363,10 @@ fn newest_locator_is_preferred_on_join_and_advertised_first() {
     let out = b.set_local_locators(t0 + Duration::from_secs(1), vec![local(LB), local(LB2)]);
     let lu = parse_lu(&wire(&out)[0]);
     assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2, LB]);
-    assert_eq!(split_addr(lu.src).0, LB2, "data and the LU leave from the new network");
+    // the LU leaves from the locator A knows (still usable), data from the new one
+    assert_eq!(wire(&out).len(), 1);
+    assert_eq!(split_addr(lu.src).0, LB, "the LU leaves from the locator the peer knows");
+    assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB2, "data from the new network");
     a.handle_inbound(t0, &wire(&out)[0], Csum::Complete);
     let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
     assert_eq!(split_addr(ipv6::Packet::new_checked(&w[..]).unwrap().dst()).0, LB2);
@@ -783,7 +786,8 @@ fn router_loss_demotes_the_locator_and_fails_over() {
     let out = b.set_local_locators(t1, vec![local_pref(LB, 2, locator_preference(None, None)), local_pref(LB2, 3, 15)]);
     let lus = wire(&out);
     assert_eq!(lus.len(), 1);
-    assert_eq!((src_loc(&lus[0]), lu_locs(&lus[0])), (LB2, vec![(LB2, 15), (LB, 20)]));
+    // LB lost its preference, not its router here: the LU leaves from it, A knows it
+    assert_eq!((src_loc(&lus[0]), lu_locs(&lus[0])), (LB, vec![(LB2, 15), (LB, 20)]));
     assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB2);
     a.handle_inbound(t1, &lus[0], Csum::Complete);
     let e = a.ilcc_entries().next().unwrap();

@@ -196,6 +196,7 @@ mod tests {
                 non_ilnp: vec![7],
                 fallback: vec![],
                 dns_peers: vec![],
+                temporary_nids: vec![],
             },
             added: vec![(3, "2001:db8:1::200:ff:fe00:a".parse().unwrap())],
             saved_sysctls: vec![("/proc/sys/net/ipv6/conf/e/ignore_routes_with_linkdown".into(), "0".into())],

@@ -23,6 +23,9 @@ pub(super) fn monitor_event(ev: &Event) -> ctl::Event {
             ctl::Event::RemoteLocatorLearned { nid: s(nid), locator: s(locator) }
         }
         Event::RemoteLocatorAged { nid, locator } => ctl::Event::RemoteLocatorAged { nid: s(nid), locator: s(locator) },
+        Event::RemoteLocatorFailover { nid, from, to } => {
+            ctl::Event::RemoteLocatorFailover { nid: s(nid), from: s(from), to: s(to) }
+        }
         Event::LocalLocatorsChanged { locators } => ctl::Event::LocalLocatorsChanged { locators: locators.clone() },
         Event::LocalLocatorRetired { locator, quiet_ms } => {
             ctl::Event::LocalLocatorRetired { locator: s(locator), quiet_ms: *quiet_ms }
@@ -66,6 +69,7 @@ mod tests {
             Event::PeerFallback { nid: n, reason: "no_answer", address: "2001:db8::1".parse().unwrap() },
             Event::RemoteLocatorLearned { nid: n, locator: l },
             Event::RemoteLocatorAged { nid: n, locator: l },
+            Event::RemoteLocatorFailover { nid: n, from: l, to: Locator(7) },
             Event::LocalLocatorsChanged { locators: vec!["a".into()] },
             Event::LocalLocatorRetired { locator: l, quiet_ms: 9 },
             Event::LuReceived { nid: n, locators: vec!["a|1".into()] },
