@@ -198,14 +198,19 @@ static __always_inline __u16 v4_loc_port(__u64 loc)
 /*
  * The DestOpts header with our nonce that goes right after the IPv6 header: 16
  * bytes for either nonce length (ilnp_wire::destopts), a 32-bit nonce followed
- * by PadN. Linux routers read header byte 12 as the TCP data offset of a
- * forwarded GSO packet (ip6_forward -> skb_gso_validate_network_len ->
- * tcp_hdrlen); an 8-byte header would put the TCP sequence number's top byte
- * there and have every GSO packet in 5/16 of the sequence space answered with
- * Packet Too Big. Byte 12 here is a PadN zero or nonce byte 8 (top bit clear:
- * ilnp-core). tests/test_gso_exthdr.py.
+ * by one filler option (ILNP_OPT_FILLER, 6 zero bytes), not PadN: Linux drops a
+ * header with more than 7 bytes of padding in a row (ip6_parse_tlv). Linux
+ * routers read header byte 12 as the TCP data offset of a forwarded GSO packet
+ * (ip6_forward -> skb_gso_validate_network_len -> tcp_hdrlen); an 8-byte header
+ * would put the TCP sequence number's top byte there and have every GSO packet
+ * in 5/16 of the sequence space answered with Packet Too Big. Byte 12 here is a
+ * zero of the filler or nonce byte 8 (top bit clear: ilnp-core).
+ * tests/test_gso_exthdr.py.
  */
 #define ILNP_NONCE_HLEN 16
+/* RFC 4727's experimental option type, action bits 00: every receiver skips it;
+ * read as padding (ilnp_wire::destopts::OPT_FILLER) */
+#define ILNP_OPT_FILLER 0x1e
 
 /* Offset of the checksum inside the upper-layer header; -1: not handled. */
 static __always_inline int l4_csum_off(__u8 proto)

@@ -277,7 +277,7 @@ static __always_inline void nonce_hdr(struct egress_ctx *c, __u8 hdr[ILNP_NONCE_
 	hdr[3] = c->e->nonce_tx_len;
 	if (c->e->nonce_tx_len == 4) {
 		__builtin_memcpy(&hdr[4], c->e->nonce_tx, 4);
-		hdr[8] = 1; /* PadN, 6 zero bytes */
+		hdr[8] = ILNP_OPT_FILLER; /* 6 zero bytes: no padding run over 7 (ILNP_NONCE_HLEN) */
 		hdr[9] = 6;
 	} else {
 		__builtin_memcpy(&hdr[4], c->e->nonce_tx, ILNP_NONCE_MAX);
@@ -353,7 +353,7 @@ static __always_inline int eg_rewrite(struct __sk_buff *skb, struct ilnp_cfg *cf
 static __always_inline int eg_push_wire(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c,
 					const struct ethhdr *eth)
 {
-	__u8 h[ETH_HLEN + IPV6_HLEN + EG_HLEN] = {}; /* zeros: the PadN after a 4-byte nonce */
+	__u8 h[ETH_HLEN + IPV6_HLEN + EG_HLEN] = {}; /* zeros: the filler's data after a 4-byte nonce */
 
 	if (eg_fix_csum(skb, cfg, c))
 		return -1;

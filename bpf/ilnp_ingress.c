@@ -17,7 +17,7 @@
 
 enum opts_verdict {
 	OPTS_NOT_ILNP,  /* no nonce option: plain IPv6, the kernel handles it */
-	OPTS_NONCE,     /* pads and exactly one nonce option of length 4 or 12 */
+	OPTS_NONCE,     /* pads (the filler too) and exactly one nonce option of length 4 or 12 */
 	OPTS_OTHER,     /* a nonce, but also other options (or after them), or a big header */
 	OPTS_MULTI,     /* more than one nonce option */
 	OPTS_MALFORMED, /* a nonce option that is truncated or of another length */
@@ -147,7 +147,7 @@ __attribute__((noinline)) __u64 ilnp_in_walk_opts(struct __sk_buff *skb, __u32 d
 			nonce_at = i;
 			nonce_len = l;
 			first = !others;
-		} else if (tl[0] != 1) { /* not PadN */
+		} else if (tl[0] != 1 && tl[0] != ILNP_OPT_FILLER) { /* not PadN, not the filler */
 			others = 1;
 		}
 		i += 2 + l;
@@ -171,11 +171,12 @@ out:
 
 /*
  * The header exactly as ILNPv6 nodes build it (ours: nonce_hdr in ilnp_egress.c,
- * ilnp_wire::destopts): 16 bytes, the nonce option first, 4 bytes of nonce and a
- * PadN of 6, or 12 bytes of nonce. The walk's verdict for it is known (OPTS_NONCE,
+ * ilnp_wire::destopts): 16 bytes, the nonce option first, 4 bytes of nonce and the
+ * filler option (ILNP_OPT_FILLER) of 6 (or, from builds before issue #46, a PadN
+ * of 6), or 12 bytes of nonce. The walk's verdict for it is known (OPTS_NONCE,
  * the nonce at 2), so one load takes the place of the walk and of the nonce's own
  * load (≈ 90 ns a packet, docs/benchmarks.md § The programs' time per packet).
- * 0 = not in this form: walk it.
+ * 0 = not in this form (e.g. FreeBSD's 8-byte header): walk it.
  */
 static __always_inline int in_own_hdr(struct __sk_buff *skb, struct ingress_ctx *c)
 {
@@ -183,13 +184,13 @@ static __always_inline int in_own_hdr(struct __sk_buff *skb, struct ingress_ctx 
 
 	if (bpf_skb_load_bytes(skb, c->dopt_off, h, sizeof(h)) < 0 || h[1] != 1 || h[2] != ILNP_OPT_NONCE)
 		return 0;
-	if (!(h[3] == 4 && h[8] == 1 && h[9] == 6) && h[3] != 12)
+	if (!(h[3] == 4 && (h[8] == ILNP_OPT_FILLER || h[8] == 1) && h[9] == 6) && h[3] != 12)
 		return 0;
 	c->next = h[0];
 	c->hlen = ILNP_NONCE_HLEN;
 	c->nonce_at = 2;
 	c->nonce_len = h[3];
-	__builtin_memcpy(c->nonce, &h[4], sizeof(c->nonce)); /* 4-byte nonce: the PadN after it, never compared */
+	__builtin_memcpy(c->nonce, &h[4], sizeof(c->nonce)); /* 4-byte nonce: the option after it, never compared */
 	c->nonce_loaded = 1;
 	return 1;
 }

@@ -1,10 +1,22 @@
 //! IPv6 Destination Options header carrying the ILNPv6 Nonce option (RFC 6744).
 //!
-//! Layout of the header we emit: always 16 bytes, the nonce first.
+//! Layout of the header we emit: always 16 bytes, the nonce first, no padding.
 //! ```text
 //!  0: Next Header | 1: Hdr Ext Len (1) | 2: Opt Type 0x8B | 3: Opt Data Len (4|12) | 4..: nonce
-//!  32-bit nonce: 8: PadN (type 1, length 6, six zero bytes)
+//!  32-bit nonce: 8: option 0x1E (OPT_FILLER), data length 6, six zero bytes
 //! ```
+//! Why not PadN after a 32-bit nonce: Linux's option parser (`ip6_parse_tlv`,
+//! `net/ipv6/exthdrs.c`, the same rule 4.9..6.18) drops a header holding a run of
+//! Pad1/PadN longer than 7 bytes (RFC 4942 §2.1.9.5), and 8 bytes must follow a
+//! 32-bit nonce in 16: every Linux receiver that parses the header (the authors'
+//! ILNPv6 kernel) dropped it. Those 8 bytes are one option that every receiver
+//! skips instead: type 0x1E (RFC 4727's experimental type whose action bits 00 say
+//! "skip if unknown", chg bit 0), which Linux, FreeBSD and both ILNP kernels
+//! pass over (`ip6_tlvopt_unknown`, `ip6_unknown_opt`). We read a 0x1E option as
+//! padding ([`find_nonce_in_header`], the fast path's walk); [`fill`] writes every
+//! span of filler we lay out. `test_support::linux_tlv` checks every header we
+//! emit against Linux's rules. docs/design/gso-extension-headers.md.
+//!
 //! Why 16 bytes and not 8 for a 32-bit nonce, and why header byte 12 must have
 //! its top bit clear (`GSO_DOFF_BYTE`): Linux routers measure a forwarded GSO
 //! packet (TSO from a host, or built by GRO on their ingress) as if its first
@@ -15,9 +27,9 @@
 //! A `doff` larger than (this header + the real TCP header) / 4 makes every such
 //! packet "too big": a Packet Too Big storm and a black hole
 //! (`bench/gso_exthdr.py`, `tests/test_gso_exthdr.py`). An 8-byte header would
-//! put the TCP sequence number's top byte there; our 16-byte header puts a PadN
-//! zero (32-bit nonce) or nonce byte 8, whose top bit the core keeps clear
-//! (`ilnp_core`'s nonce generation), so `doff` ≤ 7 · 4 = 28 ≤ 16 + 20.
+//! put the TCP sequence number's top byte there; our 16-byte header puts a zero
+//! data byte of the filler option (32-bit nonce) or nonce byte 8, whose top bit
+//! the core keeps clear (`ilnp_core`'s nonce generation), so `doff` ≤ 7 · 4 = 28 ≤ 16 + 20.
 
 use crate::error::Error;
 use crate::ipv6::{self, NextHeader};
@@ -67,6 +79,12 @@ impl fmt::Debug for Nonce {
 
 pub const OPT_PAD1: u8 = 0;
 pub const OPT_PADN: u8 = 1;
+/// The option we fill spans of more than 7 bytes with (module doc): RFC 4727's
+/// experimental type 0x1E, action bits 00 (a receiver that does not know it skips
+/// it), chg 0. Read as padding wherever it is.
+pub const OPT_FILLER: u8 = 0x1e;
+/// Longest run of Pad1/PadN Linux accepts in one header (`ip6_parse_tlv`).
+pub const MAX_PAD_RUN: usize = 7;
 /// RFC 6744 §8: act = 10 (discard + Parameter Problem code 2), chg = 0.
 pub const OPT_NONCE: u8 = 0x8b;
 
@@ -100,7 +118,7 @@ pub struct NonceHeader {
     pub header_len: usize,
     /// protocol after the DestOpts header
     pub next_header: NextHeader,
-    /// true if the header holds only the nonce and padding
+    /// true if the header holds only the nonce and padding (filler options included)
     pub only_nonce: bool,
 }
 
@@ -223,7 +241,7 @@ pub fn find_nonce_in_header(hdr: &[u8], base: usize) -> Result<Option<NonceHeade
                 let n = Nonce::from_slice(v).ok_or(Error::BadNonceLength(v.len() as u8))?;
                 found = Some((n, base + o.offset));
             }
-            Opt::Pad1 | Opt::PadN(_) => {}
+            Opt::Pad1 | Opt::PadN(_) | Opt::Other { opt_type: OPT_FILLER, .. } => {}
             Opt::Other { .. } => other = true,
         }
     }
@@ -236,7 +254,29 @@ pub fn find_nonce_in_header(hdr: &[u8], base: usize) -> Result<Option<NonceHeade
     }))
 }
 
-/// Emits a DestOpts header holding only `nonce`.
+/// Fills `span` (option bytes of a header) with options every receiver skips:
+/// nothing for 0 bytes, Pad1 for 1, PadN for 2..=7 (`MAX_PAD_RUN`), filler options
+/// (`OPT_FILLER`, zero data) for more, never a padding run over 7 bytes. The caller
+/// puts no padding right before the span.
+pub fn fill(span: &mut [u8]) {
+    span.fill(0);
+    let mut rest = &mut span[..];
+    while !rest.is_empty() {
+        let n = rest.len();
+        if n == 1 {
+            rest[0] = OPT_PAD1;
+            return;
+        }
+        // one filler option spans at most 2 + 255 bytes; what follows it starts a
+        // new padding run
+        let take = if n <= MAX_PAD_RUN { n } else { n.min(257) };
+        rest[0] = if n <= MAX_PAD_RUN { OPT_PADN } else { OPT_FILLER };
+        rest[1] = (take - 2) as u8;
+        rest = &mut rest[take..];
+    }
+}
+
+/// Emits a DestOpts header holding only `nonce` (and filler: [`fill`]).
 pub fn emit_nonce_header(next_header: NextHeader, nonce: &Nonce, out: &mut Vec<u8>) {
     let n = nonce.as_bytes();
     let total = header_len(n.len());
@@ -245,16 +285,9 @@ pub fn emit_nonce_header(next_header: NextHeader, nonce: &Nonce, out: &mut Vec<u
     out.push(OPT_NONCE);
     out.push(n.len() as u8);
     out.extend_from_slice(n);
-    let pad = total - 4 - n.len();
-    match pad {
-        0 => {}
-        1 => out.push(OPT_PAD1),
-        _ => {
-            out.push(OPT_PADN);
-            out.push((pad - 2) as u8);
-            out.extend(std::iter::repeat_n(0, pad - 2));
-        }
-    }
+    let at = out.len();
+    out.resize(at + total - 4 - n.len(), 0);
+    fill(&mut out[at..]);
 }
 
 /// A packet `src -> dst` (hop limit `hop_limit`, traffic class and flow label 0):
@@ -307,7 +340,7 @@ mod tests {
     fn emits_rfc6744_layout() {
         let mut v = Vec::new();
         emit_nonce_header(NextHeader::UDP, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]), &mut v);
-        assert_eq!(v, [17, 1, 0x8b, 4, 0xde, 0xad, 0xbe, 0xef, OPT_PADN, 6, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(v, [17, 1, 0x8b, 4, 0xde, 0xad, 0xbe, 0xef, OPT_FILLER, 6, 0, 0, 0, 0, 0, 0]);
         assert_eq!(v[GSO_DOFF_BYTE], 0, "a router reads this byte as the TCP data offset");
         let mut v = Vec::new();
         emit_nonce_header(NextHeader::TCP, &Nonce::N96([1; 12]), &mut v);
@@ -359,7 +392,7 @@ mod tests {
 
     #[test]
     fn iterates_options_with_offsets() {
-        let hdr = [17, 1, OPT_PAD1, OPT_PADN, 1, 0, 0x8b, 4, 1, 2, 3, 4, 0x1e, 2, 0xaa, 0xbb];
+        let hdr = [17, 1, OPT_PAD1, OPT_PADN, 1, 0, 0x8b, 4, 1, 2, 3, 4, 0x3e, 2, 0xaa, 0xbb];
         let h = Header::new_checked(&hdr[..]).unwrap();
         assert_eq!((h.next_header(), h.header_len()), (NextHeader::UDP, 16));
         let opts: Vec<OptAt> = h.options().map(|o| o.unwrap()).collect();
@@ -369,12 +402,16 @@ mod tests {
                 OptAt { offset: 2, opt: Opt::Pad1 },
                 OptAt { offset: 3, opt: Opt::PadN(1) },
                 OptAt { offset: 6, opt: Opt::Nonce(&[1, 2, 3, 4]) },
-                OptAt { offset: 12, opt: Opt::Other { opt_type: 0x1e, data: &[0xaa, 0xbb] } },
+                OptAt { offset: 12, opt: Opt::Other { opt_type: 0x3e, data: &[0xaa, 0xbb] } },
             ]
         );
         let n = find_nonce_in_header(&hdr, 40).unwrap().unwrap();
         assert_eq!(n.option_offset, 46);
         assert!(!n.only_nonce);
+        // the filler option (any data) is padding
+        let mut filled = hdr;
+        filled[12] = OPT_FILLER;
+        assert!(find_nonce_in_header(&filled, 40).unwrap().unwrap().only_nonce);
         // an option running past the header: one Truncated, then the iterator ends
         let bad = [17, 0, 0x1e, 9, 0, 0, 0, 0];
         let h = Header::new_checked(&bad[..]).unwrap();

@@ -10,6 +10,8 @@
 //! ordinary full-address pseudo-header, i.e. as a host stack sends them in
 //! identifier form; `to_wire` then adjusts them to the RFC 6744 rule).
 
+pub mod linux_tlv;
+
 use crate::addr::{Locator, Nid};
 use crate::checksum;
 use crate::classify::{classify, IcmpError, Packet};
@@ -222,7 +224,7 @@ mod tests {
         assert!(checksum::verify_icmpv6(&s, &d, &e[40..]));
         let w = with_nonce(s, d, &Nonce::N32([1, 2, 3, 4]), NextHeader::NONE, &[]);
         assert_eq!(&w[4..8], &[0, 16, 60, 64]);
-        assert_eq!(&w[40..], &[59, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&w[40..], &[59, 1, 0x8b, 4, 1, 2, 3, 4, 0x1e, 6, 0, 0, 0, 0, 0, 0]);
         let mut m = e[40..].to_vec();
         set_icmpv6_checksum(&s, &d, &mut m, 1);
         assert!(!checksum::verify_icmpv6(&s, &d, &m));

@@ -20,8 +20,9 @@ fn literal(first: [u8; 8], rest: &[u8]) -> Vec<u8> {
 
 #[test]
 fn nonce_only_literal() {
-    // IPv6 (payload 16, Next Header 60) | DestOpts: NH 59, len 1, nonce 0x8b/4 deadbeef, PadN/6
-    let v = literal([0x60, 0, 0, 0, 0, 16, 60, 64], &[59, 1, 0x8b, 4, 0xde, 0xad, 0xbe, 0xef, 1, 6, 0, 0, 0, 0, 0, 0]);
+    // IPv6 (payload 16, Next Header 60) | DestOpts: NH 59, len 1, nonce 0x8b/4 deadbeef, filler 0x1e/6
+    let v =
+        literal([0x60, 0, 0, 0, 0, 16, 60, 64], &[59, 1, 0x8b, 4, 0xde, 0xad, 0xbe, 0xef, 0x1e, 6, 0, 0, 0, 0, 0, 0]);
     let Ok(Packet::NonceOnly(d)) = classify(&v) else { panic!("{:?}", classify(&v)) };
     assert_eq!(d.nonce.nonce, Nonce::N32([0xde, 0xad, 0xbe, 0xef]));
     assert_eq!((d.nonce.option_offset, d.nonce.header_len, d.nonce.next_header), (42, 16, NextHeader::NONE));
@@ -83,7 +84,7 @@ fn locator_update_and_its_errors() {
     let v = translate::lu_packet(ilnp_addr(LA, NA), ilnp_addr(LB, NB), &n, &lu).unwrap();
     // the literal layout: DestOpts(ICMPv6, nonce) | 156 0 csum | 1 locator, operation 1
     assert_eq!(&v[..8], &[0x60, 0, 0, 0, 0, 36, 60, 64]);
-    assert_eq!(&v[40..56], &[58, 1, 0x8b, 4, 5, 6, 7, 8, 1, 6, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&v[40..56], &[58, 1, 0x8b, 4, 5, 6, 7, 8, 0x1e, 6, 0, 0, 0, 0, 0, 0]);
     assert_eq!(&v[56..58], &[156, 0]);
     assert_eq!(&v[60..], &[1, 1, 0, 0, 0x20, 0x01, 0x0d, 0xb8, 0, 0x0a, 0, 0, 0, 10, 0, 30]);
     let Ok(Packet::Lu(l)) = classify(&v) else { panic!() };
@@ -172,7 +173,7 @@ fn header_and_body_errors() {
     walk[42] = 1;
     assert_eq!(r(&walk), err(Kind::Plain, Error::Truncated));
     // a nonce next to another option: data the slow path does not translate
-    let other = literal([0x60, 0, 0, 0, 0, 16, 60, 64], &[59, 1, 0x8b, 4, 1, 2, 3, 4, 0x1e, 2, 0, 0, 1, 0, 0, 0]);
+    let other = literal([0x60, 0, 0, 0, 0, 16, 60, 64], &[59, 1, 0x8b, 4, 1, 2, 3, 4, 0x3e, 2, 0, 0, 1, 0, 0, 0]);
     assert_eq!(r(&other), err(Kind::NonceOnly, Error::UnsupportedOptions));
     // an ICMPv6 error shorter than its 8-byte header
     let short = literal([0x60, 0, 0, 0, 0, 4, 58, 64], &[1, 0, 0, 0]);

@@ -152,8 +152,9 @@ pub(crate) fn identifier_form(
 
 /// A first fragment whose nonce header `nh` follows the Fragment header → identifier
 /// form: the header stays (its length is part of the fragmentable part, so removing
-/// it would shift every later fragment's offset), its options become one PadN, which
-/// the kernel skips after reassembly; addresses and checksum as `identifier_form`.
+/// it would shift every later fragment's offset), its options become padding the
+/// kernel skips after reassembly (`destopts::fill`: Linux refuses a PadN over 7
+/// bytes, a 16-byte header's 14); addresses and checksum as `identifier_form`.
 pub(crate) fn identifier_form_padded(
     p: &ipv6::Packet<&[u8]>,
     nh: &NonceHeader,
@@ -168,9 +169,7 @@ pub(crate) fn identifier_form_padded(
     // or follows pads: pad everything after the two header bytes
     let hdr = ipv6::HEADER_LEN + ipv6::FRAGMENT_HEADER_LEN;
     let opts = out.get_mut(hdr + 2..hdr + nh.header_len).ok_or(Error::Truncated)?;
-    opts.fill(0);
-    opts[0] = destopts::OPT_PADN;
-    opts[1] = (opts.len() - 2) as u8;
+    destopts::fill(opts);
     {
         let mut q = ipv6::Packet::new_checked(&mut out[..])?;
         q.set_src(ilnp_addr(id_prefix, src_nid));

@@ -32,7 +32,7 @@ fn udp_roundtrip_with_rfc6744_checksum() {
         assert_eq!(wp.src(), ilnp_addr(LA, NA));
         assert_eq!(wp.dst(), ilnp_addr(LB, NB));
         assert_eq!(wp.next_header(), NextHeader::DSTOPTS);
-        assert_eq!(&w[40..56], &[NextHeader::UDP.0, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&w[40..56], &[NextHeader::UDP.0, 1, 0x8b, 4, 1, 2, 3, 4, 0x1e, 6, 0, 0, 0, 0, 0, 0]);
         // transport checksum valid with locators zeroed, not with full addresses
         assert!(checksum::verify(
             &checksum::nid_only(&wp.src()),
@@ -221,7 +221,7 @@ fn existing_extension_headers_stay_after_ours() {
     id.extend_from_slice(&inner[40..]);
     let w = to_wire(&id, P, LA, LB, &Nonce::N32([1, 2, 3, 4]), Csum::Complete).unwrap();
     assert_eq!(w[6], NextHeader::DSTOPTS.0);
-    assert_eq!(&w[40..56], &[NextHeader::ROUTING.0, 1, 0x8b, 4, 1, 2, 3, 4, 1, 6, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(&w[40..56], &[NextHeader::ROUTING.0, 1, 0x8b, 4, 1, 2, 3, 4, 0x1e, 6, 0, 0, 0, 0, 0, 0]);
     assert_eq!(&w[56..64], &[NextHeader::UDP.0, 0, 0xfe, 0, 0, 0, 0, 0]);
     assert_eq!(u16::from_be_bytes([w[4], w[5]]) as usize, w.len() - 40);
     assert_eq!(ipv6::upper_layer(&w).unwrap(), (NextHeader::UDP, 64));
@@ -267,10 +267,15 @@ fn inbound_option_errors() {
     let id = udp_packet(ilnp_addr(P, NA), ilnp_addr(P, NB), b"opts");
     let w = to_wire(&id, P, LA, LB, &Nonce::N96([5; 12]), Csum::Complete).unwrap();
     assert_eq!(&w[40..44], &[NextHeader::UDP.0, 1, 0x8b, 12]);
-    // replace the 96-bit nonce by a 32-bit nonce + an unknown option (type 0x1e, 6 bytes)
+    // replace the 96-bit nonce by a 32-bit nonce + an unknown option (type 0x3e, 6 bytes)
     let mut other = w.clone();
-    other[42..56].copy_from_slice(&[0x8b, 4, 1, 2, 3, 4, 0x1e, 6, 0, 0, 0, 0, 0, 0]);
+    other[42..56].copy_from_slice(&[0x8b, 4, 1, 2, 3, 4, 0x3e, 6, 0, 0, 0, 0, 0, 0]);
     assert_eq!(to_identifier(&other, P, Csum::Complete).unwrap_err(), Error::UnsupportedOptions);
+    // the filler option (0x1e) is padding: accepted, whatever its data, as any
+    // receiver skips it (ilnp_wire::destopts::OPT_FILLER)
+    let mut filler = w.clone();
+    filler[42..56].copy_from_slice(&[0x8b, 4, 1, 2, 3, 4, 0x1e, 6, 0, 0, 0, 0, 0, 9]);
+    assert_eq!(to_identifier(&filler, P, Csum::Complete).unwrap().0, id);
     // two nonces
     let mut two = w.clone();
     two[42..56].copy_from_slice(&[0x8b, 4, 1, 2, 3, 4, 0x8b, 4, 5, 6, 7, 8, 1, 0]);

@@ -539,9 +539,12 @@ fn fast_path_between_two_hosts() {
         assert_eq!(wire[8..24], ilnp_addr(L, NID_A).octets(), "source L:NID_A");
         assert_eq!(
             &wire[40..56],
-            &[17, 1, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4, 1, 6, 0, 0, 0, 0, 0, 0],
-            "DestOpts: UDP next, nonce first, PadN (header byte 12 zero: ilnp_wire::destopts::GSO_DOFF_BYTE)"
+            &[17, 1, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4, 0x1e, 6, 0, 0, 0, 0, 0, 0],
+            "DestOpts: UDP next, nonce first, the filler option (header byte 12 zero: \
+             ilnp_wire::destopts::GSO_DOFF_BYTE)"
         );
+        // every Linux receiver's option parser takes it (issue #46 item 1)
+        assert_eq!(ts::linux_tlv::check_packet(&wire), Ok(()), "{:02x?}", &wire[40..56]);
         assert_eq!(u16::from_be_bytes([wire[4], wire[5]]) as usize, wire.len() - 40, "payload length");
         let upper = &wire[56..];
         let (src, dst) = (ilnp_addr(L, NID_A), ilnp_addr(L, NID_B));
@@ -552,6 +555,16 @@ fn fast_path_between_two_hosts() {
         let c = a.dp.peer_counters().unwrap();
         assert_eq!((c[0].1.tx_pkts, c[0].1.tx_bytes), (1, wire.len() as u64));
         assert_eq!(b.dp.peer_counters().unwrap()[0].1.rx_pkts, 1);
+        // and B -> A, B's 96-bit nonce: the egress's other layout, through Linux's parser
+        a.ns.enter();
+        let rx_a = UdpSocket::bind(SocketAddrV6::new(ilnp_addr(P, NID_A), 5555, 0, 0)).unwrap();
+        udp_send(&b, NID_A, 5555, b"hello back");
+        let back = wait_packet(&cap, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_A)) && p[6] == 60)
+            .expect("captured B's wire packet");
+        assert_eq!(&back[40..44], &[17, 1, 0x8b, 12]);
+        assert_eq!(&back[44..56], &N_BA);
+        assert_eq!(ts::linux_tlv::check_packet(&back), Ok(()), "{:02x?}", &back[40..56]);
+        drop(rx_a);
 
         // egress miss: identifier packet to the TUN unchanged
         udp_send(&a, Nid(0xc), 5555, b"to nobody");
@@ -587,8 +600,15 @@ fn fast_path_between_two_hosts() {
         // PadN before the nonce is still the fast path's; another option is ilnpd's
         send_raw(&a, NID_B, &[17, 1, 1, 2, 0, 0, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4, 1, 2, 0, 0]);
         assert_eq!(wait_stat(&b.dp, "ingress_fast", 2), 2, "PadN then nonce");
-        send_raw(&a, NID_B, &[17, 1, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4, 0x1e, 2, 0, 0, 1, 2, 0, 0]);
+        send_raw(&a, NID_B, &[17, 1, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4, 0x3e, 2, 0, 0, 1, 2, 0, 0]);
         assert_eq!(wait_stat(&b.dp, "ingress_punt_options", 1), 1);
+        // the 32-bit layout of builds before issue #46 (PadN of 6) in the one-load form,
+        // and the filler elsewhere in the walk: the fast path's, as ilnp_wire's find_nonce
+        send_raw(&a, NID_B, &[17, 1, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4, 1, 6, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(wait_stat(&b.dp, "ingress_fast", 3), 3, "the old PadN layout");
+        send_raw(&a, NID_B, &[17, 1, 0x1e, 0, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4, 0x1e, 2, 9, 9, 1, 0]);
+        assert_eq!(wait_stat(&b.dp, "ingress_fast", 4), 4, "filler, nonce, filler, PadN");
+        assert_eq!(stat(&b.dp, "ingress_punt_options"), 1);
         // plain IPv6 to B's locator address is never touched
         let before: u64 = b.dp.stats().unwrap().iter().map(|(_, v)| v).sum();
         b.ns.enter();
