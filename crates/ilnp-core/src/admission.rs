@@ -355,6 +355,8 @@ impl AdmissionState {
             now,
         );
         e.tier = tier;
+        // the NID it wrote to (ours: inbound checked), None for the stable one (nids.rs)
+        e.local_nid = (meta.dst_nid != cx.cfg.local_nid).then_some(meta.dst_nid);
         cx.cfg.apply_peer_settings(&mut e);
         if tier == Tier::Embryonic {
             e.emb_seq = self.order.push(meta.src_loc, nid);
@@ -398,7 +400,7 @@ impl AdmissionState {
             return;
         }
         let pkt = translate::nonce_only_packet(
-            ilnp_addr(meta.dst_loc, cx.cfg.local_nid),
+            ilnp_addr(meta.dst_loc, meta.dst_nid),
             ilnp_addr(meta.src_loc, nid),
             &nonce_tx,
         );

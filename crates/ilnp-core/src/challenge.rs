@@ -173,7 +173,7 @@ impl Challenges {
             return;
         }
         let Some(e) = cx.ilcc.get(&nid) else { return };
-        let src_addr = ilnp_addr(e.local_locator, cx.cfg.local_nid);
+        let src_addr = ilnp_addr(e.local_locator, e.ours(cx.cfg.local_nid));
         let echo_word = cx.rng.next_u32();
         let mut echo_body = ECHO_MARK.to_vec();
         let mut rnd = [0u8; 8];

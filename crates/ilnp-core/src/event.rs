@@ -90,6 +90,13 @@ named_enum! {
         /// not come from one of its known locators to one of ours, or before its nonce
         /// is known
         FragmentUnverified = "fragment_unverified",
+        /// a packet between a correspondent and one of our NIDs while its ILCC entry
+        /// is on another of ours (a temporary NID, `nids.rs`): not carried under the
+        /// other NID or its nonce, which would join the two up
+        OtherLocalNid = "other_local_nid",
+        /// an identifier-form packet from the stack whose source NID is not ours
+        /// (an expired temporary NID's socket)
+        OutSrcNotOurs = "out_src_not_ours",
     }
 }
 
@@ -175,6 +182,11 @@ named_enum! {
         EmbryonicEvicted = "admit_embryonic_evicted",
         /// nonce-only hellos sent (one per admitted entry at most)
         HelloSent = "hello_sent",
+        /// temporary NIDs taken, refused (not unicast, ours already, a known
+        /// correspondent's: the shell draws another) and removed (`nids.rs`)
+        TempNidAdded = "temp_nid_added",
+        TempNidRefused = "temp_nid_refused",
+        TempNidRemoved = "temp_nid_removed",
         /// hellos not sent: the global budget had no token
         HelloRateLimited = "hello_rate_limited",
         /// packets sent towards an embryonic (unconfirmed) entry, hellos included

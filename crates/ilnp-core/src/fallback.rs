@@ -246,7 +246,8 @@ impl Fallback {
         let remote = match state {
             State::Plain { remote, .. } | State::Probing { remote, .. } => remote,
         };
-        if dst_nid != cx.cfg.local_nid || src_loc != remote || cx.local.accepts(dst_loc).is_err() {
+        let ours = cx.ilcc.get(&nid).map_or(cx.cfg.local_nid, |e| e.ours(cx.cfg.local_nid));
+        if dst_nid != ours || src_loc != remote || cx.local.accepts(dst_loc).is_err() {
             drop_packet(cx.stats, out, DropReason::FallbackUnexpected, summary());
             return Inbound::Taken;
         }
@@ -288,6 +289,7 @@ impl Fallback {
             }
         }
         let (local, Some(remote)) = (e.local_locator, e.best_remote().map(|r| r.loc)) else { return };
+        let ours = e.ours(cx.cfg.local_nid);
         let ident = cx.rng.next_u32() as u16;
         let probe = icmpv6::Repr {
             msg_type: icmpv6::Icmpv6Type::ECHO_REQUEST,
@@ -295,7 +297,7 @@ impl Fallback {
             data_word: u32::from(ident) << 16 | 1,
             body: PROBE_BODY,
         }
-        .packet(ilnp_addr(local, cx.cfg.local_nid), ilnp_addr(remote, nid), 64, None);
+        .packet(ilnp_addr(local, ours), ilnp_addr(remote, nid), 64, None);
         self.peers.insert(nid, State::Probing { ident, remote, sent: now });
         cx.stats.bump(Outcome::FallbackProbeSent);
         out.push(Action::PlainPeerUpsert { nid, remote_loc: remote });

@@ -40,8 +40,11 @@ impl Core {
         }
         // Only errors that quote our own nonce for a current correspondent are
         // believed: an off-path forger does not know it (RFC 6741 §11.1).
-        let ours = meta.local_nid == self.cfg.local_nid
-            && self.ilcc.get(&meta.peer_nid).is_some_and(|e| e.nonce_tx == meta.nonce);
+        let stable = self.cfg.local_nid;
+        let ours = self
+            .ilcc
+            .get(&meta.peer_nid)
+            .is_some_and(|e| e.nonce_tx == meta.nonce && e.ours(stable) == meta.local_nid);
         if !ours {
             self.drop(out, DropReason::IcmpErrorUnverified, summary());
             return;
@@ -94,7 +97,7 @@ impl Core {
         match quoted {
             Some(q) => out.push(Action::DeliverLocal(icmpv6::error_packet(
                 ilnp_addr(self.cfg.id_prefix, nid),
-                ilnp_addr(self.cfg.id_prefix, self.cfg.local_nid),
+                ilnp_addr(self.cfg.id_prefix, meta.local_nid),
                 icmpv6::Icmpv6Type::DEST_UNREACH,
                 icmpv6::UNREACH_ADDRESS,
                 0,

@@ -191,6 +191,10 @@ pub struct IlccEntry {
     /// our own nonce accepted from it, and only on replies to what we sent
     /// (`accepts_reply_nonce`)
     pub shared_nonce: bool,
+    /// which of our NIDs the correspondent talks to: None = the stable one
+    /// (`CoreConfig::local_nid`), else a temporary one (`nids.rs`)
+    #[serde(skip)]
+    pub local_nid: Option<Nid>,
     /// this NID's live item in the ILCC's `DeadlineIndex` (the index keeps no map
     /// of its own for the ILCC: checking or moving an entry's item costs no second
     /// lookup); None: no live item (its heap items, if any, are stale)
@@ -230,8 +234,14 @@ impl IlccEntry {
             emb_seq: 0,
             checksum_rule: ChecksumRule::Rfc6741,
             shared_nonce: false,
+            local_nid: None,
             indexed: None,
         }
+    }
+
+    /// Which of our NIDs the correspondent talks to, given the stable one.
+    pub fn ours(&self, stable: Nid) -> Nid {
+        self.local_nid.unwrap_or(stable)
     }
 
     /// The remote locator to send to: the active one, else the lowest preference

@@ -54,8 +54,13 @@ impl Core {
                 return;
             }
         };
-        if meta.dst_nid != self.cfg.local_nid {
+        if !self.is_local_nid(meta.dst_nid) {
             self.drop(out, DropReason::NotForUs, summary());
+            return;
+        }
+        // a correspondent talks to one of our NIDs at a time (nids.rs)
+        if self.ilcc.get(&meta.src_nid).is_some_and(|e| e.ours(self.cfg.local_nid) != meta.dst_nid) {
+            self.drop(out, DropReason::OtherLocalNid, summary());
             return;
         }
         // soft handoff: a retired locator still accepts late packets (RFC 6740 §6)
@@ -164,13 +169,18 @@ impl Core {
     fn later_fragment(&mut self, now: Instant, p: &ilnp_wire::classify::Plain, out: &mut Vec<Action>) {
         let ((src_loc, nid), (dst_loc, dst_nid)) = ilnp_wire::classify::endpoints(&p.ip);
         let summary = format!("{} -> {} (later fragment)", p.ip.src, p.ip.dst);
-        if dst_nid != self.cfg.local_nid {
+        if !self.is_local_nid(dst_nid) {
             return self.drop(out, DropReason::NotForUs, summary);
         }
         if let Err(reason) = self.local.accepts(dst_loc) {
             return self.drop(out, reason, summary);
         }
-        let Some(e) = self.ilcc.get_mut(&nid).filter(|e| e.nonce_rx.is_some() && e.has_remote(src_loc)) else {
+        let stable = self.cfg.local_nid;
+        let Some(e) = self
+            .ilcc
+            .get_mut(&nid)
+            .filter(|e| e.nonce_rx.is_some() && e.has_remote(src_loc) && e.ours(stable) == dst_nid)
+        else {
             return self.drop(out, DropReason::FragmentUnverified, summary);
         };
         match p.later_fragment_to_identifier(self.cfg.id_prefix) {

@@ -14,6 +14,7 @@ pub mod ilcc;
 mod inbound;
 pub mod local;
 mod lu;
+pub mod nids;
 mod outbound;
 pub mod peers;
 pub mod snapshot;
@@ -32,6 +33,7 @@ pub use ilnp_wire::{Locator, Nid, Nonce};
 pub use local::{
     derive_local_locators, locator_preference, v4_path_preference, KernelAddress, LocalLocators, UplinkFacts,
 };
+pub use nids::{LocalNids, NidRefused, TempNid};
 pub use peers::{PeerError, PeerLocator, PeerRecord};
 /// The randomness the core takes (re-exported so shells and fuzzers use the same trait).
 pub use rand_core::{Error as RngError, RngCore};
@@ -188,6 +190,8 @@ pub struct Core {
     fallback: fallback::Fallback,
     admission: admission::AdmissionState,
     v4: v4path::V4Paths,
+    /// the temporary NIDs (`nids.rs`)
+    nids: nids::LocalNids,
 }
 
 impl Core {
@@ -210,6 +214,7 @@ impl Core {
             fallback,
             admission,
             v4: v4path::V4Paths::default(),
+            nids: nids::LocalNids::default(),
         }
     }
 

@@ -54,7 +54,7 @@ impl Core {
             } else {
                 e.remote_locators.iter().filter(|r| r.state != LocatorState::Expired).map(|r| r.loc).collect()
             };
-            let src = ilnp_addr(e.local_locator, local_nid);
+            let src = ilnp_addr(e.local_locator, e.ours(local_nid));
             let srtt = e.srtt_us.map(Duration::from_micros);
             let Some(p) = e.pending_lu.as_mut() else { continue };
             if p.attempts == 0 {
@@ -94,7 +94,7 @@ impl Core {
         let lu = packet.to_owned();
         let nonce = packet.nonce.map(|n| n.nonce);
         let ((src_loc, nid), (dst_loc, dst_nid)) = endpoints(&packet.ip);
-        if dst_nid != self.cfg.local_nid {
+        if !self.is_local_nid(dst_nid) {
             self.drop(out, DropReason::NotForUs, summary());
             return;
         }
@@ -104,10 +104,15 @@ impl Core {
             self.drop(out, DropReason::LuLinux49Unmarked, summary());
             return;
         }
+        let stable = self.cfg.local_nid;
         let Some(e) = self.ilcc.get_mut(&nid) else {
             self.drop(out, DropReason::LuUnknownPeer, summary());
             return;
         };
+        if e.ours(stable) != dst_nid {
+            self.drop(out, DropReason::OtherLocalNid, summary());
+            return;
+        }
         if e.tier == crate::Tier::Embryonic {
             self.drop(out, DropReason::LuEmbryonic, summary());
             return;
@@ -176,7 +181,7 @@ impl Core {
                 // the preferred advertised one; the locator the LU reached if ours is gone
                 let from = if self.local.is_usable(e.local_locator) { e.local_locator } else { dst_loc };
                 let entries = loc_list(&lu.entries);
-                let (src, dst) = (ilnp_addr(from, self.cfg.local_nid), ilnp_addr(best, nid));
+                let (src, dst) = (ilnp_addr(from, e.ours(stable)), ilnp_addr(best, nid));
                 if let Ok(a) = lu_wire(linux49, src, dst, &e.nonce_tx, &ack) {
                     out.push(Action::SendWire { pkt: a, uplink: self.local.uplink_of(from) });
                 }

@@ -27,10 +27,15 @@ impl Core {
             }
         };
         let (dl, dn) = split_addr(p.dst());
-        let (sl, _) = split_addr(p.src());
+        let (sl, sn) = split_addr(p.src());
         if dl != self.cfg.id_prefix || sl != self.cfg.id_prefix {
             // e.g. MLD reports the kernel sends on ilnp0: not ours to carry
             self.stats.bump(Outcome::OutNotIdentifier);
+            return;
+        }
+        // from one of our NIDs (a socket of a removed temporary NID is not: nids.rs)
+        if !self.is_local_nid(sn) {
+            self.drop(out, DropReason::OutSrcNotOurs, packet_summary(pkt));
             return;
         }
         // one walk: whether it is an ICMPv6 error our stack raised (a packet classify
@@ -48,12 +53,20 @@ impl Core {
                 self.answer_unadmitted(now, dn, pkt, csum, &class, hints, out);
                 return;
             }
-            if let Err(reason) = self.create_initiator_entry(now, dn, out) {
+            if let Err(reason) = self.create_initiator_entry(now, dn, sn, out) {
                 self.stats.drop(reason);
                 out.push(Action::Event(Event::drop(reason, format!("packet to {}", p.dst()))));
                 unreachable_to_app(pkt, icmp_error, out);
                 return;
             }
+        }
+        // a correspondent talks to one of our NIDs at a time: a session from another
+        // is not carried under this one's NID or nonce (nids.rs)
+        if self.ilcc.get(&dn).is_some_and(|e| e.ours(self.cfg.local_nid) != sn) {
+            self.stats.drop(DropReason::OtherLocalNid);
+            out.push(Action::Event(Event::drop(DropReason::OtherLocalNid, format!("packet to {}", p.dst()))));
+            unreachable_to_app(pkt, icmp_error, out);
+            return;
         }
         // the entry's source locator must still be ours and usable (it is moved to the
         // best one by set_local_locators; with none left the application hears at once)
@@ -109,7 +122,13 @@ impl Core {
         self.maybe_probe(now, dn, out);
     }
 
-    fn create_initiator_entry(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) -> Result<(), DropReason> {
+    fn create_initiator_entry(
+        &mut self,
+        now: Instant,
+        nid: Nid,
+        ours: Nid,
+        out: &mut Vec<Action>,
+    ) -> Result<(), DropReason> {
         let peer = match self.live_peer(now, nid) {
             None => return Err(DropReason::UnknownPeer),
             Some(p) if p.non_ilnp => return Err(DropReason::NonIlnpPeerBlocked),
@@ -126,6 +145,7 @@ impl Core {
         // a source locator of a family the peer has (IPv6 or v4 path)
         let local = self.local.fitting(local, &remote).unwrap_or(local);
         let mut e = IlccEntry::new(nid, remote, local, nonce_tx, None, true, now);
+        e.local_nid = self.entry_nid_field(ours);
         self.cfg.apply_peer_settings(&mut e);
         let best = e.best_remote().map(|r| r.loc).ok_or(DropReason::NoRemoteLocator)?;
         e.activate_remote(best);

@@ -49,6 +49,10 @@ pub struct CoreSnapshot {
     /// ends (absent in files of earlier builds: none)
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dns_peers: Vec<DnsPeerState>,
+    /// our temporary NIDs (`nids.rs`), with whether new sessions may use them
+    /// (absent in files of earlier builds: none)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub temporary_nids: Vec<(u64, bool)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +90,9 @@ pub struct EntryState {
     pub idle_ms: u64,
     pub srtt_us: Option<u64>,
     pub pending_lu: Option<PendingLuState>,
+    /// the temporary NID of ours the correspondent talks to; absent: the stable one
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_nid: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,6 +194,7 @@ impl EntryState {
                 attempts: p.attempts,
                 next_in_ms: ms(p.next_at.saturating_duration_since(now)),
             }),
+            local_nid: e.local_nid.map(|n| n.0),
         }
     }
 
@@ -216,6 +224,7 @@ impl EntryState {
         e.created = back(self.age_ms);
         e.last_used = back(self.idle_ms);
         e.srtt_us = self.srtt_us;
+        e.local_nid = self.local_nid.map(Nid);
         e.pending_lu = self.pending_lu.as_ref().map(|p| PendingLu {
             entries: p
                 .entries
@@ -269,6 +278,7 @@ impl Core {
                     expires_in_ms: p.expires.map_or(0, |t| ms(t.saturating_duration_since(now))),
                 })
                 .collect(),
+            temporary_nids: self.nids.iter().map(|(n, t)| (n.0, t.preferred)).collect(),
         }
     }
 
@@ -285,6 +295,12 @@ impl Core {
         }
         let entries: Vec<IlccEntry> = snap.entries.iter().map(|e| e.to_entry(now)).collect::<Result<_, _>>()?;
         let mut out = Vec::new();
+        // our temporary NIDs first: their sessions' entries name them
+        for &(n, preferred) in &snap.temporary_nids {
+            if self.add_temporary_nid(Nid(n)).is_ok() && !preferred {
+                self.deprecate_temporary_nid(Nid(n));
+            }
+        }
         for mut e in entries {
             // not in the state file: the configuration's, as for a new entry
             self.cfg.apply_peer_settings(&mut e);

@@ -229,7 +229,7 @@ impl Core {
         let echo_body = echo_body(&mut *self.rng, ECHO_MARK);
         let old_body = echo_body_old(&mut *self.rng);
         let e = self.ilcc.get(&nid).expect("present");
-        let (us, them) = (ilnp_addr(e.local_locator, self.cfg.local_nid), ilnp_addr(src, nid));
+        let (us, them) = (ilnp_addr(e.local_locator, e.ours(self.cfg.local_nid)), ilnp_addr(src, nid));
         let echo = Repr { msg_type: Icmpv6Type::ECHO_REQUEST, code: 0, data_word: echo_word, body: &echo_body };
         out.push(Action::SendV4 { pkt: echo.packet(us, them, 64, Some(&e.nonce_tx)), to: from });
         // and over the old path: is the peer still there?
@@ -377,7 +377,7 @@ impl Core {
             }
             let Some(r) = e.best_remote().filter(|r| r.loc.is_v4_path()) else { continue };
             let pkt = translate::nonce_only_packet(
-                ilnp_addr(e.local_locator, local_nid),
+                ilnp_addr(e.local_locator, e.ours(local_nid)),
                 ilnp_addr(r.loc, e.nid),
                 &e.nonce_tx,
             );
@@ -420,7 +420,8 @@ impl Core {
                 let Some((to, _)) = known.chain(record).filter(|(l, _)| l.is_v4_path()).min_by_key(|(_, p)| *p) else {
                     continue;
                 };
-                let pkt = translate::nonce_only_packet(ilnp_addr(from, local_nid), ilnp_addr(to, e.nid), &e.nonce_tx);
+                let pkt =
+                    translate::nonce_only_packet(ilnp_addr(from, e.ours(local_nid)), ilnp_addr(to, e.nid), &e.nonce_tx);
                 out.push(Action::SendWire { pkt, uplink: self.local.uplink_of(from) });
                 self.stats.bump(Outcome::V4PathWarmed);
             }

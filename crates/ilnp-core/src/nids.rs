@@ -1,0 +1,309 @@
+//! This host's NIDs (issue #44 item 2): the stable one (`CoreConfig::local_nid`,
+//! the one in DNS, always answering) and the temporary ones the shell draws for
+//! outgoing sessions (`[privacy]`, RFC 8981's temporary addresses carried over to
+//! NIDs). The core accepts packets to any of them; each ILCC entry remembers which
+//! of ours its correspondent talks to (`IlccEntry::local_nid`, None = the stable
+//! one), and every packet the core makes for that entry (LU, hello, challenge,
+//! nonce-only, fallback probe) comes from that NID, never from another of ours, so
+//! no packet joins two of our NIDs up.
+//!
+//! The ILCC is keyed by the remote NID alone (docs/architecture.md § ILCC): a
+//! correspondent talks to one of our NIDs at a time. A new session to it from
+//! another of our NIDs while its entry lives is refused (`DropReason::OtherLocalNid`),
+//! not carried under the entry's NID or nonce, which would link the two.
+
+use crate::event::Outcome;
+use crate::{Action, Core, IlccEntry};
+use ilnp_wire::Nid;
+use std::collections::BTreeMap;
+
+/// Why a temporary NID was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NidRefused {
+    /// zero, all-ones or the group bit set (`Nid::check_unicast`)
+    NotUnicast,
+    /// one of ours already (the stable NID or a temporary one)
+    Local,
+    /// a correspondent we know (ILCC entry or peer record) has it
+    Correspondent,
+}
+
+impl std::fmt::Display for NidRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NidRefused::NotUnicast => "not a unicast NID",
+            NidRefused::Local => "already one of this host's NIDs",
+            NidRefused::Correspondent => "a known correspondent's NID",
+        })
+    }
+}
+
+/// One temporary NID as the core keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TempNid {
+    /// new sessions may use it (false once the shell deprecated it: RFC 8981
+    /// §3.4, its sessions go on, new ones should not start)
+    pub preferred: bool,
+}
+
+/// The temporary NIDs (the stable one is the configuration's).
+#[derive(Clone, Debug, Default)]
+pub struct LocalNids {
+    temp: BTreeMap<Nid, TempNid>,
+}
+
+impl LocalNids {
+    pub fn get(&self, nid: Nid) -> Option<TempNid> {
+        self.temp.get(&nid).copied()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (Nid, TempNid)> + '_ {
+        self.temp.iter().map(|(&n, &t)| (n, t))
+    }
+
+    pub fn len(&self) -> usize {
+        self.temp.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.temp.is_empty()
+    }
+}
+
+impl Core {
+    /// Whether `nid` is one of ours: the stable NID or a live temporary one.
+    pub fn is_local_nid(&self, nid: Nid) -> bool {
+        nid == self.cfg.local_nid || self.nids.temp.contains_key(&nid)
+    }
+
+    /// The temporary NIDs.
+    pub fn temporary_nids(&self) -> &LocalNids {
+        &self.nids
+    }
+
+    /// Which of our NIDs an entry's correspondent talks to.
+    pub fn entry_local_nid(&self, e: &IlccEntry) -> Nid {
+        e.local_nid.unwrap_or(self.cfg.local_nid)
+    }
+
+    /// How many ILCC entries talk to our NID `nid` (the shell removes an expired
+    /// temporary NID's address once none do).
+    pub fn sessions_on(&self, nid: Nid) -> usize {
+        self.ilcc.iter().filter(|e| self.entry_local_nid(e) == nid).count()
+    }
+
+    /// Takes `nid` as a temporary NID. Refused (and counted, `temp_nid_refused`) if
+    /// it is not unicast, already ours, or a correspondent's we know of: the
+    /// shell draws another (the core's part of the collision check; the shell's is
+    /// DAD of `L64:NID` on each uplink).
+    pub fn add_temporary_nid(&mut self, nid: Nid) -> Result<(), NidRefused> {
+        let refused = if nid.check_unicast().is_err() {
+            Some(NidRefused::NotUnicast)
+        } else if self.is_local_nid(nid) {
+            Some(NidRefused::Local)
+        } else if self.ilcc.get(&nid).is_some() || self.peers.contains_key(&nid) {
+            Some(NidRefused::Correspondent)
+        } else {
+            None
+        };
+        if let Some(r) = refused {
+            self.stats.bump(Outcome::TempNidRefused);
+            return Err(r);
+        }
+        self.nids.temp.insert(nid, TempNid { preferred: true });
+        self.stats.bump(Outcome::TempNidAdded);
+        Ok(())
+    }
+
+    /// New sessions should no longer use `nid`; its sessions go on. False if it is
+    /// not a temporary NID of ours.
+    pub fn deprecate_temporary_nid(&mut self, nid: Nid) -> bool {
+        match self.nids.temp.get_mut(&nid) {
+            Some(t) => {
+                t.preferred = false;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `nid` is no longer ours: its sessions end (their entries are removed, the
+    /// fast path told), and a packet to it is from now on one to an unknown NID.
+    /// Returns how many sessions ended; None if it was not a temporary NID.
+    pub fn remove_temporary_nid(&mut self, nid: Nid, out: &mut Vec<Action>) -> Option<usize> {
+        self.nids.temp.remove(&nid)?;
+        let gone: Vec<Nid> = self.ilcc.iter().filter(|e| e.local_nid == Some(nid)).map(|e| e.nid).collect();
+        for peer in &gone {
+            if self.ilcc.remove(peer).is_some() {
+                out.push(Action::IlccRemove(*peer));
+            }
+        }
+        self.stats.bump(Outcome::TempNidRemoved);
+        Some(gone.len())
+    }
+
+    /// The entry's NID for a new entry whose correspondent talks to `ours`.
+    pub(crate) fn entry_nid_field(&self, ours: Nid) -> Option<Nid> {
+        (ours != self.cfg.local_nid).then_some(ours)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::{core, delivered, local, parse_lu, udp, wire, LA, LB, NA, NB};
+    use crate::{DropReason, Locator};
+    use ilnp_wire::translate::Csum;
+    use ilnp_wire::{ipv6, split_addr};
+    use std::time::Instant;
+
+    const T1: Nid = Nid(0x1c2e_77a0_5b19_d403);
+    const T2: Nid = Nid(0x3a01_9e42_c7d8_0f11);
+    const LA2: Locator = Locator(0x2001_0db8_000a_0002);
+
+    fn src_nid(w: &[u8]) -> Nid {
+        split_addr(ipv6::Packet::new_checked(w).unwrap().src()).1
+    }
+
+    /// A (stable NA, temporary T1) opens a session from T1 to B; B answers.
+    fn temp_session() -> (Core, Core, Instant) {
+        let now = Instant::now();
+        let mut a = core(NA, LA, 1, Some((NB, LB)));
+        let mut b = core(NB, LB, 2, None);
+        a.add_temporary_nid(T1).unwrap();
+        let ab = wire(&a.handle_outbound(now, &udp(T1, NB, b"hi"), Csum::Complete)).pop().expect("sent");
+        assert_eq!(src_nid(&ab), T1, "the wire carries the temporary NID, not the stable one");
+        assert_eq!(delivered(&b.handle_inbound(now, &ab, Csum::Complete)), vec![udp(T1, NB, b"hi")]);
+        let ba = wire(&b.handle_outbound(now, &udp(NB, T1, b"yo"), Csum::Complete)).pop().expect("answer");
+        assert_eq!(delivered(&a.handle_inbound(now, &ba, Csum::Complete)), vec![udp(NB, T1, b"yo")]);
+        (a, b, now)
+    }
+
+    #[test]
+    fn a_session_on_a_temporary_nid_keeps_it_across_a_move() {
+        let (mut a, mut b, now) = temp_session();
+        assert_eq!(a.ilcc_entry(NB).unwrap().local_nid, Some(T1));
+        assert_eq!(a.sessions_on(T1), 1);
+        assert_eq!(a.sessions_on(NA), 0);
+        let out = a.set_local_locators(now, vec![local(LA2)]);
+        let lus: Vec<_> = wire(&out).into_iter().filter(|w| src_nid(w) == T1).collect();
+        assert_eq!(lus.len(), wire(&out).len(), "every LU comes from T1, none from the stable NID");
+        let lu = parse_lu(&lus[0]);
+        assert_eq!(split_addr(lu.src), (LA2, T1));
+        let acks = wire(&b.handle_inbound(now, &lus[0], Csum::Complete));
+        assert_eq!(split_addr(ipv6::Packet::new_checked(&acks[0][..]).unwrap().dst()).1, T1);
+        a.handle_inbound(now, &acks[0], Csum::Complete);
+        // data after the move: to T1 at the new locator
+        let ba = wire(&b.handle_outbound(now, &udp(NB, T1, b"moved"), Csum::Complete)).pop().unwrap();
+        assert_eq!(split_addr(ipv6::Packet::new_checked(&ba[..]).unwrap().dst()), (LA2, T1));
+        assert_eq!(delivered(&a.handle_inbound(now, &ba, Csum::Complete)), vec![udp(NB, T1, b"moved")]);
+    }
+
+    #[test]
+    fn a_collision_is_refused_and_counted() {
+        let (mut a, _b, _) = temp_session();
+        assert_eq!(a.add_temporary_nid(NA), Err(NidRefused::Local));
+        assert_eq!(a.add_temporary_nid(T1), Err(NidRefused::Local));
+        assert_eq!(a.add_temporary_nid(NB), Err(NidRefused::Correspondent));
+        assert_eq!(a.add_temporary_nid(Nid(0)), Err(NidRefused::NotUnicast));
+        assert_eq!(a.add_temporary_nid(Nid(0x0100_0000_0000_0001)), Err(NidRefused::NotUnicast), "g bit");
+        assert_eq!(a.stats().outcome(Outcome::TempNidRefused), 5);
+        assert_eq!(a.add_temporary_nid(T2), Ok(()));
+        assert_eq!(a.stats().outcome(Outcome::TempNidAdded), 2);
+        assert_eq!(a.temporary_nids().len(), 2);
+    }
+
+    #[test]
+    fn an_expired_temporary_nid_is_an_unknown_nid() {
+        let (mut a, mut b, now) = temp_session();
+        a.deprecate_temporary_nid(T1);
+        assert!(!a.temporary_nids().get(T1).unwrap().preferred);
+        // deprecated: its session goes on
+        let ba = wire(&b.handle_outbound(now, &udp(NB, T1, b"still"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&a.handle_inbound(now, &ba, Csum::Complete)).len(), 1);
+        let mut out = Vec::new();
+        assert_eq!(a.remove_temporary_nid(T1, &mut out), Some(1));
+        assert!(out.iter().any(|x| matches!(x, Action::IlccRemove(n) if *n == NB)));
+        assert!(a.ilcc_entry(NB).is_none());
+        // what a packet to a NID we never had gets
+        let out = a.handle_inbound(now, &ba, Csum::Complete);
+        assert!(delivered(&out).is_empty());
+        assert_eq!(a.stats().dropped(DropReason::NotForUs), 1);
+        // and a socket still bound to it sends nothing
+        let mut out = a.handle_outbound(now, &udp(T1, NB, b"late"), Csum::Complete);
+        assert!(wire(&out).is_empty());
+        assert_eq!(a.stats().dropped(DropReason::OutSrcNotOurs), 1);
+        assert_eq!(a.remove_temporary_nid(T1, &mut out), None);
+    }
+
+    #[test]
+    fn one_correspondent_talks_to_one_of_our_nids_at_a_time() {
+        let (mut a, mut b, now) = temp_session();
+        // from the stable NID to the same correspondent: not carried under T1's
+        // entry (its nonce would join the two NIDs up); the application hears at once
+        let out = a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete);
+        assert!(wire(&out).is_empty());
+        assert_eq!(delivered(&out).len(), 1, "ICMPv6 unreachable to the application");
+        assert_eq!(a.stats().dropped(DropReason::OtherLocalNid), 1);
+        // B writing to the stable NID while its session is on T1: likewise
+        let mut b2 = core(NB, LB, 7, Some((NA, LA)));
+        let w = wire(&b2.handle_outbound(now, &udp(NB, NA, b"y"), Csum::Complete)).pop().unwrap();
+        assert!(delivered(&a.handle_inbound(now, &w, Csum::Complete)).is_empty());
+        assert_eq!(a.stats().dropped(DropReason::OtherLocalNid), 2);
+        // the T1 session itself is untouched
+        let ba = wire(&b.handle_outbound(now, &udp(NB, T1, b"ok"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&a.handle_inbound(now, &ba, Csum::Complete)).len(), 1);
+    }
+
+    #[test]
+    fn the_stable_nid_still_serves_incoming_sessions() {
+        let now = Instant::now();
+        let mut a = core(NA, LA, 1, None);
+        a.add_temporary_nid(T1).unwrap();
+        let mut b = core(NB, LB, 2, Some((NA, LA)));
+        let w = wire(&b.handle_outbound(now, &udp(NB, NA, b"to the name"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&a.handle_inbound(now, &w, Csum::Complete)), vec![udp(NB, NA, b"to the name")]);
+        assert_eq!(a.ilcc_entry(NB).unwrap().local_nid, None);
+        let back = wire(&a.handle_outbound(now, &udp(NA, NB, b"r"), Csum::Complete)).pop().unwrap();
+        assert_eq!(src_nid(&back), NA);
+    }
+
+    #[test]
+    fn a_responder_on_a_temporary_nid_answers_from_it() {
+        // B knows A only by T1 (a correspondent that learned it from A's packets)
+        let now = Instant::now();
+        let mut a = core(NA, LA, 1, None);
+        a.add_temporary_nid(T1).unwrap();
+        let mut b = core(NB, LB, 2, Some((T1, LA)));
+        let w = wire(&b.handle_outbound(now, &udp(NB, T1, b"q"), Csum::Complete)).pop().unwrap();
+        let out = a.handle_inbound(now, &w, Csum::Complete);
+        assert_eq!(delivered(&out).len(), 1);
+        for p in wire(&out) {
+            assert_eq!(src_nid(&p), T1, "the hello comes from T1");
+        }
+        assert_eq!(a.ilcc_entry(NB).unwrap().local_nid, Some(T1));
+    }
+
+    #[test]
+    fn a_restart_keeps_temporary_nids_and_their_sessions() {
+        let (a, mut b, now) = temp_session();
+        let snap = a.snapshot(now);
+        assert_eq!(snap.temporary_nids, vec![(T1.0, true)]);
+        assert_eq!(snap.entries[0].local_nid, Some(T1.0));
+        let json = serde_json::to_string(&snap).unwrap();
+        let back: crate::CoreSnapshot = serde_json::from_str(&json).unwrap();
+        let mut a2 = core(NA, LA, 9, Some((NB, LB)));
+        a2.restore(now, &back).unwrap();
+        assert!(a2.is_local_nid(T1));
+        assert_eq!(a2.ilcc_entry(NB).unwrap().local_nid, Some(T1));
+        let ba = wire(&b.handle_outbound(now, &udp(NB, T1, b"after"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&a2.handle_inbound(now, &ba, Csum::Complete)).len(), 1);
+        let ab = wire(&a2.handle_outbound(now, &udp(T1, NB, b"x"), Csum::Complete)).pop().unwrap();
+        assert_eq!(src_nid(&ab), T1);
+        // a file of an earlier build (no temporary NIDs, no entry NIDs) still reads
+        let old = json.replace(&format!(",\"temporary_nids\":[[{},true]]", T1.0), "");
+        let old = old.replace(&format!(",\"local_nid\":{}", T1.0), "");
+        let back: crate::CoreSnapshot = serde_json::from_str(&old).unwrap();
+        assert!(back.temporary_nids.is_empty() && back.entries[0].local_nid.is_none());
+    }
+}
