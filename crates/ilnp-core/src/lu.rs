@@ -68,7 +68,7 @@ impl Core {
             let linux49 = self.cfg.peer_linux49.contains(&e.nid);
             // from a locator the peer knows first, then from the new one (lu_sources)
             let known = p.known_local.filter(|k| self.local.works(*k));
-            for from in lu_sources(e.local_locator, known, p.attempts) {
+            for from in lu_sources(e.local_locator, known) {
                 let (src, uplink) = (ilnp_addr(from, ilnp_wire::split_addr(src).1), self.local.uplink_of(from));
                 for &t in &targets {
                     if let Ok(pkt) = lu_wire(linux49, src, ilnp_addr(t, e.nid), &e.nonce_tx, &lu) {
@@ -281,18 +281,17 @@ fn lu_wire(
     }
 }
 
-/// The source locators of an LU's attempt `attempt` (1 = the first), in sending
-/// order (docs/design/lu-source-locator.md). `current`: the entry's local locator
-/// now (after the move); `known`: the one the peer saw us on before, if it is still
-/// usable. While it is, the first attempt leaves from it alone: the peer checks the
-/// nonce before it meets a source locator it does not know (a peer that drops those
-/// unread, the Linux 4.9 code, still gets it). Retransmissions leave from both, the
-/// known one first: a peer that learns our locators from source addresses learns the
-/// new one too, and one whose packets to the old locator no longer come back still
-/// hears us. With the old one gone (hard handoff) only the new one is left.
-pub(crate) fn lu_sources(current: Locator, known: Option<Locator>, attempt: u32) -> Vec<Locator> {
+/// The source locators of an LU, in sending order (docs/design/lu-source-locator.md).
+/// `current`: the entry's local locator now (after the move); `known`: the one the
+/// peer saw us on before, if it still works. While it does, the LU leaves from it
+/// first: the peer checks the nonce before it meets a source locator it does not
+/// know (a peer that drops those unread, the Linux 4.9 code, still gets it). Then
+/// from the new one: a peer that learns our locators from source addresses learns
+/// it, the new path's round trip times the ack (the first ack ends the LU, a second
+/// is a duplicate), and a peer whose packets to the old locator no longer come back
+/// still hears us. With the old one gone (hard handoff) only the new one is left.
+pub(crate) fn lu_sources(current: Locator, known: Option<Locator>) -> Vec<Locator> {
     match known.filter(|k| *k != current && k.same_family(current)) {
-        Some(k) if attempt <= 1 => vec![k],
         Some(k) => vec![k, current],
         None => vec![current],
     }
@@ -363,9 +362,9 @@ mod tests {
         let t0 = Instant::now();
         // B joins a second network (preferred): LB still works, A knows only LB
         let out = b.set_local_locators(t0, vec![local(LB), local(LB2)]);
-        assert_eq!(srcs(&out), [LB], "first attempt: from the known locator alone");
+        assert_eq!(srcs(&out), [LB, LB2], "from the known locator first, then the new one");
         assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB2, "data moves to the new one");
-        // retransmissions: from the known one first, then from the new one
+        // retransmissions alike
         let out = b.handle_timeout(t0 + Duration::from_millis(250));
         assert_eq!(srcs(&out), [LB, LB2]);
         // the old network stops offering LB (no router): the new one alone
@@ -396,20 +395,19 @@ mod tests {
         b.set_local_locators(t0, vec![local(LB), local(LB2)]);
         // unacked, a third network: A still knows only LB
         let out = b.set_local_locators(t0 + Duration::from_millis(10), vec![local(LB), local(LB2), local(lb3)]);
-        assert_eq!(srcs(&out), [LB]);
+        assert_eq!(srcs(&out), [LB, lb3], "not from LB2, which A never acknowledged");
     }
 
     #[test]
     fn lu_sources_order() {
         let (old, new) = (LB, LB2);
-        assert_eq!(lu_sources(new, Some(old), 1), [old]);
-        assert_eq!(lu_sources(new, Some(old), 2), [old, new]);
-        assert_eq!(lu_sources(new, Some(old), 7), [old, new]);
-        assert_eq!(lu_sources(new, None, 1), [new]);
-        assert_eq!(lu_sources(new, Some(new), 1), [new], "no move: one copy");
+        assert_eq!(lu_sources(new, Some(old)), [old, new]);
+        assert_eq!(lu_sources(new, None), [new]);
+        assert_eq!(lu_sources(new, Some(new)), [new], "no move: one copy");
         let v4: Locator = "v4:192.0.2.1:4500".parse().unwrap();
-        assert_eq!(lu_sources(new, Some(v4), 1), [new], "another family is no source for it");
+        assert_eq!(lu_sources(new, Some(v4)), [new], "another family is no source for it");
     }
+
 
     #[test]
     fn first_attempt_to_the_active_locator_retries_back_off() {

@@ -363,9 +363,10 @@ fn newest_locator_is_preferred_on_join_and_advertised_first() {
     let out = b.set_local_locators(t0 + Duration::from_secs(1), vec![local(LB), local(LB2)]);
     let lu = parse_lu(&wire(&out)[0]);
     assert_eq!(lu.lu.entries.iter().map(|e| e.locator).collect::<Vec<_>>(), vec![LB2, LB]);
-    // the LU leaves from the locator A knows (still usable), data from the new one
-    assert_eq!(wire(&out).len(), 1);
-    assert_eq!(split_addr(lu.src).0, LB, "the LU leaves from the locator the peer knows");
+    // the LU leaves from the locator A knows (still usable) first, then from the new
+    // one; data from the new one
+    assert_eq!(wire(&out).iter().map(|w| src_loc(w)).collect::<Vec<_>>(), [LB, LB2]);
+    assert_eq!(split_addr(lu.src).0, LB, "the LU leaves from the locator the peer knows first");
     assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB2, "data from the new network");
     a.handle_inbound(t0, &wire(&out)[0], Csum::Complete);
     let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
@@ -785,8 +786,9 @@ fn router_loss_demotes_the_locator_and_fails_over() {
     let t1 = t0 + Duration::from_secs(14);
     let out = b.set_local_locators(t1, vec![local_pref(LB, 2, locator_preference(None, None)), local_pref(LB2, 3, 15)]);
     let lus = wire(&out);
-    assert_eq!(lus.len(), 1);
-    // LB lost its preference, not its router here: the LU leaves from it, A knows it
+    // LB lost its preference, not its router here: the LU leaves from it (A knows
+    // it), then from LB2
+    assert_eq!(lus.iter().map(|w| src_loc(w)).collect::<Vec<_>>(), [LB, LB2]);
     assert_eq!((src_loc(&lus[0]), lu_locs(&lus[0])), (LB, vec![(LB2, 15), (LB, 20)]));
     assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB2);
     a.handle_inbound(t1, &lus[0], Csum::Complete);
@@ -988,7 +990,9 @@ fn moved(cfg: impl FnOnce(&mut CoreConfig)) -> (Core, Core, Instant) {
     let t0 = t + Duration::from_secs(1);
     let out = b.set_local_locators(t0, vec![local(LB), local(LB2)]);
     let lus = wire(&out);
-    assert_eq!(lus.len(), 1);
+    // from the locator A knows, then from the new one (lu::lu_sources); hard: LB is aged
+    let from = if b.config().handoff == HandoffMode::Hard { vec![LB2] } else { vec![LB, LB2] };
+    assert_eq!(lus.iter().map(|w| src_loc(w)).collect::<Vec<_>>(), from);
     assert_eq!(lu_locs(&lus[0])[0], (LB2, 10), "the newest locator is preferred");
     deliver_lus(&mut a, &mut b, &out, t0);
     (a, b, t)
