@@ -11,17 +11,22 @@
 mod event;
 mod reply;
 mod request;
+mod states;
 
 pub use event::Event;
 
 /// the balancing policy a `policy_set` names
-pub use ilnp_core::Policy;
+pub use ilnp_wire::Policy;
 pub use reply::{
-    AdmissionStatus, BalanceInfo, BalancePeer, Data, DatapathMode, DnsStatus, DnsUpdateStatus, FastCounters, Flushed,
-    Handoff, IlccEntry, LocatorInfo, LocatorState, Monitoring, NidSource, PeerAdded, PeerDeleted, PeerFallback,
-    PeerInfo, PeerLocator, RemoteLocator, Reply, ReplyError, RouterPreference, Stats, Status, Uplink,
+    AdmissionStatus, BalanceInfo, BalancePeer, Data, DnsStatus, DnsUpdateStatus, FastCounters, Flushed, IlccEntry,
+    LocatorInfo, Monitoring, PeerAdded, PeerDeleted, PeerFallback, PeerInfo, PeerLocator, RemoteLocator, Reply,
+    ReplyError, Stats, Status, Uplink,
 };
 pub use request::{Field, PeerLocatorArg, Request, RequestError, Spelled, CONTROL_GROUP, DEFAULT_PREF};
+pub use states::{
+    AdmissionPolicy, DatapathMode, DnsUpdateState, FallbackReason, Handoff, LocatorState, NidSource, PeerSource,
+    PeerState, RouterPreference,
+};
 
 /// Framing: the compact JSON of `v` and a newline (JSON text never contains a raw
 /// newline, so a line is a message).

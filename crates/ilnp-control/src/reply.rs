@@ -1,15 +1,20 @@
 //! Replies: `{"ok": true, "data": DATA}` or `{"ok": false, "error": TEXT}`, and the
 //! typed DATA of each request.
 //!
-//! NIDs, locators, addresses and nonces travel as the daemon's display text
-//! (`0200:00ff:fe00:000d`, `2001:0db8:000b:0000`, `2001:db8:b::1`, hex). Clients
+//! NIDs and locators are typed (`ilnp_wire::Nid`, `Locator`) and travel as their
+//! display text (`0200:00ff:fe00:000d`, `2001:0db8:000b:0000`); addresses and nonces
+//! as text (`2001:db8:b::1`, hex); modes and states as their names (`states.rs`). Clients
 //! decode leniently: every data struct is `#[serde(default)]`, so a field a
 //! daemon does not send takes its default (empty, 0, false, null) and unknown
 //! fields are ignored. The daemon always sends every field.
 
 use crate::request::Request;
+use crate::states::{
+    AdmissionPolicy, DatapathMode, DnsUpdateState, FallbackReason, Handoff, LocatorState, NidSource, PeerSource,
+    PeerState, RouterPreference,
+};
 use crate::Policy;
-use ilnp_wire::named_enum;
+use ilnp_wire::{Locator, Nid};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -126,7 +131,7 @@ impl Reply {
 #[serde(default)]
 pub struct Status {
     /// this node's NID
-    pub nid: String,
+    pub nid: Nid,
     /// where it came from; absent from daemons before issue #44
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nid_source: Option<NidSource>,
@@ -167,7 +172,7 @@ pub struct BalanceInfo {
     /// for correspondents without their own (None: a daemon from before balancing)
     pub default_policy: Option<Policy>,
     /// NID → policy, for correspondents with their own
-    pub peer_policy: BTreeMap<String, Policy>,
+    pub peer_policy: BTreeMap<Nid, Policy>,
     /// uplink name → weight (uplinks not listed weigh 1)
     pub weights: BTreeMap<String, u32>,
     /// per-flow hash seed (configured, or derived from the NID: stable across restarts)
@@ -194,7 +199,7 @@ impl BalanceInfo {
 /// One correspondent's current balancing table.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BalancePeer {
-    pub nid: String,
+    pub nid: Nid,
     pub policy: Policy,
     /// `local>remote` locator pairs with their reduced weights
     pub pairs: Vec<(String, u32)>,
@@ -206,8 +211,7 @@ pub struct BalancePeer {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AdmissionStatus {
-    /// "socket" or "open"
-    pub policy: String,
+    pub policy: AdmissionPolicy,
     pub established: u64,
     pub embryonic: u64,
     /// `ilcc_max_entries`
@@ -223,46 +227,6 @@ pub struct AdmissionStatus {
     pub counters: BTreeMap<String, u64>,
 }
 
-named_enum! {
-    #[serde_names]
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum DatapathMode {
-        #[default]
-        Ebpf = "ebpf",
-        Userspace = "userspace",
-    }
-}
-
-named_enum! {
-    #[serde_names]
-    /// Where the daemon's NID came from (`nid` in its configuration; docs/architecture.md
-    /// § Addressing).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum NidSource {
-        /// `nid = "xxxx:xxxx:xxxx:xxxx"`
-        Configured = "configured",
-        /// `nid = "auto"`: derived from the host secret
-        StablePrivacy = "stable-privacy",
-        /// `nid = "auto"` the first time after an upgrade: the previous run's NID, kept
-        KeptFromUpgrade = "kept-from-upgrade",
-        /// `nid = "eui64"`: the first uplink's MAC
-        Eui64 = "eui64",
-        /// a source a newer daemon names
-        #[serde(other)]
-        Other = "other",
-    }
-}
-
-named_enum! {
-    #[serde_names]
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum Handoff {
-        #[default]
-        Soft = "soft",
-        Hard = "hard",
-    }
-}
-
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Uplink {
@@ -270,35 +234,11 @@ pub struct Uplink {
     pub ifindex: u32,
 }
 
-named_enum! {
-    #[serde_names]
-    /// Validity of a locator (RFC 6741 §5).
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum LocatorState {
-        #[default]
-        Valid = "valid",
-        Active = "active",
-        Aged = "aged",
-        Expired = "expired",
-    }
-}
-
-named_enum! {
-    #[serde_names]
-    /// Default Router Preference behind an uplink (RFC 4191).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum RouterPreference {
-        Low = "low",
-        Medium = "medium",
-        High = "high",
-    }
-}
-
 /// One local locator (`locator_show`, and `locators` of `status`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct LocatorInfo {
-    pub l64: String,
+    pub l64: Locator,
     /// `L64:NID`, the address on the uplink
     pub address: String,
     /// the uplink's name ("" if unknown)
@@ -320,11 +260,11 @@ pub struct LocatorInfo {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct IlccEntry {
-    pub nid: String,
+    pub nid: Nid,
     /// best first
     pub remote_locators: Vec<RemoteLocator>,
     /// our source locator towards the peer
-    pub local_locator: String,
+    pub local_locator: Locator,
     /// hex; null when `nonces_hidden`
     pub nonce_tx: Option<String>,
     /// hex; null until learned, and when `nonces_hidden`
@@ -354,7 +294,7 @@ pub struct IlccEntry {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RemoteLocator {
-    pub l64: String,
+    pub l64: Locator,
     pub pref: u16,
     /// seconds (from an LU); 0 = unknown
     pub lifetime_s: u16,
@@ -406,8 +346,7 @@ pub struct DnsUpdateStatus {
     pub name: String,
     pub server: String,
     pub ttl_s: u32,
-    /// "idle" (nothing sent yet), "pending" (sending or retrying), "ok", "failed" (retrying later)
-    pub state: String,
+    pub state: DnsUpdateState,
     /// `L64|PREF` each: the set last sent (or being sent)
     pub locators: Vec<String>,
     pub updates_ok: u64,
@@ -424,15 +363,15 @@ pub struct DnsUpdateStatus {
 #[serde(default)]
 pub struct PeerInfo {
     pub name: String,
-    pub nid: String,
+    pub nid: Nid,
     pub locators: Vec<PeerLocator>,
     /// the peer answered our nonce with a Parameter Problem (RFC 6744 §6), or
     /// answered only plain IPv6
     pub non_ilnp: bool,
-    /// "static" (peer file, `peer add`) or "dns" (the resolver proxy); absent from
+    /// `static` (peer file, `peer add`) or `dns` (the resolver proxy); absent from
     /// daemons older than the proxy
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub source: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<PeerSource>,
     /// DNS records: the answer's TTL in seconds
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttl_s: Option<u32>,
@@ -447,8 +386,8 @@ pub struct PeerInfo {
     /// how it is reached: `ilnp`, `probing` (no ILNP answer yet, a plain Echo
     /// Request is out), `fallback` (plain IPv6), `non-ilnp` (fallback off: fails)
     /// (absent from daemons before the fallback)
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub state: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<PeerState>,
     /// present in state `fallback`
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<PeerFallback>,
@@ -458,8 +397,7 @@ pub struct PeerInfo {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PeerFallback {
-    /// `parameter_problem` or `no_answer`
-    pub reason: String,
+    pub reason: FallbackReason,
     /// its L64:NID, where the packets for its identifier address go
     pub address: String,
     pub since_s: u64,
@@ -470,7 +408,7 @@ pub struct PeerFallback {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PeerLocator {
-    pub l64: String,
+    pub l64: Locator,
     pub pref: u16,
 }
 
@@ -479,7 +417,7 @@ pub struct PeerLocator {
 #[serde(default)]
 pub struct PeerAdded {
     /// the NID added
-    pub added: String,
+    pub added: Nid,
     /// whether the peer outlives a restart of ilnpd: a peer added at run time is kept
     /// in memory only (false); peers that persist live in the configuration
     /// (`[[peer]]`, `hosts_file`, `peers_file`); absent = false
@@ -492,7 +430,7 @@ pub struct PeerAdded {
 #[serde(default)]
 pub struct PeerDeleted {
     /// the NID deleted
-    pub deleted: String,
+    pub deleted: Nid,
 }
 
 /// `stats`: counter name → count.

@@ -50,7 +50,7 @@ pub enum Request {
     PolicySet {
         #[serde(default)]
         peer: Option<String>,
-        policy: ilnp_core::Policy,
+        policy: ilnp_wire::Policy,
     },
     /// set an uplink's balancing weight (0 = backup only) → [`crate::BalanceInfo`]
     LocatorSet { dev: String, weight: u32 },

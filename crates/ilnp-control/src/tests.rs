@@ -137,13 +137,13 @@ fn captured_replies_decode_and_serialise_unchanged() {
     same_again(&Request::LocatorShow, "locator_show");
     same_again(&Request::PeerShow, "peer_show");
     let Reply::Ok(Data::Peers(p)) = same_again(&Request::PeerShow, "peer_show2") else { panic!() };
-    assert_eq!(p[1].locators[0], PeerLocator { l64: "2001:0db8:000e:0000".into(), pref: 5 });
+    assert_eq!(p[1].locators[0], PeerLocator { l64: ilnp_wire::Locator(0x2001_0db8_000e_0000), pref: 5 });
     let Reply::Ok(Data::Stats(s)) = same_again(&Request::Stats, "stats") else { panic!() };
     assert_eq!(s.datapath.get("ingress_fast"), Some(&3));
     let add = every_request()[4].clone();
     assert_eq!(
         same_again(&add, "peer_add"),
-        Reply::Ok(Data::PeerAdded(PeerAdded { added: "0200:00ff:fe00:00ee".into(), persistent: false }))
+        Reply::Ok(Data::PeerAdded(PeerAdded { added: ilnp_wire::Nid(0x0200_00ff_fe00_00ee), persistent: false }))
     );
     same_again(&every_request()[5], "peer_del");
     assert_eq!(same_again(&Request::IlccFlush, "ilcc_flush"), Reply::Ok(Data::Flushed(Flushed { flushed: 1 })));
@@ -155,7 +155,7 @@ fn captured_replies_decode_and_serialise_unchanged() {
 
 #[test]
 fn ilcc_entry_without_fast_counters_has_no_fast_key() {
-    let e = IlccEntry { nid: "0200:00ff:fe00:000d".into(), ..IlccEntry::default() };
+    let e = IlccEntry { nid: ilnp_wire::Nid(0x0200_00ff_fe00_000d), ..IlccEntry::default() };
     let v = serde_json::to_value(&e).unwrap();
     assert!(v.get("fast").is_none(), "{v}");
     // null, not absent: nonce_rx and srtt_us before they are known
@@ -192,7 +192,7 @@ fn envelope_errors() {
 #[test]
 fn lenient_decoding_of_partial_data() {
     let st: Status = serde_json::from_value(json!({"nid": "0200:00ff:fe00:000c", "future_field": 1})).unwrap();
-    assert_eq!(st.nid, "0200:00ff:fe00:000c");
+    assert_eq!(st.nid.to_string(), "0200:00ff:fe00:000c");
     assert!(st.uplinks.is_empty() && st.version.is_empty());
     assert_eq!(st.nid_source, None, "an older daemon's status");
     for (text, want) in [
@@ -342,7 +342,7 @@ fn mutating_requests_are_roots_only() {
 /// such key (the shape of old replies).
 #[test]
 fn hidden_nonces_are_null_and_said() {
-    let hidden = IlccEntry { nid: "0200:00ff:fe00:000d".into(), nonces_hidden: true, ..IlccEntry::default() };
+    let hidden = IlccEntry { nid: ilnp_wire::Nid(0x0200_00ff_fe00_000d), nonces_hidden: true, ..IlccEntry::default() };
     let v = serde_json::to_value(&hidden).unwrap();
     assert_eq!(
         (v["nonce_tx"].clone(), v["nonce_rx"].clone(), v["nonces_hidden"].clone()),
@@ -351,4 +351,39 @@ fn hidden_nonces_are_null_and_said() {
     let root = IlccEntry { nonce_tx: Some("701d80b0".into()), ..IlccEntry::default() };
     let v = serde_json::to_value(&root).unwrap();
     assert!(v.get("nonces_hidden").is_none() && v["nonce_tx"] == json!("701d80b0"), "{v}");
+}
+
+/// The typed fields (NIDs, locators, policies, states) carry the text the daemon
+/// sent when they were strings, and read it back; a state a newer daemon names
+/// decodes as `Other`.
+#[test]
+fn typed_fields_keep_the_text_of_the_strings() {
+    let peers = json!([{"name": "cn", "nid": "0200:00ff:fe00:000d", "locators": [{"l64": "2001:0db8:000b:0000", "pref": 10},
+        {"l64": "v4:198.51.100.7:6740", "pref": 20}], "non_ilnp": false, "source": "dns", "ttl_s": 60,
+        "expires_in_s": 59, "state": "fallback", "fallback": {"reason": "no_answer", "address": "2001:db8:b:0:200:ff:fe00:d",
+        "since_s": 3, "pkts_out": 1, "pkts_in": 0}}]);
+    let d = Data::decode(&Request::PeerShow, peers.clone()).unwrap();
+    let Data::Peers(p) = &d else { panic!() };
+    assert_eq!(p[0].nid, ilnp_wire::Nid(0x0200_00ff_fe00_000d));
+    assert!(p[0].locators[1].l64.is_v4_path());
+    assert_eq!((p[0].state, p[0].source), (Some(PeerState::Fallback), Some(PeerSource::Dns)));
+    assert_eq!(p[0].fallback.as_ref().unwrap().reason, FallbackReason::NoAnswer);
+    assert_eq!(serde_json::to_value(&d).unwrap(), peers);
+    let balance = json!({"default_policy": "failover", "peer_policy": {"0200:00ff:fe00:000d": "per-packet"},
+        "weights": {"eth0": 1}, "flow_seed": 7, "peers": [{"nid": "0200:00ff:fe00:000d", "policy": "per-packet",
+        "pairs": [["2001:0db8:000a:0000>2001:0db8:000b:0000", 1]], "seq": 4}]});
+    let d = Data::decode(&Request::PolicyShow, balance.clone()).unwrap();
+    let Data::Balance(b) = &d else { panic!() };
+    assert_eq!(b.peer_policy.get(&ilnp_wire::Nid(0x0200_00ff_fe00_000d)), Some(&crate::Policy::PerPacket));
+    assert_eq!(serde_json::to_value(&d).unwrap(), balance);
+    for (text, want) in
+        [("idle", DnsUpdateState::Idle), ("failed", DnsUpdateState::Failed), ("x", DnsUpdateState::Other)]
+    {
+        let u: DnsUpdateStatus = serde_json::from_value(json!({"state": text})).unwrap();
+        assert_eq!(u.state, want, "{text}");
+    }
+    let a: AdmissionStatus = serde_json::from_value(json!({"policy": "open"})).unwrap();
+    assert_eq!(serde_json::to_value(&a).unwrap()["policy"], "open");
+    let bad = Data::decode(&Request::PeerShow, json!([{"nid": "not-a-nid"}])).unwrap_err().to_string();
+    assert!(bad.contains("not-a-nid"), "{bad}");
 }

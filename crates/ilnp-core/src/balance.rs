@@ -34,9 +34,8 @@ use crate::ilcc::{Ilcc, IlccEntry};
 use crate::local::LocalLocators;
 use crate::{Action, Core, CoreConfig, LocatorState};
 use ilnp_wire::l4::FlowPorts;
-use ilnp_wire::named_enum;
 use ilnp_wire::{Locator, Nid};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
@@ -45,31 +44,8 @@ pub const MAX_PAIRS: usize = 16;
 /// Schedule / flow-slot table length (the fast path's table).
 pub const SLOTS: usize = 256;
 
-named_enum! {
-    #[serde_names]
-    /// How packets to a correspondent are spread over locator pairs.
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-    pub enum Policy {
-        #[default]
-        Failover = "failover",
-        PerFlow = "per-flow",
-        PerPacket = "per-packet",
-    }
-}
-
-impl Policy {
-    /// The fast path's code (`enum ilnp_policy` in bpf/ilnp_maps.h).
-    pub fn code(self) -> u32 {
-        self as u32
-    }
-}
-
-impl std::str::FromStr for Policy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Policy, String> {
-        Policy::from_name(s).ok_or_else(|| format!("unknown policy {s:?} (failover, per-flow or per-packet)"))
-    }
-}
+/// The policy and its names: `ilnp_wire::policy` (the control protocol names it too).
+pub use ilnp_wire::Policy;
 
 /// A balancing request the core refuses, naming the bad item.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -324,8 +300,8 @@ pub enum BalanceChange {
 #[derive(Clone, Debug, Serialize)]
 pub struct BalanceView {
     pub default_policy: Policy,
-    /// NID (display form) → policy, for correspondents with their own
-    pub peer_policy: BTreeMap<String, Policy>,
+    /// NID → policy, for correspondents with their own
+    pub peer_policy: BTreeMap<Nid, Policy>,
     /// uplink ifindex → configured weight
     pub weights: BTreeMap<u32, u32>,
     pub flow_seed: u64,
@@ -335,7 +311,7 @@ pub struct BalanceView {
 /// One correspondent's current balancing.
 #[derive(Clone, Debug, Serialize)]
 pub struct BalancePeerView {
-    pub nid: String,
+    pub nid: Nid,
     pub policy: Policy,
     /// "local>remote" with the pair's reduced weight
     pub pairs: Vec<(String, u32)>,
@@ -468,16 +444,16 @@ impl Balancer {
             .tables
             .values()
             .map(|t| BalancePeerView {
-                nid: t.nid.to_string(),
+                nid: t.nid,
                 policy: t.policy,
                 pairs: t.pairs.iter().zip(&t.weights).map(|((l, r), w)| (format!("{l}>{r}"), *w)).collect(),
                 seq: t.seq,
             })
             .collect();
-        peers.sort_by(|a, b| a.nid.cmp(&b.nid));
+        peers.sort_by_key(|p| p.nid);
         BalanceView {
             default_policy: self.default_policy,
-            peer_policy: self.peer_policy.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
+            peer_policy: self.peer_policy.clone(),
             weights: self.weights.clone(),
             flow_seed: self.flow_seed,
             peers,

@@ -142,6 +142,31 @@ impl core::str::FromStr for Locator {
     }
 }
 
+/// Nid and Locator in serde as their display text (`0200:00ff:fe00:000d`,
+/// `2001:0db8:000b:0000`, `v4:A.B.C.D:PORT`), read back with `FromStr`; map keys too.
+#[cfg(feature = "serde")]
+mod text_serde {
+    use super::{Locator, Nid};
+
+    macro_rules! as_text {
+        ($ty:ty) => {
+            impl serde::Serialize for $ty {
+                fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                    s.collect_str(self)
+                }
+            }
+            impl<'de> serde::Deserialize<'de> for $ty {
+                fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
+                    let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                    s.parse().map_err(serde::de::Error::custom)
+                }
+            }
+        };
+    }
+    as_text!(Nid);
+    as_text!(Locator);
+}
+
 /// Compose the 128-bit ILNPv6 address `L64:NID`.
 pub fn ilnp_addr(loc: Locator, nid: Nid) -> Ipv6Addr {
     Ipv6Addr::from(((loc.0 as u128) << 64) | nid.0 as u128)

@@ -55,7 +55,7 @@ macro_rules! named_u8 {
 }
 
 /// An enum whose variants each have one name, written once beside the variant:
-/// `ALL` (every variant, in declaration order), `COUNT`, `as_str()`, `from_name()`
+/// `ALL` (every variant, in declaration order), `COUNT`, `NAMES`, `as_str()`, `from_name()`
 /// and `Display` as the name. With `#[serde_names]` first, serde (de)serialises each
 /// variant as that same name (the caller derives `Serialize`/`Deserialize`).
 ///
@@ -78,6 +78,8 @@ macro_rules! named_enum {
             pub const ALL: &'static [$name] = &[$($name::$v),+];
             /// How many variants there are.
             pub const COUNT: usize = $name::ALL.len();
+            /// Every variant's name, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($s),+];
             /// The variant's name.
             pub const fn as_str(self) -> &'static str {
                 match self {

@@ -107,7 +107,7 @@ pub fn render(obj: &Object, data: &Data) -> String {
 
 fn status(d: &Status) -> String {
     let mut rows: Vec<(String, String)> = vec![
-        ("NID".into(), d.nid_source.map_or_else(|| d.nid.clone(), |s| format!("{} ({s})", d.nid))),
+        ("NID".into(), d.nid_source.map_or_else(|| d.nid.to_string(), |s| format!("{} ({s})", d.nid))),
         ("identifier prefix".into(), d.identifier_prefix.clone()),
         ("identifier address".into(), d.identifier_address.clone()),
         (
@@ -130,7 +130,7 @@ fn status(d: &Status) -> String {
     rows.push(("balance".into(), balance_summary(&d.balance)));
     rows.push(("ILCC entries".into(), d.ilcc_entries.to_string()));
     if let Some(a) = &d.admission {
-        rows.push(("admission".into(), a.policy.clone()));
+        rows.push(("admission".into(), a.policy.to_string()));
         rows.push((
             "ILCC tiers".into(),
             format!(
@@ -176,7 +176,9 @@ fn balance(b: &BalanceInfo) -> String {
         .peers
         .iter()
         .flat_map(|p| {
-            p.pairs.iter().map(move |(pair, w)| vec![p.nid.clone(), p.policy.to_string(), pair.clone(), w.to_string()])
+            p.pairs
+                .iter()
+                .map(move |(pair, w)| vec![p.nid.to_string(), p.policy.to_string(), pair.clone(), w.to_string()])
         })
         .collect();
     if !rows.is_empty() {
@@ -201,8 +203,8 @@ fn ilcc(entries: &[IlccEntry]) -> String {
                 })
                 .collect();
             vec![
-                e.nid.clone(),
-                e.local_locator.clone(),
+                e.nid.to_string(),
+                e.local_locator.to_string(),
                 remote.join(" "),
                 if e.nonces_hidden {
                     "(root only)".into()
@@ -230,7 +232,7 @@ fn locators(l: &[LocatorInfo]) -> String {
         .iter()
         .map(|x| {
             vec![
-                x.l64.clone(),
+                x.l64.to_string(),
                 x.address.clone(),
                 x.interface.clone(),
                 x.pref.to_string(),
@@ -303,15 +305,16 @@ fn peers(p: &[PeerInfo]) -> String {
         .iter()
         .map(|x| {
             let locs: Vec<String> = x.locators.iter().map(|l| format!("{}|{}", l.l64, l.pref)).collect();
+            let source = x.source.map(|s| s.to_string()).unwrap_or_default();
             let src = match (x.ttl_s, x.expires_in_s) {
                 (Some(t), Some(e)) if x.expired => {
-                    format!("{} (TTL {t} s, EXPIRED {} s ago: locators may be stale)", x.source, -e)
+                    format!("{source} (TTL {t} s, EXPIRED {} s ago: locators may be stale)", -e)
                 }
-                (Some(t), Some(e)) => format!("{} (TTL {t} s, expires in {e} s)", x.source),
-                (Some(t), None) => format!("{} (TTL {t} s)", x.source),
-                _ => x.source.clone(),
+                (Some(t), Some(e)) => format!("{source} (TTL {t} s, expires in {e} s)"),
+                (Some(t), None) => format!("{source} (TTL {t} s)"),
+                _ => source,
             };
-            let state = match (&x.fallback, x.state.as_str()) {
+            let state = match (&x.fallback, x.state.map_or("", |s| s.as_str())) {
                 (Some(f), _) => format!(
                     "fallback: plain IPv6 to {} ({}, {} out, {} in)",
                     f.address, f.reason, f.pkts_out, f.pkts_in
@@ -320,7 +323,7 @@ fn peers(p: &[PeerInfo]) -> String {
                 (None, "") => "ilnp".into(),
                 (None, s) => s.into(),
             };
-            vec![x.name.clone(), x.nid.clone(), locs.join(","), state, src]
+            vec![x.name.clone(), x.nid.to_string(), locs.join(","), state, src]
         })
         .collect();
     table(&["NAME", "NID", "LOCATORS (L64|PREF)", "STATE", "SOURCE"], &rows)

@@ -104,12 +104,9 @@ impl Daemon {
         let lf = Family::<Labels, Gauge>::default();
         let age = Family::<Labels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         for l in &locs {
-            let labels = vec![("locator".to_string(), l.l64.clone()), ("uplink".to_string(), l.interface.clone())];
+            let labels = vec![("locator".to_string(), l.l64.to_string()), ("uplink".to_string(), l.interface.clone())];
             let mut with_state = labels.clone();
-            with_state.push((
-                "state".into(),
-                serde_json::to_value(l.state).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
-            ));
+            with_state.push(("state".into(), l.state.as_str().to_string()));
             with_state.push(("pref".into(), l.pref.to_string()));
             lf.get_or_create(&with_state).set(1);
             if let Some(a) = l.last_rx_age_s {

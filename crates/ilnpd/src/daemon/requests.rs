@@ -9,7 +9,9 @@ use crate::config;
 use crate::nid::NidSource;
 use anyhow::{anyhow, bail, Result};
 use ilnp_control::{self as ctl, Data, Reply, Request};
-use ilnp_core::{Action, HandoffMode, LocatorState, PeerLocator, PeerRecord, RouterPreference};
+use ilnp_core::{
+    Action, Admission, FallbackReason, HandoffMode, LocatorState, PeerLocator, PeerRecord, PeerState, RouterPreference,
+};
 use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -69,18 +71,18 @@ impl Daemon {
                     .peers()
                     .map(|p| ctl::PeerInfo {
                         name: p.record.name.clone(),
-                        nid: p.record.nid.to_string(),
+                        nid: p.record.nid,
                         locators: p
                             .record
                             .locators
                             .iter()
-                            .map(|l| ctl::PeerLocator { l64: l.loc.to_string(), pref: l.pref })
+                            .map(|l| ctl::PeerLocator { l64: l.loc, pref: l.pref })
                             .collect(),
                         non_ilnp: p.non_ilnp,
-                        source: match p.source {
-                            ilnp_core::PeerSource::Static => "static".into(),
-                            ilnp_core::PeerSource::Dns => "dns".into(),
-                        },
+                        source: Some(match p.source {
+                            ilnp_core::PeerSource::Static => ctl::PeerSource::Static,
+                            ilnp_core::PeerSource::Dns => ctl::PeerSource::Dns,
+                        }),
                         ttl_s: p.ttl_s,
                         expires_in_s: p.expires.map(|e| {
                             let now = Instant::now();
@@ -91,12 +93,9 @@ impl Daemon {
                             }
                         }),
                         expired: p.expires.is_some_and(|e| e <= Instant::now()),
-                        state: serde_json::to_value(self.core.peer_state(p.record.nid))
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default(),
+                        state: Some(peer_state(self.core.peer_state(p.record.nid))),
                         fallback: self.core.fallback_view(p.record.nid, Instant::now()).map(|f| ctl::PeerFallback {
-                            reason: f.reason.as_str().to_string(),
+                            reason: fallback_reason(f.reason),
                             address: f.address.to_string(),
                             since_s: f.since_s,
                             pkts_out: f.pkts_out,
@@ -109,7 +108,7 @@ impl Daemon {
                 let r = peer_record(name, &nid, &locators, self.local_nid, self.cfg.id_prefix)?;
                 let nid = r.nid;
                 self.core.add_peer(r);
-                Data::PeerAdded(ctl::PeerAdded { added: nid.to_string(), persistent: false })
+                Data::PeerAdded(ctl::PeerAdded { added: nid, persistent: false })
             }
             Request::PeerDel { nid } => {
                 let nid = nid.value;
@@ -124,7 +123,7 @@ impl Daemon {
                 }
                 // its fallback, if any, went with it (kept in the state file)
                 self.state_dirty.get_or_insert_with(Instant::now);
-                Data::PeerDeleted(ctl::PeerDeleted { deleted: nid.to_string() })
+                Data::PeerDeleted(ctl::PeerDeleted { deleted: nid })
             }
             Request::Stats => {
                 let mut core: BTreeMap<String, u64> =
@@ -200,7 +199,7 @@ impl Daemon {
 
     fn status(&mut self) -> ctl::Status {
         ctl::Status {
-            nid: self.local_nid.to_string(),
+            nid: self.local_nid,
             nid_source: Some(match self.nid_source {
                 NidSource::Configured => ctl::NidSource::Configured,
                 NidSource::StablePrivacy => ctl::NidSource::StablePrivacy,
@@ -241,7 +240,10 @@ impl Daemon {
             counters.insert(k.to_string(), v);
         }
         ctl::AdmissionStatus {
-            policy: self.cfg.admission.as_str().to_string(),
+            policy: match self.cfg.admission {
+                Admission::Socket => ctl::AdmissionPolicy::Socket,
+                Admission::Open => ctl::AdmissionPolicy::Open,
+            },
             established: t.established as u64,
             embryonic: t.embryonic as u64,
             max_established: t.max_established as u64,
@@ -263,19 +265,19 @@ impl Daemon {
         entries
             .into_iter()
             .map(|e| ctl::IlccEntry {
-                nid: e.nid.to_string(),
+                nid: e.nid,
                 remote_locators: e
                     .remote_locators
                     .iter()
                     .map(|r| ctl::RemoteLocator {
-                        l64: r.loc.to_string(),
+                        l64: r.loc,
                         pref: r.pref,
                         lifetime_s: r.lifetime_s,
                         state: locator_state(r.state),
                         via: r.via.map(|v| v.to_string()),
                     })
                     .collect(),
-                local_locator: e.local_locator.to_string(),
+                local_locator: e.local_locator,
                 nonce_tx: Some(hex(&e.nonce_tx)).filter(|_| nonces),
                 nonce_rx: e.nonce_rx.as_ref().map(hex).filter(|_| nonces),
                 nonces_hidden: !nonces,
@@ -312,7 +314,7 @@ impl Daemon {
                 name: u.cfg.name.clone(),
                 server: u.cfg.server.to_string(),
                 ttl_s: u.cfg.ttl_s,
-                state: s.state.to_string(),
+                state: s.state,
                 locators: s.locators.iter().map(|l| format!("{}|{}", l.loc, l.pref)).collect(),
                 updates_ok: s.updates_ok,
                 updates_failed: s.updates_failed,
@@ -333,7 +335,7 @@ impl Daemon {
             .map(|l| {
                 let uplink = self.uplinks.iter().find(|u| u.index == l.ifindex);
                 ctl::LocatorInfo {
-                    l64: l.loc.to_string(),
+                    l64: l.loc,
                     address: ilnp_addr(l.loc, self.local_nid).to_string(),
                     interface: uplink.map(|u| u.name.clone()).unwrap_or_default(),
                     pref: l.pref,
@@ -381,6 +383,22 @@ fn locator_state(s: LocatorState) -> ctl::LocatorState {
         LocatorState::Active => ctl::LocatorState::Active,
         LocatorState::Aged => ctl::LocatorState::Aged,
         LocatorState::Expired => ctl::LocatorState::Expired,
+    }
+}
+
+fn peer_state(s: PeerState) -> ctl::PeerState {
+    match s {
+        PeerState::Ilnp => ctl::PeerState::Ilnp,
+        PeerState::NonIlnp => ctl::PeerState::NonIlnp,
+        PeerState::Probing => ctl::PeerState::Probing,
+        PeerState::Fallback => ctl::PeerState::Fallback,
+    }
+}
+
+fn fallback_reason(r: FallbackReason) -> ctl::FallbackReason {
+    match r {
+        FallbackReason::ParameterProblem => ctl::FallbackReason::ParameterProblem,
+        FallbackReason::NoAnswer => ctl::FallbackReason::NoAnswer,
     }
 }
 
@@ -448,6 +466,22 @@ mod tests {
             assert_eq!(t.message, format!("peer \"mn\": {want}"), "TOML {nid} {l64}");
             let h = load_hosts_str(&format!("{l64}|10,{nid} mn\n"), "hosts").unwrap_err();
             assert_eq!(h.message, want, "hosts {nid} {l64}");
+        }
+    }
+
+    /// The reply's states say what the core's names said (what the daemon sent when
+    /// it took them through serde_json).
+    #[test]
+    fn reply_states_are_the_cores_names() {
+        for s in PeerState::ALL {
+            assert_eq!(peer_state(*s).as_str(), s.as_str());
+            assert_eq!(serde_json::to_value(peer_state(*s)).unwrap(), serde_json::to_value(s).unwrap());
+        }
+        for r in FallbackReason::ALL {
+            assert_eq!(serde_json::to_value(fallback_reason(*r)).unwrap(), serde_json::to_value(r).unwrap());
+        }
+        for s in [LocatorState::Valid, LocatorState::Active, LocatorState::Aged, LocatorState::Expired] {
+            assert_eq!(serde_json::to_value(locator_state(s)).unwrap(), serde_json::to_value(s).unwrap());
         }
     }
 

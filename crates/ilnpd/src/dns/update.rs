@@ -11,6 +11,7 @@ use hickory_proto::dnssec::tsig::TSigner;
 use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::NULL;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use ilnp_control::DnsUpdateState;
 use ilnp_core::PeerLocator;
 use ilnp_wire::rdata::{Rdata, TYPE_L64};
 use std::net::SocketAddr;
@@ -92,7 +93,7 @@ pub fn update_message(zone: &Name, name: &Name, locs: &[PeerLocator], ttl: u32) 
 /// What `ilnpctl dns status` shows.
 #[derive(Debug, Default, Clone)]
 pub struct UpdateState {
-    pub state: &'static str,
+    pub state: DnsUpdateState,
     pub locators: Vec<PeerLocator>,
     pub updates_ok: u64,
     pub updates_failed: u64,
@@ -127,7 +128,7 @@ pub fn start(cfg: UpdateConfig) -> Result<(Arc<Updater>, watch::Sender<Wanted>)>
     }
     let up = Arc::new(Updater {
         cfg,
-        state: Mutex::new(UpdateState { state: "idle", ..Default::default() }),
+        state: Mutex::new(UpdateState { state: DnsUpdateState::Idle, ..Default::default() }),
         signer,
         zone,
         name,
@@ -150,7 +151,7 @@ async fn run(up: Arc<Updater>, mut rx: watch::Receiver<Wanted>) {
         loop {
             let Some((locs, changed_at)) = rx.borrow_and_update().clone() else { break };
             up.set(|s| {
-                s.state = "pending";
+                s.state = DnsUpdateState::Pending;
                 s.locators = locs.clone();
             });
             let list: Vec<String> = locs.iter().map(|l| format!("{}|{}", l.loc, l.pref)).collect();
@@ -166,7 +167,7 @@ async fn run(up: Arc<Updater>, mut rx: watch::Receiver<Wanted>) {
                         lat.as_secs_f64() * 1e3
                     );
                     up.set(|s| {
-                        s.state = "ok";
+                        s.state = DnsUpdateState::Ok;
                         s.updates_ok += 1;
                         s.last_ok = Some(Instant::now());
                         s.last_latency = Some(lat);
@@ -183,7 +184,7 @@ async fn run(up: Arc<Updater>, mut rx: watch::Receiver<Wanted>) {
                         delay.as_secs_f64()
                     );
                     up.set(|s| {
-                        s.state = "failed";
+                        s.state = DnsUpdateState::Failed;
                         s.updates_failed += 1;
                         s.last_error = Some(format!("{e:#}"));
                     });
