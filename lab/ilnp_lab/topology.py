@@ -1,4 +1,6 @@
-"""Experiment files: topology, timeline, traffic and the cells to run, in TOML.
+"""Experiment files: topology, timeline, traffic and the cells to run, in TOML; and the
+generic network they describe (nodes, links, routes, radvd, addresses), built in a `Testbed`.
+What happens to it over a run (timeline, moves, their paths, DAD) is `mobility_model.py`.
 
 `load(path)` reads and checks a whole file before anything is created: an unknown
 key, a link to a missing node, an address that does not parse or a timeline out of
@@ -20,12 +22,7 @@ Format (see experiments/seed000-tcp.toml for a complete file):
              jitter_ms, jitter_dist ("uniform"|"normal"|"pareto"|"paretonormal"), jitter_order ("fifo"|"reorder")
     [[route]] node, dst ("default" or prefix), via
     [[radvd]] node, iface, prefix, pref ("low"|"medium"|"high"), min_ra, max_ra, valid, preferred
-    [[event]] at_s, node, iface, action ("up"|"down"), label
-    [move.NAME] links = { LINK = { delay_ms, loss_pct, rate_mbit, jitter_ms, jitter_dist, jitter_order } },
-                events = [{ at_s, node, iface, action, label }, ...],   # optional: this move's own
-                timeline instead of the [[event]]s (seed 003's soft and hard handoffs differ only in
-                the order of the MN's link changes),
-                lu_timer ("rtt"|"fixed-<N>s"|"fixed-<N>ms": the ILNP schemes' ilnpd `lu_timer` in this move)
+    [[event]], [move.NAME]       # the timeline and the moves: mobility_model.py's doc
 
 Link delay, jitter and loss apply in both directions. Jitter is the standard deviation of
 the one-way delay, drawn per frame from `jitter_dist` (mean 0; ilnp-delayline's line.rs
@@ -38,10 +35,11 @@ from __future__ import annotations
 import ipaddress
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .addr import CN_NID, MN_NID, l64, lab_nid
+from .mobility_model import DAD_MODES, LINK_PARAMS, EventSpec, Moves, dad_sysctls, parse_events, parse_moves  # noqa: F401 (DAD_MODES: cli)
 from .services import nic_segmentation, radvd, warm_neighbours
 from .testbed import Node, Testbed
 
@@ -87,15 +85,6 @@ class RadvdSpec:
 
 
 @dataclass(frozen=True)
-class EventSpec:
-    at_s: float
-    node: str
-    iface: str
-    action: str
-    label: str
-
-
-@dataclass(frozen=True)
 class Load:
     name: str
     rate: str | None = None  # iperf3 -b
@@ -103,7 +92,9 @@ class Load:
 
 
 @dataclass
-class Experiment:
+class Experiment(Moves):
+    """A checked experiment file: the network (nodes, links, routes, radvd), the roles, schemes
+    and traffic, and the mobility model (`Moves`: the timeline, the moves, their paths)."""
     path: Path
     name: str
     title: str
@@ -141,20 +132,6 @@ class Experiment:
     # diagnosis, e.g. cn:net.ipv4.tcp_frto=0; only the testbed's namespaces, never the host's)
     sysctls: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def events_for(self, move: str) -> list[EventSpec]:
-        """The timeline of `move`: its own `events`, else the file's [[event]]s."""
-        return self.move_events.get(move, self.events)
-
-    def all_events(self) -> list[EventSpec]:
-        """Every move's timeline events (which link ends the timelines switch)."""
-        return [*self.events, *(e for evs in self.move_events.values() for e in evs)]
-
-    def links_for(self, move: str, overrides: dict[str, dict] | None = None) -> list[LinkSpec]:
-        over = {k: dict(v) for k, v in self.moves[move].items()}
-        for name, params in (overrides or {}).items():
-            over.setdefault(name, {}).update(params)
-        return [replace(l, **over.get(l.name, {})) for l in self.links]
-
     def host_ifaces(self, node: str) -> list[tuple[str, LinkSpec]]:
         out = []
         for l in self.links:
@@ -185,52 +162,6 @@ class Experiment:
     def initial_l64s(self, host: str) -> list[str]:
         """The L64s of `initial_prefixes(host)`: the locators a static peer entry lists."""
         return [l64(p) for _, p in self.initial_prefixes(host)]
-
-    def _path(self, move: str, host: str, iface: str) -> tuple[LinkSpec, list[LinkSpec], float]:
-        """The path from the CN to `host` entering through `iface` in `move`: the host's link
-        behind `iface`, the least-delay chain of links from the CN to that link's far end, and
-        that chain's one-way delay (ms)."""
-        links = self.links_for(move)
-        last = next(l for l in links if (l.a, l.a_if) == (host, iface) or (l.b, l.b_if) == (host, iface))
-        far = last.b if last.a == host else last.a
-        dist, via, todo = {self.cn: 0.0}, {self.cn: None}, [self.cn]
-        while todo:  # Bellman-Ford style relaxation: a handful of nodes
-            n = todo.pop()
-            if n != self.cn and not self.nodes[n]:
-                continue  # hosts do not forward
-            for l in links:
-                if l is last or n not in (l.a, l.b):
-                    continue
-                other = l.b if l.a == n else l.a
-                d = dist[n] + l.delay_ms
-                if d < dist.get(other, float("inf")):
-                    dist[other], via[other] = d, (n, l)
-                    todo.append(other)
-        if far not in dist:
-            raise ValueError(f"{self.name}: no path from {self.cn} to {far}")
-        chain, n = [], far
-        while via[n] is not None:
-            n, l = via[n]
-            chain.append(l)
-        return last, chain, dist[far]
-
-    def path_rtt_s(self, move: str, host: str, iface: str) -> float:
-        """The configured round trip (link delays, both ways) between the CN and `host` when
-        the traffic enters `host` through `iface`: the least-delay path from the CN to the
-        far end of that link, plus the link itself. Queueing and processing are not in it."""
-        last, _, d = self._path(move, host, iface)
-        return round(2 * (d + last.delay_ms) / 1000, 6)
-
-    def path_delivery(self, move: str, host: str, iface: str) -> float:
-        """The probability that one packet crosses the configured links from the CN to `host`
-        entering through `iface` (the path of `path_rtt_s`), from the links' random loss; the
-        way back has the same links and loss. So a single LU and its ack both arrive with
-        probability `path_delivery ** 2` (thesis §6.2.1, eqs. 3, 8, 9)."""
-        last, chain, _ = self._path(move, host, iface)
-        p = 1.0
-        for l in [last, *chain]:
-            p *= 1.0 - l.loss_pct / 100
-        return round(p, 9)
 
     def radvd_facing(self, node: str, iface: str) -> RadvdSpec | None:
         """The radvd advertising onto the link behind `node:iface`, if any."""
@@ -322,10 +253,8 @@ def _read(path: Path, seen: tuple[Path, ...] = ()) -> tuple[dict, str]:
     return merged, text + "\n" + btext
 
 
-LINK_PARAMS = {"delay_ms", "loss_pct", "rate_mbit", "jitter_ms", "jitter_dist", "jitter_order"}  # what a move may change on a link
 JITTER_DISTS = ("uniform", "normal", "pareto", "paretonormal")
 JITTER_ORDERS = ("fifo", "reorder")
-LU_TIMER = re.compile(r"^(rtt|fixed-[1-9][0-9]*(ms|s))$")
 
 
 def load(name_or_path: str | Path) -> Experiment:
@@ -344,8 +273,9 @@ def load(name_or_path: str | Path) -> Experiment:
     ifaces = {e for l in links for e in ((l.a, l.a_if), (l.b, l.b_if))}
     routes = _routes(c, doc.get("route", []), nodes)
     radvds = _radvds(c, doc.get("radvd", []), ifaces)
-    events = _events(c, doc.get("event", []), ifaces, ex["duration"])
-    moves, move_events, move_daemon = _moves(c, doc.get("move") or {"default": {}}, links, ifaces, ex["duration"])
+    events = parse_events(c, doc.get("event", []), ifaces, ex["duration"])
+    moves, move_events, move_daemon = parse_moves(c, doc.get("move") or {"default": {}}, links, ifaces, ex["duration"],
+                                                  _link_params)
     tr = doc["traffic"]
     kind, loads, ccs = _traffic(c, tr)
     for name in ("mptcp", "mptcp-client"):
@@ -499,53 +429,6 @@ def _radvds(c: _Ctx, items: list, ifaces: set[tuple[str, str]]) -> list[RadvdSpe
     return radvds
 
 
-def _events(c: _Ctx, items: list, ifaces: set[tuple[str, str]], duration: float,
-            what: str = "[[event]]") -> list[EventSpec]:
-    """[[event]] (or a move's `events`): the timeline, in order, within the flow."""
-    events = []
-    last = -1.0
-    if not isinstance(items, list):
-        raise c.err(what, "must be a list of events")
-    for i, e in enumerate(items, 1):
-        where = f"{what} #{i}"
-        c.keys(where, e, {"at_s", "node", "iface", "action", "label"}, {"at_s", "node", "iface", "action"})
-        at = c.num(where, e, "at_s", None, 0, duration)
-        if at < last:
-            raise c.err(where, f"at_s = {at} comes before the previous event's {last}: the timeline must be in order", "at_s")
-        last = at
-        if (e["node"], e["iface"]) not in ifaces:
-            raise c.err(where, f"{e['node']}:{e['iface']} is not an interface of any link", "iface")
-        action = c.string(where, e, "action", choices=("up", "down"))
-        events.append(EventSpec(at, e["node"], e["iface"], action, e.get("label") or f"{e['node']}:{e['iface']} {action}"))
-    return events
-
-
-def _moves(c: _Ctx, table: dict, links: list[LinkSpec], ifaces: set[tuple[str, str]], duration: float
-           ) -> tuple[dict[str, dict[str, dict]], dict[str, list[EventSpec]], dict[str, dict]]:
-    """[move.NAME]: per-link parameter overrides, the move's own timeline if it has one, and
-    ilnpd keys for the ILNP schemes."""
-    moves, move_events, daemon = {}, {}, {}
-    for mname, m in table.items():
-        where = f"[move.{mname}]"
-        c.keys(where, m, {"links", "events", "lu_timer"})
-        if "events" in m:
-            move_events[mname] = _events(c, m["events"], ifaces, duration, f"{where} events")
-        daemon[mname] = {}
-        if "lu_timer" in m:
-            t = c.string(where, m, "lu_timer")
-            if not LU_TIMER.match(t):
-                raise c.err(where, f"lu_timer = {t!r}: write \"rtt\", \"fixed-<N>s\" or \"fixed-<N>ms\"", "lu_timer")
-            daemon[mname]["lu_timer"] = t
-        over = {}
-        for lname, params in (m.get("links") or {}).items():
-            if not any(l.name == lname for l in links):
-                raise c.err(where, f"no link named {lname!r}", lname)
-            c.keys(f"{where} links.{lname}", params, LINK_PARAMS)
-            over[lname] = {k: v for k, v in _link_params(c, f"{where} links.{lname}", params).items() if k in params}
-        moves[mname] = over
-    return moves, move_events, daemon
-
-
 def _traffic(c: _Ctx, tr: dict) -> tuple[str, list[Load], list[str]]:
     """[traffic]: kind, loads and congestion controls (window and probe rate are read by `load`)."""
     c.keys("[traffic]", tr, {"kind", "window", "cc", "probe_pps", "loads", "bidir"}, {"kind"})
@@ -561,20 +444,6 @@ def _traffic(c: _Ctx, tr: dict) -> tuple[str, list[Load], list[str]]:
 
 
 # ---------------------------------------------------------------- building
-
-DAD_MODES = ("optimistic", "standard", "off")
-
-
-def dad_sysctls(mode: str, transmits: int) -> list[tuple[str, int]]:
-    """Per-interface sysctls of a host interface that takes SLAAC addresses from an RA."""
-    if mode not in DAD_MODES:
-        raise ValueError(f"dad {mode!r}: expected one of {', '.join(DAD_MODES)}")
-    if transmits < 1:
-        raise ValueError(f"dad_transmits {transmits}: must be at least 1")
-    optimistic = int(mode == "optimistic")
-    return [("accept_ra", 2), ("autoconf", 1), ("accept_dad", int(mode != "off")), ("dad_transmits", transmits),
-            ("optimistic_dad", optimistic), ("use_optimistic", optimistic)]
-
 
 def parse_sysctl(ex: Experiment, spec: str) -> tuple[str, str, str]:
     """`NODE:KEY=VALUE` (`ilnp-lab run --sysctl`) -> (node, key, value), checked against the
