@@ -8,10 +8,11 @@ if [ "$(id -u)" != 0 ]; then echo "setup.sh: run as root (namespaces, BPF, apt-g
 
 export DEBIAN_FRONTEND=noninteractive
 need_apt=0
-for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl ping mptcpize unshare named dig tsig-keygen debootstrap systemd-nspawn prometheus qemu-system-x86_64 cpio conntrack; do
+for b in clang llc bpftool tshark tcpdump radvd iperf3 socat nc ethtool curl ping mptcpize unshare named dig tsig-keygen debootstrap systemd-nspawn prometheus qemu-system-x86_64 cpio conntrack charon-systemd swanctl pki wg wireguard-go; do
   command -v "$b" >/dev/null 2>&1 || need_apt=1
 done
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_apt=1
+[ -f /usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so ] && [ -f /usr/lib/ipsec/plugins/libstrongswan-openssl.so ] || need_apt=1
 [ -f /usr/include/libelf.h ] && [ -f /usr/include/zlib.h ] || need_apt=1
 if [ "$need_apt" = 1 ]; then
   echo "== apt-get install"
@@ -33,6 +34,11 @@ if [ "$need_apt" = 1 ]; then
   # the metrics test's scraper (tests/test_metrics.py); its web UI's JS packages are not needed;
   # qemu and cpio boot Debian 12's own kernel (scripts/qemu-debian12.sh)
   apt-get install -y -q --no-install-recommends prometheus qemu-system-x86 cpio
+  # IKEv2 + ESP over ILNPv6 (tests/test_ipsec.py, bench/ipsec.py): strongSwan with its
+  # user-space ESP (kernel-libipsec, libcharon-extra-plugins) for kernels without esp6, and
+  # WireGuard's tools with its user-space implementation for kernels without the module
+  apt-get install -y -q --no-install-recommends strongswan-swanctl charon-systemd strongswan-pki \
+    libcharon-extra-plugins libstrongswan-standard-plugins wireguard-tools wireguard-go
   if [ -n "$policy" ]; then rm -f "$policy"; fi
 fi
 

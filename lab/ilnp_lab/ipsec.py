@@ -1,0 +1,186 @@
+"""IKEv2 + ESP (strongSwan from Debian) between two ILNP hosts' identifier addresses, and
+WireGuard between the same hosts for comparison (issue #44 item 4; docs/design/ipsec.md).
+
+`Strongswan(node, dir, local_id, peer_id)` runs one charon-systemd per namespace with its own
+strongswan.conf (STRONGSWAN_CONF), its own vici socket and log, and loads the swanctl.conf a
+user writes (docs/guide.md § Authenticated sessions with IPsec: `guide_swanctl_conf` reads it
+from the guide, so the lab and the test use that text verbatim).
+
+The ESP backend: this project's kernels (and CI's) are built without CONFIG_INET6_ESP
+(and without WireGuard, and without module loading), so charon's ESP runs in user space:
+strongSwan's kernel-libipsec plugin (a TUN device, ESP in UDP 4500, routes in table 220; IKE
+and ESP leave with a firewall mark so that they are not routed into the tunnel themselves).
+The kernel's XFRM policy engine is there (CONFIG_XFRM_USER) and does what it does for kernel
+ESP: `require_esp` installs inbound policies that make the kernel drop any packet from the
+peer's identifier address that did not come out of the tunnel (XfrmInTmplMismatch in
+/proc/net/xfrm_stat). On a kernel with esp6, strongSwan's kernel-netlink backend does all of
+this itself and the same swanctl.conf works unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from .testbed import Node, StepError, run, stop_process, wait_for
+
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide.md"
+MARK = "0x4d"  # IKE and ESP-in-UDP packets: routed by the main table, not into the tunnel
+TUN_MARK = "0x4e"  # what came out of the tunnel (decrypted): the XFRM inbound policy lets it in
+
+STRONGSWAN_CONF = """\
+charon-systemd {{
+    load_modular = no
+    load = random nonce openssl pem pkcs1 x509 pubkey hmac sha2 aes gcm kdf kernel-libipsec kernel-netlink socket-default vici
+    # ESP in user space (no esp6 in this kernel); IKE and ESP leave marked, past the tunnel's routes
+    plugins {{
+        vici {{
+            socket = unix://{vici}
+        }}
+        socket-default {{
+            fwmark = {mark}
+        }}
+        kernel-netlink {{
+            fwmark = !{mark}
+        }}
+        kernel-libipsec {{
+            allow_peer_ts = yes
+        }}
+    }}
+    journal {{
+        default = -1
+    }}
+    filelog {{
+        charon {{
+            path = {log}
+            default = 1
+            ike = 2
+            time_format = %T
+            append = no
+            flush_line = yes
+        }}
+    }}
+}}
+"""
+
+
+def guide_swanctl_conf(local_id: str, peer_id: str, psk: str) -> str:
+    """The swanctl.conf of docs/guide.md § Authenticated sessions with IPsec, verbatim, with
+    the two identifier addresses and the key filled in."""
+    text = GUIDE.read_text()
+    sec = text[text.index("Authenticated sessions with IPsec\n"):]
+    block = re.search(r"```\n(connections \{.*?)```", sec, re.S)
+    if not block:
+        raise StepError("docs/guide.md: no swanctl.conf block in § Authenticated sessions with IPsec")
+    return (block.group(1).replace("LOCAL_ID", local_id).replace("PEER_ID", peer_id)
+            .replace("0sREPLACE_WITH_A_KEY", psk))
+
+
+class Strongswan:
+    """One charon-systemd in `node`'s namespace, its files under `dir`."""
+
+    def __init__(self, node: Node, dir: Path, local_id: str, peer_id: str, psk: str):
+        self.node, self.dir, self.local_id, self.peer_id = node, Path(dir), local_id, peer_id
+        self.dir.mkdir(parents=True, exist_ok=True)
+        # a Unix socket path is at most 107 bytes: not under a deep output folder
+        self.vici = Path("/run/ilnp-lab") / f"{node.ns}.vici"
+        self.vici.parent.mkdir(exist_ok=True)
+        self.log = self.dir / "charon.log"
+        self.conf = self.dir / "strongswan.conf"
+        self.conf.write_text(STRONGSWAN_CONF.format(vici=self.vici, mark=MARK, log=self.log))
+        self.swanctl_conf = self.dir / "swanctl.conf"
+        self.swanctl_conf.write_text(guide_swanctl_conf(local_id, peer_id, psk))
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Strongswan":
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "STRONGSWAN_CONF": str(self.conf)}
+        self.proc = self.node.spawn("charon-systemd", env=env,
+                                    stderr=open(self.dir / "charon.stderr", "w"))
+        wait_for(lambda: self.vici.exists() or self.proc.poll() is not None, timeout=10, what="charon's vici socket")
+        if self.proc.poll() is not None:
+            raise StepError(f"charon-systemd exited: {(self.dir / 'charon.stderr').read_text()}")
+        self.swanctl("--load-all", "--file", str(self.swanctl_conf))
+        self.require_esp()
+        return self
+
+    def swanctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return self.node.run("swanctl", *args, "--uri", f"unix://{self.vici}", check=check, timeout=30)
+
+    def require_esp(self) -> None:
+        """The kernel's inbound policy for the peer's identifier address: only what came out of
+        the tunnel (marked on its way in) or IKE/ESP-in-UDP itself; all else is dropped and
+        counted (XfrmInTmplMismatch). What charon's kernel-netlink backend installs with
+        kernel ESP; with libipsec we install it."""
+        tun = self.tun()
+        # ESP in UDP, ILNP's nonce and the v4 path's UDP/IPv4 must fit a 1500-byte link
+        self.node.ip("link", "set", tun, "mtu", "1280")
+        self.node.sh(f"nft add table inet ilnp_ipsec && nft add chain inet ilnp_ipsec pre "
+                     f"'{{ type filter hook prerouting priority -150 ; }}' && "
+                     f"nft add rule inet ilnp_ipsec pre iifname {tun} counter meta mark set {TUN_MARK}")
+        sel = f"src {self.peer_id}/128 dst {self.local_id}/128"
+        for port in (500, 4500):  # IKE and ESP in UDP: no ESP around them
+            self.node.ip("xfrm", "policy", "add", *sel.split(), "proto", "udp", "dport", str(port),
+                         "dir", "in", "priority", "100")
+        self.node.ip("xfrm", "policy", "add", *sel.split(), "dir", "in", "priority", "100",
+                     "mark", TUN_MARK, "mask", "0xffffffff")
+        self.node.ip("xfrm", "policy", "add", *sel.split(), "dir", "in", "priority", "200",
+                     "tmpl", "src", self.peer_id, "dst", self.local_id, "proto", "esp", "mode", "tunnel")
+
+    def tun(self) -> str:
+        """kernel-libipsec's TUN device, as charon names it in its log (ilnp0 is a TUN too)."""
+        find = lambda: re.findall(r"created TUN device: (\S+)", self.log.read_text() if self.log.exists() else "")  # noqa: E731
+        wait_for(find, timeout=10, what="libipsec's TUN device")
+        return find()[0]
+
+    def initiate(self, child: str = "ilnp") -> None:
+        self.swanctl("--initiate", "--child", child, "--timeout", "20")
+
+    def sas(self) -> list[dict]:
+        """`swanctl --list-sas --raw`, parsed: one dict per IKE_SA with its CHILD_SAs' SPIs."""
+        out = self.swanctl("--list-sas", "--raw").stdout
+        sas = []
+        for line in out.splitlines():
+            m = re.match(r"list-sa event \{(\S+) \{(.*)\}\}$", line.strip())
+            if not m:
+                continue
+            body = m.group(2)
+            sas.append({
+                "name": m.group(1),
+                "state": _field(body, "state"),
+                "uniqueid": _field(body, "uniqueid"),
+                "local_host": _field(body, "local-host"),
+                "remote_host": _field(body, "remote-host"),
+                "spi_in": re.findall(r"spi-in=([0-9a-f]+)", body),
+                "spi_out": re.findall(r"spi-out=([0-9a-f]+)", body),
+                "child_uniqueids": re.findall(r"\{[^{}]*?uniqueid=(\d+) reqid", body),
+                "bytes_in": sum(int(x) for x in re.findall(r"bytes-in=(\d+)", body)),
+                "packets_in": sum(int(x) for x in re.findall(r"packets-in=(\d+)", body)),
+            })
+        return sas
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+            self.proc = None
+        self.vici.unlink(missing_ok=True)
+
+
+def _field(body: str, key: str) -> str | None:
+    m = re.search(rf"(?:^|[ {{]){re.escape(key)}=(\S+?)(?=[ }}]|$)", body)
+    return m.group(1) if m else None
+
+
+def xfrm_stat(node: Node) -> dict[str, int]:
+    """/proc/net/xfrm_stat of the node's namespace."""
+    out = node.run("cat", "/proc/net/xfrm_stat").stdout
+    return {k: int(v) for k, v in (l.split() for l in out.splitlines() if l.strip())}
+
+
+def kernel_has(option: str) -> bool:
+    """Whether the running kernel was built with CONFIG_<option> (=y or =m); False if unknown."""
+    try:
+        out = run(["sh", "-c", "zcat /proc/config.gz 2>/dev/null || cat /boot/config-$(uname -r)"], check=False).stdout
+    except OSError:
+        return False
+    return re.search(rf"^CONFIG_{option}=[ym]$", out, re.M) is not None
