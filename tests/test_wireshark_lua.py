@@ -334,6 +334,11 @@ def test_crafted_edge_cases(tmp_path):
         ipv6(C_SRC, C_DST, destopts(17, nonce_opt(n32) + nonce_opt(n32)), 17, udp(C_SRC, C_DST, b"two")),
         # 8: an LU advertisement without a nonce
         ipv6(C_SRC, C_DST, b"", 58, lu(C_SRC, C_DST, 1, ack_entries[1:])),
+        # 9: ilnpd's 32-bit layout (issue #46): the nonce, then the 0x1E filler of six zeros;
+        # 10: the filler before the nonce (it is padding, as PadN is)
+        ipv6(C_SRC, C_DST, destopts(17, nonce_opt(n32) + bytes([0x1E, 6]) + bytes(6)), 17,
+             udp(C_SRC, C_DST, b"filler")),
+        ipv6(C_SRC, C_DST, destopts(17, bytes([0x1E, 0]) + nonce_opt(n32)), 17, udp(C_SRC, C_DST, b"filler first")),
     ]
     path = tmp_path / "crafted.pcap"
     write_pcap(path, pkts)
@@ -375,6 +380,11 @@ def test_crafted_edge_cases(tmp_path):
     assert one(f[7], "ilnp.lu.op") == "1" and "ilnp.nonce" not in f[7]
     assert any("without a Nonce" in m for m in msgs[7]), msgs[7]
     assert u64(one(f[7], "ilnp.nid.src")) == 0x020000000000000C
+    # 9, 10
+    for i in (8, 9):
+        assert one(f[i], "ilnp.nonce") == n32.hex() and one(f[i], "ilnp.nonce.count") == "1", f[i]
+        assert one(f[i], "ilnp.checksum.status") == "1"
+        assert not any("not the first option" in m for m in msgs[i]), msgs[i]
 
 
 def test_v4_path_datagrams_are_decoded(tmp_path):

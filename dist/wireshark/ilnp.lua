@@ -214,7 +214,8 @@ local function walk(tvb, ip)
                         if t == NONCE_OPT then
                             res.nonces[#res.nonces + 1] = { off = o, len = l, first = first }
                         end
-                        if t ~= 1 then first = false end -- PadN before it does not count
+                        -- PadN or the filler (0x1E: ilnp_wire::destopts::OPT_FILLER) before it does not count
+                        if t ~= 1 and t ~= 0x1E then first = false end
                         o = o + 2 + l
                     end
                 end

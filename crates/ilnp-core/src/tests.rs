@@ -11,6 +11,8 @@ use std::time::Duration;
 
 pub(crate) const LB2: Locator = Locator(0x2001_0db8_000e_0000);
 
+mod linux_parser;
+
 /// The shared test generator (xorshift64*) as the core's `RngCore`: same sequence.
 pub(crate) struct TestRng(ts::Rng);
 impl TestRng {
@@ -82,11 +84,15 @@ pub(crate) fn echo_reply_for(req_ident: &[u8]) -> Vec<u8> {
     r.packet(p.dst(), p.src(), 64, None)
 }
 
+/// The packets the actions send; each must pass Linux's option parser
+/// (`linux_parser::linux_accepts`: every test that looks at what the core sends checks it).
 pub(crate) fn wire(actions: &[Action]) -> Vec<Vec<u8>> {
-    actions
+    let v: Vec<Vec<u8>> = actions
         .iter()
         .filter_map(|a| if let Action::SendWire { pkt: w, .. } = a { Some(w.clone()) } else { None })
-        .collect()
+        .collect();
+    v.iter().for_each(|w| linux_parser::linux_accepts(w));
+    v
 }
 pub(crate) fn delivered(actions: &[Action]) -> Vec<Vec<u8>> {
     actions.iter().filter_map(|a| if let Action::DeliverLocal(w) = a { Some(w.clone()) } else { None }).collect()
