@@ -7,6 +7,9 @@
 #
 #   scripts/qemu-debian12.sh            build what is not cached, boot, test
 #   scripts/qemu-debian12.sh --build    only build the cache
+#   scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py [ARGS...]
+#                                       run another guest script (ARGS passed on to it), e.g.
+#                                       the Mobile IPv6 handoffs (lab/ilnp_lab/mipv6, issue #43)
 #
 # Cached under ${ILNP_TEST_CACHE:-/var/cache/ilnp-test}/debian12-vm-<key>/ (key: the kernel
 # package's version, the package list, the mirror, RECIPE below): vmlinuz and base.cpio, a
@@ -16,17 +19,19 @@
 # target/release/ilnpd and ilnpctl) in a temporary directory, removed at the end, and the VM
 # (serial console, no network device) is killed by its pid if it outlives the timeout.
 #
-# Environment: ILNP_QEMU_ACCEL (tcg; kvm if the host really has it), ILNP_QEMU_TIMEOUT (s,
+# Environment: ILNP_QEMU_ACCEL (tcg; kvm if the host really has it), ILNP_QEMU_CPU (kvm's -cpu,
+# default host), ILNP_QEMU_TIMEOUT (s,
 # default 900), ILNP_TEST_MIRROR, ILNP_BIN_DIR (default target/release), ILNP_VM_LOG (keep the
 # serial log there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 CACHE=${ILNP_TEST_CACHE:-/var/cache/ilnp-test}
-RECIPE=2   # bump when the build below changes
-# libelf1 and zlib1g: ilnpd's libbpf (the lwt program's loader) links them (iproute2 pulls them too)
-PACKAGES="iproute2,python3,iperf3,socat,procps,kmod,libelf1,zlib1g"
-MODULES="veth tun sch_ingress cls_bpf"
+RECIPE=3   # bump when the build below changes
+# libelf1 and zlib1g: ilnpd's libbpf (the lwt program's loader) links them (iproute2 pulls them too);
+# radvd, tcpdump, iputils-ping and the tunnel/xfrm/netem modules: the Mobile IPv6 guest (issue #43)
+PACKAGES="iproute2,python3,iperf3,socat,procps,kmod,libelf1,zlib1g,radvd,tcpdump,iputils-ping"
+MODULES="veth tun sch_ingress cls_bpf ip6_tunnel tunnel6 xfrm_user sch_netem sch_tbf"
 ACCEL=${ILNP_QEMU_ACCEL:-tcg}
 TIMEOUT=${ILNP_QEMU_TIMEOUT:-900}
 BIN=${ILNP_BIN_DIR:-$REPO/target/release}
@@ -79,6 +84,13 @@ build() {
 
 [ -s "$vm/base.cpio" ] || build
 [ "${1:-}" = --build ] && { echo "$vm"; exit 0; }
+GUEST=$REPO/tests/system/debian12_guest.py
+GUEST_ARGS=
+if [ "${1:-}" = --guest ]; then
+  GUEST=$(realpath "$2"); shift 2
+  GUEST_ARGS=$(printf ' %q' "$@")
+fi
+[ -f "$GUEST" ] || { echo "qemu-debian12.sh: no guest script $GUEST" >&2; exit 1; }
 
 for b in ilnpd ilnpctl; do
   [ -x "$BIN/$b" ] || { echo "qemu-debian12.sh: no $BIN/$b (cargo build --release)" >&2; exit 1; }
@@ -96,8 +108,12 @@ trap cleanup EXIT
 mkdir -p "$work/o/usr/local/bin" "$work/o/ilnp"
 strip -o "$work/o/usr/local/bin/ilnpd" "$BIN/ilnpd"
 strip -o "$work/o/usr/local/bin/ilnpctl" "$BIN/ilnpctl"
-cp "$REPO/tests/system/debian12_guest.py" "$work/o/ilnp/"
-cat >"$work/o/init" <<'EOF'
+cp "$GUEST" "$work/o/ilnp/guest.py"
+# the lab's stdlib-only Mobile IPv6 component, importable in the guest as ilnp_lab.mipv6
+mkdir -p "$work/o/ilnp/ilnp_lab/mipv6"
+cp "$REPO/lab/ilnp_lab/__init__.py" "$work/o/ilnp/ilnp_lab/"
+cp "$REPO"/lab/ilnp_lab/mipv6/*.py "$work/o/ilnp/ilnp_lab/mipv6/"
+cat >"$work/o/init" <<EOF
 #!/bin/sh
 # PID 1 of the test VM: mounts, runs the guest test, powers off. The verdict goes to the
 # serial console as "ILNP-GUEST-RESULT <status>".
@@ -107,9 +123,9 @@ mkdir -p /dev/pts /dev/shm /run /tmp; mount -t devpts devpts /dev/pts; mount -t 
 mount -t cgroup2 cgroup2 /sys/fs/cgroup; mount -t bpf bpf /sys/fs/bpf
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 ip link set lo up
-echo "ILNP-GUEST-BOOTED $(cut -d' ' -f1 /proc/uptime) s, kernel $(uname -r)"
-ILNP_D12_SLOW=1 python3 -u /ilnp/debian12_guest.py; rc=$?
-echo "ILNP-GUEST-RESULT $rc"
+echo "ILNP-GUEST-BOOTED \$(cut -d' ' -f1 /proc/uptime) s, kernel \$(uname -r)"
+cd /ilnp; PYTHONPATH=/ilnp ILNP_D12_SLOW=1 python3 -u /ilnp/guest.py$GUEST_ARGS; rc=\$?
+echo "ILNP-GUEST-RESULT \$rc"
 sync; echo o >/proc/sysrq-trigger; sleep 10
 EOF
 chmod +x "$work/o/init"
@@ -117,7 +133,8 @@ chmod +x "$work/o/init"
 cat "$vm/base.cpio" "$work/run.cpio" >"$work/initrd"
 
 accel=(-accel tcg,thread=multi -cpu max)
-[ "$ACCEL" = kvm ] && accel=(-accel kvm -cpu host)
+# ILNP_QEMU_CPU: e.g. host,-arch-capabilities where a nested KVM refuses that MSR (issue #43's host)
+[ "$ACCEL" = kvm ] && accel=(-accel kvm -cpu "${ILNP_QEMU_CPU:-host}")
 echo "== booting Debian 12's kernel $(cat "$vm/kver") under qemu ($ACCEL)"
 t0=$(date +%s.%N)
 qemu-system-x86_64 "${accel[@]}" -smp 2 -m 2048 -display none -no-reboot -nic none \

@@ -10,6 +10,7 @@ import hmac
 import json
 import struct
 import subprocess
+import sys
 
 import pytest
 
@@ -204,3 +205,18 @@ def test_binding_update_list_timers():
     assert bul.entries[CN].timeout == binding.INITIAL_BINDACK_TIMEOUT
     assert not bul.acked(CN, 500, mh.BA_SEQ_OUT_OF_WINDOW, 0)
     assert bul.next_seq(CN) == 501
+
+
+def test_this_kernel_refuses_mipv6_and_names_the_vm_route():
+    """The host's kernel has no CONFIG_IPV6_MIP6: `ilnp-lab run ... --scheme mipv6` and the roles
+    refuse, naming the Debian 12 VM route (scripts/qemu-debian12.sh --guest ...)."""
+    from ilnp_lab.mipv6 import kernel
+    if kernel.has_mip6():
+        pytest.skip("this kernel has CONFIG_IPV6_MIP6: nothing to refuse")
+    r = subprocess.run([sys.executable, "-m", "ilnp_lab.cli", "run", "seed000-tcp", "--scheme", "mipv6-ro", "--quick"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "no CONFIG_IPV6_MIP6" in r.stderr
+    assert "scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "ilnp_lab.mipv6.node", "cn", "--addr", CN], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "qemu-debian12.sh --guest" in r.stderr

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from .mh import BA_ACCEPTED, BA_SEQ_OUT_OF_WINDOW
+
 # RFC 6275 §12-13 and UMIP's defaults
 INITIAL_BINDACK_TIMEOUT = 1.0
 INITIAL_BINDACK_TIMEOUT_FIRST_REG = 1.5   # InitialBindackTimeoutFirstReg (§13)
@@ -62,7 +64,6 @@ class BindingCache:
     def update(self, home: str, coa: str, seq: int, lifetime: float, home_reg: bool) -> int:
         """Status 0 (accepted, the entry updated or, for lifetime 0 / coa == home, deleted) or
         135 (sequence number out of window: the caller answers with the last accepted one)."""
-        from .mh import BA_ACCEPTED, BA_SEQ_OUT_OF_WINDOW
         if not self.check_seq(home, seq):
             return BA_SEQ_OUT_OF_WINDOW
         now = self.clock()
@@ -128,7 +129,7 @@ class BindingUpdateList:
         e = self.entries.get(peer)
         if e is None:
             return False
-        if status == 135:
+        if status == BA_SEQ_OUT_OF_WINDOW:
             self.seq[peer] = seq
             return False
         if seq != e.seq:

@@ -19,7 +19,10 @@ import hmac
 import os
 import time
 
-from .mh import a16
+import struct
+
+from .mh import (BA_EXPIRED_COA_NONCE, BA_EXPIRED_HOME_NONCE, BA_EXPIRED_NONCES, FIXED, OPT_AUTH, OPT_PAD1,
+                 a16)
 
 MAX_NONCE_LIFETIME = 240.0
 MAX_TOKEN_LIFETIME = 210.0
@@ -49,7 +52,6 @@ def authenticator(kbm_key: bytes, coa, cn, mh_upto_auth: bytes) -> bytes:
 def authenticate(msg, kbm_key: bytes, coa, cn) -> None:
     """Fills in the Binding Authorization Data option of `msg` (a BU or BA whose last option is
     auth_data(bytes(12))) for (coa, cn)."""
-    from .mh import OPT_AUTH
     opt = msg.option(OPT_AUTH)
     opt.data = bytes(12)
     raw = msg.encode()
@@ -68,8 +70,6 @@ def verify(msg_bytes: bytes, kbm_key: bytes, coa, cn) -> bool:
 
 def _auth_end(raw: bytes) -> int | None:
     """Offset just past the Binding Authorization Data option's 12 octets."""
-    from .mh import FIXED, OPT_AUTH, OPT_PAD1
-    import struct
     i = 6 + struct.calcsize(FIXED[raw[2]][0])
     while i < len(raw):
         if raw[i] == OPT_PAD1:
@@ -120,7 +120,6 @@ class Correspondent:
 
     def kbm_for(self, home, coa, home_index: int, careof_index: int) -> tuple[bytes | None, int]:
         """Kbm from the nonce indices of a BU, or (None, BA status: expired nonce index)."""
-        from .mh import BA_EXPIRED_COA_NONCE, BA_EXPIRED_HOME_NONCE, BA_EXPIRED_NONCES
         hn = self.nonce(home_index)
         dereg = home == coa
         cn_ = None if dereg else self.nonce(careof_index)

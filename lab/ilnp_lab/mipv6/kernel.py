@@ -1,0 +1,257 @@
+"""What the roles ask of the kernel: the sockets (raw MH in, raw IPv6 out, ICMPv6 for RAs and
+DAD, netlink for link state) and the data plane through iproute2 (`ip xfrm` states and policies in mode ro for the Home Address option and the
+type 2 routing header). Needs CONFIG_IPV6_MIP6 (the kernel processes HAO and RH2 only through
+xfrm states: a wildcard-receive state lets a first BU's HAO in, as UMIP's `xfrm_cn_init` does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+from .mh import IPPROTO_MH, a16, csum16
+
+IPV6_RECVPKTINFO, IPV6_PKTINFO = 49, 50
+IPV6_RECVRTHDR, IPV6_RECVDSTOPTS, IPV6_DSTOPTS = 56, 58, 59
+ICMP6_FILTER = 1
+RTMGRP_LINK = 1
+IFF_UP, IFF_RUNNING, IFF_LOWER_UP = 0x1, 0x40, 0x10000
+
+
+def has_mip6() -> bool:
+    """Does this kernel process the Home Address option (CONFIG_IPV6_MIP6)? It accepts an xfrm
+    state with `proto hao` only then (a throwaway one on ::1, removed at once)."""
+    r = subprocess.run(["ip", "xfrm", "state", "add", "src", "::1", "dst", "::1", "proto", "hao",
+                        "mode", "ro", "coa", "::1"], capture_output=True, text=True)
+    if r.returncode == 0:
+        subprocess.run(["ip", "xfrm", "state", "delete", "src", "::1", "dst", "::1", "proto", "hao"],
+                       capture_output=True)
+        return True
+    return False
+
+
+VM_ROUTE = "scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py [mipv6] [mipv6-ro] [--tcp|--udp]"
+
+
+def refusal() -> str:
+    """Why the lab's `--scheme mipv6 / mipv6-ro` does not run here, and where it does."""
+    if not has_mip6():
+        return (f"--scheme mipv6/mipv6-ro: this kernel ({os.uname().release}) has no CONFIG_IPV6_MIP6 (no Home "
+                f"Address option or type 2 routing header processing): Mobile IPv6 runs in Debian 12's kernel "
+                f"under qemu: {VM_ROUTE} (docs/mipv6.md)")
+    return (f"--scheme mipv6/mipv6-ro: the seed000 experiments do not drive Mobile IPv6 yet (issue #43 item 2); "
+            f"its handoffs run with {VM_ROUTE} (docs/mipv6.md)")
+
+
+class Log:
+    """JSON event lines with wall-clock time (one clock for every namespace in the VM)."""
+
+    def __init__(self, role: str, out=sys.stdout):
+        self.role, self.out = role, out
+
+    def __call__(self, ev: str, **kw) -> float:
+        t = time.time()
+        self.out.write(json.dumps({"t": round(t, 6), "role": self.role, "ev": ev, **kw}) + "\n")
+        self.out.flush()
+        return t
+
+
+def sh(*args: str, check: bool = True) -> str:
+    r = subprocess.run(list(args), capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def ip(*args: str, check: bool = True) -> str:
+    return sh("ip", *args, check=check)
+
+
+def sysctl(key: str, value) -> None:
+    with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
+        f.write(str(value))
+
+
+# ---- sockets ---------------------------------------------------------------------------------
+
+def mh_socket() -> socket.socket:
+    """Receives every MH message after the kernel's HAO / RH2 processing (the source is then the
+    home address), with the destination options (the HAO now holding the care-of address) and
+    the routing header as ancillary data. The kernel checks the MH checksum (offset 4)."""
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, IPPROTO_MH)
+    for opt in (IPV6_RECVPKTINFO, IPV6_RECVDSTOPTS, IPV6_RECVRTHDR):
+        s.setsockopt(socket.IPPROTO_IPV6, opt, 1)
+    return s
+
+
+def recv_mh(s: socket.socket) -> tuple[bytes, str, str, str | None]:
+    """(MH bytes, source, destination, care-of address from the HAO or None)."""
+    data, anc, _flags, addr = s.recvmsg(2048, 512)
+    dst, coa = "", None
+    for level, typ, d in anc:
+        if level == socket.IPPROTO_IPV6 and typ == IPV6_PKTINFO:
+            dst = socket.inet_ntop(socket.AF_INET6, d[:16])
+        elif level == socket.IPPROTO_IPV6 and typ == IPV6_DSTOPTS:
+            i = 2
+            while i < len(d):
+                if d[i] == 0:
+                    i += 1
+                    continue
+                if d[i] == 201 and d[i + 1] == 16:
+                    coa = socket.inet_ntop(socket.AF_INET6, d[i + 2:i + 18])
+                i += 2 + d[i + 1]
+    return data, addr[0].split("%")[0], dst, coa
+
+
+def raw_sender() -> socket.socket:
+    """IPPROTO_RAW: the packet is sent as built (IPv6 header, HAO, RH2 and MH checksum ours)."""
+    return socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+
+
+def send_raw(s: socket.socket, pkt: bytes, ifindex: int = 0) -> None:
+    dst = socket.inet_ntop(socket.AF_INET6, pkt[24:40])
+    s.sendto(pkt, (dst, 0, 0, ifindex))
+
+
+def icmp6_socket(types: list[int]) -> socket.socket:
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+    filt = [0xFFFFFFFF] * 8  # block all, then pass `types`
+    for t in types:
+        filt[t >> 5] &= ~(1 << (t & 31))
+    s.setsockopt(socket.IPPROTO_ICMPV6, ICMP6_FILTER, struct.pack("8I", *filt))
+    s.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVPKTINFO, 1)
+    return s
+
+
+def recv_icmp6(s: socket.socket) -> tuple[bytes, str, int]:
+    data, anc, _f, addr = s.recvmsg(2048, 256)
+    ifindex = 0
+    for level, typ, d in anc:
+        if level == socket.IPPROTO_IPV6 and typ == IPV6_PKTINFO:
+            ifindex = struct.unpack("I", d[16:20])[0]
+    return data, addr[0].split("%")[0], ifindex
+
+
+def parse_ra(b: bytes) -> dict:
+    """RFC 4861 §4.2 with RFC 6275 §7.1's H flag and §7.2's R flag (router address)."""
+    flags = b[5]
+    out = {"home_agent": bool(flags & 0x20), "lifetime": struct.unpack("!H", b[6:8])[0], "prefixes": []}
+    i = 16
+    while i + 2 <= len(b) and b[i + 1]:
+        t, ln = b[i], b[i + 1] * 8
+        if t == 3 and ln == 32:
+            plen, pf = b[i + 2], b[i + 3]
+            out["prefixes"].append({"prefix": f"{socket.inet_ntop(socket.AF_INET6, b[i + 16:i + 32])}/{plen}",
+                                    "router_address": bool(pf & 0x20)})
+        i += ln
+    return out
+
+
+def solicited_node(addr: str) -> str:
+    return "ff02::1:ff" + a16(addr)[13:].hex()[:2] + ":" + a16(addr)[14:].hex()
+
+
+def dad_start(home_if: str, target: str) -> socket.socket:
+    """RFC 4862 §5.4 for another node's address, as RFC 6275 §10.3.1 asks of a home agent: one
+    Neighbor Solicitation from :: to the solicited-node group; returns the socket `dad_wait`
+    listens on for a Neighbor Advertisement (or another node's DAD) naming `target`."""
+    ifindex = socket.if_nametoindex(home_if)
+    group = solicited_node(target)
+    icmp = struct.pack("!BBHI", 135, 0, 0, 0) + a16(target)
+    pseudo = bytes(16) + a16(group) + struct.pack("!IxxxB", len(icmp), 58)
+    c = (~csum16(pseudo + icmp)) & 0xFFFF
+    icmp = icmp[:2] + struct.pack("!H", c) + icmp[4:]
+    pkt = struct.pack("!IHBB", 6 << 28, len(icmp), 58, 255) + bytes(16) + a16(group) + icmp
+    lis = icmp6_socket([135, 136])
+    lis.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, home_if.encode())
+    s = raw_sender()
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 0)
+    try:
+        send_raw(s, pkt, ifindex)
+    except OSError:
+        pass  # the home link without carrier (the MN just left it): nobody to answer either
+    s.close()
+    return lis
+
+
+def dad_wait(lis: socket.socket, target: str, until: float) -> bool:
+    """Until `until` (monotonic: the NS's time + RetransTimer): True if the address stayed free."""
+    try:
+        while (left := until - time.monotonic()) > 0:
+            if not select.select([lis], [], [], left)[0]:
+                break
+            data, src, _ = recv_icmp6(lis)
+            # an advertisement for it, or another node's DAD for it (ours is not looped back)
+            if len(data) >= 24 and data[8:24] == a16(target) and (data[0] == 136 or src == "::"):
+                return False
+    finally:
+        lis.close()
+    return True
+
+
+def link_socket() -> socket.socket:
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+    s.bind((0, RTMGRP_LINK))
+    return s
+
+
+def link_events(s: socket.socket) -> list[tuple[int, bool]]:
+    """(ifindex, carrier up) for each RTM_NEWLINK in one netlink read."""
+    data = s.recv(65536)
+    out, i = [], 0
+    while i + 16 <= len(data):
+        ln, typ = struct.unpack("IH", data[i:i + 6])
+        if typ == 16 and ln >= 32:  # RTM_NEWLINK
+            _fam, _pad, _type, idx, flags, _chg = struct.unpack("BBHiII", data[i + 16:i + 32])
+            out.append((idx, bool(flags & IFF_UP) and bool(flags & IFF_LOWER_UP)))
+        i += (ln + 3) & ~3
+        if ln == 0:
+            break
+    return out
+
+
+# ---- data plane ------------------------------------------------------------------------------
+
+def ip_batch(lines: list[str]) -> None:
+    """Several ip commands in one process (`ip -batch -`): each `ip` costs ~0.3 s under TCG."""
+    r = subprocess.run(["ip", "-batch", "-"], input="\n".join(lines) + "\n", capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"ip -batch: {r.stderr.strip()}")
+
+
+def xfrm_wildrecv(proto: str, mh_type: int | None) -> None:
+    """The wildcard-receive state and optional inbound policy that let HAO (proto hao) or RH2
+    (proto route2) packets in before any binding exists (a BU at the HA or CN, a BA at the MN).
+    Without the policy the kernel drops what a ro-mode state processed (secpath check)."""
+    ip("xfrm", "state", "add", "src", "::", "dst", "::", "proto", proto, "mode", "ro", "coa", "::",
+       "flag", "wildrecv", check=False)
+    sel = ["proto", "135"] + (["type", str(mh_type)] if mh_type is not None else [])
+    ip("xfrm", "policy", "add", "src", "::/0", "dst", "::/0", *sel, "dir", "in", "ptype", "sub",
+       "tmpl", "proto", proto, "mode", "ro", "level", "use")
+
+
+def ro_binding(local: str, peer_home: str, peer_coa: str, role: str) -> None:
+    """Route optimisation's data plane for one binding. At the CN (`role` "cn"): out, a type 2
+    routing header (dst peer_coa, RH2 peer_home); in, the HAO. At the MN ("mn"; local is its
+    home address, peer_home the CN, peer_coa its own care-of address): out, the HAO; in, RH2."""
+    if role == "cn":
+        out_proto, in_proto = "route2", "hao"
+        out_sel, in_sel = (local, peer_home), (peer_home, local)
+    else:
+        out_proto, in_proto = "hao", "route2"
+        out_sel, in_sel = (local, peer_home), (peer_home, local)
+    cmds = []
+    for (s, d), proto in ((out_sel, out_proto), (in_sel, in_proto)):
+        cmds.append(f"xfrm state update src {s} dst {d} proto {proto} mode ro coa {peer_coa} "
+                    f"sel src {s}/128 dst {d}/128")
+    cmds.append(f"xfrm policy update src {out_sel[0]}/128 dst {out_sel[1]}/128 dir out ptype sub "
+                f"tmpl src {out_sel[0]} dst {out_sel[1]} proto {out_proto} mode ro")
+    cmds.append(f"xfrm policy update src {in_sel[0]}/128 dst {in_sel[1]}/128 dir in ptype sub "
+                f"tmpl proto {in_proto} mode ro level use")
+    ip_batch(cmds)

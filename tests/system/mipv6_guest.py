@@ -1,0 +1,318 @@
+#!/usr/bin/env python3
+"""Mobile IPv6 handoffs (lab/ilnp_lab/mipv6, RFC 6275) on Debian 12's own kernel (6.1, with
+CONFIG_IPV6_MIP6), run inside the VM scripts/qemu-debian12.sh boots:
+
+    scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py [mipv6|mipv6-ro ...] [--tcp|--udp]
+
+The seeds' Fig. 8 topology in namespaces (seed 000 §5.3, lab/ilnp_lab/experiments/seed000-tcp):
+CN - R1 - {R2, R3} - MN, LAN to LAN (no added delay). R2 is the MN's home agent and its home
+link's router (radvd there with the home agent flag), R3 a foreign router (radvd). The MN is at
+home (home address 2001:db8:2::100); it enters R3's cell (link up, R3's RA, SLAAC: the
+care-of address), then leaves R2's (link down: the link-layer trigger) and registers with the
+HA (BU/BA: the HA's DAD for the home address first), the session carried on through the
+bidirectional tunnel; with route optimisation (mipv6-ro) return routability and a binding at
+the CN follow. Traffic CN -> MN: a sequence-numbered UDP stream (200/s, both directions) and,
+with --tcp, an iperf3 TCP flow (320 KB window, as the seeds). Each run prints one line
+"MIPV6-RESULT {json}" (events of the three roles, the MH frames the MN's tcpdump saw, UDP gaps
+and loss, the TCP flow) and PASS/FAIL lines; exit 0 only if every check passed. The checks:
+the session survives the move (UDP arrives after it, iperf3 ends and moved data after the
+move), BA accepted, HA DAD took ~RetransTimer, the handoff delay within the thesis's range.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# in the VM the lab's mipv6 package sits beside this script; in a checkout, in lab/
+LAB = HERE if os.path.isdir(os.path.join(HERE, "ilnp_lab")) else os.path.join(HERE, "..", "..", "lab")
+sys.path.insert(0, LAB)
+from ilnp_lab.mipv6 import mhcap  # noqa: E402
+
+TAG = f"m{os.getpid() % 10000}"
+HOA, HA, CN = "2001:db8:2::100", "2001:db8:2::1", "2001:db8:a::c"
+PPS, PORT = 200, 5300
+T_JOIN, T_LEAVE, T_END = 2.0, 6.0, 14.0
+# the thesis's LAN->LAN handoff delay (seed 001 Table 6.5 / seed 000 Fig. 16; mobility_report.PUBLISHED)
+THESIS_MS = {"mipv6": 1005, "mipv6-ro": 1024}
+MARGIN_MS = (-150, 600)  # our run may be faster (no 802.11) or slower (TCG); see docs/mipv6.md
+results: list[tuple[bool, str]] = []
+procs: list[subprocess.Popen] = []
+
+
+def check(ok: bool, what: str) -> None:
+    results.append((ok, what))
+    print(("PASS " if ok else "FAIL ") + what, flush=True)
+
+
+def sh(*a, check=True, **kw):
+    r = subprocess.run(list(a), capture_output=True, text=True, **kw)
+    if check and r.returncode:
+        raise RuntimeError(f"{' '.join(a)}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def nx(ns, *a, **kw):
+    return sh("ip", "netns", "exec", f"{TAG}{ns}", *a, **kw)
+
+
+def spawn(ns, *a, out=None, err=None):
+    p = subprocess.Popen(["ip", "netns", "exec", f"{TAG}{ns}", *a], stdout=out or subprocess.DEVNULL,
+                         stderr=subprocess.STDOUT if out else (err or subprocess.DEVNULL),
+                         env={**os.environ, "PYTHONPATH": LAB})
+    procs.append(p)
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+LINKS = [("cn", "eth0", "2001:db8:a::c/64", "r1", "eth-cn", "2001:db8:a::1/64"),
+         ("r1", "eth-r2", "2001:db8:12::1/64", "r2", "eth-r1", "2001:db8:12::2/64"),
+         ("r1", "eth-r3", "2001:db8:13::1/64", "r3", "eth-r1", "2001:db8:13::3/64"),
+         ("r2", "eth-mn", "2001:db8:2::1/64", "mn", "eth-r2", None),
+         ("r3", "eth-mn", "2001:db8:3::1/64", "mn", "eth-r3", None)]
+ROUTES = [("cn", "default", "2001:db8:a::1"), ("r1", "2001:db8:2::/64", "2001:db8:12::2"),
+          ("r1", "2001:db8:3::/64", "2001:db8:13::3"), ("r2", "default", "2001:db8:12::1"),
+          ("r3", "default", "2001:db8:13::1")]
+RADVD = """interface eth-mn {{
+  AdvSendAdvert on; MinRtrAdvInterval 0.5; MaxRtrAdvInterval 1.5; AdvHomeAgentFlag {ha};
+  prefix {prefix} {{ AdvOnLink on; AdvAutonomous on; AdvRouterAddr on; }};
+}};
+"""
+
+
+def build(work):
+    for n in ("cn", "r1", "r2", "r3", "mn"):
+        sh("ip", "netns", "add", f"{TAG}{n}")
+        nx(n, "ip", "link", "set", "lo", "up")
+        for k, v in (("net.ipv6.conf.all.accept_dad", 0), ("net.ipv6.conf.default.accept_dad", 0)):
+            nx(n, "sysctl", "-qw", f"{k}={v}")
+        if n.startswith("r"):
+            nx(n, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
+            # a router's cell interface keeps its address while down (R3's before the MN comes)
+            nx(n, "sysctl", "-qw", "net.ipv6.conf.all.keep_addr_on_down=1")
+    for a, ai, aa, b, bi, ba in LINKS:
+        sh("ip", "link", "add", "tmpa", "type", "veth", "peer", "name", "tmpb")
+        sh("ip", "link", "set", "tmpa", "netns", f"{TAG}{a}", "name", ai)
+        sh("ip", "link", "set", "tmpb", "netns", f"{TAG}{b}", "name", bi)
+        for n, i, addr in ((a, ai, aa), (b, bi, ba)):
+            if addr:
+                nx(n, "ip", "addr", "add", addr, "dev", i, "nodad")
+            nx(n, "ip", "link", "set", i, "up")
+    for n, dst, via in ROUTES:
+        nx(n, "ip", "-6", "route", "add", dst, "via", via)
+    # the MN's cells: 30 Mbit/s as the lab's seed000 links; R3's cell not yet entered
+    for n, i in (("r2", "eth-mn"), ("r3", "eth-mn"), ("mn", "eth-r2"), ("mn", "eth-r3")):
+        nx(n, "tc", "qdisc", "add", "dev", i, "root", "tbf", "rate", "30mbit", "burst", "32kb", "latency", "50ms")
+    nx("mn", "ip", "link", "set", "eth-r3", "down")
+    nx("r3", "ip", "link", "set", "eth-mn", "down")
+    nx("mn", "ip", "addr", "add", f"{HOA}/64", "dev", "eth-r2", "nodad")
+    for r, prefix, ha in (("r2", "2001:db8:2::/64", "on"), ("r3", "2001:db8:3::/64", "off")):
+        conf = os.path.join(work, f"radvd-{r}.conf")
+        open(conf, "w").write(RADVD.format(prefix=prefix, ha=ha))
+        spawn(r, "radvd", "-n", "-C", conf, "-p", os.path.join(work, f"radvd-{r}.pid"), "-u", "root")
+
+
+def wait_for(pred, timeout, what):
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.1)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def probe_recv(addr, port, until, out):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.bind((addr, port))
+    s.settimeout(0.2)
+    with open(out, "w") as f:
+        while time.time() < until:
+            try:
+                d = s.recv(64)
+            except socket.timeout:
+                continue
+            f.write(f"{struct.unpack('!I', d[:4])[0]} {time.time():.6f}\n")
+            f.flush()
+
+
+def probe_send(dst, port, until, src=None):
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    if src:
+        s.bind((src, 0))
+    seq, t0 = 0, time.time()
+    while time.time() < until:
+        try:
+            s.sendto(struct.pack("!I", seq) + bytes(28), (dst, port))
+        except OSError:
+            pass
+        seq += 1
+        time.sleep(max(0, t0 + seq / PPS - time.time()))
+
+
+def gaps(path, t_from):
+    if not os.path.exists(path):
+        return {"received": 0, "lost": None, "max_gap_ms": None, "last_t": None}
+    rows = [tuple(map(float, l.split())) for l in open(path) if l.strip()]
+    seqs = sorted(int(s) for s, _ in rows)
+    times = sorted(t for _, t in rows)
+    after = [t for t in times if t >= t_from - 1]
+    gap = max((b - a for a, b in zip(after, after[1:])), default=None)
+    lost = (seqs[-1] + 1 - len(set(seqs))) if seqs else None
+    return {"received": len(rows), "lost": lost, "max_gap_ms": round(gap * 1e3, 1) if gap else None,
+            "last_t": times[-1] if times else None}
+
+
+def diag():
+    """Non-zero IPv6 and xfrm drop counters of each namespace (why a message went missing)."""
+    for n in ("cn", "r1", "r2", "r3", "mn"):
+        out = []
+        for path in ("/proc/net/snmp6", "/proc/net/xfrm_stat"):
+            for line in nx(n, "cat", path, check=False).splitlines():
+                k, _, v = line.partition(" ")
+                if v.strip() not in ("", "0") and any(w in k for w in ("Err", "Discard", "NoRoute", "NoState", "Xfrm",
+                                                                         "Unknown", "Trunc")):
+                    out.append(f"{k}={v.strip()}")
+        print(f"MIPV6-DIAG {n}: {' '.join(out)}", flush=True)
+
+
+def run(scheme, tcp, work):
+    ro = scheme == "mipv6-ro"
+    build(work)
+    ev = {r: open(os.path.join(work, f"ev-{r}.jsonl"), "w") for r in ("ha", "mn", "cn")}
+    node = [sys.executable, "-m", "ilnp_lab.mipv6.node"]
+    spawn("r2", *node, "ha", "--home-if", "eth-mn", "--ha", HA, "--prefix", "2001:db8:2::/64", out=ev["ha"])
+    spawn("cn", *node, "cn", "--addr", CN, out=ev["cn"])
+    spawn("mn", *node, "mn", "--home-if", "eth-r2", "--home-prefix", "2001:db8:2::/64", "--hoa", HOA, "--ha", HA,
+          "--cn", CN, *(["--ro"] if ro else []), out=ev["mn"])
+    wait_for(lambda: all("ready" in open(f.name).read() for f in ev.values()), 60, "the three roles")
+    cap = os.path.join(work, "mn.pcap")
+    nx("cn", "ping", "-6", "-c", "1", "-W", "5", HOA, check=False)
+    time.sleep(1)
+    t0 = time.time()
+    until = t0 + T_END
+    rx = os.path.join(work, "rx.txt"), os.path.join(work, "rx-cn.txt")
+    me = os.path.abspath(__file__)
+    perr = open(os.path.join(work, "probes.err"), "w")
+    spawn("mn", sys.executable, me, "probe-recv", HOA, str(PORT), str(until), rx[0], err=perr)
+    spawn("cn", sys.executable, me, "probe-recv", CN, str(PORT), str(until), rx[1], err=perr)
+    time.sleep(0.3)
+    spawn("cn", sys.executable, me, "probe-send", HOA, str(PORT), str(until - 0.5), err=perr)
+    spawn("mn", sys.executable, me, "probe-send", CN, str(PORT), str(until - 0.5), HOA, err=perr)
+    ipf = None
+    if tcp:
+        srv = spawn("mn", "iperf3", "-s", "-1", "-B", HOA, "-p", "5201")
+        time.sleep(0.5)
+        ipf = subprocess.Popen(["ip", "netns", "exec", f"{TAG}cn", "iperf3", "-c", HOA, "-p", "5201", "-w", "320K",
+                                "-t", str(int(T_END - 2)), "-i", "0.5", "-J"], stdout=subprocess.PIPE, text=True)
+        procs.append(ipf)
+    time.sleep(max(0, t0 + T_JOIN - time.time()))
+    nx("r3", "ip", "link", "set", "eth-mn", "up")
+    nx("mn", "ip", "link", "set", "eth-r3", "up")
+    t_join = time.time()
+    spawn("mn", "tcpdump", "-q", "-n", "-U", "-s", "200", "-i", "eth-r3", "-w", cap)
+    time.sleep(max(0, t0 + T_LEAVE - time.time()))
+    t_leave = time.time()
+    nx("mn", "ip", "link", "set", "eth-r2", "down")  # as the lab's seed000 event: the MN's side only
+    tcp_res = None
+    if ipf:
+        out, _ = ipf.communicate(timeout=T_END + 120)
+        try:
+            j = json.loads(out)
+            iv = [(i["sum"]["start"], i["sum"]["bytes"]) for i in j.get("intervals", [])]
+            tcp_res = {"rc": ipf.returncode, "bytes": j["end"]["sum_received"]["bytes"],
+                       "after_move_bytes": sum(b for s, b in iv if s >= T_LEAVE - 2 + 1.5),
+                       "zero_intervals": sum(1 for _, b in iv if b == 0)}
+        except (ValueError, KeyError) as e:
+            tcp_res = {"rc": ipf.returncode, "error": str(e)}
+    time.sleep(max(0, until + 0.5 - time.time()))
+    for p in procs:
+        stop(p)
+    procs.clear()
+    for f in ev.values():
+        f.close()
+    events = [json.loads(l) for r in ("ha", "mn", "cn") for l in open(os.path.join(work, f"ev-{r}.jsonl"))
+              if l.startswith("{")]
+    for r in ("ha", "mn", "cn"):  # a role's traceback, if any
+        other = [l.rstrip() for l in open(os.path.join(work, f"ev-{r}.jsonl")) if not l.startswith("{")]
+        if other:
+            print(f"MIPV6-STDERR {r}:\n" + "\n".join(other), flush=True)
+    res = {"scheme": scheme, "traffic": "tcp" if tcp else "udp", "t0": t0, "t_join": t_join, "t_leave": t_leave,
+           "events": events, "mh_frames": mhcap.mh_frames(cap) if os.path.exists(cap) else [],
+           "udp_cn_to_mn": gaps(rx[0], t_leave), "udp_mn_to_cn": gaps(rx[1], t_leave), "tcp": tcp_res,
+           "kernel": os.uname().release}
+    print("MIPV6-RESULT " + json.dumps(res), flush=True)
+    if os.environ.get("MIPV6_DIAG", "1") == "1":
+        diag()
+    for n in ("cn", "r1", "r2", "r3", "mn"):
+        sh("ip", "netns", "del", f"{TAG}{n}", check=False)
+    first = lambda role, e: next((x["t"] for x in events if x["role"] == role and x["ev"] == e), None)  # noqa: E731
+    bu, ba = first("mn", "bu_tx"), next((x["t"] for x in events if x["role"] == "mn" and x["ev"] == "ba_rx"
+                                         and x["peer"] == HA and x["accepted"]), None)
+    done = first("mn", "ro_active") if ro else ba
+    dad = next((x["ms"] for x in events if x["ev"] == "dad_done"), None)
+    check(ba is not None, f"{scheme}: BA from the HA accepted")
+    check(dad is not None and 950 <= dad <= 1300, f"{scheme}: HA DAD before the first BA took {dad} ms (RetransTimer 1 s)")
+    if ro:
+        check(done is not None, f"{scheme}: return routability and the CN's BA done (ro_active)")
+    if bu and done:
+        ms = (done - bu) * 1e3
+        lo, hi = THESIS_MS[scheme] + MARGIN_MS[0], THESIS_MS[scheme] + MARGIN_MS[1]
+        check(lo <= ms <= hi, f"{scheme}: handoff delay {ms:.0f} ms (BU -> {'CN BA' if ro else 'BA'}), "
+              f"thesis {THESIS_MS[scheme]} ms, accepted {lo}..{hi}")
+    u = res["udp_cn_to_mn"]
+    check(u["last_t"] is not None and u["last_t"] > t_leave + 3,
+          f"{scheme}: UDP CN -> MN arrives after the move (gap {u['max_gap_ms']} ms, lost {u['lost']})")
+    if tcp:
+        check(bool(tcp_res) and tcp_res.get("rc") == 0 and tcp_res.get("after_move_bytes", 0) > 0,
+              f"{scheme}: the TCP flow survives the move ({tcp_res})")
+
+
+def main(argv):
+    if argv and argv[0] == "probe-recv":
+        return probe_recv(argv[1], int(argv[2]), float(argv[3]), argv[4])
+    if argv and argv[0] == "probe-send":
+        return probe_send(argv[1], int(argv[2]), float(argv[3]), argv[4] if len(argv) > 4 else None)
+    subprocess.run(["modprobe", "-a", "ip6_tunnel", "xfrm_user"], check=False)
+    schemes = [a for a in argv if not a.startswith("--")] or ["mipv6", "mipv6-ro"]
+    kinds = [k for k in ("tcp", "udp") if f"--{k}" in argv] or ["udp", "tcp"]
+    print(f"MIPV6-GUEST kernel {os.uname().release}: {schemes} x {kinds}", flush=True)
+    for s in schemes:
+        for k in kinds:
+            work = tempfile.mkdtemp(prefix="mipv6-")
+            try:
+                run(s, k == "tcp", work)
+            except Exception as e:  # a failed run is a FAIL line, the others still run
+                check(False, f"{s}/{k}: {type(e).__name__}: {e}")
+                for p in procs:
+                    stop(p)
+                procs.clear()
+                for n in ("cn", "r1", "r2", "r3", "mn"):
+                    sh("ip", "netns", "del", f"{TAG}{n}", check=False)
+                for f in os.listdir(work):
+                    if f.startswith("ev-") or f.endswith(".err"):
+                        print(f"--- {f}\n" + open(os.path.join(work, f)).read(), flush=True)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    bad = [w for ok, w in results if not ok]
+    print(f"MIPV6-GUEST {len(results) - len(bad)}/{len(results)} checks passed", flush=True)
+    return 1 if bad or not results else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]) or 0)
