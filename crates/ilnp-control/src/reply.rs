@@ -286,6 +286,10 @@ pub struct IlccEntry {
     pub age_s: f64,
     /// smoothed LU round trip, µs; null: no sample yet
     pub srtt_us: Option<u64>,
+    /// the peer's interop mode when not RFC: "linux49" (`[peer_interop]`: Locator
+    /// Updates in the Linux 4.9 prototype's layout); absent otherwise
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interop: Option<String>,
     /// the eBPF fast path's counters; absent when it has none for this peer
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fast: Option<FastCounters>,

@@ -203,7 +203,11 @@ fn ilcc(entries: &[IlccEntry]) -> String {
                 })
                 .collect();
             vec![
-                e.nid.to_string(),
+                // a peer in an interop mode says so: `0200:...:000d [linux49]`
+                match &e.interop {
+                    Some(m) => format!("{} [{m}]", e.nid),
+                    None => e.nid.to_string(),
+                },
                 e.local_locator.to_string(),
                 remote.join(" "),
                 if e.nonces_hidden {

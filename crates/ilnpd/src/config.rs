@@ -83,6 +83,10 @@ pub struct FileConfig {
     /// hosts lines say so already), "own" for one that shows its own (the default);
     /// docs/security.md
     pub peer_nonce: Option<BTreeMap<String, String>>,
+    /// interop mode per peer (name or NID): "linux49" for the authors' Linux 4.9
+    /// prototype (its Locator Update layout and checksum, docs/interop.md), "rfc"
+    /// (the default)
+    pub peer_interop: Option<BTreeMap<String, String>>,
     /// balancing weight per uplink (default 1; 0 = backup only)
     pub locator_weight: Option<BTreeMap<String, u32>>,
     /// per-flow hash seed; default derived from the NID (stable across restarts)
@@ -312,6 +316,8 @@ pub struct Config {
     pub peer_checksum: BTreeMap<Nid, ChecksumRule>,
     /// correspondents that use one nonce both ways (`[peer_nonce]`, FreeBSD hosts lines)
     pub peer_shared_nonce: BTreeSet<Nid>,
+    /// peers whose interop mode is "linux49" (`[peer_interop]`)
+    pub peer_linux49: BTreeSet<Nid>,
 }
 
 /// The default pin directory: one per daemon instance, named after its control
@@ -574,6 +580,15 @@ impl Config {
                 o => bail!("peer_nonce.{who}: {o:?} is not \"own\" or \"shared\""),
             };
         }
+        let mut peer_linux49 = BTreeSet::new();
+        for (who, v) in f.peer_interop.iter().flatten() {
+            let nid = name_or_nid("peer_interop", who)?;
+            match v.as_str() {
+                "linux49" => peer_linux49.insert(nid),
+                "rfc" => peer_linux49.remove(&nid),
+                o => bail!("peer_interop.{who}: {o:?} is not \"rfc\" or \"linux49\""),
+            };
+        }
         let locator_weight = f.locator_weight.unwrap_or_default();
         for dev in locator_weight.keys() {
             if !uplinks.contains(dev) {
@@ -649,6 +664,7 @@ impl Config {
             transport_checksum,
             peer_checksum,
             peer_shared_nonce,
+            peer_linux49,
         })
     }
 }
@@ -692,6 +708,23 @@ mod tests {
         assert!(e.contains("transport_checksum") && e.contains("ipv6"), "{e}");
         let e = load("uplinks = [\"e\"]\n[peer_checksum]\nnobody = \"rfc6741\"\n").unwrap_err().to_string();
         assert!(e.contains("peer_checksum") && e.contains("nobody"), "{e}");
+    }
+
+    #[test]
+    fn peer_interop_linux49_by_name_or_nid_errors_name_the_input() {
+        let c = load(
+            "uplinks = [\"e\"]\n[peer_interop]\nvm = \"linux49\"\n\"0200:00ff:fe00:00ee\" = \"rfc\"\n\
+             [[peer]]\nname = \"vm\"\nnid = \"0211:22ff:fe33:4455\"\nlocators = [{ l64 = \"2001:db8:b::/64\" }]\n",
+        )
+        .unwrap();
+        assert_eq!(c.peer_linux49.iter().copied().collect::<Vec<_>>(), [Nid(0x0211_22ff_fe33_4455)]);
+        assert!(load("uplinks = [\"e\"]\n").unwrap().peer_linux49.is_empty(), "rfc by default");
+        let e = load("uplinks = [\"e\"]\n[peer_interop]\nnobody = \"linux49\"\n").unwrap_err().to_string();
+        assert!(e.contains("peer_interop") && e.contains("nobody"), "{e}");
+        let e = load("uplinks = [\"e\"]\n[peer_interop]\n\"0200:00ff:fe00:00ee\" = \"linux4.9\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("peer_interop.0200:00ff:fe00:00ee") && e.contains("linux4.9"), "{e}");
     }
 
     #[test]

@@ -181,6 +181,7 @@ fn build_core(cfg: &Config, local_nid: Nid, uplinks: &[Uplink]) -> Result<Core> 
     cc.transport_checksum = cfg.transport_checksum;
     cc.peer_checksum = cfg.peer_checksum.iter().map(|(n, r)| (*n, *r)).collect();
     cc.peer_shared_nonce = cfg.peer_shared_nonce.iter().copied().collect();
+    cc.peer_linux49 = cfg.peer_linux49.iter().copied().collect();
     if let Some(v4) = &cfg.ipv4 {
         cc.v4_keepalive = v4.keepalive;
     }

@@ -289,6 +289,7 @@ impl Daemon {
                 slow_bytes_out: e.slow_bytes_out,
                 age_s: now.saturating_duration_since(e.created).as_secs_f64(),
                 srtt_us: e.srtt_us,
+                interop: self.cfg.peer_linux49.contains(&e.nid).then(|| "linux49".to_string()),
                 fast: fast.get(&e.nid).map(|f| ctl::FastCounters {
                     tx_pkts: f.tx_pkts,
                     tx_bytes: f.tx_bytes,
