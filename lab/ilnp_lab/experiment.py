@@ -42,7 +42,7 @@ from .topology import EXPERIMENTS
 
 PLUGINS = {"mobility": "ilnp_lab.mobility", "balancing": "ilnp_lab.balancing", "admission": "ilnp_lab.admission",
            "signalling": "ilnp_lab.signalling", "aggregation": "ilnp_lab.aggregation", "v4v6": "ilnp_lab.v4v6",
-           "attacks": "ilnp_lab.attacks"}
+           "attacks": "ilnp_lab.attacks", "authsessions": "ilnp_lab.authsessions"}
 COMMON = {"quick", "out", "json", "seed"}
 
 

@@ -184,3 +184,56 @@ def kernel_has(option: str) -> bool:
     except OSError:
         return False
     return re.search(rf"^CONFIG_{option}=[ym]$", out, re.M) is not None
+
+
+class Wireguard:
+    """WireGuard on `node` as its users set it up: `ip link add wg0 type wireguard` where the
+    kernel has the module, else wireguard-go (the user-space implementation, same protocol,
+    same `wg` configuration); then `wg set` with the peer's key, its allowed IP and, on the
+    side that knows where the other is, its endpoint (the other side learns it and follows the
+    peer when it roams: WireGuard's own mobility)."""
+
+    def __init__(self, node: Node, dir: Path, inner: str, port: int = 51820):
+        # wireguard-go's control socket is /var/run/wireguard/IFACE.sock, shared by all
+        # namespaces: the interface's name is unique per run (the bed's tag and the node)
+        self.iface = ("wg" + node.ns[-7:])[:15]
+        self.node, self.dir, self.inner, self.port = node, Path(dir), inner, port
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.key = self.dir / "private.key"
+        self.key.write_text(run(["wg", "genkey"]).stdout)
+        self.key.chmod(0o600)
+        self.public = run(["wg", "pubkey"], input=self.key.read_text()).stdout.strip()
+        self.proc: subprocess.Popen | None = None
+        self.userspace = not kernel_has("WIREGUARD")
+
+    def start(self) -> "Wireguard":
+        if self.userspace:
+            # -f: in the foreground, a process we track by pid
+            self.proc = self.node.spawn("wireguard-go", "-f", self.iface,
+                                        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                                             "WG_PROCESS_FOREGROUND": "1"},
+                                        stderr=open(self.dir / "wireguard-go.log", "w"))
+            wait_for(lambda: self.node.ip("link", "show", self.iface, check=False).returncode == 0,
+                     timeout=10, what="wireguard-go's interface")
+        else:
+            self.node.ip("link", "add", self.iface, "type", "wireguard")
+        self.node.run("wg", "set", self.iface, "listen-port", str(self.port), "private-key", str(self.key))
+        self.node.ip("addr", "add", f"{self.inner}/64", "dev", self.iface, "nodad")
+        self.node.ip("link", "set", self.iface, "mtu", "1280", "up")
+        return self
+
+    def add_peer(self, public: str, inner: str, endpoint: str | None = None, keepalive: int = 25) -> None:
+        args = ["wg", "set", self.iface, "peer", public, "allowed-ips", f"{inner}/128"]
+        if endpoint:
+            args += ["endpoint", endpoint, "persistent-keepalive", str(keepalive)]
+        self.node.run(*args)
+
+    def endpoint(self) -> str:
+        return self.node.run("wg", "show", self.iface, "endpoints").stdout.split()[-1]
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+            self.proc = None
+        else:
+            self.node.ip("link", "del", self.iface, check=False)
