@@ -27,8 +27,9 @@
 //! an ICMPv6 error) reaches the core without an entry; the core sends it, and only
 //! it (never data), to the hinted locator under the same global budget as the
 //! hellos, with a nonce derived from a secret key, the peer's NID, locator and nonce
-//! ([`Core::responder_nonce`]): the entry the same peer gets once the port opens
-//! carries that very nonce, so the peer's core does not take it for a restart.
+//! (`nonce_key.rs`): the entry the same peer gets once the port opens, and the one
+//! we open to it, carry that very nonce, so the peer's core does not take it for a
+//! restart (nor the Linux 4.9 prototype, which keeps the first nonce it sees).
 //!
 //! Eviction: the oldest entry of the source locator that holds the most embryonic
 //! entries. Oldest, not random: a legitimate handshake survives a fixed number of
@@ -40,6 +41,7 @@
 
 use crate::event::{DropReason, Event, Outcome, Stats};
 use crate::ilcc::{Ilcc, Tier};
+use crate::nonce_key::NonceKey;
 use crate::{
     drop_packet, Action, Core, CoreConfig, IlccEntry, IlccSnapshot, LocalLocators, LocatorState, RemoteLocator,
 };
@@ -69,51 +71,6 @@ pub struct AnswerHint {
 /// A hint older than this is not used: the stack answers at once, so an older one
 /// belongs to another packet.
 pub const ANSWER_HINT_MAX_AGE: Duration = Duration::from_secs(2);
-
-/// SipHash-2-4 (Aumasson, Bernstein 2012) of `msg` under `key`: the keyed PRF behind
-/// the responder's derived nonces.
-fn siphash24(key: [u64; 2], msg: &[u8]) -> u64 {
-    fn round(v: &mut [u64; 4]) {
-        v[0] = v[0].wrapping_add(v[1]);
-        v[1] = v[1].rotate_left(13) ^ v[0];
-        v[0] = v[0].rotate_left(32);
-        v[2] = v[2].wrapping_add(v[3]);
-        v[3] = v[3].rotate_left(16) ^ v[2];
-        v[0] = v[0].wrapping_add(v[3]);
-        v[3] = v[3].rotate_left(21) ^ v[0];
-        v[2] = v[2].wrapping_add(v[1]);
-        v[1] = v[1].rotate_left(17) ^ v[2];
-        v[2] = v[2].rotate_left(32);
-    }
-    let mut v = [
-        key[0] ^ 0x736f_6d65_7073_6575,
-        key[1] ^ 0x646f_7261_6e64_6f6d,
-        key[0] ^ 0x6c79_6765_6e65_7261,
-        key[1] ^ 0x7465_6462_7974_6573,
-    ];
-    let absorb = |v: &mut [u64; 4], m: u64| {
-        v[3] ^= m;
-        round(v);
-        round(v);
-        v[0] ^= m;
-    };
-    let chunks = msg.chunks_exact(8);
-    let rest = chunks.remainder();
-    for c in chunks {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(c);
-        absorb(&mut v, u64::from_le_bytes(b));
-    }
-    let mut last = [0u8; 8];
-    last[..rest.len()].copy_from_slice(rest);
-    last[7] = msg.len() as u8;
-    absorb(&mut v, u64::from_le_bytes(last));
-    v[2] ^= 0xff;
-    for _ in 0..4 {
-        round(&mut v);
-    }
-    v[0] ^ v[1] ^ v[2] ^ v[3]
-}
 
 named_enum! {
     #[serde_names]
@@ -252,8 +209,8 @@ pub struct AdmissionState {
     pub order: EmbryonicOrder,
     /// the one budget for packets towards unconfirmed sources: hellos and refusals
     pub hello: TokenBucket,
-    /// the responder nonces' key, drawn from the core's RNG at its first use
-    key: Option<[u64; 2]>,
+    /// the key of the nonces we derive (responder, stateless answers)
+    pub(crate) key: NonceKey,
 }
 
 /// The rest of the core's state admission reads or changes, lent by `Core` for
@@ -286,7 +243,11 @@ pub struct TierCounts {
 
 impl AdmissionState {
     pub fn new(rate_per_s: f64, burst: u32) -> AdmissionState {
-        AdmissionState { order: EmbryonicOrder::default(), hello: TokenBucket::new(rate_per_s, burst), key: None }
+        AdmissionState {
+            order: EmbryonicOrder::default(),
+            hello: TokenBucket::new(rate_per_s, burst),
+            key: NonceKey::default(),
+        }
     }
 
     /// The budget's reserve: the tokens only packets towards sparse locators take
@@ -414,13 +375,7 @@ impl AdmissionState {
         out.push(Action::SendWire { pkt, uplink: cx.local.uplink_of(meta.dst_loc) });
     }
 
-    /// Our nonce towards a responder's peer: SipHash-2-4 under a secret key of the
-    /// peer's NID, locator and nonce. A refusal sent with no state and the entry
-    /// made when the same peer (same session on its side) comes back carry the same
-    /// nonce, so its core sees no change (no peer-restart challenge). Unpredictable
-    /// without the key; bound to the locator, so a spoofer that claims a NID from
-    /// its own locator learns a nonce worthless for that NID's session elsewhere.
-    /// The key is drawn from `rng` at the first call.
+    /// Our nonce towards a responder's peer (`NonceKey::derive`).
     pub(crate) fn responder_nonce(
         &mut self,
         cfg: &CoreConfig,
@@ -429,26 +384,7 @@ impl AdmissionState {
         loc: Locator,
         peer_nonce: &Nonce,
     ) -> Nonce {
-        if cfg.shared_nonce(nid) {
-            // one nonce both ways: the refusal carries the one the entry will use
-            return *peer_nonce;
-        }
-        let key = *self.key.get_or_insert_with(|| [rng.next_u64(), rng.next_u64()]);
-        let mut msg = Vec::with_capacity(29);
-        msg.push(0);
-        msg.extend_from_slice(&nid.0.to_be_bytes());
-        msg.extend_from_slice(&loc.0.to_be_bytes());
-        msg.extend_from_slice(peer_nonce.as_bytes());
-        let a = siphash24(key, &msg).to_be_bytes();
-        if cfg.nonce_len != 12 {
-            return Nonce::N32([a[0], a[1], a[2], a[3]]);
-        }
-        msg[0] = 1;
-        let b = siphash24(key, &msg).to_be_bytes();
-        let mut n = [0u8; 12];
-        n[..8].copy_from_slice(&a);
-        n[8..].copy_from_slice(&b[..4]);
-        crate::nonce96(n)
+        self.key.derive(cfg, rng, nid, loc, peer_nonce)
     }
 
     /// admission = socket: our stack's answer (a TCP RST or an ICMPv6 error, never
@@ -837,15 +773,6 @@ mod tests {
         b.cfg.admission = Admission::Open;
         b.handle_outbound(now, &rst, Csum::Complete);
         assert_eq!(b.stats().dropped(DropReason::UnknownPeer), 1);
-    }
-
-    #[test]
-    fn siphash_matches_the_reference_vector() {
-        // the paper's appendix: key 00..0f, message 00..0e
-        let key = [0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908];
-        let msg: Vec<u8> = (0..15).collect();
-        assert_eq!(siphash24(key, &msg), 0xa129_ca61_49be_45e5);
-        assert_ne!(siphash24(key, &msg[..14]), siphash24(key, &msg));
     }
 
     /// A TCP segment in identifier form with the given flags and a correct checksum.

@@ -15,6 +15,7 @@ mod inbound;
 pub mod local;
 mod lu;
 pub mod nids;
+mod nonce_key;
 mod outbound;
 pub mod peers;
 pub mod snapshot;
@@ -289,8 +290,9 @@ impl Core {
     }
 
     /// `handle_outbound` for a shell whose fast path keeps answer hints: `hints` is
-    /// asked (at most once, only for our stack's answer to a NID with no entry under
-    /// admission = socket) where that NID's last unadmitted packet came from.
+    /// asked (at most once, only for a NID with no entry under admission = socket:
+    /// our stack's answer to it, or the entry we open to it, which takes the nonce a
+    /// stateless answer carried) where that NID's last unadmitted packet came from.
     pub fn handle_outbound_hinted(
         &mut self,
         now: Instant,

@@ -53,7 +53,7 @@ impl Core {
                 self.answer_unadmitted(now, dn, pkt, csum, &class, hints, out);
                 return;
             }
-            if let Err(reason) = self.create_initiator_entry(now, dn, sn, out) {
+            if let Err(reason) = self.create_initiator_entry(now, dn, sn, hints, out) {
                 self.stats.drop(reason);
                 out.push(Action::Event(Event::drop(reason, format!("packet to {}", p.dst()))));
                 unreachable_to_app(pkt, icmp_error, out);
@@ -127,6 +127,7 @@ impl Core {
         now: Instant,
         nid: Nid,
         ours: Nid,
+        hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
         out: &mut Vec<Action>,
     ) -> Result<(), DropReason> {
         let peer = match self.live_peer(now, nid) {
@@ -138,7 +139,13 @@ impl Core {
         if self.ilcc.is_full() {
             return Err(DropReason::IlccFull);
         }
-        let nonce_tx = self.new_nonce();
+        // the nonce a stateless answer to this peer carried, if one may have (admission.rs)
+        let locs: Vec<_> = peer.locators.iter().map(|l| l.loc).collect();
+        let hint = if self.cfg.admission == Admission::Socket { hints(nid) } else { None };
+        let nonce_tx = match self.answered_nonce(now, nid, &locs, hint) {
+            Some(n) => n,
+            None => self.new_nonce(),
+        };
         let mut remote: Vec<RemoteLocator> =
             peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
         remote.sort_by_key(|r| r.pref);
