@@ -101,9 +101,12 @@ def test_esp_sa_survives_hard_soft_and_v4_moves_and_a_nid_spoofer_gets_nothing(b
     assert len(got) == 20 and {a for a, _ in got} == {CN_ID}, got
 
     psk = "0s" + base64.b64encode(os.urandom(32)).decode()
-    scn = Strongswan(cn, tmp_path / "swan-cn", CN_ID, MN_ID, psk).start()
-    smn = Strongswan(mn, tmp_path / "swan-mn", MN_ID, CN_ID, psk).start()
+    started = []
     try:
+        scn = Strongswan(cn, tmp_path / "swan-cn", CN_ID, MN_ID, psk).start()
+        started.append(scn)
+        smn = Strongswan(mn, tmp_path / "swan-mn", MN_ID, CN_ID, psk).start()
+        started.append(smn)
         smn.initiate()
         sa0 = {"cn": scn.sas(), "mn": smn.sas()}
         for side, sas in sa0.items():
@@ -182,8 +185,8 @@ def test_esp_sa_survives_hard_soft_and_v4_moves_and_a_nid_spoofer_gets_nothing(b
         u = udp_res["end"]["sum"]
         print(f"TCP {rx} bytes, empty seconds at {stalls}; UDP lost {u['lost_packets']} of {u['packets']}")
         assert rx > 0.6 * 20e6 / 8 * secs, rx
-        # TCP carried data in all but a few seconds (two hard moves of 1 s each, and the soft ones)
-        assert len(stalls) <= 4, stalls
+        # TCP carried data in all but the hard moves' seconds (~2 s each; a broken SA: the rest)
+        assert len(stalls) <= 6, stalls
         # UDP: the soft moves lose (next to) nothing; each hard one its outage (1 s without a
         # network, then the link, RS/RA and the Locator Update: ~2 s at 250/s here), counted in
         # the second the stream came back
@@ -191,7 +194,7 @@ def test_esp_sa_survives_hard_soft_and_v4_moves_and_a_nid_spoofer_gets_nothing(b
                  for i in json.loads((tmp_path / "udp-server.json").read_text())["intervals"]]
         print("UDP lost per second (start, lost):", [p for p in per_s if p[1]])
         assert u["packets"] >= 250 * (secs - 1) and u["lost_packets"] <= 2 * 3 * 250, u
-        assert len([s for s, lost in per_s if lost > 30]) <= 2, per_s
+        assert len([s for s, lost in per_s if lost > 30]) <= 4, per_s
         # all of it was ESP: the MN's CHILD_SA took in at least what TCP and UDP delivered
         assert sa1["mn"][0]["bytes_in"] >= rx, (sa1["mn"][0], rx)
 
@@ -213,5 +216,5 @@ def test_esp_sa_survives_hard_soft_and_v4_moves_and_a_nid_spoofer_gets_nothing(b
         app.wait(timeout=5)
         assert len(json.loads(out.read_text())) == 5
     finally:
-        smn.stop()
-        scn.stop()
+        for s in started:
+            s.stop()

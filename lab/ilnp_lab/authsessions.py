@@ -69,30 +69,33 @@ def backends() -> dict[str, str]:
             "wireguard": "kernel module" if kernel_has("WIREGUARD") else "wireguard-go (user space: no module)"}
 
 
-def setup(bed: Testbed, scheme: str, workdir: Path):
-    """The two hosts with `scheme` up; (topology, the MN's address to send to, stop functions)."""
+def setup(bed: Testbed, scheme: str, workdir: Path, stop: list):
+    """The two hosts with `scheme` up; (topology, the MN's address to send to). What must be
+    stopped before the testbed closes goes onto `stop` as soon as it runs."""
     t = mobility_topology(bed)
     mn = t["mn"]
     radvd(t["r2"], "eth-mn", "2001:db8:2::/64")
     radvd(t["r3"], "eth-mn", "2001:db8:3::/64")
     wait_for(lambda: "2001:db8:2:" in mn.ip("-6", "addr", "show", "eth-r2").stdout, timeout=15, what="SLAAC on R2")
-    stop = []
     if scheme == "wireguard":
         wcn = Wireguard(t["cn"], workdir / "wg-cn", WG_CN).start()
+        stop.append(wcn.stop)
         wmn = Wireguard(mn, workdir / "wg-mn", WG_MN).start()
+        stop.append(wmn.stop)
         wcn.add_peer(wmn.public, WG_MN)
         wmn.add_peer(wcn.public, WG_CN, endpoint=f"[{CN_V6}]:51820")
         mn.run("ping", "-6", "-c", "3", "-i", "0.2", WG_CN)  # the handshake
-        return t, WG_MN, [wmn.stop, wcn.stop]
+        return t, WG_MN
     Ilnpd(t["cn"], ["eth0"], nid=CN_NID, peers=[Peer("mn", MN_NID, [(L2, 10)])]).start()
     Ilnpd(mn, ["eth-r2", "eth-r3"], nid=MN_NID, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])]).start()
     if scheme == "esp-ilnp":
         psk = "0s" + base64.b64encode(os.urandom(32)).decode()
         scn = Strongswan(t["cn"], workdir / "swan-cn", CN_ID, MN_ID, psk).start()
+        stop.append(scn.stop)
         smn = Strongswan(mn, workdir / "swan-mn", MN_ID, CN_ID, psk).start()
+        stop.append(smn.stop)
         smn.initiate()
-        stop += [smn.stop, scn.stop]
-    return t, MN_ID, stop
+    return t, MN_ID
 
 
 def throughput(t, dst: str, secs: int) -> float:
@@ -137,13 +140,14 @@ def one(scheme: str, cfg: dict, rdir: Path) -> dict:
     r = {"scheme": scheme, "ok": False}
     try:
         with Testbed(workdir=rdir) as bed:
-            t, dst, stop = setup(bed, scheme, rdir)
+            stop = []
             try:
+                t, dst = setup(bed, scheme, rdir, stop)
                 r["mbps"] = [throughput(t, dst, cfg["seconds"]) for _ in range(cfg["rounds"])]
                 r["gap_s"] = hard_move(t, dst, rdir, cfg["flow_s"], cfg["outage_s"])
                 r["ok"] = True
             finally:
-                for s in stop:
+                for s in reversed(stop):
                     s()
     except Exception as e:  # noqa: BLE001 (a failed run is recorded, the others go on)
         r["error"] = f"{type(e).__name__}: {e}"

@@ -98,10 +98,14 @@ class Strongswan:
         self.proc = self.node.spawn("charon-systemd", env=env,
                                     stderr=open(self.dir / "charon.stderr", "w"))
         wait_for(lambda: self.vici.exists() or self.proc.poll() is not None, timeout=10, what="charon's vici socket")
-        if self.proc.poll() is not None:
-            raise StepError(f"charon-systemd exited: {(self.dir / 'charon.stderr').read_text()}")
-        self.swanctl("--load-all", "--file", str(self.swanctl_conf))
-        self.require_esp()
+        try:
+            if self.proc.poll() is not None:
+                raise StepError(f"charon-systemd exited: {(self.dir / 'charon.stderr').read_text()}")
+            self.swanctl("--load-all", "--file", str(self.swanctl_conf))
+            self.require_esp()
+        except BaseException:
+            self.stop()  # no charon and no socket left behind
+            raise
         return self
 
     def swanctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
