@@ -26,26 +26,17 @@ from pathlib import Path
 from .testbed import Node, StepError, run, stop_process, wait_for
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide.md"
-MARK = "0x4d"  # IKE and ESP-in-UDP packets: routed by the main table, not into the tunnel
-TUN_MARK = "0x4e"  # what came out of the tunnel (decrypted): the XFRM inbound policy lets it in
 
+# charon-systemd's own settings in the lab: the plugins it loads (no /etc/strongswan.d), its
+# vici socket and its log; the guide's `charon { ... }` block (libipsec's settings) follows
+# verbatim, and charon-systemd reads the `charon` section where its own has no value
 STRONGSWAN_CONF = """\
 charon-systemd {{
     load_modular = no
     load = random nonce openssl pem pkcs1 x509 pubkey hmac sha2 aes gcm kdf kernel-libipsec kernel-netlink socket-default vici
-    # ESP in user space (no esp6 in this kernel); IKE and ESP leave marked, past the tunnel's routes
     plugins {{
         vici {{
             socket = unix://{vici}
-        }}
-        socket-default {{
-            fwmark = {mark}
-        }}
-        kernel-netlink {{
-            fwmark = !{mark}
-        }}
-        kernel-libipsec {{
-            allow_peer_ts = yes
         }}
     }}
     journal {{
@@ -65,16 +56,33 @@ charon-systemd {{
 """
 
 
-def guide_swanctl_conf(local_id: str, peer_id: str, psk: str) -> str:
-    """The swanctl.conf of docs/guide.md § Authenticated sessions with IPsec, verbatim, with
-    the two identifier addresses and the key filled in."""
+def _guide_section() -> str:
     text = GUIDE.read_text()
-    sec = text[text.index("Authenticated sessions with IPsec\n"):]
-    block = re.search(r"```\n(connections \{.*?)```", sec, re.S)
-    if not block:
-        raise StepError("docs/guide.md: no swanctl.conf block in § Authenticated sessions with IPsec")
-    return (block.group(1).replace("LOCAL_ID", local_id).replace("PEER_ID", peer_id)
-            .replace("0sREPLACE_WITH_A_KEY", psk))
+    return text[text.index("Authenticated sessions with IPsec\n"):]
+
+
+def _guide_block(start: str, what: str) -> str:
+    """The fenced block of the guide's § 9 whose text starts with `start`."""
+    m = re.search(r"```\w*\n(" + re.escape(start) + r".*?)```", _guide_section(), re.S)
+    if not m:
+        raise StepError(f"docs/guide.md § Authenticated sessions with IPsec: no {what} block")
+    return m.group(1)
+
+
+def guide_swanctl_conf(local_id: str, peer_id: str, psk: str) -> str:
+    """The guide's swanctl.conf, verbatim, with the two identifier addresses and the key."""
+    return (_guide_block("connections {", "swanctl.conf").replace("LOCAL_ID", local_id)
+            .replace("PEER_ID", peer_id).replace("0sREPLACE_WITH_A_KEY", psk))
+
+
+def guide_strongswan_conf() -> str:
+    """The guide's strongswan.conf block for libipsec (kernels without esp6), verbatim."""
+    return _guide_block("charon {", "strongswan.conf")
+
+
+def guide_inbound_policy(local_id: str, peer_id: str) -> str:
+    """The guide's commands for libipsec's inbound check, verbatim, with the two addresses."""
+    return _guide_block("ip link set ipsec0", "inbound policy").replace("LOCAL_ID", local_id).replace("PEER_ID", peer_id)
 
 
 class Strongswan:
@@ -88,7 +96,7 @@ class Strongswan:
         self.vici.parent.mkdir(exist_ok=True)
         self.log = self.dir / "charon.log"
         self.conf = self.dir / "strongswan.conf"
-        self.conf.write_text(STRONGSWAN_CONF.format(vici=self.vici, mark=MARK, log=self.log))
+        self.conf.write_text(STRONGSWAN_CONF.format(vici=self.vici, log=self.log) + guide_strongswan_conf())
         self.swanctl_conf = self.dir / "swanctl.conf"
         self.swanctl_conf.write_text(guide_swanctl_conf(local_id, peer_id, psk))
         self.proc: subprocess.Popen | None = None
@@ -112,24 +120,14 @@ class Strongswan:
         return self.node.run("swanctl", *args, "--uri", f"unix://{self.vici}", check=check, timeout=30)
 
     def require_esp(self) -> None:
-        """The kernel's inbound policy for the peer's identifier address: only what came out of
-        the tunnel (marked on its way in) or IKE/ESP-in-UDP itself; all else is dropped and
-        counted (XfrmInTmplMismatch). What charon's kernel-netlink backend installs with
-        kernel ESP; with libipsec we install it."""
+        """The kernel's inbound policy for the peer's identifier address, as the guide says for
+        libipsec (its commands run verbatim): only what came out of the tunnel (marked on its
+        way in) or IKE/ESP-in-UDP itself; all else is dropped and counted (XfrmInTmplMismatch).
+        What charon's kernel-netlink backend installs itself with kernel ESP."""
         tun = self.tun()
-        # ESP in UDP, ILNP's nonce and the v4 path's UDP/IPv4 must fit a 1500-byte link
-        self.node.ip("link", "set", tun, "mtu", "1280")
-        self.node.sh(f"nft add table inet ilnp_ipsec && nft add chain inet ilnp_ipsec pre "
-                     f"'{{ type filter hook prerouting priority -150 ; }}' && "
-                     f"nft add rule inet ilnp_ipsec pre iifname {tun} counter meta mark set {TUN_MARK}")
-        sel = f"src {self.peer_id}/128 dst {self.local_id}/128"
-        for port in (500, 4500):  # IKE and ESP in UDP: no ESP around them
-            self.node.ip("xfrm", "policy", "add", *sel.split(), "proto", "udp", "dport", str(port),
-                         "dir", "in", "priority", "100")
-        self.node.ip("xfrm", "policy", "add", *sel.split(), "dir", "in", "priority", "100",
-                     "mark", TUN_MARK, "mask", "0xffffffff")
-        self.node.ip("xfrm", "policy", "add", *sel.split(), "dir", "in", "priority", "200",
-                     "tmpl", "src", self.peer_id, "dst", self.local_id, "proto", "esp", "mode", "tunnel")
+        if tun != "ipsec0":
+            raise StepError(f"libipsec's TUN device is {tun}, the guide says ipsec0")
+        self.node.sh("set -e\n" + guide_inbound_policy(self.local_id, self.peer_id))
 
     def tun(self) -> str:
         """kernel-libipsec's TUN device, as charon names it in its log (ilnp0 is a TUN too)."""
