@@ -11,7 +11,8 @@ An attacker on a link of the MN's own (node X, "past ILNP": as if ILNP had let i
 sends UDP datagrams from the CN's identifier address to an application on the MN: before
 IPsec the application gets them (the attack works: a NID is a claim), and still with the SA
 but without the guide's inbound policy (libipsec installs none); with both, the kernel drops
-them (XfrmInTmplMismatch) and the application gets nothing.
+them (XfrmInTmplMismatch) and the application gets nothing. With the SA closed, nothing the MN
+sends to the CN's identifier address leaves in the clear (the guide's outbound rule).
 
 This kernel has no esp6 (nor WireGuard): the ESP is strongSwan's user-space libipsec; the
 kernel's XFRM policy engine makes the drop (docs/design/ipsec.md says what that proves).
@@ -222,6 +223,21 @@ def test_esp_sa_survives_hard_soft_and_v4_moves_and_a_nid_spoofer_gets_nothing(b
         app.terminate()
         app.wait(timeout=5)
         assert len(json.loads(out.read_text())) == 5
+
+        # no SA, nothing in the clear: the MN's IKE_SA is closed; its datagrams to the CN's
+        # application are dropped on the way out (before IPsec they would have gone in the clear)
+        smn.swanctl("--terminate", "--ike", "ilnp", "--timeout", "10")
+        wait_for(lambda: not smn.sas() and not scn.sas(), timeout=10, what="the SA closed on both hosts")
+        out = tmp_path / "app-cn.json"
+        app = cn.spawn("python3", "-c", APP, CN_ID, str(SPOOF_PORT), stdout=open(out, "w"))
+        cn.wait_listening_udp(SPOOF_PORT)
+        sent = mn.run("python3", "-c", SPOOF, MN_ID, CN_ID, str(SPOOF_PORT), "5", check=False)
+        assert "Operation not permitted" in sent.stderr, sent  # the output hook's drop: EPERM
+        time.sleep(0.5)
+        app.terminate()
+        app.wait(timeout=5)
+        assert json.loads(out.read_text()) == []
+        assert "counter packets 1 " in mn.run("nft", "list", "chain", "inet", "ilnp_ipsec", "out").stdout
     finally:
         for s in started:
             s.stop()

@@ -1,5 +1,5 @@
-//! Start-up as a list of host changes, each with its undo (`Daemon::start`,
-//! `Daemon::rollback`), the instance lock that keeps two daemons off one set of
+//! Start-up's steps (`Daemon::start`; each change goes on `host_changes`'s list
+//! with its undo), the instance lock that keeps two daemons off one set of
 //! files, and the fault injection that tests the undo of every step.
 //!
 //! A start that fails at step k undoes steps 1..k and leaves the host as it found
@@ -165,6 +165,11 @@ impl InstanceLock {
         if let Some(d) = &self.created_dir {
             let _ = std::fs::remove_dir(d);
         }
+    }
+
+    /// The lock file was a crashed ilnpd's (a failed start leaves it).
+    pub fn adopted(&self) -> bool {
+        self.existed
     }
 
     /// The directory created for the lock, if any (recorded in the state file).
