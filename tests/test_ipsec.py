@@ -76,16 +76,24 @@ def attacker(bed, mn):
     return x
 
 
-def spoof_once(x, mn, tmp_path, tag, n=20):
-    """The attacker sends n forged datagrams; what the MN's application got (sources)."""
+def received(sender, src, receiver, dst, tmp_path, tag, n=20):
+    """`sender` sends n datagrams from `src` to an application on `receiver` at `dst`; what the
+    application got, and the sender's run (a refused send ends it with EPERM)."""
     out = tmp_path / f"app-{tag}.json"
-    app = mn.spawn("python3", "-c", APP, MN_ID, str(SPOOF_PORT), stdout=open(out, "w"))
-    mn.wait_listening_udp(SPOOF_PORT)
-    x.run("python3", "-c", SPOOF, CN_ID, MN_ID, str(SPOOF_PORT), str(n))
+    app = receiver.spawn("python3", "-c", APP, dst, str(SPOOF_PORT), stdout=open(out, "w"))
+    receiver.wait_listening_udp(SPOOF_PORT)
+    sent = sender.run("python3", "-c", SPOOF, src, dst, str(SPOOF_PORT), str(n), check=False)
     time.sleep(0.5)
     app.terminate()
     app.wait(timeout=5)
-    return json.loads(out.read_text())
+    return json.loads(out.read_text()), sent
+
+
+def spoof_once(x, mn, tmp_path, tag, n=20):
+    """The attacker sends n forged datagrams; what the MN's application got (sources)."""
+    got, sent = received(x, CN_ID, mn, MN_ID, tmp_path, tag, n)
+    assert sent.returncode == 0, sent
+    return got
 
 
 def test_esp_sa_survives_hard_soft_and_v4_moves_and_a_nid_spoofer_gets_nothing(bed, tmp_path):
@@ -101,6 +109,9 @@ def test_esp_sa_survives_hard_soft_and_v4_moves_and_a_nid_spoofer_gets_nothing(b
     # before IPsec: the forged datagrams reach the application (a NID is a claim, not a proof)
     got = spoof_once(x, mn, tmp_path, "before")
     assert len(got) == 20 and {a for a, _ in got} == {CN_ID}, got
+    # and what the MN sends to the CN goes in the clear
+    got, _ = received(mn, MN_ID, cn, CN_ID, tmp_path, "clear", 5)
+    assert len(got) == 5, got
 
     psk = "0s" + base64.b64encode(os.urandom(32)).decode()
     started = []
@@ -215,28 +226,16 @@ def test_esp_sa_survives_hard_soft_and_v4_moves_and_a_nid_spoofer_gets_nothing(b
         assert got == [], got
         assert after - before >= 20, (before, after)
         # while the real CN, through the SA, still gets through to the same application
-        out = tmp_path / "app-real.json"
-        app = mn.spawn("python3", "-c", APP, MN_ID, str(SPOOF_PORT), stdout=open(out, "w"))
-        mn.wait_listening_udp(SPOOF_PORT)
-        cn.run("python3", "-c", SPOOF, CN_ID, MN_ID, str(SPOOF_PORT), "5")
-        time.sleep(0.5)
-        app.terminate()
-        app.wait(timeout=5)
-        assert len(json.loads(out.read_text())) == 5
+        got, _ = received(cn, CN_ID, mn, MN_ID, tmp_path, "real", 5)
+        assert len(got) == 5, got
 
         # no SA, nothing in the clear: the MN's IKE_SA is closed; its datagrams to the CN's
         # application are dropped on the way out (before IPsec they would have gone in the clear)
         smn.swanctl("--terminate", "--ike", "ilnp", "--timeout", "10")
         wait_for(lambda: not smn.sas() and not scn.sas(), timeout=10, what="the SA closed on both hosts")
-        out = tmp_path / "app-cn.json"
-        app = cn.spawn("python3", "-c", APP, CN_ID, str(SPOOF_PORT), stdout=open(out, "w"))
-        cn.wait_listening_udp(SPOOF_PORT)
-        sent = mn.run("python3", "-c", SPOOF, MN_ID, CN_ID, str(SPOOF_PORT), "5", check=False)
+        got, sent = received(mn, MN_ID, cn, CN_ID, tmp_path, "no-sa", 5)
         assert "Operation not permitted" in sent.stderr, sent  # the output hook's drop: EPERM
-        time.sleep(0.5)
-        app.terminate()
-        app.wait(timeout=5)
-        assert json.loads(out.read_text()) == []
+        assert got == [], got
         assert "counter packets 1 " in mn.run("nft", "list", "chain", "inet", "ilnp_ipsec", "out").stdout
     finally:
         for s in started:
