@@ -85,6 +85,14 @@ struct {
 } ilnp_plain_peers SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ILNP_TEMP_NIDS_MAX);
+	__type(key, __u64);
+	__type(value, __u8);
+	ILNP_PINNING
+} ilnp_temp_nids SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, ILNP_ANSWER_HINTS_MAX);
 	__type(key, __u64);

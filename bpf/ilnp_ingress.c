@@ -628,8 +628,15 @@ int ilnp_ingress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (bpf_skb_load_bytes(skb, ETH_HLEN, &c.ip6, sizeof(c.ip6)) < 0)
 		return TC_ACT_OK;
-	if (lo64(&c.ip6.daddr) != cfg->local_nid)
-		return TC_ACT_OK; /* not for our NID: whatever the kernel does */
+	if (lo64(&c.ip6.daddr) != cfg->local_nid) {
+		nid_s = lo64(&c.ip6.daddr);
+		if (!bpf_map_lookup_elem(&ilnp_temp_nids, &nid_s))
+			return TC_ACT_OK; /* not for our NID: whatever the kernel does */
+		/* a temporary NID's: ilnpd's slow path; plain ICMPv6 (ND) the kernel's */
+		if (c.ip6.nexthdr == NEXTHDR_ICMPV6 && !in_quotes_ilnp(skb, ETH_HLEN + IPV6_HLEN))
+			return TC_ACT_OK;
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_TEMP_NID);
+	}
 	if (c.ip6.nexthdr == NEXTHDR_ICMPV6)
 		return in_quotes_ilnp(skb, ETH_HLEN + IPV6_HLEN) ? in_punt(cfg, ILNP_R_INGRESS_PUNT_ICMP_ERROR)
 								  : in_plain(skb, cfg, &c);

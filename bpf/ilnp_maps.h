@@ -160,6 +160,14 @@ struct ilnp_balance_val {
  */
 #define ILNP_PLAIN_PEERS_MAX 4096
 
+/*
+ * ilnp_temp_nids: HASH, key = one of our temporary NIDs (__u64, wire order; issue
+ * #44 item 2, [privacy]), value unused (__u8). Packets to one take the slow path:
+ * the ingress program punts them to ilnpd (plain ICMPv6 such as Neighbour
+ * Discovery goes to the kernel as for the stable NID), whose core checks them.
+ */
+#define ILNP_TEMP_NIDS_MAX 64
+
 struct ilnp_plain_peer_val {
 	__u64 remote_loc; /* the peer's locator (wire order) */
 };
@@ -358,7 +366,8 @@ struct ilnp_tcp_rto {
 	X(INGRESS_V4_VIA_ILNP0, "ingress_v4_via_ilnp0")     /* decapsulated on an uplink with IPv6 */   \
 	                                                    /* disabled: delivered through ilnp0 */     \
 	X(INGRESS_PUNT_V4_ECHO_REPLY, "ingress_punt_v4_echo_reply") /* v4 path: may answer a */       \
-	                                                    /* rebinding validation: ilnpd's */
+	                                                    /* rebinding validation: ilnpd's */         \
+	X(INGRESS_PUNT_TEMP_NID, "ingress_punt_temp_nid")   /* to a temporary NID: ilnpd's */
 
 #define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {

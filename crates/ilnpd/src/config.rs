@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub mod peers;
+pub mod privacy;
 
 use crate::nid::NidChoice;
 use peers::TomlPeer;
@@ -122,6 +123,8 @@ pub struct FileConfig {
     /// the v4 path: ILNPv6 in UDP over IPv4 for IPv4-only and NATed networks
     /// (docs/architecture.md § IPv4 and NAT); absent = off
     pub ipv4: Option<FileIpv4>,
+    /// temporary NIDs for outgoing sessions (`config/privacy.rs`); absent = off
+    pub privacy: Option<privacy::FilePrivacy>,
 }
 
 /// `[ipv4]` as written.
@@ -302,6 +305,8 @@ pub struct Config {
     pub metrics: Option<crate::metrics::MetricsConfig>,
     /// `[ipv4]`: the v4 path; None = off
     pub ipv4: Option<Ipv4Config>,
+    /// `[privacy]`: temporary NIDs; None = off
+    pub privacy: Option<privacy::PrivacyConfig>,
     pub fallback: bool,
     pub fallback_probe_after: Duration,
     pub tcp_hints: bool,
@@ -601,6 +606,7 @@ impl Config {
         let dns = f.dns.as_ref().map(FileDns::validate).transpose()?.unwrap_or((None, None));
         let metrics = f.metrics.as_ref().map(FileMetrics::validate).transpose()?;
         let ipv4 = f.ipv4.as_ref().map(FileIpv4::validate).transpose()?;
+        let privacy = f.privacy.as_ref().map(privacy::FilePrivacy::validate).transpose()?;
         let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(DEFAULT_ILCC_MAX_ENTRIES);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
@@ -648,6 +654,7 @@ impl Config {
             dns_update: dns.1,
             metrics,
             ipv4,
+            privacy,
             fallback: f.fallback.unwrap_or(true),
             fallback_probe_after: Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000)),
             tcp_hints: f.tcp_hints.unwrap_or(true),

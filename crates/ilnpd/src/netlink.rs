@@ -216,6 +216,27 @@ impl Netlink {
         self.add_address_with(index, addr, 64, flags, Some(lft)).await
     }
 
+    /// Adds or replaces `addr/len` on `index` without DAD and with these lifetimes
+    /// (seconds, u32::MAX forever): a temporary identifier address on ilnp0, or one
+    /// it deprecates (preferred 0: RFC 6724 rule 3 keeps new connects off it, its
+    /// sockets go on), `[privacy]`. `noprefixroute`: the identifier route is ours.
+    pub async fn set_address_lifetimes(
+        &self,
+        index: u32,
+        addr: Ipv6Addr,
+        len: u8,
+        preferred: u32,
+        valid: u32,
+    ) -> Result<()> {
+        let mut lft = CacheInfo::default(); // non_exhaustive: no struct literal
+        lft.ifa_preferred = preferred;
+        lft.ifa_valid = valid;
+        let mut req = self.handle.address().add(index, IpAddr::V6(addr), len).replace();
+        req.message_mut().attributes.push(AddressAttribute::Flags(AddressFlags::Nodad | AddressFlags::Noprefixroute));
+        req.message_mut().attributes.push(AddressAttribute::CacheInfo(lft));
+        req.execute().await.map_err(|e| anyhow!("setting {addr}/{len} on ifindex {index}: {e}"))
+    }
+
     async fn add_address_with(
         &self,
         index: u32,
@@ -294,6 +315,27 @@ impl Netlink {
             .execute()
             .await
             .map_err(|e| anyhow!("setting route {prefix}/{len} dev ifindex {index} {what}: {e}"))
+    }
+
+    /// `dst/128 dev index src src` (replacing one there is): the source the kernel
+    /// gives new connections to `dst`, whatever its source selection would take
+    /// (`[privacy]`: a correspondent stays on the NID of ours its session uses).
+    pub async fn pin_source(&self, dst: Ipv6Addr, index: u32, src: Ipv6Addr) -> Result<()> {
+        let r = RouteMessageBuilder::<Ipv6Addr>::new()
+            .destination_prefix(dst, 128)
+            .output_interface(index)
+            .pref_source(src)
+            .build();
+        self.handle.route().add(r).replace().execute().await.map_err(|e| anyhow!("route {dst}/128 src {src}: {e}"))
+    }
+
+    pub async fn unpin_source(&self, dst: Ipv6Addr, index: u32) -> Result<()> {
+        let r = RouteMessageBuilder::<Ipv6Addr>::new().destination_prefix(dst, 128).output_interface(index).build();
+        match self.handle.route().del(r).execute().await {
+            Ok(()) => Ok(()),
+            Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -libc::ESRCH => Ok(()),
+            Err(e) => Err(anyhow!("removing route {dst}/128: {e}")),
+        }
     }
 
     pub async fn add_route(&self, prefix: Ipv6Addr, len: u8, index: u32) -> Result<()> {

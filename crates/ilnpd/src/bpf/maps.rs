@@ -246,6 +246,7 @@ pub const REASONS: &[&str] = &[
     "ingress_v4_no_socket",
     "ingress_v4_via_ilnp0",
     "ingress_punt_v4_echo_reply",
+    "ingress_punt_temp_nid",
 ];
 
 /// `ILNP_UPLINK_F_NO_IPV6` (value of ilnp_uplinks): the uplink has IPv6 disabled

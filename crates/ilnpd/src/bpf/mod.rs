@@ -60,6 +60,7 @@ const MAP_LOCALS: &str = "ilnp_locals";
 const MAP_STATS: &str = "ilnp_stats";
 const MAP_BALANCE: &str = "ilnp_balance";
 const MAP_PLAIN_PEERS: &str = "ilnp_plain_peers";
+const MAP_TEMP_NIDS: &str = "ilnp_temp_nids";
 const MAP_ANSWER_HINTS: &str = "ilnp_answer_hints";
 const MAP_ROUTE_GEN: &str = "ilnp_route_gen";
 const MAP_UPLINKS: &str = "ilnp_uplinks";
@@ -71,6 +72,7 @@ const MAP_NAMES: &[&str] = &[
     MAP_STATS,
     MAP_BALANCE,
     MAP_PLAIN_PEERS,
+    MAP_TEMP_NIDS,
     MAP_ANSWER_HINTS,
     "ilnp_hint_tat", // the programs' own (the hint writes' budget): pinned, never read here
     "ilnp_nh_cache", // the egress program's own (next hops): pinned, never read here
@@ -410,6 +412,19 @@ impl Datapath {
             HashMap::try_from(self.bpf.map_mut(MAP_PLAIN_PEERS).ok_or_else(|| map_err(MAP_PLAIN_PEERS))?)?;
         absent_ok(m.remove(&nid.to_bytes()))
             .with_context(|| format!("removing the plain peer {nid} from the fast path"))
+    }
+
+    /// One of our temporary NIDs ([privacy]): the ingress program punts packets to
+    /// it to ilnpd (`present` false: no longer).
+    pub fn set_temp_nid(&mut self, nid: Nid, present: bool) -> Result<()> {
+        let mut m: HashMap<_, [u8; 8], u8> =
+            HashMap::try_from(self.bpf.map_mut(MAP_TEMP_NIDS).ok_or_else(|| map_err(MAP_TEMP_NIDS))?)?;
+        if present {
+            m.insert(nid.to_bytes(), 1, 0).with_context(|| format!("writing the temporary NID {nid} to the fast path"))
+        } else {
+            absent_ok(m.remove(&nid.to_bytes()))
+                .with_context(|| format!("removing the temporary NID {nid} from the fast path"))
+        }
     }
 
     /// The ingress program's hint for `nid` (admission = socket): where its last

@@ -36,6 +36,14 @@ ilnp_wire::named_enum! {
         /// a mutating control request (`ilcc flush`, `peer add`...) from a client that
         /// is not root (a member of group `ilnp`): refused
         ControlRefusedNotRoot = "control_refused_not_root",
+        /// `[privacy]`: temporary NIDs drawn and taken, and rotations not done: the
+        /// bound (`max_temporary`) reached, no randomness (getrandom failed), or
+        /// every draw refused (a collision each time); each logged as an error
+        /// (`daemon/privacy.rs`)
+        TempNidDrawn = "temp_nid_drawn",
+        TempNidExhausted = "temp_nid_exhausted",
+        TempNidNoEntropy = "temp_nid_no_entropy",
+        TempNidCollisions = "temp_nid_collisions",
     }
 }
 
@@ -62,7 +70,11 @@ mod tests {
                 "activity_sweep_error",
                 "v4_not_ilnp",
                 "v4_off",
-                "control_refused_not_root"
+                "control_refused_not_root",
+                "temp_nid_drawn",
+                "temp_nid_exhausted",
+                "temp_nid_no_entropy",
+                "temp_nid_collisions"
             ]
         );
     }

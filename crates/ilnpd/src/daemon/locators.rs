@@ -87,16 +87,14 @@ impl Daemon {
         if todo.is_empty() {
             return Ok(());
         }
-        for (path, old) in &todo {
-            self.changes.push(super::host_changes::Change::Sysctl { path: path.clone(), old: old.clone() }, false);
-        }
+        self.saved_sysctls.extend(todo.iter().cloned());
         if write_ahead {
             self.write_state_now()?;
         }
         for (p, old) in todo {
             if let Err(e) = std::fs::write(&p, "1") {
                 tracing::warn!("{p}: {e} (a failover over an uplink that lost carrier may be slow)");
-                self.changes.forget_sysctl(&p, &old);
+                self.saved_sysctls.retain(|(q, v)| !(q == &p && v == &old));
             }
         }
         Ok(())
@@ -130,6 +128,8 @@ impl Daemon {
         let kernel: Vec<KernelAddress> = addrs
             .iter()
             .filter(on_uplink)
+            // a temporary NID's L64:NID ([privacy]) is no evidence of a locator
+            .filter(|a| !self.added.contains(&(a.ifindex, a.addr)) || split_addr(a.addr).1 == self.local_nid)
             .map(|a| KernelAddress {
                 ifindex: a.ifindex,
                 addr: a.addr,
@@ -188,6 +188,8 @@ impl Daemon {
                 self.added.remove(&(idx, a));
             }
         }
+        // [privacy]: a new network, a new temporary NID; their L64:NID follow the locators
+        self.privacy_tick().await;
         Ok(())
     }
 

@@ -1,0 +1,132 @@
+"""Temporary NIDs (`[privacy]`, issue #44 item 2), through the real daemon in namespaces.
+
+The MN runs ilnpd with `[privacy]` and a short period; the CN is an outside server that
+knows nothing of the MN but its stable NID (a peer record, as DNS would give it). The CN's
+server tells each client the address it saw (`SOCAT_PEERADDR`): connections from the MN
+show a temporary NID, not the stable one, not the MAC's EUI-64, with u = g = 0, another one
+after each period; a connection opened on one goes on after the rotation; the stable NID
+still serves sessions to the MN's name; a restart of ilnpd keeps the temporary NIDs and
+their sessions (state file). The stable identifier address is deprecated on ilnp0 and the
+preferred temporary one is not: the kernel's source selection (RFC 6724 rule 3) does the
+rest, applications unchanged.
+"""
+
+import json
+import time
+
+from ilnp_lab.addr import identifier_address
+from ilnp_lab.daemon import Ilnpd, Peer
+from ilnp_lab.fixtures import MN_L64, three_node
+from ilnp_test_util import CN_ID, CN_L64, CN_NID
+from test_nid import eui64, u_g
+from test_startup import echo_session as echo
+
+PERIOD_S = 4
+IDLE_S = 3
+WHO = 7400  # the CN's "who are you" port
+
+
+def nid_of(addr: str) -> str:
+    """The NID (last 64 bits, four groups as ilnpd writes them) of an IPv6 address."""
+    import ipaddress
+    b = ipaddress.IPv6Address(addr.strip().strip("[]")).packed[8:]
+    return ":".join(b[i:i + 2].hex() for i in range(0, 8, 2))
+
+
+def seen_by_cn(cn, mn) -> str:
+    """One connection from the MN to the CN: the NID the CN saw it come from."""
+    if not cn.listening(WHO):
+        cn.spawn("socat", f"TCP6-LISTEN:{WHO},reuseaddr,fork", "SYSTEM:echo $SOCAT_PEERADDR")
+        cn.wait_listening(WHO)
+    r = mn.sh(f"socat -T 5 - 'TCP6:[{CN_ID}]:{WHO},connect-timeout=5' </dev/null", check=False, timeout=20)
+    assert r.stdout.strip(), f"no answer from the CN: {r.stderr}"
+    return nid_of(r.stdout.strip())
+
+
+def ilnp0_addrs(mn) -> dict[str, dict]:
+    """ilnp0's global addresses: NID -> the kernel's view (preferred_life_time...)."""
+    j = json.loads(mn.ip("-j", "-6", "addr", "show", "dev", "ilnp0").stdout)
+    return {nid_of(a["local"]): a for a in j[0]["addr_info"] if a.get("scope") == "global"}
+
+
+def long_session(mn, port: int, lines: int, gap_s: float):
+    """A TCP session from the MN to the CN's echo server, one line every gap_s: the
+    process (its stdout: what came back)."""
+    script = (f"import socket,time\n"
+              f"s=socket.create_connection(('{CN_ID}',{port}),timeout=10)\n"
+              f"print(s.getsockname()[0],flush=True)\n"
+              f"for i in range({lines}):\n"
+              f"    s.sendall(b'line%d\\n'%i); print(s.recv(100).decode().strip(),flush=True); time.sleep({gap_s})\n")
+    return mn.spawn("python3", "-c", script, stdout=-1)
+
+
+def test_outgoing_sessions_use_rotating_temporary_nids_and_the_stable_one_still_serves(bed):
+    cn, r1, mn = three_node(bed)
+    dmn = Ilnpd(mn, ["eth0"], peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra={"idle_timeout_s": IDLE_S, "privacy": {"period_s": PERIOD_S, "valid_s": PERIOD_S * 2}}).start()
+    stable = dmn.status()["nid"]
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", stable, [(MN_L64, 10)])]).start()
+    time.sleep(1.5)  # the first temporary NID is drawn on the first tick
+    first = seen_by_cn(cn, mn)
+    assert first != stable, "the outside server saw the stable NID"
+    assert first != eui64(mn, "eth0"), "the outside server saw the MAC's EUI-64"
+    assert u_g(first) == (0, 0), first
+    addrs = ilnp0_addrs(mn)
+    assert addrs[stable]["preferred_life_time"] == 0, ("the stable address is not deprecated", addrs)
+    assert addrs[first]["preferred_life_time"] > 0, addrs
+    # a session opened on it, one line a second across the rotation
+    cn.spawn("socat", "TCP6-LISTEN:7401,reuseaddr,fork", "EXEC:cat")
+    cn.wait_listening(7401)
+    lines = PERIOD_S + 3
+    sess = long_session(mn, 7401, lines=lines, gap_s=1)
+    assert nid_of(sess.stdout.readline().decode()) == first
+    time.sleep(PERIOD_S + 1.5)
+    # rotated: the first one deprecated (kept: its session goes on), another preferred
+    addrs = ilnp0_addrs(mn)
+    assert addrs[first]["preferred_life_time"] == 0, addrs
+    fresh = [n for n, a in addrs.items() if a["preferred_life_time"] > 0]
+    assert len(fresh) == 1 and fresh[0] not in (first, stable), addrs
+    # a correspondent in a session with the first one stays on it (the ILCC holds one
+    # entry per correspondent): pinned, new connections to it take the first one too
+    assert seen_by_cn(cn, mn) == first
+    out, _ = sess.communicate(timeout=30)
+    got = out.decode().split()
+    assert got == [f"line{i}" for i in range(lines)], f"the session on {first} broke across the rotation: {got}"
+    # its sessions ended (idle): new connections to it take the preferred one
+    time.sleep(IDLE_S + 2)
+    second = seen_by_cn(cn, mn)
+    assert second not in (first, stable) and u_g(second) == (0, 0), (first, second)
+    # past its valid time with no session left, the first one is gone
+    time.sleep(max(0.0, PERIOD_S * 2 + 1 - (IDLE_S + 2)))
+    assert first not in ilnp0_addrs(mn), ilnp0_addrs(mn)
+    # the stable NID still serves sessions to the MN's name (once the CN's sessions with a
+    # temporary one ended)
+    time.sleep(IDLE_S + 2)
+    assert echo(cn, mn, identifier_address(stable)) == "ilnp-hello\n"
+    # the log names no temporary NID beside the stable one
+    for line in dmn.log.read_text().splitlines():
+        assert not (stable in line and (first in line or second in line)), line
+    st = json.dumps(dmn.ctl("stats"))
+    assert "temp_nid_drawn" in st, st
+    assert dmn.stop() == 0 and dcn.stop() == 0
+
+
+def test_a_restart_keeps_the_temporary_nids_and_their_sessions(bed):
+    cn, r1, mn = three_node(bed)
+    dmn = Ilnpd(mn, ["eth0"], peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra={"privacy": {"period_s": 600}}).start()
+    stable = dmn.status()["nid"]
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", stable, [(MN_L64, 10)])]).start()
+    time.sleep(1.5)
+    cn.spawn("socat", "TCP6-LISTEN:7402,reuseaddr,fork", "EXEC:cat")
+    cn.wait_listening(7402)
+    sess = long_session(mn, 7402, lines=8, gap_s=1)
+    temp = nid_of(sess.stdout.readline().decode())
+    assert temp != stable
+    time.sleep(2)
+    dmn.kill()  # a crash: the next ilnpd adopts ilnp0 and reads the state file
+    dmn.start()
+    out, _ = sess.communicate(timeout=30)
+    assert out.decode().split() == [f"line{i}" for i in range(8)], f"the session on {temp} broke: {out}"
+    assert seen_by_cn(cn, mn) == temp, "a restart drew another temporary NID"
+    assert dmn.stop() == 0 and dcn.stop() == 0
