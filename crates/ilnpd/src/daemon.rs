@@ -21,6 +21,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{broadcast, mpsc};
 
 mod counters;
+mod host_changes;
 mod locators;
 mod metrics;
 mod monitor;
@@ -31,6 +32,7 @@ pub mod startup;
 mod tcp_hints;
 mod v4;
 
+use host_changes::{Change, HostChanges, Undo};
 use startup::{FaultPlan, InstanceLock, Step};
 
 use counters::ShellCounter;
@@ -73,14 +75,12 @@ pub struct Daemon {
     local_nid: Nid,
     /// how `local_nid` was chosen (`status`: nid_source)
     nid_source: NidSource,
-    /// L64:NID addresses we added on uplinks (removed on exit)
+    /// L64:NID addresses we added on uplinks (removed on exit: `Change::Addresses`)
     added: BTreeSet<(u32, Ipv6Addr)>,
     events: broadcast::Sender<String>,
     started: Instant,
     /// rate limit for drop logs: reason -> (window start, count in the window)
     drop_log: HashMap<&'static str, (Instant, u32)>,
-    /// uplink sysctls we changed, with the value to put back on exit
-    saved_sysctls: Vec<(String, String)>,
     counters: BTreeMap<ShellCounter, u64>,
     /// the state file is out of date since (written debounced, `state_due`)
     state_dirty: Option<Instant>,
@@ -94,36 +94,33 @@ pub struct Daemon {
         Option<(std::sync::Arc<crate::dns::update::Updater>, tokio::sync::watch::Sender<crate::dns::update::Wanted>)>,
     /// slow-path time per packet (`stats` → `slow_path_ns`)
     slow_hist: slowpath::SlowPathHist,
-    /// ilnp0 was created by this run (false: adopted from an earlier one)
-    tun_created: bool,
-    /// one daemon per control socket (`startup::InstanceLock`)
-    lock: Option<InstanceLock>,
+    /// what this run (and the earlier one it adopted) changed on the host, each
+    /// change with its undo (`host_changes`)
+    changes: HostChanges,
     /// the metrics endpoint's histograms and scrapes (`[metrics]`)
     histograms: Option<crate::metrics::Histograms>,
     scrapes: Option<mpsc::Receiver<crate::metrics::Scrape>>,
-    /// what an earlier ilnpd left and this start found: a failed start leaves it
-    found: Found,
-    /// the control socket file is ours to remove
-    control_bound: bool,
     /// the v4 path's UDP socket (`[ipv4]`)
     v4: Option<tokio::net::UdpSocket>,
     /// `[privacy]`: the temporary NIDs' times and addresses (`daemon/privacy.rs`)
     privacy: privacy::PrivacyState,
 }
 
-/// What start-up found from an earlier ilnpd (crashed or handed over), so that a
-/// failed start puts back only what it changed itself (`Daemon::rollback`).
-#[derive(Debug, Default)]
-struct Found {
-    state_file: bool,
-    /// pinned maps and links (the fast path that kept running)
-    datapath: bool,
-    /// the earlier run's L64:NID addresses (from its state file)
-    added: BTreeSet<(u32, Ipv6Addr)>,
-    /// how many of `saved_sysctls` are the earlier run's
-    sysctls: usize,
-    /// the directories and bpffs mount the earlier run created (removed on a clean stop)
-    created: crate::state::Created,
+/// What start-up made and found up to Step::TunConfig, before the daemon exists.
+struct Early {
+    /// the state file was there (an earlier run's)
+    state_existed: bool,
+    restored: Option<crate::state::StateFile>,
+    local_nid: Nid,
+    nid_source: NidSource,
+    dns: Option<(std::sync::Arc<crate::dns::Proxy>, mpsc::Receiver<crate::dns::Learn>)>,
+    scrapes: Option<mpsc::Receiver<crate::metrics::Scrape>>,
+    v4_sock: Option<tokio::net::UdpSocket>,
+    /// the identifier address
+    my_id: Ipv6Addr,
+    tun_index: u32,
+    core: Core,
+    nd_group: Socket,
 }
 
 /// How `run` ended.
@@ -334,113 +331,106 @@ impl Daemon {
         let raw = Socket::new(Domain::IPV6, Type::RAW, Some(Protocol::from(libc::IPPROTO_RAW)))
             .context("opening a raw IPv6 socket (needs CAP_NET_RAW)")?;
 
-        // ---- Step::Lock: from here on, every failure undoes what came before it
-        let lock = InstanceLock::acquire(&cfg.control_socket)?;
-        let early = |lock: InstanceLock, e: anyhow::Error| -> Result<(Daemon, mpsc::Receiver<Pending>)> {
-            lock.release_rollback();
-            Err(e)
-        };
-        if let Err(e) = fault.after(Step::Lock) {
-            return early(lock, e);
-        }
-        // the previous run's state file (a crash or a handover), ours now that we hold
-        // the lock: its sessions, and the NID "auto" keeps on an upgrade
-        let state_existed = cfg.state_file.as_deref().is_some_and(|p| p.exists());
-        let restored = cfg.state_file.as_deref().and_then(crate::state::load);
-        let (local_nid, nid_source) = match local_nid(&cfg, &macs, restored.as_ref().map(|s| Nid(s.core.local_nid))) {
-            Ok(n) => n,
-            Err(e) => return early(lock, e),
-        };
-        // the peer files' rules that need the NID ("auto" is known only now)
-        for p in &cfg.peers {
-            if let Err(e) = p.check(local_nid, cfg.id_prefix) {
-                return early(lock, anyhow::anyhow!("peer {}: {e}", p.name));
+        // ---- Step::Lock: from here on every host change goes on one list with its
+        // undo (`host_changes`); a failure pops it. ilnp0 is held here until the
+        // daemon exists
+        let mut changes = HostChanges::default();
+        let mut tun_slot: Option<Tun> = None;
+        let early: Result<_> = async {
+            let lock = InstanceLock::acquire(&cfg.control_socket)?;
+            let lock_adopted = lock.adopted();
+            changes.push(Change::Lock(lock), lock_adopted);
+            fault.after(Step::Lock)?;
+            // the previous run's state file (a crash or a handover), ours now that we
+            // hold the lock: its sessions, and the NID "auto" keeps on an upgrade
+            let state_existed = cfg.state_file.as_deref().is_some_and(|p| p.exists());
+            let restored = cfg.state_file.as_deref().and_then(crate::state::load);
+            let (local_nid, nid_source) = local_nid(&cfg, &macs, restored.as_ref().map(|s| Nid(s.core.local_nid)))?;
+            // the peer files' rules that need the NID ("auto" is known only now)
+            for p in &cfg.peers {
+                p.check(local_nid, cfg.id_prefix).map_err(|e| anyhow::anyhow!("peer {}: {e}", p.name))?;
             }
-        }
-        // ---- Step::DnsListen: the proxy's ports, before anything changes (a busy port 53)
-        let dns = match cfg.dns.as_ref().map(|dc| crate::dns::start(dc, cfg.id_prefix)).transpose() {
-            Ok(d) => d,
-            Err(e) => return early(lock, e),
-        };
-        if let Err(e) = fault.after(Step::DnsListen) {
-            return early(lock, e);
-        }
-        let scrapes = match cfg.metrics.as_ref().map(crate::metrics::start).transpose() {
-            Ok(s) => s,
-            Err(e) => return early(lock, e),
-        };
-        if let Err(e) = fault.after(Step::MetricsListen) {
-            return early(lock, e);
-        }
-        // ---- Step::V4Listen: the v4 path's port, likewise
-        let v4_sock = match cfg.ipv4.as_ref().map(|c| v4::bind(c.port)).transpose() {
-            Ok(s) => s,
-            Err(e) => return early(lock, e),
-        };
-        if let Err(e) = fault.after(Step::V4Listen) {
-            return early(lock, e);
-        }
-        // ---- Step::Tun
-        let ebpf = cfg.datapath == config::Datapath::Ebpf;
-        // ilnp0 needs forwarding=1 (below), but writing 1 to any interface's
-        // `forwarding` makes the kernel purge every RA-learned default route of the
-        // namespace (rt6_purge_dflt_routers, for interfaces without accept_ra=2):
-        // plain IPv6 and our uplinks' routers would be gone until each router's next
-        // RA (seconds here, minutes on real networks). A device takes its initial
-        // settings from `default`, whose `forwarding` purges nothing: set it for the
-        // moment ilnp0 is created, then put the old value back.
-        let dflt_fwd = "/proc/sys/net/ipv6/conf/default/forwarding";
-        let old_dflt = if adopting { None } else { std::fs::read_to_string(dflt_fwd).ok() };
-        if old_dflt.as_deref().is_some_and(|v| v.trim() != "1") {
-            let _ = std::fs::write(dflt_fwd, "1");
-        }
-        let tun = Tun::create(&cfg.tun_name, ebpf);
-        if let Some(v) = old_dflt.as_deref().filter(|v| v.trim() != "1") {
-            let _ = std::fs::write(dflt_fwd, v.trim());
-        }
-        let tun = match tun {
-            Ok(t) => t,
-            Err(e) => return early(lock, e),
-        };
-        if adopting {
-            tracing::warn!("{} left by an ilnpd that did not stop cleanly: adopting it", cfg.tun_name);
-        }
-        // with pins the sessions outlive a crash: so must ilnp0 (sockets bound to
-        // identifier addresses, the egress program on it)
-        if cfg.pin_dir.is_some() {
-            if let Err(e) = tun.set_persist(true) {
-                tracing::warn!("{e:#}: a crash will remove {} and break sessions", cfg.tun_name);
+            // ---- Step::DnsListen: the proxy's ports, before anything changes (a busy
+            // port 53); these sockets close with the function on a failure
+            let dns = cfg.dns.as_ref().map(|dc| crate::dns::start(dc, cfg.id_prefix)).transpose()?;
+            fault.after(Step::DnsListen)?;
+            let scrapes = cfg.metrics.as_ref().map(crate::metrics::start).transpose()?;
+            fault.after(Step::MetricsListen)?;
+            // ---- Step::V4Listen: the v4 path's port, likewise
+            let v4_sock = cfg.ipv4.as_ref().map(|c| v4::bind(c.port)).transpose()?;
+            fault.after(Step::V4Listen)?;
+            // ---- Step::Tun
+            let ebpf = cfg.datapath == config::Datapath::Ebpf;
+            // ilnp0 needs forwarding=1 (below), but writing 1 to any interface's
+            // `forwarding` makes the kernel purge every RA-learned default route of the
+            // namespace (rt6_purge_dflt_routers, for interfaces without accept_ra=2):
+            // plain IPv6 and our uplinks' routers would be gone until each router's next
+            // RA (seconds here, minutes on real networks). A device takes its initial
+            // settings from `default`, whose `forwarding` purges nothing: set it for the
+            // moment ilnp0 is created, then put the old value back.
+            let dflt_fwd = "/proc/sys/net/ipv6/conf/default/forwarding";
+            let old_dflt = if adopting { None } else { std::fs::read_to_string(dflt_fwd).ok() };
+            if old_dflt.as_deref().is_some_and(|v| v.trim() != "1") {
+                let _ = std::fs::write(dflt_fwd, "1");
             }
-        }
-        // undoing Step::Tun: a device we created goes with its address and route
-        // when it stops being persistent and its fd closes; an adopted one stays
-        let drop_tun = |tun: Tun, lock: InstanceLock, e: anyhow::Error| {
-            if !adopting {
-                let _ = tun.set_persist(false);
+            let tun = Tun::create(&cfg.tun_name, ebpf);
+            if let Some(v) = old_dflt.as_deref().filter(|v| v.trim() != "1") {
+                let _ = std::fs::write(dflt_fwd, v.trim());
             }
-            drop(tun);
-            early(lock, e)
-        };
-        if let Err(e) = fault.after(Step::Tun) {
-            return drop_tun(tun, lock, e);
+            let tun = tun_slot.insert(tun?);
+            changes.push(Change::Tun, adopting);
+            if adopting {
+                tracing::warn!("{} left by an ilnpd that did not stop cleanly: adopting it", cfg.tun_name);
+            }
+            // with pins the sessions outlive a crash: so must ilnp0 (sockets bound to
+            // identifier addresses, the egress program on it)
+            if cfg.pin_dir.is_some() {
+                if let Err(e) = tun.set_persist(true) {
+                    tracing::warn!("{e:#}: a crash will remove {} and break sessions", cfg.tun_name);
+                }
+            }
+            fault.after(Step::Tun)?;
+            // ---- Step::TunConfig (undone with ilnp0)
+            let my_id = ilnp_addr(cfg.id_prefix, local_nid);
+            let tun_index = configure_tun(&nl, &cfg, min_mtu, my_id).await?;
+            fault.after(Step::TunConfig)?;
+            let core = build_core(&cfg, local_nid, &uplinks)?;
+            let nd_group = solicited_node_member(local_nid, &uplinks)?;
+            Ok(Early {
+                state_existed,
+                restored,
+                local_nid,
+                nid_source,
+                dns,
+                scrapes,
+                v4_sock,
+                my_id,
+                tun_index,
+                core,
+                nd_group,
+            })
         }
-        // ---- Step::TunConfig
-        let my_id = ilnp_addr(cfg.id_prefix, local_nid);
-        let tun_index = match configure_tun(&nl, &cfg, min_mtu, my_id).await {
-            Ok(i) => i,
-            Err(e) => return drop_tun(tun, lock, e),
+        .await;
+        let Early {
+            state_existed,
+            restored,
+            local_nid,
+            nid_source,
+            dns,
+            scrapes,
+            v4_sock,
+            my_id,
+            tun_index,
+            core,
+            nd_group,
+        } = match early {
+            Ok(v) => v,
+            Err(e) => {
+                changes.rollback_early(&mut tun_slot);
+                return Err(e);
+            }
         };
-        if let Err(e) = fault.after(Step::TunConfig) {
-            return drop_tun(tun, lock, e);
-        }
-        let core = match build_core(&cfg, local_nid, &uplinks) {
-            Ok(c) => c,
-            Err(e) => return drop_tun(tun, lock, e),
-        };
-        let nd_group = match solicited_node_member(local_nid, &uplinks) {
-            Ok(g) => g,
-            Err(e) => return drop_tun(tun, lock, e),
-        };
+        let tun = tun_slot.take().expect("ilnp0 is made before the early phase ends");
         let (events, _) = broadcast::channel(1024);
         let (dns, dns_learn) = match dns {
             Some((p, rx)) => (Some(p), Some(rx)),
@@ -452,7 +442,6 @@ impl Daemon {
             core,
             tun,
             tun_index,
-            tun_created: !adopting,
             raw,
             _nd_group: nd_group,
             dp: None,
@@ -465,7 +454,6 @@ impl Daemon {
             events,
             started: Instant::now(),
             drop_log: HashMap::new(),
-            saved_sysctls: Vec::new(),
             counters: BTreeMap::new(),
             state_dirty: None,
             state_written: None,
@@ -473,26 +461,30 @@ impl Daemon {
             dns_learn,
             dns_update: None,
             slow_hist: Default::default(),
-            lock: Some(lock),
+            changes,
             histograms: scrapes.as_ref().map(|_| crate::metrics::Histograms::default()),
             scrapes,
-            found: Found { state_file: state_existed, ..Found::default() },
-            control_bound: false,
             v4: v4_sock,
             privacy: Default::default(),
         };
+        // what the previous run changed is put back on a clean stop, with the values
+        // from before that run: adopted entries
+        let mut found_added = BTreeSet::new();
         if let Some(s) = &restored {
-            // what the previous run changed is put back on a clean stop, with the
-            // values from before that run
             d.added = s.added.iter().copied().collect();
-            d.saved_sysctls = s.saved_sysctls.clone();
-            d.found.added = d.added.clone();
-            d.found.sysctls = d.saved_sysctls.len();
-            d.found.created = s.created.clone();
+            found_added = d.added.clone();
+            for (path, old) in &s.saved_sysctls {
+                d.changes.push(Change::Sysctl { path: path.clone(), old: old.clone() }, true);
+            }
+            d.changes.push_under(Change::Created(s.created.clone()));
+        }
+        // the state file is written ahead from Step::UplinkSysctls on (fresh starts)
+        if let Some(p) = &d.cfg.state_file {
+            d.changes.push(Change::StateFile(p.clone()), state_existed);
         }
         let restored_core = restored.map(|s| s.core);
         let fresh = restored_core.is_none();
-        match d.setup(fault, fresh, restored_core).await {
+        match d.setup(fault, fresh, restored_core, found_added).await {
             Ok(rx) => {
                 tracing::info!(
                     "ilnpd up: NID {} identifier address {} on {} ({:?} data path), uplinks {:?}",
@@ -506,18 +498,20 @@ impl Daemon {
             }
             Err(e) => {
                 tracing::info!("start-up failed: undoing what it changed");
-                d.rollback().await;
+                d.undo_changes(Undo::Rollback).await;
                 Err(e)
             }
         }
     }
 
-    /// The steps from Step::UplinkSysctls on; `rollback` undoes them.
+    /// The steps from Step::UplinkSysctls on, each change pushed on `changes` as it
+    /// is made (`found_added`: the earlier run's addresses).
     async fn setup(
         &mut self,
         fault: FaultPlan,
         fresh: bool,
         restored: Option<ilnp_core::CoreSnapshot>,
+        found_added: BTreeSet<(u32, Ipv6Addr)>,
     ) -> Result<mpsc::Receiver<Pending>> {
         // write-ahead only when there is no earlier run's state to lose (the core
         // is restored after the data path)
@@ -527,6 +521,7 @@ impl Daemon {
         self.set_id_route().await?;
         fault.after(Step::Datapath)?;
         self.restore_core(restored);
+        self.changes.push(Change::Addresses { found: found_added }, false);
         self.sync_locators().await?;
         self.sweep_fast_path();
         fault.after(Step::Locators)?;
@@ -534,11 +529,12 @@ impl Daemon {
         fault.after(Step::StateFile)?;
         let (tx, rx) = mpsc::channel(64);
         control::start(&self.cfg.control_socket, tx, self.events.clone())?;
-        self.control_bound = true;
+        self.changes.push(Change::ControlSocket(self.cfg.control_socket.clone()), false);
         fault.after(Step::ControlSocket)?;
         if let Some(uc) = self.cfg.dns_update.clone() {
             let u = crate::dns::update::start(uc)?;
             self.dns_update = Some(u);
+            self.changes.push(Change::DnsUpdate, false);
             let now = self.core.local_locators().to_vec();
             self.dns_locators_changed(&now);
         }
@@ -558,8 +554,8 @@ impl Daemon {
             pin_dir: self.cfg.pin_dir.clone(),
             v4_port: self.cfg.ipv4.as_ref().map(|v| v.port),
         })?;
-        self.found.datapath = dp.adopted();
         // from here on `dp` is ours to undo: kept in `self` before anything else can fail
+        self.changes.push(Change::Datapath, dp.adopted());
         let dp = self.dp.insert(dp);
         for u in &self.uplinks {
             dp.attach_uplink(u.index)?;
@@ -715,7 +711,7 @@ impl Daemon {
             format: crate::state::STATE_FORMAT,
             core: self.core.snapshot(now),
             added: self.added.iter().copied().collect(),
-            saved_sysctls: self.saved_sysctls.clone(),
+            saved_sysctls: self.changes.sysctls(),
             created: self.created(),
         };
         let r = crate::state::save(&path, &s).with_context(|| format!("state_file {}", path.display()));
@@ -776,93 +772,6 @@ impl Daemon {
         }
     }
 
-    /// A clean stop: undoes everything start() did, and what an earlier run this
-    /// one adopted had done (its addresses and sysctls came with its state file).
-    async fn cleanup(&mut self) {
-        // the cache off first: with pinned maps the fast path runs on without us
-        self.route_watch = None;
-        if let Some(mut dp) = self.dp.take() {
-            // uplinks first: packets stop being punted to a TUN about to close
-            for u in &self.uplinks {
-                if let Err(e) = dp.detach_uplink(u.index) {
-                    tracing::warn!("detaching from {}: {e:#}", u.name);
-                }
-            }
-            if let Err(e) = dp.shutdown() {
-                tracing::warn!("detaching eBPF programs: {e:#}");
-            }
-        }
-        for (idx, a) in std::mem::take(&mut self.added) {
-            if let Err(e) = self.nl.del_address(idx, a, 64).await {
-                tracing::warn!("{e:#}");
-            }
-        }
-        for (p, v) in std::mem::take(&mut self.saved_sysctls) {
-            if let Err(e) = std::fs::write(&p, &v) {
-                tracing::warn!("restoring {p} to {v}: {e}");
-            }
-        }
-        // a clean stop: nothing for a next ilnpd to adopt; closing the (no longer
-        // persistent) TUN removes ilnp0 with its address and route
-        if let Err(e) = self.tun.set_persist(false) {
-            tracing::warn!("{e:#}");
-        }
-        if let Some(p) = &self.cfg.state_file {
-            crate::state::remove(p);
-        }
-        self.release_instance();
-        // what the earlier run we adopted created (this run's own went with the pins and the lock)
-        self.found.created.remove();
-    }
-
-    /// A failed start: undoes what this start changed, in reverse order, and leaves
-    /// what it found from an earlier ilnpd (`Found`) as it was.
-    async fn rollback(&mut self) {
-        self.dns_update = None;
-        if self.control_bound {
-            let _ = std::fs::remove_file(&self.cfg.control_socket);
-            self.control_bound = false;
-        }
-        if !self.found.state_file {
-            if let Some(p) = &self.cfg.state_file {
-                crate::state::remove(p);
-            }
-        }
-        let ours: Vec<(u32, Ipv6Addr)> = self.added.difference(&self.found.added).copied().collect();
-        for (idx, a) in ours {
-            if let Err(e) = self.nl.del_address(idx, a, 64).await {
-                tracing::warn!("{e:#}");
-            }
-        }
-        self.route_watch = None;
-        if let Some(mut dp) = self.dp.take() {
-            let r = if self.found.datapath {
-                dp.abandon()
-            } else {
-                for u in &self.uplinks {
-                    let _ = dp.detach_uplink(u.index);
-                }
-                dp.shutdown()
-            };
-            if let Err(e) = r {
-                tracing::warn!("undoing the data path: {e:#}");
-            }
-        }
-        for (p, v) in self.saved_sysctls.drain(self.found.sysctls..).rev() {
-            if let Err(e) = std::fs::write(&p, &v) {
-                tracing::warn!("restoring {p} to {v}: {e}");
-            }
-        }
-        if self.tun_created {
-            if let Err(e) = self.tun.set_persist(false) {
-                tracing::warn!("{e:#}");
-            }
-        }
-        if let Some(l) = self.lock.take() {
-            l.release_rollback();
-        }
-    }
-
     /// SIGUSR2: exit for an upgrade. The state file is written; ilnp0 (persistent),
     /// the pinned maps and links (the fast path carries on), the addresses and
     /// sysctls stay for the next ilnpd, which adopts them as after a crash. Needs
@@ -876,31 +785,18 @@ impl Daemon {
         if let Some(dp) = self.dp.take() {
             dp.abandon()?;
         }
-        let _ = std::fs::remove_file(&self.cfg.control_socket);
-        if let Some(l) = self.lock.take() {
-            l.keep_for_successor();
-        }
         Ok(())
-    }
-
-    fn release_instance(&mut self) {
-        if self.control_bound {
-            let _ = std::fs::remove_file(&self.cfg.control_socket);
-        }
-        if let Some(l) = self.lock.take() {
-            l.release();
-        }
     }
 
     /// Directories and the bpffs mount an ilnpd made for this instance: this run's
     /// and those of the earlier run it adopted.
     fn created(&self) -> crate::state::Created {
-        let mut c = self.found.created.clone();
+        let mut c = self.changes.adopted_created();
         if let Some(dp) = &self.dp {
             let (dirs, mount) = dp.pins_created();
             c.merge(&dirs, mount.as_ref());
         }
-        if let Some(d) = self.lock.as_ref().and_then(InstanceLock::created_dir) {
+        if let Some(d) = self.changes.lock().and_then(InstanceLock::created_dir) {
             c.merge(std::slice::from_ref(d), None);
         }
         c
@@ -914,7 +810,7 @@ impl Daemon {
         let mut events = match netlink::subscribe(self.cfg.ipv4.is_some()) {
             Ok(e) => e,
             Err(e) => {
-                self.cleanup().await;
+                self.undo_changes(Undo::Stop).await;
                 return Err(e);
             }
         };
@@ -1021,6 +917,7 @@ impl Daemon {
                     startup::notify_stopping();
                     match self.handover() {
                         Ok(()) => {
+                            self.undo_changes(Undo::Handover).await;
                             tracing::info!("SIGUSR2: handed over (data path, ilnp0, pins and state file kept for the next ilnpd)");
                             exit = Exit::HandedOver;
                             break;
@@ -1032,7 +929,7 @@ impl Daemon {
         }
         if exit == Exit::Stopped {
             startup::notify_stopping();
-            self.cleanup().await;
+            self.undo_changes(Undo::Stop).await;
         }
         Ok(exit)
     }

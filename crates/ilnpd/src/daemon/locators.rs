@@ -87,14 +87,16 @@ impl Daemon {
         if todo.is_empty() {
             return Ok(());
         }
-        self.saved_sysctls.extend(todo.iter().cloned());
+        for (path, old) in &todo {
+            self.changes.push(super::host_changes::Change::Sysctl { path: path.clone(), old: old.clone() }, false);
+        }
         if write_ahead {
             self.write_state_now()?;
         }
         for (p, old) in todo {
             if let Err(e) = std::fs::write(&p, "1") {
                 tracing::warn!("{p}: {e} (a failover over an uplink that lost carrier may be slow)");
-                self.saved_sysctls.retain(|(q, v)| !(q == &p && v == &old));
+                self.changes.forget_sysctl(&p, &old);
             }
         }
         Ok(())
