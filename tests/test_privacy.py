@@ -130,3 +130,34 @@ def test_a_restart_keeps_the_temporary_nids_and_their_sessions(bed):
     assert out.decode().split() == [f"line{i}" for i in range(8)], f"the session on {temp} broke: {out}"
     assert seen_by_cn(cn, mn) == temp, "a restart drew another temporary NID"
     assert dmn.stop() == 0 and dcn.stop() == 0
+
+
+def test_a_new_network_draws_a_new_temporary_nid_and_a_session_on_the_old_one_moves(bed):
+    from ilnp_test_util import mobile_pair
+    from ilnp_lab.testbed import wait_for
+    t, dcn, dmn = mobile_pair(bed, mn_extra={"idle_timeout_s": IDLE_S, "privacy": {"period_s": 600}})
+    cn, mn = t["cn"], t["mn"]
+    stable = dmn.status()["nid"]
+    time.sleep(1.5)
+    cn.spawn("socat", "TCP6-LISTEN:7403,reuseaddr,fork", "EXEC:cat")
+    cn.wait_listening(7403)
+    lines = 12
+    sess = long_session(mn, 7403, lines=lines, gap_s=1)
+    first = nid_of(sess.stdout.readline().decode())
+    assert first != stable and u_g(first) == (0, 0)
+    # the MN joins R3's network (2001:db8:3::/64), then leaves R2's
+    mn.set_link("eth-r3", True)
+    wait_for(lambda: "2001:db8:3:" in mn.ip("-6", "addr", "show", "eth-r3").stdout, timeout=15, what="SLAAC on R3")
+    wait_for(lambda: any(a["preferred_life_time"] > 0 and n not in (first, stable)
+                         for n, a in ilnp0_addrs(mn).items()), timeout=5, what="a new temporary NID")
+    time.sleep(1)
+    mn.set_link("eth-r2", False)
+    out, _ = sess.communicate(timeout=40)
+    got = out.decode().split()
+    assert got == [f"line{i}" for i in range(lines)], f"the session on {first} did not survive the move: {got}"
+    fresh = [n for n, a in ilnp0_addrs(mn).items() if a["preferred_life_time"] > 0]
+    assert len(fresh) == 1 and fresh[0] not in (first, stable), ilnp0_addrs(mn)
+    # once the CN's sessions with the first one ended, new connections show the new one
+    time.sleep(IDLE_S + 2)
+    assert seen_by_cn(cn, mn) == fresh[0]
+    assert dmn.stop() == 0 and dcn.stop() == 0
