@@ -148,8 +148,8 @@ def test_forged_lu_rejected_during_session(bed, tmp_path):
 
 
 def test_first_lu_dropped_is_retried(bed, tmp_path):
-    """R1 drops the first Locator Update it sees (nftables quota): the MN retries
-    and the handshake completes."""
+    """R1 drops the MN's first LU attempt (nftables quota: both its copies, from L2
+    and from L3, lu::lu_sources): the MN retries and the handshake completes."""
     t, dcn, dmn = mobile_pair(bed)
     cn, mn, r1 = t["cn"], t["mn"], t["r1"]
     mn.spawn("socat", "-u", f"UDP6-RECV:9,bind=[{MN_ID}]", "OPEN:/dev/null")
@@ -159,7 +159,9 @@ def test_first_lu_dropped_is_retried(bed, tmp_path):
     r1.run("nft", "add table ip6 lossy")
     r1.run("nft", "add chain ip6 lossy forwarded { type filter hook forward priority 0 ; }")
     # ICMPv6 type 156 behind the nonce header: nft finds the upper layer past extension headers
-    r1.run("nft", "add rule ip6 lossy forwarded icmpv6 type 156 quota until 100 bytes counter drop")
+    # 180 bytes: the first attempt's two 88-byte copies (40 + 16-byte nonce header + an LU
+    # of two locators), not the retransmission after them
+    r1.run("nft", "add rule ip6 lossy forwarded icmpv6 type 156 quota until 180 bytes counter drop")
     mon = monitor(dmn, tmp_path / "ev.jsonl")
     time.sleep(0.3)
     mn.ip("link", "set", "eth-r3", "up")
@@ -170,7 +172,7 @@ def test_first_lu_dropped_is_retried(bed, tmp_path):
     acks = events(tmp_path / "ev.jsonl", "lu_acked")
     assert acks and acks[0]["attempts"] >= 2, acks
     dropped = r1.run("nft", "list chain ip6 lossy forwarded").stdout
-    assert "counter packets 1 " in dropped, dropped
+    assert "counter packets 2 " in dropped, dropped
 
 
 def test_both_ends_move_at_once(bed, tmp_path):
