@@ -88,7 +88,7 @@ GUEST=$REPO/tests/system/debian12_guest.py
 GUEST_ARGS=
 if [ "${1:-}" = --guest ]; then
   GUEST=$(realpath "$2"); shift 2
-  GUEST_ARGS=$(printf ' %q' "$@")
+  [ $# -gt 0 ] && GUEST_ARGS=$(printf ' %q' "$@")
 fi
 [ -f "$GUEST" ] || { echo "qemu-debian12.sh: no guest script $GUEST" >&2; exit 1; }
 

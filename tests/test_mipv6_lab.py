@@ -8,6 +8,7 @@ VM (tests/test_mipv6_vm.py)."""
 import hashlib
 import hmac
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import sys
 import pytest
 
 from ilnp_lab.mipv6 import binding, mh, rr
+
+LAB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lab")
 
 HOA, COA, HA, CN = "2001:db8:2::100", "2001:db8:3::100", "2001:db8:2::1", "2001:db8:1::10"
 COOKIE, TOKEN = bytes(range(1, 9)), bytes(range(0x11, 0x19))
@@ -220,3 +223,30 @@ def test_this_kernel_refuses_mipv6_and_names_the_vm_route():
     r = subprocess.run([sys.executable, "-m", "ilnp_lab.mipv6.node", "cn", "--addr", CN], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "qemu-debian12.sh --guest" in r.stderr
+
+
+def test_ro_policies_by_netlink_are_what_ip_xfrm_reads(tmp_path):
+    """xfrm.py writes the route-optimisation policies as UMIP does, by netlink (ip xfrm costs a
+    process per command under TCG); `ip xfrm policy` in a fresh namespace reads them back as the
+    ip command would have written them (the states need CONFIG_IPV6_MIP6: the VM test)."""
+    ns = f"mipx{os.getpid() % 100000}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        code = ("from ilnp_lab.mipv6 import xfrm; x = xfrm.Xfrm(); "
+                f"x.ro_policy('{CN}', '{HOA}', xfrm.XFRM_POLICY_OUT, 'route2', optional=False); "
+                f"x.ro_policy('{HOA}', '{CN}', xfrm.XFRM_POLICY_IN, 'hao', optional=True)")
+        subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code], check=True,
+                       env={**os.environ, "PYTHONPATH": LAB})
+        out = subprocess.run(["ip", "netns", "exec", ns, "ip", "xfrm", "policy", "list", "ptype", "sub"],
+                             capture_output=True, text=True, check=True).stdout
+        pols, cur = [], []
+        for line in out.splitlines():  # a policy starts at an unindented line
+            if line and not line[0].isspace() and cur:
+                pols.append(" ".join(" ".join(cur).split()))
+                cur = []
+            cur.append(line)
+        pols.append(" ".join(" ".join(cur).split()))
+        assert f"src {CN}/128 dst {HOA}/128 dir out priority 0 ptype sub tmpl src {CN} dst {HOA} proto route2 reqid 0 mode ro" in pols
+        assert f"src {HOA}/128 dst {CN}/128 dir in priority 0 ptype sub tmpl src :: dst :: proto hao reqid 0 mode ro level use" in pols
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)

@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # in the VM the lab's mipv6 package sits beside this script; in a checkout, in lab/
 LAB = HERE if os.path.isdir(os.path.join(HERE, "ilnp_lab")) else os.path.join(HERE, "..", "..", "lab")
 sys.path.insert(0, LAB)
-from ilnp_lab.mipv6 import mhcap  # noqa: E402
+from ilnp_lab.mipv6 import mhcap, phases  # noqa: E402
 
 TAG = f"m{os.getpid() % 10000}"
 HOA, HA, CN = "2001:db8:2::100", "2001:db8:2::1", "2001:db8:a::c"
@@ -42,7 +42,10 @@ PPS, PORT = 200, 5300
 T_JOIN, T_LEAVE, T_END = 2.0, 6.0, 14.0
 # the thesis's LAN->LAN handoff delay (seed 001 Table 6.5 / seed 000 Fig. 16; mobility_report.PUBLISHED)
 THESIS_MS = {"mipv6": 1005, "mipv6-ro": 1024}
-MARGIN_MS = (-150, 600)  # our run may be faster (no 802.11) or slower (TCG); see docs/mipv6.md
+# ours may be faster (no 802.11 association, no UMIP thread hand-offs) or slower: TCG costs every
+# step of the HA after its DAD, and past InitialBindackTimeoutFirstReg (1.5 s) the MN retransmits
+# its BU and takes only the second BA (docs/mipv6.md)
+MARGIN_MS = (-150, 700)
 results: list[tuple[bool, str]] = []
 procs: list[subprocess.Popen] = []
 
@@ -189,6 +192,9 @@ def diag():
                                                                          "Unknown", "Trunc")):
                     out.append(f"{k}={v.strip()}")
         print(f"MIPV6-DIAG {n}: {' '.join(out)}", flush=True)
+        if n in ("cn", "mn") and os.environ.get("MIPV6_DIAG_XFRM"):
+            print(nx(n, "ip", "-s", "xfrm", "policy", check=False) + nx(n, "ip", "xfrm", "state", check=False)
+                  + nx(n, "ip", "-6", "route", "show", "table", "all", check=False), flush=True)
 
 
 def run(scheme, tcp, work):
@@ -252,29 +258,37 @@ def run(scheme, tcp, work):
         other = [l.rstrip() for l in open(os.path.join(work, f"ev-{r}.jsonl")) if not l.startswith("{")]
         if other:
             print(f"MIPV6-STDERR {r}:\n" + "\n".join(other), flush=True)
+    data = []
     res = {"scheme": scheme, "traffic": "tcp" if tcp else "udp", "t0": t0, "t_join": t_join, "t_leave": t_leave,
-           "events": events, "mh_frames": mhcap.mh_frames(cap) if os.path.exists(cap) else [],
+           "events": events, "mh_frames": mhcap.mh_frames(cap, data) if os.path.exists(cap) else [],
            "udp_cn_to_mn": gaps(rx[0], t_leave), "udp_mn_to_cn": gaps(rx[1], t_leave), "tcp": tcp_res,
            "kernel": os.uname().release}
+    # the path data took on the MN's link after the handoff, by kind (tunnel, RH2 in, HAO out)
+    done_t = next((e["t"] for e in events if e["role"] == "mn" and e["ev"] in (("ro_active",) if ro else ("tunnel",))), None)
+    res["data_after"] = {k: sum(1 for t, kk, _s, _d in data if kk == k and done_t and t > done_t + 0.2)
+                         for k in ("tunnelled", "rh2", "hao", "plain")}
     print("MIPV6-RESULT " + json.dumps(res), flush=True)
     if os.environ.get("MIPV6_DIAG", "1") == "1":
         diag()
     for n in ("cn", "r1", "r2", "r3", "mn"):
         sh("ip", "netns", "del", f"{TAG}{n}", check=False)
-    first = lambda role, e: next((x["t"] for x in events if x["role"] == role and x["ev"] == e), None)  # noqa: E731
-    bu, ba = first("mn", "bu_tx"), next((x["t"] for x in events if x["role"] == "mn" and x["ev"] == "ba_rx"
-                                         and x["peer"] == HA and x["accepted"]), None)
-    done = first("mn", "ro_active") if ro else ba
-    dad = next((x["ms"] for x in events if x["ev"] == "dad_done"), None)
-    check(ba is not None, f"{scheme}: BA from the HA accepted")
+    sp = phases.split(events, HA, CN if ro else None)  # the one definition of the phases
+    dad = sp["ha_dad_ms"]
+    check(any(e["role"] == "mn" and e["ev"] == "ba_rx" and e["peer"] == HA and e["accepted"] for e in events),
+          f"{scheme}: BA from the HA accepted")
     check(dad is not None and 950 <= dad <= 1300, f"{scheme}: HA DAD before the first BA took {dad} ms (RetransTimer 1 s)")
     if ro:
-        check(done is not None, f"{scheme}: return routability and the CN's BA done (ro_active)")
-    if bu and done:
-        ms = (done - bu) * 1e3
-        lo, hi = THESIS_MS[scheme] + MARGIN_MS[0], THESIS_MS[scheme] + MARGIN_MS[1]
-        check(lo <= ms <= hi, f"{scheme}: handoff delay {ms:.0f} ms (BU -> {'CN BA' if ro else 'BA'}), "
-              f"thesis {THESIS_MS[scheme]} ms, accepted {lo}..{hi}")
+        check(any(e["role"] == "mn" and e["ev"] == "ro_active" for e in events),
+              f"{scheme}: return routability and the CN's BA done (ro_active)")
+    ms = sp["handoff_delay_ms"]
+    lo, hi = THESIS_MS[scheme] + MARGIN_MS[0], THESIS_MS[scheme] + MARGIN_MS[1]
+    check(ms is not None and lo <= ms <= hi, f"{scheme}: handoff delay {ms} ms (first BU -> last BA), thesis "
+          f"{THESIS_MS[scheme]} ms, accepted {lo}..{hi}; phases {sp}")
+    d = res["data_after"]
+    if ro:
+        check(d["rh2"] > 0 and d["hao"] > 0, f"{scheme}: data off the tunnel after RO: RH2 in, HAO out ({d})")
+    else:
+        check(d["tunnelled"] > 0 and d["rh2"] == 0, f"{scheme}: data through the HA's tunnel ({d})")
     u = res["udp_cn_to_mn"]
     check(u["last_t"] is not None and u["last_t"] > t_leave + 3,
           f"{scheme}: UDP CN -> MN arrives after the move (gap {u['max_gap_ms']} ms, lost {u['lost']})")
@@ -289,7 +303,9 @@ def main(argv):
     if argv and argv[0] == "probe-send":
         return probe_send(argv[1], int(argv[2]), float(argv[3]), argv[4] if len(argv) > 4 else None)
     subprocess.run(["modprobe", "-a", "ip6_tunnel", "xfrm_user"], check=False)
-    schemes = [a for a in argv if not a.startswith("--")] or ["mipv6", "mipv6-ro"]
+    if "--diag-xfrm" in argv:
+        os.environ["MIPV6_DIAG_XFRM"] = "1"
+    schemes = [a for a in argv if a and not a.startswith("--")] or ["mipv6", "mipv6-ro"]
     kinds = [k for k in ("tcp", "udp") if f"--{k}" in argv] or ["udp", "tcp"]
     print(f"MIPV6-GUEST kernel {os.uname().release}: {schemes} x {kinds}", flush=True)
     for s in schemes:

@@ -1,7 +1,8 @@
 """What the roles ask of the kernel: the sockets (raw MH in, raw IPv6 out, ICMPv6 for RAs and
-DAD, netlink for link state) and the data plane through iproute2 (`ip xfrm` states and policies in mode ro for the Home Address option and the
-type 2 routing header). Needs CONFIG_IPV6_MIP6 (the kernel processes HAO and RH2 only through
-xfrm states: a wildcard-receive state lets a first BU's HAO in, as UMIP's `xfrm_cn_init` does).
+DAD, netlink for link state), the wildcard-receive xfrm states (`ip xfrm`, once at start) and
+the route-optimisation states and policies of a binding (xfrm.py, by netlink). Needs
+CONFIG_IPV6_MIP6 (the kernel processes HAO and RH2 only through xfrm states: a
+wildcard-receive state lets a first BU's HAO in, as UMIP's `xfrm_cn_init` does).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import time
 
 from .mh import IPPROTO_MH, a16, csum16
+from .xfrm import XFRM_POLICY_IN, XFRM_POLICY_OUT
 
 IPV6_RECVPKTINFO, IPV6_PKTINFO = 49, 50
 IPV6_RECVRTHDR, IPV6_RECVDSTOPTS, IPV6_DSTOPTS = 56, 58, 59
@@ -218,16 +220,6 @@ def link_events(s: socket.socket) -> list[tuple[int, bool]]:
 
 # ---- data plane ------------------------------------------------------------------------------
 
-def ip_batch(lines: list[str]) -> None:
-    """Several ip commands in one process (`ip -force -batch -`: each `ip` costs ~0.3 s under
-    TCG); a delete of what is not there ("No such process") is no error."""
-    r = subprocess.run(["ip", "-force", "-batch", "-"], input="\n".join(lines) + "\n", capture_output=True, text=True)
-    bad = [l for l in r.stderr.splitlines() if l.strip() and "No such process" not in l
-           and not l.startswith("Command failed")]
-    if bad:
-        raise RuntimeError(f"ip -batch: {' / '.join(bad)}")
-
-
 def xfrm_wildrecv(proto: str, mh_type: int | None) -> None:
     """The wildcard-receive state and optional inbound policy that let HAO (proto hao) or RH2
     (proto route2) packets in before any binding exists (a BU at the HA or CN, a BA at the MN).
@@ -239,23 +231,13 @@ def xfrm_wildrecv(proto: str, mh_type: int | None) -> None:
        "tmpl", "proto", proto, "mode", "ro", "level", "use")
 
 
-def ro_binding(local: str, peer_home: str, peer_coa: str, role: str) -> None:
-    """Route optimisation's data plane for one binding. At the CN (`role` "cn"): out, a type 2
-    routing header (dst peer_coa, RH2 peer_home); in, the HAO. At the MN ("mn"; local is its
-    home address, peer_home the CN, peer_coa its own care-of address): out, the HAO; in, RH2."""
-    if role == "cn":
-        out_proto, in_proto = "route2", "hao"
-        out_sel, in_sel = (local, peer_home), (peer_home, local)
-    else:
-        out_proto, in_proto = "hao", "route2"
-        out_sel, in_sel = (local, peer_home), (peer_home, local)
-    cmds = []
-    for (s, d), proto in ((out_sel, out_proto), (in_sel, in_proto)):
-        cmds.append(f"xfrm state delete src {s} dst {d} proto {proto}")
-        cmds.append(f"xfrm state add src {s} dst {d} proto {proto} mode ro coa {peer_coa} "
-                    f"sel src {s}/128 dst {d}/128")
-    cmds.append(f"xfrm policy update src {out_sel[0]}/128 dst {out_sel[1]}/128 dir out ptype sub "
-                f"tmpl src {out_sel[0]} dst {out_sel[1]} proto {out_proto} mode ro")
-    cmds.append(f"xfrm policy update src {in_sel[0]}/128 dst {in_sel[1]}/128 dir in ptype sub "
-                f"tmpl proto {in_proto} mode ro level use")
-    ip_batch(cmds)
+def ro_binding(x, local: str, peer_home: str, peer_coa: str, role: str) -> None:
+    """Route optimisation's data plane for one binding (`x`: an xfrm.Xfrm). At the CN (`role`
+    "cn"): out, a type 2 routing header (dst peer_coa, RH2 peer_home); in, the HAO. At the MN
+    ("mn"; local is its home address, peer_home the CN, peer_coa its own care-of address): out,
+    the HAO; in, RH2."""
+    out_proto, in_proto = ("route2", "hao") if role == "cn" else ("hao", "route2")
+    x.ro_state(local, peer_home, out_proto, peer_coa)
+    x.ro_state(peer_home, local, in_proto, peer_coa)
+    x.ro_policy(local, peer_home, XFRM_POLICY_OUT, out_proto, optional=False)
+    x.ro_policy(peer_home, local, XFRM_POLICY_IN, in_proto, optional=True)

@@ -33,6 +33,7 @@ import time
 
 from . import binding, kernel, mh, rr
 from .rtnl import IFA_F_HOMEADDRESS, IFA_F_NODAD, Rtnl, addresses
+from .xfrm import Xfrm
 from .kernel import Log, ip
 
 
@@ -128,7 +129,7 @@ class MobileNode:
         self.mh, self.tx = kernel.mh_socket(), kernel.raw_sender()
         self.ra = kernel.icmp6_socket([134])
         self.nl = kernel.link_socket()
-        self.rtnl = Rtnl()
+        self.rtnl, self.xfrm = Rtnl(), Xfrm()
         self.home_idx = socket.if_nametoindex(a.home_if)
         # the tunnel to the HA exists from the start, down (UMIP makes it at start-up too); a
         # move gives it the care-of address as its local end
@@ -219,7 +220,7 @@ class MobileNode:
             if ok and peer == self.a.ha:
                 self.home_registered()
             elif ok:
-                kernel.ro_binding(self.a.hoa, peer, self.coa, "mn")
+                kernel.ro_binding(self.xfrm, self.a.hoa, peer, self.coa, "mn")
                 self.rtnl.route(peer, 128, self.coa_idx, via=self.router[self.coa_idx], src=self.a.hoa)
                 self.log("ro_active", cn=peer)
         elif m.type in (mh.HOT, mh.COT):
@@ -256,7 +257,7 @@ class Correspondent:
         self.rr = rr.Correspondent()
         self.cache = binding.BindingCache()
         kernel.xfrm_wildrecv("hao", mh.BU)
-        self.mh, self.tx = kernel.mh_socket(), kernel.raw_sender()
+        self.mh, self.tx, self.xfrm = kernel.mh_socket(), kernel.raw_sender(), Xfrm()
 
     def run(self) -> None:
         self.log("ready", addr=self.a.addr)
@@ -291,7 +292,7 @@ class Correspondent:
                 seq = self.cache.last_seq(hoa)
         self.log("bu_rx", hoa=hoa, coa=coa, seq=m.seq, status=status)
         if status == mh.BA_ACCEPTED:
-            kernel.ro_binding(self.a.addr, hoa, coa, "cn")
+            kernel.ro_binding(self.xfrm, self.a.addr, hoa, coa, "cn")
         if m.flags & mh.BU_A or status:
             ba = mh.ba(status, seq, m.lifetime * 4 if status == 0 else 0, options=[mh.auth_data(bytes(12))])
             if key is not None:
