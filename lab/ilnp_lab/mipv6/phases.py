@@ -73,14 +73,47 @@ def sizes(frames: list[dict], ha: str, cn: str | None) -> dict:
     return kinds
 
 
-def table(result: dict, ha: str, cn: str | None, thesis_ms: float | None = None) -> list[str]:
-    """Markdown lines: the phases, then the sizes against the thesis's."""
-    s = split(result["events"], ha, cn)
-    lines = [f"| phase ({result['scheme']}, {result['traffic']}) | ms |", "|---|---|"]
-    lines += [f"| {k.removesuffix('_ms').replace('_', ' ')} | {v} |" for k, v in s.items()]
-    if thesis_ms is not None:
-        lines.append(f"| thesis handoff delay | {thesis_ms} |")
-    got = sizes(result.get("mh_frames", []), ha, cn)
-    lines += ["", "| message | ours (bytes) | thesis |", "|---|---|---|"]
-    lines += [f"| {k} | {got.get(k, '—')} | {v} |" for k, v in THESIS_BYTES.items() if k in got or not cn is None]
-    return lines
+# seed 001 Table 6.5 / seed 000 Fig. 16 (ilnp_lab.mobility_report.PUBLISHED): LAN->LAN
+THESIS_MS = {"mipv6": {"handoff": 1005, "interruption": 1002.5}, "mipv6-ro": {"handoff": 1024, "interruption": 1002.5}}
+PHASES = ["movement_detection_ms", "home_address_move_ms", "bu_ba_ha_ms", "ha_dad_ms", "ha_processing_ms",
+          "bu_retransmissions", "tunnel_route_ms", "return_routability_ms", "bu_ba_cn_ms", "ro_route_ms",
+          "handoff_delay_ms"]
+HA, CN = "2001:db8:2::1", "2001:db8:a::c"  # tests/system/mipv6_guest.py's addresses
+
+
+def report(results: list[dict], prov: dict) -> str:
+    """report.md of a guest run (its MIPV6-RESULT lines): provenance, handoffs split into phases
+    beside the thesis's, the session, message sizes. `python3 -m ilnp_lab.mipv6.phases DIR`."""
+    runs = [(r, split(r["events"], HA, CN if r["scheme"] == "mipv6-ro" else None)) for r in results]
+    cols = [f"{r['scheme']} {r['traffic']}" for r, _ in runs]
+    out = ["# Mobile IPv6 in Debian 12's kernel under qemu: LAN -> LAN (issue #43)", "",
+           "Provenance: " + ", ".join(f"{k} {v}" for k, v in prov.items()), "",
+           "One handoff per column (tests/system/mipv6_guest.py; phases: lab/ilnp_lab/mipv6/phases.py; "
+           "docs/mipv6.md explains each). Times from the roles' event lines (one clock for the VM).", "",
+           "| phase (ms) | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for k in PHASES:
+        out.append(f"| {k.removesuffix('_ms').replace('_', ' ')} | " + " | ".join(str(s.get(k, "—")) for _, s in runs) + " |")
+    out.append("| thesis handoff delay | " + " | ".join(str(THESIS_MS[r["scheme"]]["handoff"]) for r, _ in runs) + " |")
+    out.append("| UDP CN->MN longest gap | " + " | ".join(str(r["udp_cn_to_mn"]["max_gap_ms"]) for r, _ in runs) + " |")
+    out.append("| thesis interruption | " + " | ".join(str(THESIS_MS[r["scheme"]]["interruption"]) for r, _ in runs) + " |")
+    out.append("| UDP CN->MN lost | " + " | ".join(str(r["udp_cn_to_mn"]["lost"]) for r, _ in runs) + " |")
+    out.append("| TCP bytes (after the move) | " + " | ".join(
+        f"{r['tcp']['bytes']} ({r['tcp']['after_move_bytes']})" if r.get("tcp") else "—" for r, _ in runs) + " |")
+    out.append("| data frames after: tunnelled / RH2 / HAO | " + " | ".join(
+        "{tunnelled} / {rh2} / {hao}".format(**r["data_after"]) for r, _ in runs) + " |")
+    got = {}
+    for r, _ in runs:
+        for k, v in sizes(r.get("mh_frames", []), HA, CN).items():
+            got.setdefault(k, set()).add(v)
+    out += ["", "| message (Ethernet frame, bytes) | ours | thesis (seed 001 §6.4) |", "|---|---|---|"]
+    out += [f"| {k} | {', '.join(map(str, sorted(got.get(k, [])))) or '—'} | {v} |" for k, v in THESIS_BYTES.items()]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    from pathlib import Path
+    d = Path(sys.argv[1])
+    res = [json.loads(line) for line in (d / "results.jsonl").read_text().splitlines() if line.strip()]
+    (d / "report.md").write_text(report(res, json.loads((d / "provenance.json").read_text())))
