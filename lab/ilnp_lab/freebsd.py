@@ -83,6 +83,7 @@ class Entry:
     nonce: bytes
     nonce_set: bool = False
     lu_pending: dict | None = None
+    lnid: int | None = None  # `n_lnid`: the local NID it uses (None: the node's NID)
 
 
 @dataclass
@@ -121,6 +122,7 @@ class FreeBsdNode:
     listeners: dict[int, bytes | None] = field(default_factory=dict)  # port -> listener's nonce
     log: list[dict] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    ephemeral: set[int] = field(default_factory=set)  # ILNP6_LOCAL_EPHEMERAL NIDs drawn
 
     def __post_init__(self):
         self.tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
@@ -128,8 +130,34 @@ class FreeBsdNode:
         self.rx.bind((self.iface, ETH_P_IPV6))
 
     # addresses
-    def addr(self, l64: int | None = None) -> bytes:
-        return ((l64 if l64 is not None else self.l64s[0]) << 64 | self.nid).to_bytes(16, "big")
+    def addr(self, l64: int | None = None, nid: int | None = None) -> bytes:
+        return ((l64 if l64 is not None else self.l64s[0]) << 64 | (nid or self.nid)).to_bytes(16, "big")
+
+    # ephemeral NIDs (`localnid_add_ephemeral`, `ilnp6.c`; the pool refilled by `ilcc_purge`)
+    def draw_ephemeral(self) -> int:
+        """8 random bytes (arc4random_buf): not zero, not in the reserved subnet-anycast
+        range (first 32 bits FDFFFFFF, next >= FFFFFF80), not a local NID; no u/g rule (the
+        g bit may be set). Its L64:NID goes on the interface of every local L64, so Neighbour
+        Discovery answers for it (`localnid_update_locked`)."""
+        while True:
+            n = int.from_bytes(secrets.token_bytes(8), "big")
+            if n and not (n >> 32 == 0xFDFFFFFF and n & 0xFFFFFFFF >= 0xFFFFFF80) and n != self.nid \
+                    and n not in self.ephemeral:
+                break
+        return self.adopt_ephemeral(n)
+
+    def adopt_ephemeral(self, n: int) -> int:
+        """`n` as a local ephemeral NID, its L64:NID on the interface."""
+        import subprocess
+        self.ephemeral.add(n)
+        for l in self.l64s:
+            a = ":".join(f"{(l << 64 | n) >> (112 - 16 * i) & 0xFFFF:x}" for i in range(8))
+            subprocess.run(["ip", "-6", "addr", "add", f"{a}/64", "dev", self.iface, "nodad"], check=False)
+        self.note(kind="ephemeral_nid", nid=n)
+        return n
+
+    def is_local(self, nid: int) -> bool:
+        return nid == self.nid or nid in self.ephemeral
 
     def peer_addr(self, e: Entry) -> bytes:
         return (e.l64s[0] << 64 | e.nid).to_bytes(16, "big")
@@ -144,12 +172,17 @@ class FreeBsdNode:
         self.log.append(kw)
 
     # the initiator's side
-    def connect(self, nid: int, l64s: list[int], port: int) -> Entry:
+    def connect(self, nid: int, l64s: list[int], port: int, ephemeral: bool = False, lnid: int | None = None) -> Entry:
         """`ilnp6_pcbconnect`: an entry from the hosts line (random nonce) unless one
-        exists; the socket copies the entry's nonce now."""
+        exists; the socket copies the entry's nonce now. `ephemeral`: from a NID of the
+        ephemeral pool (`lnid`: that one, drawn by the caller)."""
         e = self.entries.get(nid)
         if e is None:
             e = Entry(nid, list(l64s), secrets.token_bytes(self.nonce_size))
+            if lnid is not None:
+                e.lnid = self.adopt_ephemeral(lnid)
+            elif ephemeral:
+                e.lnid = self.draw_ephemeral()
             self.entries[nid] = e
         self.sockets[(nid, port)] = e.nonce
         return e
@@ -157,7 +190,7 @@ class FreeBsdNode:
     def send_udp(self, nid: int, sport: int, dport: int, payload: bytes, nonce: bytes | None = None) -> None:
         e = self.entries[nid]
         n = nonce or self.sockets.get((nid, sport)) or e.nonce
-        src, dst = self.addr(), self.peer_addr(e)
+        src, dst = self.addr(nid=e.lnid), self.peer_addr(e)
         self.send(ip6(src, dst, DSTOPTS, nonce_header(UDP, n) + udp(src, dst, sport, dport, payload)))
 
     def send_frag(self, nid: int, sport: int, dport: int, payload: bytes, mtu: int = 1280) -> int:
@@ -165,7 +198,7 @@ class FreeBsdNode:
         first, IPv6 | Fragment | data in the others (the nonce is `ip6po_dest2`)."""
         e = self.entries[nid]
         n = self.sockets.get((nid, sport)) or e.nonce
-        src, dst = self.addr(), self.peer_addr(e)
+        src, dst = self.addr(nid=e.lnid), self.peer_addr(e)
         part = nonce_header(UDP, n) + udp(src, dst, sport, dport, payload)
         ident, chunk, off, count = secrets.randbits(32), (mtu - 48) // 8 * 8, 0, 0
         while off < len(part):
@@ -178,7 +211,7 @@ class FreeBsdNode:
 
     def ping(self, nid: int, ident: int, seq: int) -> None:
         e = self.entries[nid]
-        src, dst = self.addr(), self.peer_addr(e)
+        src, dst = self.addr(nid=e.lnid), self.peer_addr(e)
         m = icmp6(src, dst, ECHO_REQUEST, 0, struct.pack("!HH", ident, seq) + b"freebsd-ping")
         self.send(ip6(src, dst, DSTOPTS, nonce_header(ICMPV6, e.nonce) + m))
 
@@ -188,15 +221,18 @@ class FreeBsdNode:
 
     def send_lu(self, nid: int, attempt: int = 1) -> None:
         e = self.entries[nid]
-        src, dst = self.addr(), self.peer_addr(e)
+        src, dst = self.addr(nid=e.lnid), self.peer_addr(e)
         m = icmp6(src, dst, LOCATOR_UPDATE, 0, self.lu_body(LU_ADVERT, self.l64s))
         self.send(ip6(src, dst, DSTOPTS, nonce_header(ICMPV6, e.nonce) + m))
         e.lu_pending = {"attempt": attempt, "next": time.monotonic() + attempt * 1.0}
         self.note(kind="lu_sent", nid=nid, nonce=e.nonce.hex(), attempt=attempt)
 
     def move(self, l64s: list[int]) -> None:
-        """New local L64s (an RA): an LU to every correspondent."""
+        """New local L64s (an RA): an LU to every correspondent; every ephemeral NID's
+        L64:NID on the interface too (`locall64_update` adds each local NID's)."""
         self.l64s = list(l64s)
+        for n in self.ephemeral:
+            self.adopt_ephemeral(n)
         for nid in list(self.entries):
             self.send_lu(nid)
 
@@ -212,11 +248,12 @@ class FreeBsdNode:
                     self.send_lu(e.nid, p["attempt"] + 1)
 
     # input
-    def nonce_input(self, src_nid: int, src_l64: int, nonce: bytes) -> Entry:
+    def nonce_input(self, src_nid: int, src_l64: int, nonce: bytes, dst_nid: int | None = None) -> Entry:
         """`ilnp6_nonce_input`: store the nonce; never a reason to drop."""
         e = self.entries.get(src_nid)
         if e is None:  # a responder: the initiator's nonce both ways
-            e = Entry(src_nid, [src_l64], nonce, nonce_set=True)
+            e = Entry(src_nid, [src_l64], nonce, nonce_set=True,
+                      lnid=dst_nid if dst_nid != self.nid else None)
             self.entries[src_nid] = e
         elif not e.nonce_set:  # an initiator: the first nonce it receives
             e.nonce, e.nonce_set = nonce, True
@@ -233,7 +270,7 @@ class FreeBsdNode:
 
     def input(self, pkt: bytes) -> None:
         p = parse(pkt)
-        if p is None or int.from_bytes(p.dst[8:], "big") != self.nid:
+        if p is None or not self.is_local(int.from_bytes(p.dst[8:], "big")):
             return
         src_l64, src_nid = int.from_bytes(p.src[:8], "big"), int.from_bytes(p.src[8:], "big")
         if p.frag and p.frag[0] > 0:
@@ -242,7 +279,7 @@ class FreeBsdNode:
         if p.nonce is None:
             self.note(kind="plain", nid=src_nid, proto=p.proto)
             return
-        e = self.nonce_input(src_nid, src_l64, p.nonce)
+        e = self.nonce_input(src_nid, src_l64, p.nonce, int.from_bytes(p.dst[8:], "big"))
         nonce = p.nonce.hex()
         if p.proto == UDP and len(p.body) >= 8:
             sport, dport = struct.unpack("!HH", p.body[:4])
@@ -286,13 +323,16 @@ class FreeBsdNode:
                         for n, e in self.entries.items()},
             "sockets": {f"{groups64(n)}/{port}": v.hex() for (n, port), v in self.sockets.items()},
             "listeners": {str(k): (v.hex() if v else None) for k, v in self.listeners.items()},
+            "ephemeral": [groups64(n) for n in sorted(self.ephemeral)],
         }
 
     def command(self, c: dict) -> dict:
         op = c["op"]
         if op == "connect":
-            e = self.connect(nid_value(c["nid"]), [upper64(l) for l in c["l64s"]], c["sport"])
-            return {"nonce": e.nonce.hex()}
+            lnid = nid_value(c["lnid"]) if c.get("lnid") else None
+            e = self.connect(nid_value(c["nid"]), [upper64(l) for l in c["l64s"]], c["sport"],
+                             ephemeral=c.get("ephemeral", False), lnid=lnid)
+            return {"nonce": e.nonce.hex(), "lnid": groups64(e.lnid or self.nid)}
         if op == "send":
             self.send_udp(nid_value(c["nid"]), c["sport"], c["dport"], c["payload"].encode())
             return {}
