@@ -2,7 +2,7 @@
 //! Unknown keys and bad values are errors that name the key and the line.
 
 use anyhow::{anyhow, bail, Context, Result};
-use ilnp_core::{Admission, ChecksumRule, HandoffMode, LuTimerMode, PeerRecord, Policy};
+use ilnp_core::{Admission, ChecksumRule, CoreConfig, HandoffMode, LuTimerMode, LuTimers, PeerRecord, Policy};
 use ilnp_wire::{split_addr, Locator, Nid};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -273,6 +273,9 @@ pub enum Datapath {
 /// Validated configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// the protocol core's settings, filled from the file once (`local_nid` is
+    /// set at start, when the NID is known): the core takes them as they are
+    pub core: CoreConfig,
     pub uplinks: Vec<String>,
     pub id_prefix: Locator,
     pub nid: crate::nid::NidChoice,
@@ -280,13 +283,9 @@ pub struct Config {
     pub state_dir: PathBuf,
     pub tun_name: String,
     pub datapath: Datapath,
-    pub nonce_len: usize,
     pub control_socket: PathBuf,
     pub peers: Vec<PeerRecord>,
-    pub ilcc_max_entries: u32,
-    pub idle_timeout: Duration,
     pub log_level: String,
-    pub handoff: HandoffMode,
     pub locator_pref: BTreeMap<String, u16>,
     pub balance_policy: Policy,
     /// NID → policy (peer names resolved)
@@ -294,10 +293,6 @@ pub struct Config {
     pub locator_weight: BTreeMap<String, u32>,
     pub flow_hash_seed: Option<u64>,
     pub rng_seed: Option<u64>,
-    pub lu_initial_rto: Duration,
-    pub lu_max_attempts: u32,
-    pub lu_timer: LuTimerMode,
-    pub soft_quiet_period: Duration,
     pub pin_dir: Option<PathBuf>,
     pub state_file: Option<PathBuf>,
     pub dns: Option<crate::dns::DnsConfig>,
@@ -307,22 +302,8 @@ pub struct Config {
     pub ipv4: Option<Ipv4Config>,
     /// `[privacy]`: temporary NIDs; None = off
     pub privacy: Option<privacy::PrivacyConfig>,
-    pub fallback: bool,
-    pub fallback_probe_after: Duration,
     pub tcp_hints: bool,
     pub route_xmit: bool,
-    pub admission: Admission,
-    pub ilcc_embryonic_max: u32,
-    pub hello_rate_pps: u32,
-    pub hello_burst: u32,
-    /// `responder_nonce = "adopt"`
-    pub adopt_initiator_nonce: bool,
-    pub transport_checksum: ChecksumRule,
-    pub peer_checksum: BTreeMap<Nid, ChecksumRule>,
-    /// correspondents that use one nonce both ways (`[peer_nonce]`, FreeBSD hosts lines)
-    pub peer_shared_nonce: BTreeSet<Nid>,
-    /// peers whose interop mode is "linux49" (`[peer_interop]`)
-    pub peer_linux49: BTreeSet<Nid>,
 }
 
 /// The default pin directory: one per daemon instance, named after its control
@@ -624,30 +605,53 @@ impl Config {
         if ilcc_embryonic_max == 0 {
             bail!("ilcc_embryonic_max: must be at least 1");
         }
+        let mut core = CoreConfig::new(id_prefix, Nid(0));
+        core.nonce_len = nonce_len;
+        core.ilcc_max_entries = ilcc_max_entries as usize;
+        core.idle_timeout = Duration::from_secs(ov.idle_timeout_s.or(f.idle_timeout_s).unwrap_or(600));
+        core.handoff = handoff;
+        core.soft_quiet_period = Duration::from_millis(quiet_ms);
+        core.fallback = f.fallback.unwrap_or(true);
+        core.fallback_probe_after = Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000));
+        core.admission = admission;
+        core.ilcc_embryonic_max = ilcc_embryonic_max as usize;
+        core.hello_rate_pps = f64::from(f.hello_rate_pps.unwrap_or(100));
+        core.hello_burst = f.hello_burst.unwrap_or(100);
+        core.adopt_initiator_nonce = match f.responder_nonce.as_deref() {
+            None | Some("own") => false,
+            Some("adopt") => true,
+            Some(o) => bail!("responder_nonce: {o:?} is not \"own\" or \"adopt\""),
+        };
+        core.transport_checksum = transport_checksum;
+        core.peer_checksum = peer_checksum.into_iter().collect();
+        core.peer_shared_nonce = peer_shared_nonce.into_iter().collect();
+        core.peer_linux49 = peer_linux49.into_iter().collect();
+        if let Some(v4) = &ipv4 {
+            core.v4_keepalive = v4.keepalive;
+        }
+        core.lu = LuTimers {
+            initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
+            max_attempts: lu_max_attempts,
+            mode: lu_timer,
+            ..LuTimers::default()
+        };
         Ok(Config {
+            core,
             uplinks,
             id_prefix,
             nid,
             state_dir,
             tun_name: ov.tun_name.clone().or(f.tun_name).unwrap_or_else(|| "ilnp0".into()),
             datapath,
-            nonce_len,
             control_socket,
             peers,
-            ilcc_max_entries,
-            idle_timeout: Duration::from_secs(ov.idle_timeout_s.or(f.idle_timeout_s).unwrap_or(600)),
             log_level,
-            handoff,
             locator_pref: f.locator_pref.unwrap_or_default(),
             balance_policy,
             peer_policy,
             locator_weight,
             flow_hash_seed: f.flow_hash_seed,
             rng_seed: f.rng_seed,
-            lu_initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
-            lu_max_attempts,
-            lu_timer,
-            soft_quiet_period: Duration::from_millis(quiet_ms),
             pin_dir,
             state_file,
             dns: dns.0,
@@ -655,23 +659,8 @@ impl Config {
             metrics,
             ipv4,
             privacy,
-            fallback: f.fallback.unwrap_or(true),
-            fallback_probe_after: Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000)),
             tcp_hints: f.tcp_hints.unwrap_or(true),
             route_xmit: f.route_xmit.unwrap_or(false),
-            admission,
-            ilcc_embryonic_max,
-            hello_rate_pps: f.hello_rate_pps.unwrap_or(100),
-            hello_burst: f.hello_burst.unwrap_or(100),
-            adopt_initiator_nonce: match f.responder_nonce.as_deref() {
-                None | Some("own") => false,
-                Some("adopt") => true,
-                Some(o) => bail!("responder_nonce: {o:?} is not \"own\" or \"adopt\""),
-            },
-            transport_checksum,
-            peer_checksum,
-            peer_shared_nonce,
-            peer_linux49,
         })
     }
 }
@@ -679,6 +668,11 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A set of the core's config in NID order.
+    fn sorted(s: &std::collections::HashSet<Nid>) -> Vec<Nid> {
+        s.iter().copied().collect::<BTreeSet<_>>().into_iter().collect()
+    }
 
     fn load(text: &str) -> Result<Config> {
         Config::from_file(parse_file(text, Path::new("t.toml"))?, &Overrides::default())
@@ -703,14 +697,14 @@ mod tests {
     #[test]
     fn transport_checksum_global_and_per_peer() {
         let d = load("uplinks = [\"e\"]\n").unwrap();
-        assert_eq!((d.transport_checksum, d.peer_checksum.len()), (ChecksumRule::Rfc6741, 0));
+        assert_eq!((d.core.transport_checksum, d.core.peer_checksum.len()), (ChecksumRule::Rfc6741, 0));
         let t = "uplinks = [\"e\"]\ntransport_checksum = \"full-address\"\n\
                  [peer_checksum]\nmn = \"rfc6741\"\n\"0211:22ff:fe33:4455\" = \"full-address\"\n\
                  [[peer]]\nname = \"mn\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{ l64 = \"2001:db8:b::/64\" }]\n";
         let c = load(t).unwrap();
-        assert_eq!(c.transport_checksum, ChecksumRule::FullAddress);
-        assert_eq!(c.peer_checksum[&Nid(0x0200_00ff_fe00_000d)], ChecksumRule::Rfc6741);
-        assert_eq!(c.peer_checksum[&Nid(0x0211_22ff_fe33_4455)], ChecksumRule::FullAddress);
+        assert_eq!(c.core.transport_checksum, ChecksumRule::FullAddress);
+        assert_eq!(c.core.peer_checksum[&Nid(0x0200_00ff_fe00_000d)], ChecksumRule::Rfc6741);
+        assert_eq!(c.core.peer_checksum[&Nid(0x0211_22ff_fe33_4455)], ChecksumRule::FullAddress);
         let e = load("uplinks = [\"e\"]\ntransport_checksum = \"ipv6\"\n").unwrap_err().to_string();
         assert!(e.contains("transport_checksum") && e.contains("ipv6"), "{e}");
         let e = load("uplinks = [\"e\"]\n[peer_checksum]\nnobody = \"rfc6741\"\n").unwrap_err().to_string();
@@ -724,8 +718,8 @@ mod tests {
              [[peer]]\nname = \"vm\"\nnid = \"0211:22ff:fe33:4455\"\nlocators = [{ l64 = \"2001:db8:b::/64\" }]\n",
         )
         .unwrap();
-        assert_eq!(c.peer_linux49.iter().copied().collect::<Vec<_>>(), [Nid(0x0211_22ff_fe33_4455)]);
-        assert!(load("uplinks = [\"e\"]\n").unwrap().peer_linux49.is_empty(), "rfc by default");
+        assert_eq!(sorted(&c.core.peer_linux49), [Nid(0x0211_22ff_fe33_4455)]);
+        assert!(load("uplinks = [\"e\"]\n").unwrap().core.peer_linux49.is_empty(), "rfc by default");
         let e = load("uplinks = [\"e\"]\n[peer_interop]\nnobody = \"linux49\"\n").unwrap_err().to_string();
         assert!(e.contains("peer_interop") && e.contains("nobody"), "{e}");
         let e = load("uplinks = [\"e\"]\n[peer_interop]\n\"0200:00ff:fe00:00ee\" = \"linux4.9\"\n")
@@ -745,14 +739,14 @@ mod tests {
         .unwrap();
         let h = hosts.display();
         let c = load(&format!("uplinks = [\"e\"]\nhosts_file = \"{h}\"\n")).unwrap();
-        assert_eq!(c.peer_shared_nonce.iter().copied().collect::<Vec<_>>(), [Nid(0x0211_22ff_fe33_4455)]);
+        assert_eq!(sorted(&c.core.peer_shared_nonce), [Nid(0x0211_22ff_fe33_4455)]);
         let c = load(&format!(
             "uplinks = [\"e\"]\nhosts_file = \"{h}\"\n[peer_nonce]\nmn = \"shared\"\nfbsd = \"own\"\n\"0200:00ff:fe00:00ee\" = \"shared\"\n"
         ))
         .unwrap();
         let want = [Nid(0x0200_00ff_fe00_000d), Nid(0x0200_00ff_fe00_00ee)];
-        assert_eq!(c.peer_shared_nonce.iter().copied().collect::<Vec<_>>(), want);
-        assert!(load("uplinks = [\"e\"]\n").unwrap().peer_shared_nonce.is_empty(), "own by default");
+        assert_eq!(sorted(&c.core.peer_shared_nonce), want);
+        assert!(load("uplinks = [\"e\"]\n").unwrap().core.peer_shared_nonce.is_empty(), "own by default");
         let e = load("uplinks = [\"e\"]\n[peer_nonce]\nnobody = \"shared\"\n").unwrap_err().to_string();
         assert!(e.contains("peer_nonce") && e.contains("nobody"), "{e}");
         let e = load(&format!("uplinks = [\"e\"]\nhosts_file = \"{h}\"\n[peer_nonce]\nmn = \"both\"\n"))
@@ -763,9 +757,9 @@ mod tests {
 
     #[test]
     fn responder_nonce_own_by_default_adopt_on_request() {
-        assert!(!load("uplinks = [\"e\"]\n").unwrap().adopt_initiator_nonce);
-        assert!(!load("uplinks = [\"e\"]\nresponder_nonce = \"own\"\n").unwrap().adopt_initiator_nonce);
-        assert!(load("uplinks = [\"e\"]\nresponder_nonce = \"adopt\"\n").unwrap().adopt_initiator_nonce);
+        assert!(!load("uplinks = [\"e\"]\n").unwrap().core.adopt_initiator_nonce);
+        assert!(!load("uplinks = [\"e\"]\nresponder_nonce = \"own\"\n").unwrap().core.adopt_initiator_nonce);
+        assert!(load("uplinks = [\"e\"]\nresponder_nonce = \"adopt\"\n").unwrap().core.adopt_initiator_nonce);
         let e = load("uplinks = [\"e\"]\nresponder_nonce = \"shared\"\n").unwrap_err().to_string();
         assert!(e.contains("responder_nonce") && e.contains("shared"), "{e}");
     }
@@ -773,12 +767,12 @@ mod tests {
     #[test]
     fn lu_timer_rtt_by_default_fixed_on_request() {
         let d = load("uplinks = [\"e\"]\n").unwrap();
-        assert_eq!((d.lu_timer, d.lu_max_attempts), (LuTimerMode::RttBased, 7));
+        assert_eq!((d.core.lu.mode, d.core.lu.max_attempts), (LuTimerMode::RttBased, 7));
         let f = load("uplinks = [\"e\"]\nlu_timer = \"fixed-1s\"\n").unwrap();
-        assert_eq!((f.lu_timer, f.lu_max_attempts), (LuTimerMode::Fixed(Duration::from_secs(1)), 5));
+        assert_eq!((f.core.lu.mode, f.core.lu.max_attempts), (LuTimerMode::Fixed(Duration::from_secs(1)), 5));
         let g = load("uplinks = [\"e\"]\nlu_timer = \"fixed-250ms\"\nlu_max_attempts = 3\n").unwrap();
-        assert_eq!((g.lu_timer, g.lu_max_attempts), (LuTimerMode::Fixed(Duration::from_millis(250)), 3));
-        assert_eq!(load("uplinks = [\"e\"]\nlu_timer = \"rtt\"\n").unwrap().lu_timer, LuTimerMode::RttBased);
+        assert_eq!((g.core.lu.mode, g.core.lu.max_attempts), (LuTimerMode::Fixed(Duration::from_millis(250)), 3));
+        assert_eq!(load("uplinks = [\"e\"]\nlu_timer = \"rtt\"\n").unwrap().core.lu.mode, LuTimerMode::RttBased);
         for bad in ["fixed", "fixed-1", "fixed-xs", "fixed-5ms", "fixed-61s", "sometimes"] {
             let e = load(&format!("uplinks = [\"e\"]\nlu_timer = \"{bad}\"\n")).unwrap_err().to_string();
             assert!(e.contains("lu_timer"), "{bad}: {e}");
@@ -863,11 +857,11 @@ mod tests {
     #[test]
     fn fallback_defaults_on_and_can_be_turned_off() {
         let c = load("uplinks = [\"e\"]\n").unwrap();
-        assert!(c.fallback);
-        assert_eq!(c.fallback_probe_after, Duration::from_millis(2000));
+        assert!(c.core.fallback);
+        assert_eq!(c.core.fallback_probe_after, Duration::from_millis(2000));
         let c = load("uplinks = [\"e\"]\nfallback = false\nfallback_probe_ms = 0\n").unwrap();
-        assert!(!c.fallback);
-        assert!(c.fallback_probe_after.is_zero());
+        assert!(!c.core.fallback);
+        assert!(c.core.fallback_probe_after.is_zero());
         assert!(load("uplinks = [\"e\"]\nfallback = \"yes\"\n").unwrap_err().to_string().contains("fallback"));
         assert!(load("uplinks = [\"e\"]\n").unwrap().tcp_hints, "RFC 6069 hints default on");
         assert!(!load("uplinks = [\"e\"]\ntcp_hints = false\n").unwrap().tcp_hints);
@@ -894,7 +888,7 @@ mod tests {
         assert!(e.contains("soft_quiet_period_ms") && e.contains("line 2"), "{e}");
         std::fs::write(&p, "uplinks = [\"e\"]\nsoft_quiet_period_ms = 0\n").unwrap();
         let c = Config::load(Some(&p), &Overrides::default()).unwrap();
-        assert_eq!(c.soft_quiet_period, Duration::ZERO);
+        assert_eq!(c.core.soft_quiet_period, Duration::ZERO);
     }
 
     #[test]
@@ -911,10 +905,10 @@ mod tests {
         };
         let c = Config::from_file(f, &ov).unwrap();
         assert_eq!(c.uplinks, vec!["eth9".to_string()]);
-        assert_eq!((c.nonce_len, c.tun_name.as_str()), (12, "ilnp7"));
+        assert_eq!((c.core.nonce_len, c.tun_name.as_str()), (12, "ilnp7"));
         assert_eq!(c.id_prefix, Locator(0xfd00_0001_0002_0003));
-        assert_eq!(c.handoff, HandoffMode::Hard);
-        assert_eq!(c.idle_timeout, Duration::from_secs(5));
+        assert_eq!(c.core.handoff, HandoffMode::Hard);
+        assert_eq!(c.core.idle_timeout, Duration::from_secs(5));
         let e = Config::from_file(FileConfig::default(), &Overrides { nonce_bits: Some(7), ..ov }).unwrap_err();
         assert!(e.to_string().contains("nonce_bits"), "{e}");
     }
@@ -953,9 +947,9 @@ mod tests {
     fn defaults_and_peers() {
         let c = load("uplinks = [\"eth0\"]\n[[peer]]\nname = \"mn\"\nnid = \"0200:00ff:fe00:000d\"\nlocators = [{ l64 = \"2001:0db8:000b:0000\", pref = 10 }]\n").unwrap();
         assert_eq!(c.id_prefix, ilnp_wire::DEFAULT_IDENTIFIER_PREFIX);
-        assert_eq!(c.nonce_len, 4);
+        assert_eq!(c.core.nonce_len, 4);
         assert_eq!(c.datapath, Datapath::Ebpf);
-        assert_eq!(c.soft_quiet_period, Duration::from_secs(3));
+        assert_eq!(c.core.soft_quiet_period, Duration::from_secs(3));
         assert_eq!(c.peers[0].nid, Nid(0x0200_00ff_fe00_000d));
         let e = load("uplinks = [\"eth0\"]\n[[peer]]\nname = \"mn\"\nnid = \"zz\"\nlocators = []\n")
             .unwrap_err()

@@ -5,39 +5,16 @@ use super::locators::Uplink;
 use crate::config::Config;
 use crate::nid::{NidChoice, NidSource};
 use anyhow::{bail, Context, Result};
-use ilnp_core::{Core, CoreConfig, LuTimers};
+use ilnp_core::Core;
 use ilnp_wire::Nid;
 use rand::SeedableRng;
 use std::path::Path;
 
 /// The protocol core with the configuration's settings, peers and policies.
 pub(super) fn build_core(cfg: &Config, local_nid: Nid, uplinks: &[Uplink]) -> Result<Core> {
-    let mut cc = CoreConfig::new(cfg.id_prefix, local_nid);
-    cc.nonce_len = cfg.nonce_len;
-    cc.ilcc_max_entries = cfg.ilcc_max_entries as usize;
-    cc.idle_timeout = cfg.idle_timeout;
-    cc.handoff = cfg.handoff;
-    cc.soft_quiet_period = cfg.soft_quiet_period;
-    cc.fallback = cfg.fallback;
-    cc.fallback_probe_after = cfg.fallback_probe_after;
-    cc.admission = cfg.admission;
-    cc.ilcc_embryonic_max = cfg.ilcc_embryonic_max as usize;
-    cc.hello_rate_pps = f64::from(cfg.hello_rate_pps);
-    cc.hello_burst = cfg.hello_burst;
-    cc.adopt_initiator_nonce = cfg.adopt_initiator_nonce;
-    cc.transport_checksum = cfg.transport_checksum;
-    cc.peer_checksum = cfg.peer_checksum.iter().map(|(n, r)| (*n, *r)).collect();
-    cc.peer_shared_nonce = cfg.peer_shared_nonce.iter().copied().collect();
-    cc.peer_linux49 = cfg.peer_linux49.iter().copied().collect();
-    if let Some(v4) = &cfg.ipv4 {
-        cc.v4_keepalive = v4.keepalive;
-    }
-    cc.lu = LuTimers {
-        initial_rto: cfg.lu_initial_rto,
-        max_attempts: cfg.lu_max_attempts,
-        mode: cfg.lu_timer,
-        ..LuTimers::default()
-    };
+    // the file's core settings as config.rs filled them; the NID is known only now
+    let mut cc = cfg.core.clone();
+    cc.local_nid = local_nid;
     let rng: Box<dyn rand_core_compat::RngCore + Send> = match cfg.rng_seed {
         Some(s) => Box::new(rand::rngs::StdRng::seed_from_u64(s)),
         None => Box::new(rand::rngs::StdRng::from_entropy()),

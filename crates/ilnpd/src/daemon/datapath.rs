@@ -19,8 +19,8 @@ impl Daemon {
             ilnp0_ifindex: self.tun_index,
             id_prefix: self.cfg.id_prefix,
             local_nid: self.local_nid,
-            ilcc_max_entries: self.cfg.ilcc_max_entries,
-            admit_socket: self.cfg.admission == Admission::Socket,
+            ilcc_max_entries: self.cfg.core.ilcc_max_entries as u32,
+            admit_socket: self.cfg.core.admission == Admission::Socket,
             pin_dir: self.cfg.pin_dir.clone(),
             v4_port: self.cfg.ipv4.as_ref().map(|v| v.port),
         })?;

@@ -214,11 +214,11 @@ impl Daemon {
                 config::Datapath::Userspace => ctl::DatapathMode::Userspace,
             },
             route_xmit: self.route_xmit,
-            handoff: match self.cfg.handoff {
+            handoff: match self.cfg.core.handoff {
                 HandoffMode::Soft => ctl::Handoff::Soft,
                 HandoffMode::Hard => ctl::Handoff::Hard,
             },
-            nonce_bits: self.cfg.nonce_len as u32 * 8,
+            nonce_bits: self.cfg.core.nonce_len as u32 * 8,
             uplinks: self.uplinks.iter().map(|u| ctl::Uplink { name: u.name.clone(), ifindex: u.index }).collect(),
             locators: self.locator_view(),
             ilcc_entries: self.core.ilcc_entries().count() as u64,
@@ -240,7 +240,7 @@ impl Daemon {
             counters.insert(k.to_string(), v);
         }
         ctl::AdmissionStatus {
-            policy: match self.cfg.admission {
+            policy: match self.cfg.core.admission {
                 Admission::Socket => ctl::AdmissionPolicy::Socket,
                 Admission::Open => ctl::AdmissionPolicy::Open,
             },
@@ -248,8 +248,8 @@ impl Daemon {
             embryonic: t.embryonic as u64,
             max_established: t.max_established as u64,
             max_embryonic: t.max_embryonic as u64,
-            hello_rate_pps: self.cfg.hello_rate_pps,
-            hello_burst: self.cfg.hello_burst,
+            hello_rate_pps: self.cfg.core.hello_rate_pps as u32,
+            hello_burst: self.cfg.core.hello_burst,
             counters,
         }
     }
@@ -289,7 +289,7 @@ impl Daemon {
                 slow_bytes_out: e.slow_bytes_out,
                 age_s: now.saturating_duration_since(e.created).as_secs_f64(),
                 srtt_us: e.srtt_us,
-                interop: self.cfg.peer_linux49.contains(&e.nid).then(|| "linux49".to_string()),
+                interop: self.cfg.core.peer_linux49.contains(&e.nid).then(|| "linux49".to_string()),
                 fast: fast.get(&e.nid).map(|f| ctl::FastCounters {
                     tx_pkts: f.tx_pkts,
                     tx_bytes: f.tx_bytes,

@@ -44,7 +44,7 @@ async fn configure_tun(nl: &Netlink, cfg: &Config, min_mtu: u32, my_id: Ipv6Addr
     let tl = nl.link(&cfg.tun_name).await?;
     // with [ipv4], room for the v4 path's outer IPv4 and UDP headers too
     let v4 = if cfg.ipv4.is_some() { ilnp_wire::v4path::OVERHEAD } else { 0 };
-    let mtu = min_mtu.saturating_sub((ilnp_wire::destopts::header_len(cfg.nonce_len) + v4) as u32).max(1280);
+    let mtu = min_mtu.saturating_sub((ilnp_wire::destopts::header_len(cfg.core.nonce_len) + v4) as u32).max(1280);
     // forwarding on ilnp0 only: bpf_fib_lookup() refuses to route for an
     // interface without it; packets are still never forwarded between
     // interfaces (that needs net.ipv6.conf.all.forwarding).
