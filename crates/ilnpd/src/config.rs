@@ -236,6 +236,32 @@ pub struct Overrides {
     pub idle_timeout_s: Option<u64>,
 }
 
+impl Overrides {
+    /// The command line's values replace the file's, key by key: from here on the
+    /// configuration is read from one set of keys (each override is named once, here).
+    fn apply(&self, f: &mut FileConfig) {
+        if !self.uplinks.is_empty() {
+            f.uplinks = Some(self.uplinks.clone());
+        }
+        macro_rules! replace {
+            ($($key:ident),+) => { $( if let Some(v) = &self.$key { f.$key = Some(v.clone()); } )+ };
+        }
+        replace!(
+            datapath,
+            control_socket,
+            log_level,
+            nid,
+            identifier_prefix,
+            tun_name,
+            nonce_bits,
+            hosts_file,
+            handoff,
+            ilcc_max_entries,
+            idle_timeout_s
+        );
+    }
+}
+
 /// Line (1-based) of the first `key = ...` in a TOML text, for errors about a
 /// value that parsed but is not acceptable.
 fn key_line(text: &str, key: &str) -> Option<usize> {
@@ -310,8 +336,9 @@ impl Config {
         })
     }
 
-    pub fn from_file(f: FileConfig, ov: &Overrides) -> Result<Config> {
-        let uplinks = if !ov.uplinks.is_empty() { ov.uplinks.clone() } else { f.uplinks.unwrap_or_default() };
+    pub fn from_file(mut f: FileConfig, ov: &Overrides) -> Result<Config> {
+        ov.apply(&mut f);
+        let uplinks = f.uplinks.unwrap_or_default();
         if uplinks.is_empty() {
             bail!("uplinks: at least one uplink interface is required (config key `uplinks` or --uplink)");
         }
@@ -323,14 +350,12 @@ impl Config {
                 bail!("uplinks: {u:?} is not an interface name (1-15 characters, no '/' or space)");
             }
         }
-        let id_prefix = parse_prefix64(
-            "identifier_prefix",
-            ov.identifier_prefix.as_deref().or(f.identifier_prefix.as_deref()).unwrap_or(DEFAULT_ID_PREFIX),
-        )?;
+        let id_prefix =
+            parse_prefix64("identifier_prefix", f.identifier_prefix.as_deref().unwrap_or(DEFAULT_ID_PREFIX))?;
         if let Some(why) = reserved_identifier_prefix(id_prefix) {
             bail!("identifier_prefix: {}::/64 is {why}; use a unique local /64 (fd00::/8, e.g. the default {DEFAULT_ID_PREFIX})", id_prefix.prefix());
         }
-        let nid = match ov.nid.as_deref().or(f.nid.as_deref()) {
+        let nid = match f.nid.as_deref() {
             None | Some("auto") => NidChoice::Auto,
             Some("eui64") => NidChoice::Eui64,
             // the rules every NID of a node follows (ilnp-wire `unicast`, as for peers)
@@ -342,22 +367,22 @@ impl Config {
         if state_dir.as_os_str().is_empty() || state_dir.is_relative() {
             bail!("state_dir: {:?} is not an absolute path", state_dir.display().to_string());
         }
-        let datapath = match ov.datapath.as_deref().or(f.datapath.as_deref()).unwrap_or("ebpf") {
+        let datapath = match f.datapath.as_deref().unwrap_or("ebpf") {
             "ebpf" => Datapath::Ebpf,
             "userspace" => Datapath::Userspace,
             o => bail!("datapath: {o:?} is not \"ebpf\" or \"userspace\""),
         };
-        let nonce_len = match ov.nonce_bits.or(f.nonce_bits).unwrap_or(32) {
+        let nonce_len = match f.nonce_bits.unwrap_or(32) {
             32 => 4,
             96 => 12,
             o => bail!("nonce_bits: {o} is not 32 or 96 (RFC 6744 §2)"),
         };
-        let handoff = match ov.handoff.as_deref().or(f.handoff.as_deref()).unwrap_or("soft") {
+        let handoff = match f.handoff.as_deref().unwrap_or("soft") {
             "soft" => HandoffMode::Soft,
             "hard" => HandoffMode::Hard,
             o => bail!("handoff: {o:?} is not \"soft\" or \"hard\""),
         };
-        let log_level = ov.log_level.clone().or(f.log_level).unwrap_or_else(|| "info".into());
+        let log_level = f.log_level.unwrap_or_else(|| "info".into());
         if !["error", "warn", "info", "debug", "trace"].contains(&log_level.as_str()) {
             bail!("log_level: {log_level:?} is not one of error, warn, info, debug, trace");
         }
@@ -366,7 +391,7 @@ impl Config {
             peers.push(p.to_record().map_err(|e| anyhow!("[[peer]]: {e}"))?);
         }
         let mut peer_shared_nonce = BTreeSet::new();
-        if let Some(h) = ov.hosts_file.as_ref().or(f.hosts_file.as_ref()) {
+        if let Some(h) = f.hosts_file.as_ref() {
             let text = std::fs::read_to_string(h).with_context(|| format!("hosts_file: reading {}", h.display()))?;
             let hosts = peers::load_hosts(&text, &h.display().to_string())?;
             peers.extend(hosts.peers);
@@ -453,12 +478,11 @@ impl Config {
         let metrics = f.metrics.as_ref().map(FileMetrics::validate).transpose()?;
         let ipv4 = f.ipv4.as_ref().map(FileIpv4::validate).transpose()?;
         let privacy = f.privacy.as_ref().map(privacy::FilePrivacy::validate).transpose()?;
-        let ilcc_max_entries = ov.ilcc_max_entries.or(f.ilcc_max_entries).unwrap_or(DEFAULT_ILCC_MAX_ENTRIES);
+        let ilcc_max_entries = f.ilcc_max_entries.unwrap_or(DEFAULT_ILCC_MAX_ENTRIES);
         if ilcc_max_entries == 0 {
             bail!("ilcc_max_entries: must be at least 1");
         }
-        let control_socket: PathBuf =
-            ov.control_socket.clone().or(f.control_socket).unwrap_or_else(|| "/run/ilnp/ilnpd.sock".into());
+        let control_socket: PathBuf = f.control_socket.unwrap_or_else(|| "/run/ilnp/ilnpd.sock".into());
         let pin_dir = path_or_off(f.pin_dir, || default_pin_dir(&control_socket));
         let state_file = path_or_off(f.state_file, || control_socket.with_extension("state"));
         let admission = match f.admission.as_deref() {
@@ -473,7 +497,7 @@ impl Config {
         let mut core = CoreConfig::new(id_prefix, Nid(0));
         core.nonce_len = nonce_len;
         core.ilcc_max_entries = ilcc_max_entries as usize;
-        core.idle_timeout = Duration::from_secs(ov.idle_timeout_s.or(f.idle_timeout_s).unwrap_or(600));
+        core.idle_timeout = Duration::from_secs(f.idle_timeout_s.unwrap_or(600));
         core.handoff = handoff;
         core.soft_quiet_period = Duration::from_millis(quiet_ms);
         core.fallback = f.fallback.unwrap_or(true);
@@ -506,7 +530,7 @@ impl Config {
             id_prefix,
             nid,
             state_dir,
-            tun_name: ov.tun_name.clone().or(f.tun_name).unwrap_or_else(|| "ilnp0".into()),
+            tun_name: f.tun_name.unwrap_or_else(|| "ilnp0".into()),
             datapath,
             control_socket,
             peers,
