@@ -74,6 +74,10 @@ def test_outgoing_sessions_use_rotating_temporary_nids_and_the_stable_one_still_
     addrs = ilnp0_addrs(mn)
     assert addrs[stable]["preferred_life_time"] == 0, ("the stable address is not deprecated", addrs)
     assert addrs[first]["preferred_life_time"] > 0, addrs
+    # ilnpctl status lists it (the operator's view; no log line joins the two)
+    tn = {t["nid"]: t for t in dmn.status()["temporary_nids"]}
+    assert tn[first]["preferred"] and stable not in tn, tn
+    assert f"{first} (preferred" in dmn.ctl_raw("status").stdout
     # a session opened on it, one line a second across the rotation
     cn.spawn("socat", "TCP6-LISTEN:7401,reuseaddr,fork", "EXEC:cat")
     cn.wait_listening(7401)

@@ -20,7 +20,7 @@ pub use ilnp_wire::Policy;
 pub use reply::{
     AdmissionStatus, BalanceInfo, BalancePeer, Data, DnsStatus, DnsUpdateStatus, FastCounters, Flushed, IlccEntry,
     LocatorInfo, Monitoring, PeerAdded, PeerDeleted, PeerFallback, PeerInfo, PeerLocator, RemoteLocator, Reply,
-    ReplyError, Stats, Status, Uplink,
+    ReplyError, Stats, Status, TempNidInfo, Uplink,
 };
 pub use request::{Field, PeerLocatorArg, Request, RequestError, Spelled, CONTROL_GROUP, DEFAULT_PREF};
 pub use states::{

@@ -163,6 +163,20 @@ pub struct Status {
     /// load balancing over locator pairs (issue #12); absent from older daemons' replies
     #[serde(default, skip_serializing_if = "balance_absent")]
     pub balance: Box<BalanceInfo>,
+    /// `[privacy]`: the temporary NIDs (issue #44 item 2); absent when there are none
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub temporary_nids: Vec<TempNidInfo>,
+}
+
+/// One temporary NID (`[privacy]`, docs/design/privacy.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TempNidInfo {
+    pub nid: Nid,
+    /// new outgoing connections take it (false: deprecated, its sessions go on)
+    pub preferred: bool,
+    /// ILCC entries on it
+    pub sessions: u64,
+    pub age_s: u64,
 }
 
 /// Load balancing: the policies, the uplinks' weights and each balancing

@@ -128,6 +128,17 @@ fn status(d: &Status) -> String {
         d.locators.iter().map(|l| format!("{} on {} (pref {}, {})", l.l64, l.interface, l.pref, l.state)).collect();
     rows.push(("locators".into(), if locs.is_empty() { "none".into() } else { locs.join("\n") }));
     rows.push(("balance".into(), balance_summary(&d.balance)));
+    if !d.temporary_nids.is_empty() {
+        let t: Vec<String> = d
+            .temporary_nids
+            .iter()
+            .map(|t| {
+                let state = if t.preferred { "preferred" } else { "deprecated" };
+                format!("{} ({state}, {} sessions, {} s)", t.nid, t.sessions, t.age_s)
+            })
+            .collect();
+        rows.push(("temporary NIDs".into(), t.join("\n")));
+    }
     rows.push(("ILCC entries".into(), d.ilcc_entries.to_string()));
     if let Some(a) = &d.admission {
         rows.push(("admission".into(), a.policy.to_string()));

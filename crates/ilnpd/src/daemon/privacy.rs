@@ -243,6 +243,20 @@ impl Daemon {
         self.state_dirty.get_or_insert(now);
     }
 
+    /// The temporary NIDs for `status` (never logged: a log line would join them up).
+    pub(super) fn privacy_status(&self) -> Vec<ilnp_control::TempNidInfo> {
+        let now = Instant::now();
+        let p = &self.privacy.temps;
+        p.iter()
+            .map(|t| ilnp_control::TempNidInfo {
+                nid: t.nid,
+                preferred: t.deprecated_at.is_none(),
+                sessions: self.core.sessions_on(t.nid) as u64,
+                age_s: now.saturating_duration_since(t.born).as_secs(),
+            })
+            .collect()
+    }
+
     /// `nid` is no longer ours: its addresses, fast-path entry and (none left by
     /// now) sessions go; a packet to it is one to an unknown NID.
     async fn privacy_remove(&mut self, nid: Nid) {

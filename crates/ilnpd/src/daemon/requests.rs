@@ -227,6 +227,7 @@ impl Daemon {
             uptime_s: self.started.elapsed().as_secs(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             balance: Box::new(self.balance_info()),
+            temporary_nids: self.privacy_status(),
         }
     }
 
