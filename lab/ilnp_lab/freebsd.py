@@ -33,34 +33,23 @@ What it reproduces (docs/interop.md has the matrix):
 
 Run in a network namespace (`FreeBsdPeer.start`), controlled over a Unix datagram
 socket with JSON commands: connect, send, ping, lu, frag, listen, state, log, quit.
-It receives with an AF_PACKET socket (everything to its L64:NID, before netfilter)
-and sends with a raw IPPROTO_RAW socket; an nftables rule keeps the Linux stack of
-its namespace from answering ILNP packets itself (the kernel would send a
-Parameter Problem for option 0x8B).
+Sockets, control loop and test side: `peermodel` (shared with the Linux 4.9 model).
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import json
-import os
 import secrets
-import select
-import socket
 import struct
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from .addr import address, groups64, nid_value, upper64
+from .addr import groups64, nid_value, upper64
+from .peermodel import ModelNode, ModelPeer, serve
 from .wire import (DSTOPTS, ECHO_REPLY, ECHO_REQUEST, FRAGMENT, ICMPV6, LOCATOR_UPDATE, LU_ACK, LU_ADVERT, LU_ENTRY,
                    LU_HDR, NO_NEXT, NONCE_OPT, UDP, icmp6, ip6, lu_body, udp, walk)
 
-ETH_P_IPV6 = 0x86DD
-PACKET_OUTGOING = 4
 LU_TTL = 300  # net.inet6.ilnp6.luttl
 LU_MAX_RETRANS = 7  # net.inet6.ilnp6.lumaxretrans
 LOCAL_PREF = 10  # every RA prefix (nd6_rtr.c)
@@ -112,7 +101,7 @@ def parse(pkt: bytes) -> Parsed | None:
 
 
 @dataclass
-class FreeBsdNode:
+class FreeBsdNode(ModelNode):
     iface: str
     nid: int
     l64s: list[int]
@@ -125,9 +114,7 @@ class FreeBsdNode:
     ephemeral: set[int] = field(default_factory=set)  # ILNP6_LOCAL_EPHEMERAL NIDs drawn
 
     def __post_init__(self):
-        self.tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
-        self.rx = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IPV6))
-        self.rx.bind((self.iface, ETH_P_IPV6))
+        self.open_sockets(self.iface)
 
     # addresses
     def addr(self, l64: int | None = None, nid: int | None = None) -> bytes:
@@ -161,15 +148,6 @@ class FreeBsdNode:
 
     def peer_addr(self, e: Entry) -> bytes:
         return (e.l64s[0] << 64 | e.nid).to_bytes(16, "big")
-
-    def send(self, pkt: bytes) -> None:
-        self.tx.sendto(pkt, (str(ipaddress.IPv6Address(pkt[24:40])), 0))
-
-    def note(self, **kw) -> None:
-        kw["t"] = time.monotonic()
-        if isinstance(kw.get("nid"), int):
-            kw["nid"] = groups64(kw["nid"])
-        self.log.append(kw)
 
     # the initiator's side
     def connect(self, nid: int, l64s: list[int], port: int, ephemeral: bool = False, lnid: int | None = None) -> Entry:
@@ -355,93 +333,15 @@ class FreeBsdNode:
         raise ValueError(f"unknown op {op!r}")
 
 
-def serve(node: FreeBsdNode, control: str) -> None:
-    if os.path.exists(control):
-        os.unlink(control)
-    ctl = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    ctl.bind(control)
-    while True:
-        r, _, _ = select.select([node.rx, ctl], [], [], 0.05)
-        if node.rx in r:
-            pkt, info = node.rx.recvfrom(65535)
-            if info[2] != PACKET_OUTGOING:
-                node.input(pkt)
-        if ctl in r:
-            data, peer = ctl.recvfrom(65535)
-            c = json.loads(data)
-            if c.get("op") == "quit":
-                ctl.sendto(b"{}", peer)
-                return
-            try:
-                reply = {"ok": True, **node.command(c)}
-            except Exception as ex:  # an error for the test to read, not a dead peer
-                reply = {"ok": False, "error": f"{type(ex).__name__}: {ex}"}
-            ctl.sendto(json.dumps(reply).encode(), peer)
-        node.tick()
-
-
-class FreeBsdPeer:
+class FreeBsdPeer(ModelPeer):
     """The test side: the FreeBSD-behaviour node in `node` (a lab Node), at `l64:nid` on
     `iface`, driven over its control socket."""
 
+    module, tag = "ilnp_lab.freebsd", "fbsd"
+
     def __init__(self, node, iface: str, nid: str, l64: str, nonce_bits: int = 32):
-        self.node, self.iface, self.nid, self.l64, self.nonce_bits = node, iface, nid, l64, nonce_bits
-        self.control = f"/run/ilnp-lab/fbsd-{node.ns}.sock"
-        self.proc = None
-
-    @property
-    def wire(self) -> str:
-        return address(self.l64, self.nid)
-
-    def start(self) -> "FreeBsdPeer":
-        Path("/run/ilnp-lab").mkdir(exist_ok=True)
-        self.add_locator(self.l64)
-        log = open(self.node.bed.workdir / f"fbsd-{self.node.name}.log", "w")
-        self.proc = self.node.spawn(sys.executable, "-m", "ilnp_lab.freebsd", "--iface", self.iface, "--nid", self.nid,
-                                    "--l64", self.l64, "--nonce-bits", str(self.nonce_bits), "--control", self.control,
-                                    stderr=log, env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
-        deadline = time.monotonic() + 10
-        while not os.path.exists(self.control):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"freebsd peer did not start: {log.name}")
-            time.sleep(0.05)
-        return self
-
-    def add_locator(self, l64: str) -> None:
-        """`L64:NID` on the interface (ND answers for it) and the stack kept out of it."""
-        a = address(l64, self.nid)
-        self.node.add_addr(self.iface, f"{a}/64")
-        self.node.sh(f"nft add table ip6 fbsd; nft add chain ip6 fbsd in '{{ type filter hook input priority -300 ; }}'; "
-                     f"nft add rule ip6 fbsd in ip6 daddr {a} icmpv6 type '{{ nd-neighbor-solicit, nd-neighbor-advert }}' accept; "
-                     f"nft add rule ip6 fbsd in ip6 daddr {a} drop")
-
-    def cmd(self, op: str, timeout: float = 5, **kw) -> dict:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        me = f"{self.control}.{os.getpid()}.{threading.get_ident()}"
-        if os.path.exists(me):
-            os.unlink(me)
-        s.bind(me)
-        try:
-            s.settimeout(timeout)
-            s.sendto(json.dumps({"op": op, **kw}).encode(), self.control)
-            reply = json.loads(s.recv(1 << 20))
-        finally:
-            s.close()
-            os.unlink(me)
-        if op != "quit" and not reply.get("ok"):
-            raise RuntimeError(f"freebsd peer: {op}: {reply.get('error')}")
-        return reply
-
-    def log(self, kind: str | None = None) -> list[dict]:
-        return [e for e in self.cmd("log")["log"] if kind is None or e["kind"] == kind]
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            try:
-                self.cmd("quit", timeout=2)
-            except OSError:
-                pass
-            self.proc.wait(timeout=5)
+        super().__init__(node, iface, nid, l64, ["--nonce-bits", str(nonce_bits)])
+        self.nonce_bits = nonce_bits
 
 
 def main() -> None:
