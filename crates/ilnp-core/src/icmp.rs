@@ -41,10 +41,8 @@ impl Core {
         // Only errors that quote our own nonce for a current correspondent are
         // believed: an off-path forger does not know it (RFC 6741 §11.1).
         let stable = self.cfg.local_nid;
-        let ours = self
-            .ilcc
-            .get(&meta.peer_nid)
-            .is_some_and(|e| e.nonce_tx == meta.nonce && e.ours(stable) == meta.local_nid);
+        let ours =
+            self.ilcc.get(&meta.peer_nid).is_some_and(|e| e.nonce_tx == meta.nonce && e.ours(stable) == meta.local_nid);
         if !ours {
             self.drop(out, DropReason::IcmpErrorUnverified, summary());
             return;
