@@ -1,7 +1,9 @@
 //! The monitor stream: after `{"ok": true, "data": "monitoring"}`, one event
 //! object per line, `{"event": NAME, ...fields}` (the tag first, then the fields in
-//! the order below). NIDs and locators are display text, as in replies.
+//! the order below). NIDs and locators are `ilnp_wire::Nid` / `Locator`, their
+//! display text on the wire, as in replies.
 
+use ilnp_wire::{Locator, Nid};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -9,43 +11,43 @@ use serde::{Deserialize, Serialize};
 pub enum Event {
     /// a session (ILCC entry) began
     PeerCreated {
-        nid: String,
+        nid: Nid,
         initiator: bool,
-        local_locator: String,
-        remote_locator: String,
+        local_locator: Locator,
+        remote_locator: Locator,
     },
     /// an ILCC entry went away (`reason`: idle, flushed, evicted, ...)
     PeerRemoved {
-        nid: String,
+        nid: Nid,
         reason: String,
     },
     /// the peer answered our nonce with a Parameter Problem (RFC 6744 §6)
     NonIlnpPeer {
-        nid: String,
+        nid: Nid,
     },
     /// the peer does not speak ILNPv6: from now on plain IPv6 to `address` for its
     /// identifier address (`reason`: `parameter_problem` or `no_answer`)
     PeerFallback {
-        nid: String,
+        nid: Nid,
         reason: String,
         address: String,
     },
     /// a packet with the correct nonce came from a new locator of the peer
     RemoteLocatorLearned {
-        nid: String,
-        locator: String,
+        nid: Nid,
+        locator: Locator,
     },
     /// the peer's active locator `from` drew Destination Unreachables: the session
     /// moved to `to`, which had shown the peer's nonce more recently
     RemoteLocatorFailover {
-        nid: String,
-        from: String,
-        to: String,
+        nid: Nid,
+        from: Locator,
+        to: Locator,
     },
     /// a peer's locator outlived its advertised lifetime (kept, not preferred)
     RemoteLocatorAged {
-        nid: String,
-        locator: String,
+        nid: Nid,
+        locator: Locator,
     },
     /// our locator set changed: `L64(State)` each
     LocalLocatorsChanged {
@@ -53,41 +55,41 @@ pub enum Event {
     },
     /// soft handoff: a non-preferred locator went quiet and its RA stopped
     LocalLocatorRetired {
-        locator: String,
+        locator: Locator,
         quiet_ms: u64,
     },
     /// a Locator Update arrived: `L64|PREF` each
     LuReceived {
-        nid: String,
+        nid: Nid,
         locators: Vec<String>,
     },
     /// we sent a Locator Update: `L64|PREF` each
     LuSent {
-        nid: String,
+        nid: Nid,
         attempt: u32,
         locators: Vec<String>,
     },
     LuAcked {
-        nid: String,
+        nid: Nid,
         rtt_us: u64,
         attempts: u32,
     },
     LuFailed {
-        nid: String,
+        nid: Nid,
         attempts: u32,
     },
     /// a known NID showed a new nonce: its old locators were challenged (`outcome`:
     /// sent; answered = the new nonce was forged; answered with a new nonce = the peer
     /// restarted; unanswered = the session kept, the new nonce refused)
     PeerChallenge {
-        nid: String,
+        nid: Nid,
         outcome: String,
     },
     /// a correspondent's v4 path (UDP/IPv4, `locator` = `v4:ADDR:PORT`) seen behind a
     /// NAT at `via`, challenged after a rebinding, rebound, or kept (`outcome`)
     V4Path {
-        nid: String,
-        locator: String,
+        nid: Nid,
+        locator: Locator,
         via: String,
         outcome: String,
     },
@@ -95,7 +97,7 @@ pub enum Event {
     /// `result`: learned, session_kept, static_kept, own_nid, no_locator
     DnsPeer {
         name: String,
-        nid: String,
+        nid: Nid,
         locators: Vec<String>,
         ttl_s: u32,
         result: String,

@@ -218,23 +218,26 @@ fn events_round_trip_with_the_tag_first() {
         let ev = Event::from_line(line).unwrap();
         assert_eq!(ev.to_line().trim_end(), line, "bytes changed");
     }
+    const N: ilnp_wire::Nid = ilnp_wire::Nid(0x0200_00ff_fe00_000d);
+    const LA: ilnp_wire::Locator = ilnp_wire::Locator(0x2001_0db8_000a_0000);
+    const LB: ilnp_wire::Locator = ilnp_wire::Locator(0x2001_0db8_000b_0000);
     let all = vec![
-        Event::PeerCreated { nid: "n".into(), initiator: true, local_locator: "a".into(), remote_locator: "b".into() },
-        Event::PeerRemoved { nid: "n".into(), reason: "idle".into() },
-        Event::NonIlnpPeer { nid: "n".into() },
-        Event::RemoteLocatorLearned { nid: "n".into(), locator: "l".into() },
-        Event::RemoteLocatorAged { nid: "n".into(), locator: "l".into() },
-        Event::RemoteLocatorFailover { nid: "n".into(), from: "l".into(), to: "m".into() },
+        Event::PeerCreated { nid: N, initiator: true, local_locator: LA, remote_locator: LB },
+        Event::PeerRemoved { nid: N, reason: "idle".into() },
+        Event::NonIlnpPeer { nid: N },
+        Event::RemoteLocatorLearned { nid: N, locator: LA },
+        Event::RemoteLocatorAged { nid: N, locator: LA },
+        Event::RemoteLocatorFailover { nid: N, from: LA, to: LB },
         Event::LocalLocatorsChanged { locators: vec!["l(Active)".into()] },
-        Event::LocalLocatorRetired { locator: "l".into(), quiet_ms: 5 },
-        Event::LuReceived { nid: "n".into(), locators: vec!["l|10".into()] },
-        Event::LuSent { nid: "n".into(), attempt: 2, locators: vec![] },
-        Event::LuAcked { nid: "n".into(), rtt_us: 812, attempts: 1 },
-        Event::LuFailed { nid: "n".into(), attempts: 7 },
-        Event::PeerChallenge { nid: "n".into(), outcome: "sent".into() },
+        Event::LocalLocatorRetired { locator: LA, quiet_ms: 5 },
+        Event::LuReceived { nid: N, locators: vec!["l|10".into()] },
+        Event::LuSent { nid: N, attempt: 2, locators: vec![] },
+        Event::LuAcked { nid: N, rtt_us: 812, attempts: 1 },
+        Event::LuFailed { nid: N, attempts: 7 },
+        Event::PeerChallenge { nid: N, outcome: "sent".into() },
         Event::V4Path {
-            nid: "n".into(),
-            locator: "v4:10.0.0.2:6740".into(),
+            nid: N,
+            locator: "v4:10.0.0.2:6740".parse().unwrap(),
             via: "198.51.100.1:40000".into(),
             outcome: "NAT detected".into(),
         },

@@ -9,42 +9,42 @@ pub(super) fn monitor_event(ev: &Event) -> ctl::Event {
     let s = |x: &dyn std::fmt::Display| x.to_string();
     match ev {
         Event::PeerCreated { nid, initiator, local_locator, remote_locator } => ctl::Event::PeerCreated {
-            nid: s(nid),
+            nid: *nid,
             initiator: *initiator,
-            local_locator: s(local_locator),
-            remote_locator: s(remote_locator),
+            local_locator: *local_locator,
+            remote_locator: *remote_locator,
         },
-        Event::PeerRemoved { nid, reason } => ctl::Event::PeerRemoved { nid: s(nid), reason: s(reason) },
-        Event::NonIlnpPeer { nid } => ctl::Event::NonIlnpPeer { nid: s(nid) },
+        Event::PeerRemoved { nid, reason } => ctl::Event::PeerRemoved { nid: *nid, reason: s(reason) },
+        Event::NonIlnpPeer { nid } => ctl::Event::NonIlnpPeer { nid: *nid },
         Event::PeerFallback { nid, reason, address } => {
-            ctl::Event::PeerFallback { nid: s(nid), reason: s(reason), address: s(address) }
+            ctl::Event::PeerFallback { nid: *nid, reason: s(reason), address: s(address) }
         }
         Event::RemoteLocatorLearned { nid, locator } => {
-            ctl::Event::RemoteLocatorLearned { nid: s(nid), locator: s(locator) }
+            ctl::Event::RemoteLocatorLearned { nid: *nid, locator: *locator }
         }
-        Event::RemoteLocatorAged { nid, locator } => ctl::Event::RemoteLocatorAged { nid: s(nid), locator: s(locator) },
+        Event::RemoteLocatorAged { nid, locator } => ctl::Event::RemoteLocatorAged { nid: *nid, locator: *locator },
         Event::RemoteLocatorFailover { nid, from, to } => {
-            ctl::Event::RemoteLocatorFailover { nid: s(nid), from: s(from), to: s(to) }
+            ctl::Event::RemoteLocatorFailover { nid: *nid, from: *from, to: *to }
         }
         Event::LocalLocatorsChanged { locators } => ctl::Event::LocalLocatorsChanged { locators: locators.clone() },
         Event::LocalLocatorRetired { locator, quiet_ms } => {
-            ctl::Event::LocalLocatorRetired { locator: s(locator), quiet_ms: *quiet_ms }
+            ctl::Event::LocalLocatorRetired { locator: *locator, quiet_ms: *quiet_ms }
         }
-        Event::LuReceived { nid, locators } => ctl::Event::LuReceived { nid: s(nid), locators: locators.clone() },
+        Event::LuReceived { nid, locators } => ctl::Event::LuReceived { nid: *nid, locators: locators.clone() },
         Event::LuSent { nid, attempt, locators } => {
-            ctl::Event::LuSent { nid: s(nid), attempt: *attempt, locators: locators.clone() }
+            ctl::Event::LuSent { nid: *nid, attempt: *attempt, locators: locators.clone() }
         }
         Event::LuAcked { nid, rtt_us, attempts } => {
-            ctl::Event::LuAcked { nid: s(nid), rtt_us: *rtt_us, attempts: *attempts }
+            ctl::Event::LuAcked { nid: *nid, rtt_us: *rtt_us, attempts: *attempts }
         }
-        Event::LuFailed { nid, attempts } => ctl::Event::LuFailed { nid: s(nid), attempts: *attempts },
-        Event::PeerChallenge { nid, outcome } => ctl::Event::PeerChallenge { nid: s(nid), outcome: s(outcome) },
+        Event::LuFailed { nid, attempts } => ctl::Event::LuFailed { nid: *nid, attempts: *attempts },
+        Event::PeerChallenge { nid, outcome } => ctl::Event::PeerChallenge { nid: *nid, outcome: s(outcome) },
         Event::V4Path { nid, locator, via, outcome } => {
-            ctl::Event::V4Path { nid: s(nid), locator: s(locator), via: via.clone(), outcome: s(outcome) }
+            ctl::Event::V4Path { nid: *nid, locator: *locator, via: via.clone(), outcome: s(outcome) }
         }
         Event::DnsPeer { name, nid, locators, ttl_s, result } => ctl::Event::DnsPeer {
             name: name.clone(),
-            nid: s(nid),
+            nid: *nid,
             locators: locators.clone(),
             ttl_s: *ttl_s,
             result: s(result),
