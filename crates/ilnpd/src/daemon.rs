@@ -1,8 +1,8 @@
 //! The daemon shell: wires the sans-IO core to the TUN, the raw socket, the BPF
 //! maps, netlink and the control socket. No protocol decisions here. This file:
 //! the daemon's state and its main loop (`run`), the state file's writes and the
-//! handover. Start-up is `start.rs` (with `build.rs`: the core and the NID from the
-//! configuration; `datapath.rs`: the data path attached and swept), what it changed
+//! handover. Start-up is `start.rs` (with the core and the NID from the configuration;
+//! `datapath.rs`: the data path attached and swept), what it changed
 //! on the host `host_changes.rs` (popped by a failed start, a stop and a handover).
 
 use crate::bpf::{self, Datapath};
@@ -22,7 +22,6 @@ use std::time::{Duration, Instant};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{broadcast, mpsc};
 
-mod build;
 mod counters;
 mod datapath;
 mod host_changes;
