@@ -41,7 +41,11 @@ HOA, HA, CN = "2001:db8:2::100", "2001:db8:2::1", "2001:db8:a::c"
 PPS, PORT = 200, 5300
 T_JOIN, T_LEAVE, T_END = 2.0, 6.0, 14.0
 # the thesis's LAN->LAN handoff delay (seed 001 Table 6.5 / seed 000 Fig. 16; mobility_report.PUBLISHED)
-THESIS_MS = {"mipv6": 1005, "mipv6-ro": 1024}
+THESIS_MS = {"mipv6": 1005, "mipv6-ro": 1024, "ilnp-hard": 7}
+# ILNPv6 in the same VM and run (ilnpd on CN and MN, hard handoff): identifier addresses
+ID_PREFIX = "fd69:6c6e:7000::"
+NIDS = {"cn": "0200:00ff:fe00:000c", "mn": "0200:00ff:fe00:000d"}
+IDS = {"cn": "fd69:6c6e:7000:0:200:ff:fe00:c", "mn": "fd69:6c6e:7000:0:200:ff:fe00:d"}
 # ours may be faster (no 802.11 association, no UMIP thread hand-offs) or slower: TCG costs every
 # step of the HA after its DAD, and past InitialBindackTimeoutFirstReg (1.5 s) the MN retransmits
 # its BU and takes only the second BA (docs/mipv6.md)
@@ -197,7 +201,49 @@ def diag():
                   + nx(n, "ip", "-6", "route", "show", "table", "all", check=False), flush=True)
 
 
+def ilnpd(work, n, uplinks, peer, peer_l64):
+    """ilnpd in node n (hard handoff), the other end its static peer; returns its process."""
+    cfg = os.path.join(work, f"ilnpd-{n}.toml")
+    open(cfg, "w").write(
+        f'uplinks = {json.dumps(uplinks)}\nidentifier_prefix = "{ID_PREFIX}"\nnid = "{NIDS[n]}"\n'
+        f'datapath = "ebpf"\ncontrol_socket = "{work}/ilnpd-{n}.sock"\npin_dir = "{work}/bpf/{n}"\n'
+        f'handoff = "hard"\n\n[[peer]]\nname = "{peer}"\nnid = "{NIDS[peer]}"\n'
+        f'locators = [{{ l64 = "{peer_l64}", pref = 10 }}]\n')
+    p = spawn(n, os.environ.get("ILNPD", "ilnpd"), "--config", cfg, out=open(os.path.join(work, f"ilnpd-{n}.log"), "a"))
+    wait_for(lambda: p.poll() is not None or os.path.exists(f"{work}/ilnpd-{n}.sock"), 120, f"ilnpd in {n}")
+    if p.poll() is not None:
+        raise RuntimeError(f"ilnpd in {n} exited: " + open(os.path.join(work, f"ilnpd-{n}.log")).read()[-2000:])
+    return p
+
+
+def lu_frames(cap):
+    """ICMPv6 other than ND/MLD the MN sent or got (LU is type 156): (time, source, type).
+    The capture is on every interface (Linux cooked headers, 16 bytes)."""
+    with open(cap, "rb") as f:
+        linktype = struct.unpack("<I", f.read(24)[20:24])[0]
+    hl = 16 if linktype == 113 else 14
+    out = []
+    for t, _orig, fr in mhcap.frames(cap):
+        if len(fr) < hl + 48 or fr[hl - 2:hl] != b"\x86\xdd":
+            continue
+        nh, off = fr[hl + 6], hl + 40
+        while nh in (0, 60, 43) and off + 2 <= len(fr):
+            nh, off = fr[off], off + (fr[off + 1] + 1) * 8
+        if nh == 58 and off + 5 < len(fr) and fr[off] not in (133, 134, 135, 136, 143):
+            out.append((t, mhcap.a_str(fr[hl + 8:hl + 24]), fr[off]))
+    return out
+
+
+def lu_times(lus, t_leave):
+    """The MN's first LU at or after the move and the CN's first LU message after it (the ack)."""
+    mn_lu = next((t for t, src, ty in lus if ty == 156 and t >= t_leave and not src.startswith("2001:db8:a:")), None)
+    ack = next((t for t, src, ty in lus if ty == 156 and mn_lu and t > mn_lu and src.startswith("2001:db8:a:")), None)
+    return mn_lu, ack
+
+
 def run(scheme, tcp, work):
+    if scheme == "ilnp-hard":
+        return run_ilnp(tcp, work)
     ro = scheme == "mipv6-ro"
     build(work)
     ev = {r: open(os.path.join(work, f"ev-{r}.jsonl"), "w") for r in ("ha", "mn", "cn")}
@@ -297,15 +343,95 @@ def run(scheme, tcp, work):
               f"{scheme}: the TCP flow survives the move ({tcp_res})")
 
 
+def run_ilnp(tcp, work):
+    """ILNPv6 (hard handoff) on the same topology and timeline: ilnpd on CN and MN; the flow between
+    identifier addresses; handoff delay = the MN's first LU after the move -> the CN's ack on the
+    MN's link (seed 000's definition for ILNPv6)."""
+    scheme = "ilnp-hard"
+    build(work)
+    os.makedirs(f"{work}/bpf")
+    sh("mount", "-t", "bpf", "bpf", f"{work}/bpf")
+    try:
+        nx("mn", "ip", "addr", "del", f"{HOA}/64", "dev", "eth-r2")  # no MIPv6 home address here
+        wait_for(lambda: "2001:db8:2:" in nx("mn", "ip", "-6", "addr", "show", "dev", "eth-r2"), 60, "the MN's SLAAC")
+        ilnpd(work, "cn", ["eth0"], "mn", "2001:db8:2::")
+        ilnpd(work, "mn", ["eth-r2", "eth-r3"], "cn", "2001:db8:a::")
+        dst, src = IDS["mn"], IDS["cn"]
+        wait_for(lambda: nx("cn", "ping", "-6", "-c", "1", "-W", "2", dst, check=False) is not None and
+                 subprocess.run(["ip", "netns", "exec", f"{TAG}cn", "ping", "-6", "-c", "1", "-W", "2", dst],
+                                capture_output=True).returncode == 0, 60, "an ILNPv6 session")
+        cap = os.path.join(work, "mn.pcap")
+        t0 = time.time()
+        until = t0 + T_END
+        rx = os.path.join(work, "rx.txt"), os.path.join(work, "rx-cn.txt")
+        me = os.path.abspath(__file__)
+        perr = open(os.path.join(work, "probes.err"), "w")
+        spawn("mn", sys.executable, me, "probe-recv", dst, str(PORT), str(until), rx[0], err=perr)
+        spawn("cn", sys.executable, me, "probe-recv", src, str(PORT), str(until), rx[1], err=perr)
+        time.sleep(0.3)
+        spawn("cn", sys.executable, me, "probe-send", dst, str(PORT), str(until - 0.5), src, err=perr)
+        spawn("mn", sys.executable, me, "probe-send", src, str(PORT), str(until - 0.5), dst, err=perr)
+        ipf = None
+        if tcp:
+            spawn("mn", "iperf3", "-s", "-1", "-B", dst, "-p", "5201")
+            time.sleep(0.5)
+            ipf = subprocess.Popen(["ip", "netns", "exec", f"{TAG}cn", "iperf3", "-c", dst, "-p", "5201", "-w", "320K",
+                                    "-t", str(int(T_END - 2)), "-i", "0.5", "-J"], stdout=subprocess.PIPE, text=True)
+            procs.append(ipf)
+        time.sleep(max(0, t0 + T_JOIN - time.time()))
+        nx("r3", "ip", "link", "set", "eth-mn", "up")
+        nx("mn", "ip", "link", "set", "eth-r3", "up")
+        spawn("mn", "tcpdump", "-q", "-n", "-U", "-s", "200", "-i", "any", "-w", cap)
+        time.sleep(max(0, t0 + T_LEAVE - time.time()))
+        t_leave = time.time()
+        nx("mn", "ip", "link", "set", "eth-r2", "down")
+        tcp_res = None
+        if ipf:
+            out, _ = ipf.communicate(timeout=T_END + 120)
+            try:
+                j = json.loads(out)
+                iv = [(i["sum"]["start"], i["sum"]["bytes"]) for i in j.get("intervals", [])]
+                tcp_res = {"rc": ipf.returncode, "bytes": j["end"]["sum_received"]["bytes"],
+                           "after_move_bytes": sum(b for s_, b in iv if s_ >= T_LEAVE - 2 + 1.5)}
+            except (ValueError, KeyError) as e:
+                tcp_res = {"rc": ipf.returncode, "error": str(e)}
+        time.sleep(max(0, until + 0.5 - time.time()))
+        for p in procs:
+            stop(p)
+        procs.clear()
+        lus = lu_frames(cap) if os.path.exists(cap) else []
+        lu, ack = lu_times(lus, t_leave)
+        res = {"scheme": scheme, "traffic": "tcp" if tcp else "udp", "t0": t0, "t_leave": t_leave,
+               "lu_t": lu, "lu_ack_t": ack, "lu_frames": [(round(t - t_leave, 4), a, op) for t, a, op in lus], "handoff_delay_ms": round((ack - lu) * 1e3, 1) if lu and ack else None,
+               "udp_cn_to_mn": gaps(rx[0], t_leave), "udp_mn_to_cn": gaps(rx[1], t_leave), "tcp": tcp_res,
+               "kernel": os.uname().release}
+        print("MIPV6-RESULT " + json.dumps(res), flush=True)
+    finally:
+        for p in procs:
+            stop(p)
+        procs.clear()
+        sh("umount", f"{work}/bpf", check=False)
+        for n in ("cn", "r1", "r2", "r3", "mn"):
+            sh("ip", "netns", "del", f"{TAG}{n}", check=False)
+    u = res["udp_cn_to_mn"]
+    # the LU / LU-ACK pair is not found in the MN's capture yet (docs/mipv6.md): reported, not checked
+    print(f"MIPV6-INFO {scheme}: LU -> LU-ACK {res['handoff_delay_ms']} ms, {len(res['lu_frames'])} ICMPv6 frames", flush=True)
+    check(u["last_t"] is not None and u["last_t"] > t_leave + 3,
+          f"{scheme}: UDP CN -> MN arrives after the move (gap {u['max_gap_ms']} ms, lost {u['lost']})")
+    if tcp:
+        check(bool(tcp_res) and tcp_res.get("rc") == 0 and tcp_res.get("after_move_bytes", 0) > 0,
+              f"{scheme}: the TCP flow survives the move ({tcp_res})")
+
+
 def main(argv):
     if argv and argv[0] == "probe-recv":
         return probe_recv(argv[1], int(argv[2]), float(argv[3]), argv[4])
     if argv and argv[0] == "probe-send":
         return probe_send(argv[1], int(argv[2]), float(argv[3]), argv[4] if len(argv) > 4 else None)
-    subprocess.run(["modprobe", "-a", "ip6_tunnel", "xfrm_user"], check=False)
+    subprocess.run(["modprobe", "-a", "ip6_tunnel", "xfrm_user", "tun", "sch_tbf", "veth"], check=False)
     if "--diag-xfrm" in argv:
         os.environ["MIPV6_DIAG_XFRM"] = "1"
-    schemes = [a for a in argv if a and not a.startswith("--")] or ["mipv6", "mipv6-ro"]
+    schemes = [a for a in argv if a and not a.startswith("--")] or ["mipv6", "mipv6-ro", "ilnp-hard"]
     kinds = [k for k in ("tcp", "udp") if f"--{k}" in argv] or ["udp", "tcp"]
     print(f"MIPV6-GUEST kernel {os.uname().release}: {schemes} x {kinds}", flush=True)
     for s in schemes:

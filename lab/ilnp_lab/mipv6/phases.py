@@ -84,7 +84,8 @@ HA, CN = "2001:db8:2::1", "2001:db8:a::c"  # tests/system/mipv6_guest.py's addre
 def report(results: list[dict], prov: dict) -> str:
     """report.md of a guest run (its MIPV6-RESULT lines): provenance, handoffs split into phases
     beside the thesis's, the session, message sizes. `python3 -m ilnp_lab.mipv6.phases DIR`."""
-    runs = [(r, split(r["events"], HA, CN if r["scheme"] == "mipv6-ro" else None)) for r in results]
+    runs = [(r, split(r["events"], HA, CN if r["scheme"] == "mipv6-ro" else None)) for r in results if "events" in r]
+    others = [r for r in results if "events" not in r]  # ILNPv6 in the same VM run
     cols = [f"{r['scheme']} {r['traffic']}" for r, _ in runs]
     out = ["# Mobile IPv6 in Debian 12's kernel under qemu: LAN -> LAN (issue #43)", "",
            "Provenance: " + ", ".join(f"{k} {v}" for k, v in prov.items()), "",
@@ -101,6 +102,12 @@ def report(results: list[dict], prov: dict) -> str:
         f"{r['tcp']['bytes']} ({r['tcp']['after_move_bytes']})" if r.get("tcp") else "—" for r, _ in runs) + " |")
     out.append("| data frames after: tunnelled / RH2 / HAO | " + " | ".join(
         "{tunnelled} / {rh2} / {hao}".format(**r["data_after"]) for r, _ in runs) + " |")
+    if others:
+        out += ["", "ILNPv6 (ilnpd, hard handoff) in the same VM, topology and timeline; thesis LAN->LAN handoff "
+                "7 ms, interruption 4.5 ms:", "", "| run | UDP CN->MN longest gap (ms) | lost | TCP bytes (after the move) |",
+                "|---|---|---|---|"]
+        out += [f"| {r['scheme']} {r['traffic']} | {r['udp_cn_to_mn']['max_gap_ms']} | {r['udp_cn_to_mn']['lost']} | "
+                + (f"{r['tcp']['bytes']} ({r['tcp'].get('after_move_bytes')})" if r.get("tcp") else "—") + " |" for r in others]
     got = {}
     for r, _ in runs:
         for k, v in sizes(r.get("mh_frames", []), HA, CN).items():
