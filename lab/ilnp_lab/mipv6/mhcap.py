@@ -24,7 +24,9 @@ def frames(path: str):
             yield sec + frac / (1e9 if nano else 1e6), orig, f.read(incl)
 
 
-def mh_frames(path: str) -> list[dict]:
+def mh_frames(path: str, data: list | None = None) -> list[dict]:
+    """The MH frames; with `data` a list, every other IPv6 frame is appended to it as
+    (time, "tunnelled" | "rh2" | "hao" | "plain", src, dst): the path data took."""
     out = []
     for t, orig, fr in frames(path):
         if len(fr) < 54 or fr[12:14] != b"\x86\xdd":
@@ -47,6 +49,9 @@ def mh_frames(path: str) -> list[dict]:
                 off += ln
             else:
                 break
+        if nh != IPPROTO_MH and data is not None and nh not in (58,):
+            kind = "tunnelled" if tunnelled else "rh2" if rh2 else "hao" if hao else "plain"
+            data.append((t, kind, src, dst))
         if nh == IPPROTO_MH and off + 3 <= len(fr):
             out.append({"t": t, "len": orig, "type": TYPE_NAMES.get(fr[off + 2], str(fr[off + 2])),
                         "src": src, "dst": dst, "tunnelled": tunnelled, "hao": hao, "rh2": rh2})
