@@ -12,6 +12,7 @@ rest, applications unchanged.
 """
 
 import json
+import sys
 import time
 
 from ilnp_lab.addr import identifier_address
@@ -164,4 +165,65 @@ def test_a_new_network_draws_a_new_temporary_nid_and_a_session_on_the_old_one_mo
     # once the CN's sessions with the first one ended, new connections show the new one
     time.sleep(IDLE_S + 2)
     assert seen_by_cn(cn, mn) == fresh[0]
+    assert dmn.stop() == 0 and dcn.stop() == 0
+
+
+DAD_ANSWERER = r'''
+import socket, struct, sys
+iface, stable, out = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), sys.argv[3]
+mac = bytes.fromhex(open(f"/sys/class/net/{iface}/address").read().strip().replace(":", ""))
+idx = socket.if_nametoindex(iface)
+sniff = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x86DD))
+sniff.bind((iface, 0))
+tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+tx.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+tx.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, idx)
+print("ready", flush=True)
+while True:
+    f = sniff.recv(2048)
+    ip = f[14:]
+    # DAD: a Neighbour Solicitation (135) from the unspecified address, for a temporary NID
+    if len(ip) < 64 or ip[6] != 58 or ip[40] != 135 or ip[8:24] != bytes(16):
+        continue
+    target = ip[48:64]
+    if target[8:] == stable:
+        continue
+    # "that address is mine": a Neighbor Advertisement to all nodes, override, our MAC
+    na = struct.pack("!BBHI", 136, 0, 0, 0x20000000) + target + bytes([2, 1]) + mac
+    tx.sendto(na, ("ff02::1", 0, 0, idx))
+    open(out, "w").write(socket.inet_ntop(socket.AF_INET6, target))
+    break  # the first one only: the next draw must succeed
+'''
+
+
+def test_a_temporary_nid_another_node_has_is_dropped_and_another_drawn(bed, tmp_path):
+    """Duplicate Address Detection of a temporary NID's L64:NID on the uplink: a node on
+    the link that claims it (here R1, answering the first DAD probe it sees) makes ilnpd
+    drop that NID (`temp_nid_dad_failed`) and draw another; the outside server sees the
+    other one, never the claimed one."""
+    cn, r1, mn = three_node(bed)
+    mn.sysctl("net.ipv6.conf.eth0.accept_dad=1")  # the lab turns DAD off; hosts have it on
+    dmn_cfg = {"privacy": {"period_s": 600}}
+    out = tmp_path / "claimed"
+    stable_probe = Ilnpd(mn, ["eth0"], peers=[Peer("cn", CN_NID, [(CN_L64, 10)])], extra=dmn_cfg)
+    # the stable NID is known before start: the state_dir's record (nid.rs)
+    dmn = stable_probe.start()
+    stable = dmn.status()["nid"]
+    assert dmn.stop() == 0
+    ans = r1.spawn(sys.executable, "-c", DAD_ANSWERER, "eth-mn", stable, str(out), stdout=-1)
+    assert ans.stdout.readline().strip() == b"ready"
+    dmn.start()
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", stable, [(MN_L64, 10)])]).start()
+    from ilnp_lab.testbed import wait_for
+    wait_for(lambda: out.exists(), timeout=10, what="a DAD probe for a temporary NID")
+    claimed = nid_of(out.read_text())
+    wait_for(lambda: json.dumps(dmn.ctl("stats")).count("temp_nid_dad_failed\": 1"), timeout=10,
+             what="the collision detected")
+    wait_for(lambda: any(t["preferred"] and t["nid"] != claimed for t in dmn.status().get("temporary_nids", [])),
+             timeout=10, what="another temporary NID")
+    time.sleep(1.5)  # its own DAD
+    seen = seen_by_cn(cn, mn)
+    assert seen not in (claimed, stable), (seen, claimed)
+    assert claimed not in ilnp0_addrs(mn)
+    assert "Duplicate Address Detection failed" in dmn.log.read_text()
     assert dmn.stop() == 0 and dcn.stop() == 0

@@ -39,6 +39,8 @@ pub struct Addr6 {
     pub valid_lft: u32,
     /// preferred lifetime over (IFA_F_DEPRECATED, or a preferred lifetime of 0)
     pub deprecated: bool,
+    /// Duplicate Address Detection found another node with it (IFA_F_DADFAILED)
+    pub dadfailed: bool,
 }
 
 fn link_from_msg(m: &LinkMessage) -> Link {
@@ -121,6 +123,7 @@ impl Netlink {
                     tentative: flags.contains(AddressFlags::Tentative),
                     valid_lft,
                     deprecated: flags.contains(AddressFlags::Deprecated) || preferred_lft == 0,
+                    dadfailed: flags.contains(AddressFlags::Dadfailed),
                 });
             }
         }
@@ -235,6 +238,16 @@ impl Netlink {
         req.message_mut().attributes.push(AddressAttribute::Flags(AddressFlags::Nodad | AddressFlags::Noprefixroute));
         req.message_mut().attributes.push(AddressAttribute::CacheInfo(lft));
         req.execute().await.map_err(|e| anyhow!("setting {addr}/{len} on ifindex {index}: {e}"))
+    }
+
+    /// `add_uplink_address` with Duplicate Address Detection: a temporary NID's
+    /// `L64:NID` (`[privacy]`), whose collision with another node's address on the
+    /// link DAD finds (`Addr6::dadfailed`).
+    pub async fn add_uplink_address_dad(&self, index: u32, addr: Ipv6Addr) -> Result<bool> {
+        let mut lft = CacheInfo::default(); // non_exhaustive: no struct literal
+        lft.ifa_preferred = 0;
+        lft.ifa_valid = u32::MAX;
+        self.add_address_with(index, addr, 64, AddressFlags::Noprefixroute, Some(lft)).await
     }
 
     async fn add_address_with(

@@ -44,6 +44,9 @@ ilnp_wire::named_enum! {
         TempNidExhausted = "temp_nid_exhausted",
         TempNidNoEntropy = "temp_nid_no_entropy",
         TempNidCollisions = "temp_nid_collisions",
+        /// a temporary NID's `L64:NID` failed Duplicate Address Detection on an
+        /// uplink: removed, another drawn
+        TempNidDadFailed = "temp_nid_dad_failed",
     }
 }
 
@@ -74,7 +77,8 @@ mod tests {
                 "temp_nid_drawn",
                 "temp_nid_exhausted",
                 "temp_nid_no_entropy",
-                "temp_nid_collisions"
+                "temp_nid_collisions",
+                "temp_nid_dad_failed"
             ]
         );
     }

@@ -108,7 +108,34 @@ impl Daemon {
             self.privacy_remove(n).await;
         }
         self.privacy_uplink_addresses().await;
+        self.privacy_dad(&pc).await;
         self.privacy_pins().await;
+    }
+
+    /// A temporary NID's `L64:NID` that Duplicate Address Detection found on
+    /// another node of the link: that NID is not ours to use (a collision, 2^-62 per
+    /// pair, or a node claiming every address): it is removed with its sessions and,
+    /// if it was the preferred one, another drawn. Counted `temp_nid_dad_failed`.
+    async fn privacy_dad(&mut self, pc: &crate::config::privacy::PrivacyConfig) {
+        let Ok(addrs) = self.nl.addresses().await else { return };
+        let nids: Vec<Nid> = self.privacy.temps.iter().map(|t| t.nid).collect();
+        let failed: BTreeSet<Nid> = addrs
+            .iter()
+            .filter(|a| a.dadfailed && self.added.contains(&(a.ifindex, a.addr)))
+            .map(|a| ilnp_wire::split_addr(a.addr).1)
+            .filter(|n| nids.contains(n))
+            .collect();
+        for n in failed {
+            let was_current = self.privacy.temps.iter().any(|t| t.nid == n && t.deprecated_at.is_none());
+            self.bump(ShellCounter::TempNidDadFailed);
+            tracing::warn!("privacy: Duplicate Address Detection failed for temporary NID {n}: another drawn");
+            self.privacy_remove(n).await;
+            if was_current {
+                let locs: BTreeSet<Locator> = self.core.local_locators().iter().map(|l| l.loc).collect();
+                self.privacy_rotate(Instant::now(), "collision", pc, &locs).await;
+                self.privacy_uplink_addresses().await;
+            }
+        }
     }
 
     /// New connections to a correspondent go from the NID of ours its session is on
@@ -291,7 +318,7 @@ impl Daemon {
             nids.iter().flat_map(|&n| locs.iter().map(move |&(i, l)| (i, ilnp_addr(l, n)))).collect();
         for &(idx, a) in &want {
             if !self.added.contains(&(idx, a)) {
-                match self.nl.add_uplink_address(idx, a).await {
+                match self.nl.add_uplink_address_dad(idx, a).await {
                     Ok(true) => {
                         self.added.insert((idx, a));
                     }
