@@ -54,7 +54,7 @@ impl Core {
             .remote_locators
             .iter()
             .filter(|r| r.loc != dead && r.state == LocatorState::Valid && r.loc.same_family(dead))
-            .filter(|r| r.proven.is_some_and(|p| dead_proof.map_or(true, |d| p > d)))
+            .filter(|r| r.proven.is_some_and(|p| dead_proof.is_none_or(|d| p > d)))
             .max_by_key(|r| r.proven)
             .map(|r| r.loc);
         let Some(to) = to else {
