@@ -8,7 +8,9 @@ The seven checks of the live test (scripts/linux49-live.sh), in both roles (the 
 opens the session / ilnpd's host does) with 32- and 96-bit nonces: the model first hits
 a closed port on ilnpd's host, then ping, UDP echo, TCP echo and a bulk transfer each
 way, the model's host moving, ilnpd's host moving, and an idle time past the model's
-session timeout (here IDLE_S, the kernel's 30 s scaled down: `--session-timeout`).
+session timeout (here IDLE_S, the kernel's 30 s scaled down: `--session-timeout`), after
+which the model's side sends first (what ilnpd's host sends first is dropped by the
+prototype until then: its bug 5 in docs/interop.md, asserted as such).
 ilnpd marks the model's peer `linux49` ([peer_interop]) and `shared` ([peer_nonce]: as
 responder it sends back the initiator's nonce). docs/interop.md has the results.
 """
@@ -185,7 +187,13 @@ def test_linux49_seven_checks(bed, first, bits):
         # 6. idle past the model's session timeout: it forgets both nonces
         time.sleep(IDLE_S + 2)
         assert m.log("session_timeout"), "the model's session timed out"
-        results.update({f"after idle: {k}": v for k, v in traffic(cn, mn, first).items()})
+        if first == "ilnpd":
+            # its bug 5 (docs/interop.md): its local locator expired with the session
+            # (`ilcc_expired`), so what ilnpd's host sends first is dropped until the model
+            # itself sends; the live kernel does the same (35 s idle, ilnpd's side first)
+            results["after idle: ilnpd's first ping dropped (its expired local locator)"] = (
+                not ping(cn, L49_ID, n=2) and any(d["why"] == "expired_local_l64" for d in m.log("drop")))
+        results.update({f"after idle: {k}": v for k, v in traffic(cn, mn, "model").items()})
     except Skip:
         pass
     finally:
