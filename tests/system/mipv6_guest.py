@@ -218,13 +218,14 @@ def ilnpd(work, n, uplinks, peer, peer_l64):
 
 def lu_frames(cap):
     """ICMPv6 other than ND/MLD the MN sent or got (LU is type 156): (time, source, type).
-    The capture is on every interface (Linux cooked headers, 16 bytes)."""
+    The capture is on every interface (Linux cooked headers)."""
     with open(cap, "rb") as f:
         linktype = struct.unpack("<I", f.read(24)[20:24])[0]
-    hl = 16 if linktype == 113 else 14
+    # Ethernet (1), Linux cooked (113), cooked v2 (276: tcpdump 4.99's "any"): header length, ethertype offset
+    hl, et = {113: (16, 14), 276: (20, 0)}.get(linktype, (14, 12))
     out = []
     for t, _orig, fr in mhcap.frames(cap):
-        if len(fr) < hl + 48 or fr[hl - 2:hl] != b"\x86\xdd":
+        if len(fr) < hl + 48 or fr[et:et + 2] != b"\x86\xdd":
             continue
         nh, off = fr[hl + 6], hl + 40
         while nh in (0, 60, 43) and off + 2 <= len(fr):
@@ -402,7 +403,8 @@ def run_ilnp(tcp, work):
         lus = lu_frames(cap) if os.path.exists(cap) else []
         lu, ack = lu_times(lus, t_leave)
         res = {"scheme": scheme, "traffic": "tcp" if tcp else "udp", "t0": t0, "t_leave": t_leave,
-               "lu_t": lu, "lu_ack_t": ack, "lu_frames": [(round(t - t_leave, 4), a, op) for t, a, op in lus], "handoff_delay_ms": round((ack - lu) * 1e3, 1) if lu and ack else None,
+               "lu_t": lu, "lu_ack_t": ack, "lu_frames": [(round(t - t_leave, 4), a, op) for t, a, op in lus],
+               "capture_frames": sum(1 for _ in mhcap.frames(cap)) if os.path.exists(cap) else None, "handoff_delay_ms": round((ack - lu) * 1e3, 1) if lu and ack else None,
                "udp_cn_to_mn": gaps(rx[0], t_leave), "udp_mn_to_cn": gaps(rx[1], t_leave), "tcp": tcp_res,
                "kernel": os.uname().release}
         print("MIPV6-RESULT " + json.dumps(res), flush=True)
