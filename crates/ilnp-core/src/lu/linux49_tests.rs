@@ -108,7 +108,8 @@ fn ours_go_out_in_its_layout_and_its_ack_ends_them() {
     assert!(advertised == LA2.0 || advertised == LA.0);
     // its ack: to the advertised L64, that L64 back with its own constants (:1266-1274)
     let nb = nonce_tx(&b, NA);
-    let ack = prototype_lu(ilnp_addr(LB, NB), ilnp_addr(Locator(advertised), NA), nb.as_bytes(), 2, Locator(advertised));
+    let ack =
+        prototype_lu(ilnp_addr(LB, NB), ilnp_addr(Locator(advertised), NA), nb.as_bytes(), 2, Locator(advertised));
     let out = a.handle_inbound(t0, &ack, Csum::Complete);
     assert!(!out.iter().any(|x| matches!(x, Action::SendWire { .. })));
     assert_eq!(a.stats().get("lu_acked"), 1);

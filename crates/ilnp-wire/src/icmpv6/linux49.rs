@@ -181,7 +181,10 @@ mod tests {
         let mut a = Vec::new();
         emit(&ack, &mut a).unwrap();
         assert_eq!(a[5], 2);
-        assert_eq!(emit(&LocatorUpdate { operation: ack.operation, entries: vec![] }, &mut a), Err(Error::LuNoLocators));
+        assert_eq!(
+            emit(&LocatorUpdate { operation: ack.operation, entries: vec![] }, &mut a),
+            Err(Error::LuNoLocators)
+        );
     }
 
     #[test]
