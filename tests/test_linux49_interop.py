@@ -163,6 +163,7 @@ def test_linux49_seven_checks(bed, first, bits):
         # 1-3. ping, UDP, TCP echo and bulk each way, the session opened by `first`
         results.update({f"{k}": v for k, v in traffic(cn, mn, first).items()})
         results["closed port first"] = all(results.values())
+        results["ilcc show marks the entry linux49"] = (entry(dcn, L49_NID) or {}).get("interop") == "linux49"
         if not any(results.values()):
             raise Skip  # no session at all: the other checks would only time out
         # 4. the model moves: its LU (its layout, its checksum) is taken by ilnpd
