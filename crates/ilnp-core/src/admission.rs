@@ -39,12 +39,14 @@
 //! elsewhere; a flood that also randomises locators makes every locator hold one
 //! entry, and the rule falls back to the oldest overall (FIFO).
 
+use crate::action::{drop_packet, Action, IlccSnapshot};
+use crate::config::CoreConfig;
 use crate::event::{DropReason, Event, Outcome, Stats};
-use crate::ilcc::{Ilcc, Tier};
+use crate::ilcc::{Ilcc, IlccEntry, RemoteLocator, Tier};
+use crate::local::LocalLocators;
+use crate::locator::LocatorState;
+use crate::machine::Core;
 use crate::nonce_key::NonceKey;
-use crate::{
-    drop_packet, Action, Core, CoreConfig, IlccEntry, IlccSnapshot, LocalLocators, LocatorState, RemoteLocator,
-};
 use ilnp_wire::named_enum;
 use ilnp_wire::translate::{self, Csum, WireMeta};
 use ilnp_wire::{ilnp_addr, ClassifyError, Locator, Nid, Nonce, Packet};
@@ -303,7 +305,7 @@ impl AdmissionState {
         let nonce_tx = match cx.cfg.admission {
             _ if cx.cfg.shared_nonce(nid) => meta.nonce,
             Admission::Socket => self.responder_nonce(cx.cfg, &mut *cx.rng, nid, meta.src_loc, &meta.nonce),
-            Admission::Open => crate::random_nonce(&mut *cx.rng, cx.cfg.nonce_len),
+            Admission::Open => crate::nonce_key::random_nonce(&mut *cx.rng, cx.cfg.nonce_len),
         };
         let pref = listed_pref.unwrap_or(10);
         let mut e = IlccEntry::new(
@@ -914,7 +916,7 @@ mod tests {
         other.cfg.nonce_len = 12;
         assert!(matches!(other.responder_nonce(NA, LA, &n), Nonce::N96(_)));
         // derived 96-bit nonces keep DestOpts byte 12 (nonce byte 8) below 0x80 as random
-        // ones do (crate::nonce96; tests/test_gso_exthdr.py): over 256 peers, never set
+        // ones do (crate::nonce_key::nonce96; tests/test_gso_exthdr.py): over 256 peers, never set
         let mut seen_high_bit_6 = false;
         for i in 0..256u64 {
             let x = other.responder_nonce(Nid(NA.0 ^ i), LA, &n);
@@ -951,10 +953,10 @@ mod tests {
     fn a_configured_peer_from_its_configured_locator_is_established_at_once() {
         let now = Instant::now();
         let mut b = responder(4, 10);
-        b.add_peer(crate::PeerRecord {
+        b.add_peer(crate::peers::PeerRecord {
             name: "a".into(),
             nid: NA,
-            locators: vec![crate::PeerLocator { loc: LA, pref: 10 }],
+            locators: vec![crate::peers::PeerLocator { loc: LA, pref: 10 }],
         });
         let (_a, p) = from(NA, 1, now);
         let out = b.handle_inbound(now, &p, Csum::Complete);
@@ -963,10 +965,10 @@ mod tests {
         assert_eq!(b.stats().outcome(Outcome::AdmittedKnownPeer), 1);
         // the same NID from a locator the record does not list would be embryonic
         let mut c = responder(4, 10);
-        c.add_peer(crate::PeerRecord {
+        c.add_peer(crate::peers::PeerRecord {
             name: "a".into(),
             nid: NA,
-            locators: vec![crate::PeerLocator { loc: LB2, pref: 10 }],
+            locators: vec![crate::peers::PeerLocator { loc: LB2, pref: 10 }],
         });
         c.handle_inbound(now, &p, Csum::Complete);
         assert_eq!(c.ilcc.get(&NA).unwrap().tier, Tier::Embryonic);

@@ -30,9 +30,12 @@
 //! uplinks fit), weights reduced so the schedule fits [`SLOTS`]. The fast path and
 //! the slow path use the same [`BalanceTable`], so they choose the same pairs.
 
+use crate::action::Action;
+use crate::config::CoreConfig;
 use crate::ilcc::{Ilcc, IlccEntry};
 use crate::local::LocalLocators;
-use crate::{Action, Core, CoreConfig, LocatorState};
+use crate::locator::LocatorState;
+use crate::machine::Core;
 use ilnp_wire::l4::FlowPorts;
 use ilnp_wire::{Locator, Nid};
 use serde::Serialize;
@@ -196,9 +199,9 @@ pub fn candidate_pairs(
         .map(|l| (l.loc, weights.get(&l.ifindex).copied().unwrap_or(1)))
         .filter(|&(_, w)| w > 0)
         .collect();
-    let live = |r: &&crate::RemoteLocator| matches!(r.state, LocatorState::Active | LocatorState::Valid);
+    let live = |r: &&crate::ilcc::RemoteLocator| matches!(r.state, LocatorState::Active | LocatorState::Valid);
     let tier_of = |aged: bool| -> Vec<Locator> {
-        let ok = |r: &&crate::RemoteLocator| if aged { r.state == LocatorState::Aged } else { live(r) };
+        let ok = |r: &&crate::ilcc::RemoteLocator| if aged { r.state == LocatorState::Aged } else { live(r) };
         let best = e.remote_locators.iter().filter(ok).map(|r| r.pref).min();
         let mut v: Vec<Locator> =
             e.remote_locators.iter().filter(ok).filter(|r| Some(r.pref) == best).map(|r| r.loc).collect();
@@ -575,8 +578,9 @@ mod tests {
         assert_ne!(flow_hash(1, Nid(2), Nid(3), f), flow_hash(1, Nid(2), Nid(3), FlowPorts { sport: 4001, ..f }));
     }
 
+    use crate::locator::LocalLocator;
+    use crate::peers::{PeerLocator, PeerRecord};
     use crate::tests::{core, NA, NB};
-    use crate::{LocalLocator, PeerLocator, PeerRecord};
     use ilnp_wire::split_addr;
     use ilnp_wire::translate::Csum;
     use std::time::Instant;

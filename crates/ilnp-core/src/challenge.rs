@@ -22,9 +22,13 @@
 //! bucket and a bound on open ones), so forged packets cannot turn the host into a
 //! ping source or keep a peer's traffic on the slow path. Every outcome is counted.
 
+use crate::action::Action;
+use crate::config::CoreConfig;
 use crate::event::{Event, Outcome, Stats};
-use crate::ilcc::Ilcc;
-use crate::{Action, Core, CoreConfig, LocalLocators, LocatorState, RemoteLocator};
+use crate::ilcc::{Ilcc, RemoteLocator};
+use crate::local::LocalLocators;
+use crate::locator::LocatorState;
+use crate::machine::Core;
 use ilnp_wire::icmpv6::{Icmpv6Type, Repr};
 use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
 use rand_core::RngCore;
@@ -334,8 +338,8 @@ pub(crate) fn is_echo_reply(pkt: &[u8], word: u32, body: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::DropReason;
     use crate::tests::{core, delivered, echo_reply_for, events, session, udp, wire, LA, LB, NA, NB};
-    use crate::DropReason;
     use ilnp_wire::translate::Csum;
     use ilnp_wire::{classify, Packet};
 
@@ -345,7 +349,7 @@ mod tests {
 
     /// b has a session with a; a's daemon restarts without state (new core, new seed)
     /// and opens a new session to b.
-    fn restarted_a(now: Instant) -> (crate::Core, Vec<u8>) {
+    fn restarted_a(now: Instant) -> (crate::machine::Core, Vec<u8>) {
         let mut a2 = core(NA, LA, 77, Some((NB, LB)));
         let w = wire(&a2.handle_outbound(now, &udp(NA, NB, b"syn"), Csum::Complete)).pop().unwrap();
         (a2, w)

@@ -1,8 +1,8 @@
 //! The core's configuration: handoff policy, Locator Update timers, bounds.
 
 use crate::admission::Admission;
-use crate::{Locator, Nid};
 use ilnp_wire::checksum::ChecksumRule;
+use ilnp_wire::{Locator, Nid};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -177,7 +177,7 @@ impl CoreConfig {
 
     /// What the configuration says of one correspondent's entry (not in the state
     /// file: set at creation and at restore, `Core::restore`).
-    pub(crate) fn apply_peer_settings(&self, e: &mut crate::IlccEntry) {
+    pub(crate) fn apply_peer_settings(&self, e: &mut crate::ilcc::IlccEntry) {
         e.checksum_rule = self.checksum_rule(e.nid);
         e.shared_nonce = self.shared_nonce(e.nid);
     }

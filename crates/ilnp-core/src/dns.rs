@@ -16,9 +16,12 @@
 //!   application that resolved a name only ever reaches locators that name's zone
 //!   published; the same NID and locators under another name (an alias) refresh it.
 
+use crate::action::Action;
 use crate::event::{Event, Outcome};
-use crate::ilcc::PendingLu;
-use crate::{Action, Core, LocatorState, PeerInfo, PeerLocator, PeerRecord, RemoteLocator};
+use crate::ilcc::{PendingLu, RemoteLocator};
+use crate::locator::LocatorState;
+use crate::machine::Core;
+use crate::peers::{PeerInfo, PeerLocator, PeerRecord};
 use ilnp_wire::named_enum;
 use ilnp_wire::Nid;
 use serde::Serialize;
@@ -35,15 +38,7 @@ pub const DNS_MIN_HOLD: Duration = Duration::from_secs(2);
 /// application gets the plain answer).
 pub const DNS_MAX_RECORDS: usize = 4096;
 
-/// Where a peer record came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PeerSource {
-    /// peer file or `ilnpctl peer add`
-    Static,
-    /// a DNS answer (NID + L64/LP records)
-    Dns,
-}
+pub use crate::peers::PeerSource;
 
 /// What one name resolved to, after LP records were followed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -303,7 +298,7 @@ mod tests {
         let t0 = Instant::now();
         a.peer_from_dns(t0, dns(NB, LB, 30));
         let snap = a.snapshot(t0 + Duration::from_secs(10));
-        let back: crate::CoreSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
+        let back: crate::snapshot::CoreSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
         assert_eq!(back, snap);
         // the restart, any time later: the time down does not count
         let t1 = t0 + Duration::from_secs(100);

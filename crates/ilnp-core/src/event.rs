@@ -491,6 +491,14 @@ impl fmt::Display for Event {
     }
 }
 
+/// `src -> dst` of a packet, for logs.
+pub(crate) fn packet_summary(pkt: &[u8]) -> String {
+    match ilnp_wire::ipv6::Packet::new_checked(pkt) {
+        Ok(p) => format!("{} -> {}", p.src(), p.dst()),
+        Err(e) => format!("{} bytes ({e})", pkt.len()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,8 +15,10 @@
 //! * back again: the old locator must be proven again after the new one, i.e.
 //!   heard with the nonce; forged unreachables alone cannot make the entry flap.
 
+use crate::action::Action;
 use crate::event::{Event, Outcome};
-use crate::{Action, Core, LocatorState};
+use crate::locator::LocatorState;
+use crate::machine::Core;
 use ilnp_wire::icmpv6::{self, Icmpv6Type};
 use ilnp_wire::{Locator, Nid};
 use std::time::Instant;
@@ -43,7 +45,7 @@ impl Core {
         out: &mut Vec<Action>,
     ) -> bool {
         let Some(e) = self.ilcc.get_mut(&nid) else { return false };
-        if e.tier == crate::Tier::Embryonic || e.nonce_rx.is_none() {
+        if e.tier == crate::ilcc::Tier::Embryonic || e.nonce_rx.is_none() {
             return false;
         }
         // only about the locator the session uses now: an error about one it left
@@ -77,8 +79,10 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
+    use crate::action::Action;
+    use crate::event::Event;
+    use crate::machine::Core;
     use crate::tests::{delivered, events, session, wire, LA, LB, NA, NB};
-    use crate::{Action, Core, Event};
     use ilnp_wire::icmpv6::{self, Icmpv6Type};
     use ilnp_wire::translate::Csum;
     use ilnp_wire::{ilnp_addr, ipv6, split_addr, Locator};
@@ -130,8 +134,9 @@ mod tests {
         assert!(out.iter().any(|x| matches!(x, Action::NudgeTransport(n) if *n == NB)));
         assert_eq!(a.stats().get("remote_locator_failover"), 1);
         assert_eq!(dst_of(&a_to_b(&mut a, t0)), LB_NEW);
-        let j = serde_json::to_value(events(&out).into_iter().find(|e| matches!(e, Event::RemoteLocatorFailover { .. })))
-            .unwrap();
+        let j =
+            serde_json::to_value(events(&out).into_iter().find(|e| matches!(e, Event::RemoteLocatorFailover { .. })))
+                .unwrap();
         assert_eq!(j["event"], "remote_locator_failover");
         assert_eq!(j["to"], LB_NEW.to_string());
     }

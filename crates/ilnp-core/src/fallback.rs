@@ -20,9 +20,12 @@
 //! (`Action::PlainPeerUpsert` → BPF `ilnp_plain_peers`); it has no ILCC entry, so
 //! our packets to it miss the egress program and come here too.
 
+use crate::action::{drop_packet, Action};
+use crate::config::CoreConfig;
 use crate::event::{DropReason, Event, Outcome, Stats};
 use crate::ilcc::Ilcc;
-use crate::{drop_packet, Action, Core, CoreConfig, LocalLocators};
+use crate::local::LocalLocators;
+use crate::machine::Core;
 use ilnp_wire::classify::Plain;
 use ilnp_wire::icmpv6;
 use ilnp_wire::ipv6::{self, NextHeader};
@@ -494,7 +497,7 @@ mod tests {
         let mut a = core(NA, LA, 1, Some((NB, LB)));
         rejected(&mut a, now, &udp(NA, NB, b"syn"));
         let snap = a.snapshot(now);
-        let back: crate::CoreSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
+        let back: crate::snapshot::CoreSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
         assert_eq!(back, snap);
         let mut r = core(NA, LA, 3, Some((NB, LB)));
         let out = r.restore(now, &back).unwrap();
@@ -513,7 +516,7 @@ mod tests {
         // a file of an earlier build (no `fallback`) reads as none
         let mut v = serde_json::to_value(&snap).unwrap();
         v.as_object_mut().unwrap().remove("fallback").expect("written");
-        assert!(serde_json::from_value::<crate::CoreSnapshot>(v).unwrap().fallback.is_empty());
+        assert!(serde_json::from_value::<crate::snapshot::CoreSnapshot>(v).unwrap().fallback.is_empty());
         // fallback configured off since: B is not ILNPv6-capable, nothing punted
         let mut off = core_with(NA, LA, 4, Some((NB, LB)), |c| c.fallback = false);
         assert!(plain_ups(&off.restore(now, &snap).unwrap()).is_empty());

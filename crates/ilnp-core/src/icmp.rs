@@ -1,9 +1,10 @@
 //! ICMPv6 errors: which to believe (RFC 6741 §11.1, RFC 6744 §7), translating them
 //! for the stack, and the Parameter Problem that marks a peer not ILNPv6-capable.
 
+use crate::action::Action;
 use crate::event::{DropReason, Event, Outcome};
 use crate::fallback::FallbackReason;
-use crate::{Action, Core};
+use crate::machine::Core;
 use ilnp_wire::classify::IcmpError;
 use ilnp_wire::icmpv6;
 use ilnp_wire::translate;

@@ -1,8 +1,9 @@
 //! ILNP Communication Cache (RFC 6741 §5): one entry per correspondent.
 
+use crate::action::IlccSnapshot;
 use crate::event::ser_display;
+use crate::locator::LocatorState;
 use crate::timers::{DeadlineIndex, LiveItems, TopItem};
-use crate::{IlccSnapshot, LocatorState};
 use ilnp_wire::checksum::ChecksumRule;
 use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{Locator, Nid, Nonce};

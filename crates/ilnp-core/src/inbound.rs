@@ -2,9 +2,12 @@
 //! destination locator and NID, creates the responder's ILCC entry, learns new remote
 //! locators, and hands ICMPv6 errors and Locator Updates to their sub-machines.
 
-use crate::event::{DropReason, Event, Outcome};
+use crate::action::Action;
+use crate::event::{packet_summary, DropReason, Event, Outcome};
+use crate::ilcc::RemoteLocator;
+use crate::locator::LocatorState;
 use crate::lu::lu_malformed_kind;
-use crate::{packet_summary, Action, Core, LocatorState, RemoteLocator};
+use crate::machine::Core;
 use ilnp_wire::classify::Kind;
 use ilnp_wire::translate::Csum;
 use ilnp_wire::{classify, ipv6, ClassifyError, Error as WireError, Packet};
@@ -233,8 +236,9 @@ fn has_nonce(pkt: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::DropReason;
     use crate::tests::{core, events, session, udp, wire, LA, LB, NA, NB};
-    use crate::{DropReason, Nid};
+    use ilnp_wire::Nid;
 
     #[test]
     fn first_packet_creates_the_responder_entry_and_answers_with_our_nonce() {

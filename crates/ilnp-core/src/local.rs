@@ -3,9 +3,12 @@
 //! over from; soft handoff retires a non-preferred locator once it went quiet and its
 //! RA stopped. Also which kernel addresses are locators (`derive_local_locators`).
 
+use crate::action::Action;
 use crate::config::{HandoffMode, DEFAULT_LOCATOR_PREF};
 use crate::event::{DropReason, Event, Outcome};
-use crate::{ilcc, Action, Core, LocalLocator, LocatorState, RouterPreference};
+use crate::ilcc;
+use crate::locator::{LocalLocator, LocatorState, RouterPreference};
+use crate::machine::Core;
 use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{split_addr, Locator, Nid};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -190,8 +193,9 @@ impl LocalLocators {
     /// locator we can reach (not aged first, then its preference); within it
     /// `current` if usable, else our preferred usable locator of that family. None:
     /// no usable locator of ours reaches any of theirs.
-    pub fn fitting(&self, current: Locator, remote: &[crate::RemoteLocator]) -> Option<Locator> {
-        let mut live: Vec<&crate::RemoteLocator> = remote.iter().filter(|r| r.state != LocatorState::Expired).collect();
+    pub fn fitting(&self, current: Locator, remote: &[crate::ilcc::RemoteLocator]) -> Option<Locator> {
+        let mut live: Vec<&crate::ilcc::RemoteLocator> =
+            remote.iter().filter(|r| r.state != LocatorState::Expired).collect();
         live.sort_by_key(|r| (r.state == LocatorState::Aged, r.pref));
         let r = live.into_iter().find(|r| self.usable().any(|l| l.loc.same_family(r.loc)))?;
         if self.is_usable(current) && current.same_family(r.loc) {
@@ -418,7 +422,7 @@ impl Core {
             }
             let Some(e) = self.ilcc.get_mut(&nid) else { continue };
             // LUs go to established peers only (admission.rs)
-            if !any_usable || e.tier == crate::Tier::Embryonic {
+            if !any_usable || e.tier == crate::ilcc::Tier::Embryonic {
                 continue;
             }
             e.pending_lu = Some(ilcc::PendingLu { known_local: Some(known), ..ilcc::PendingLu::due_now(now) });
@@ -426,8 +430,10 @@ impl Core {
                 out.push(Action::IlccUpsert(s));
             }
         }
-        let nids: Vec<Nid> =
-            nids.into_iter().filter(|n| self.ilcc.get(n).is_some_and(|e| e.tier == crate::Tier::Established)).collect();
+        let nids: Vec<Nid> = nids
+            .into_iter()
+            .filter(|n| self.ilcc.get(n).is_some_and(|e| e.tier == crate::ilcc::Tier::Established))
+            .collect();
         out.extend(self.send_due_lus(now, &nids));
         out
     }

@@ -1,8 +1,12 @@
 //! Locator Updates (RFC 6743): sending with retransmission and backoff, receiving
 //! (a correspondent moved), acknowledging.
 
+use crate::action::Action;
+use crate::config::HandoffMode;
 use crate::event::{DropReason, Event, Outcome};
-use crate::{Action, Core, HandoffMode, LocatorState, RemoteLocator};
+use crate::ilcc::RemoteLocator;
+use crate::locator::LocatorState;
+use crate::machine::Core;
 use ilnp_wire::classify::{endpoints, Lu};
 use ilnp_wire::icmpv6::{linux49, LocatorUpdate, LuEntry, LuFormat, LuOperation};
 use ilnp_wire::translate;
@@ -113,7 +117,7 @@ impl Core {
             self.drop(out, DropReason::OtherLocalNid, summary());
             return;
         }
-        if e.tier == crate::Tier::Embryonic {
+        if e.tier == crate::ilcc::Tier::Embryonic {
             self.drop(out, DropReason::LuEmbryonic, summary());
             return;
         }
@@ -246,12 +250,12 @@ impl Core {
 }
 
 /// An ack listing `entries` acknowledges the LU we sent and wait on.
-fn acks_pending(e: &crate::IlccEntry, entries: &[LuEntry], linux49: bool) -> bool {
+fn acks_pending(e: &crate::ilcc::IlccEntry, entries: &[LuEntry], linux49: bool) -> bool {
     e.pending_lu.as_ref().is_some_and(|p| p.attempts > 0 && same_set(&p.entries, entries, linux49))
 }
 
 /// An ack listing `entries` acknowledges the LU last acked (a retransmission's).
-fn acked_last(e: &crate::IlccEntry, entries: &[LuEntry], linux49: bool) -> bool {
+fn acked_last(e: &crate::ilcc::IlccEntry, entries: &[LuEntry], linux49: bool) -> bool {
     e.last_acked_lu.as_ref().is_some_and(|l| same_set(l, entries, linux49))
 }
 
@@ -407,7 +411,6 @@ mod tests {
         let v4: Locator = "v4:192.0.2.1:4500".parse().unwrap();
         assert_eq!(lu_sources(new, Some(v4)), [new], "another family is no source for it");
     }
-
 
     #[test]
     fn first_attempt_to_the_active_locator_retries_back_off() {

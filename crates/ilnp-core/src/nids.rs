@@ -12,8 +12,10 @@
 //! another of our NIDs while its entry lives is refused (`DropReason::OtherLocalNid`),
 //! not carried under the entry's NID or nonce, which would link the two.
 
+use crate::action::Action;
 use crate::event::Outcome;
-use crate::{Action, Core, IlccEntry};
+use crate::ilcc::IlccEntry;
+use crate::machine::Core;
 use ilnp_wire::Nid;
 use std::collections::BTreeMap;
 
@@ -151,9 +153,10 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::DropReason;
     use crate::tests::{core, delivered, local, parse_lu, udp, wire, LA, LB, NA, NB};
-    use crate::{DropReason, Locator};
     use ilnp_wire::translate::Csum;
+    use ilnp_wire::Locator;
     use ilnp_wire::{ipv6, split_addr};
     use std::time::Instant;
 
@@ -291,7 +294,7 @@ mod tests {
         assert_eq!(snap.temporary_nids, vec![(T1.0, true)]);
         assert_eq!(snap.entries[0].local_nid, Some(T1.0));
         let json = serde_json::to_string(&snap).unwrap();
-        let back: crate::CoreSnapshot = serde_json::from_str(&json).unwrap();
+        let back: crate::snapshot::CoreSnapshot = serde_json::from_str(&json).unwrap();
         let mut a2 = core(NA, LA, 9, Some((NB, LB)));
         a2.restore(now, &back).unwrap();
         assert!(a2.is_local_nid(T1));
@@ -303,7 +306,7 @@ mod tests {
         // a file of an earlier build (no temporary NIDs, no entry NIDs) still reads
         let old = json.replace(&format!(",\"temporary_nids\":[[{},true]]", T1.0), "");
         let old = old.replace(&format!(",\"local_nid\":{}", T1.0), "");
-        let back: crate::CoreSnapshot = serde_json::from_str(&old).unwrap();
+        let back: crate::snapshot::CoreSnapshot = serde_json::from_str(&old).unwrap();
         assert!(back.temporary_nids.is_empty() && back.entries[0].local_nid.is_none());
     }
 }

@@ -8,9 +8,12 @@
 //! Unpredictable without the key; bound to the locator the answer went to, so a host
 //! that claims a NID from its own locator learns a nonce worthless for that NID's
 //! session elsewhere. docs/design/nonce-models.md § One nonce from the first packet.
+//! The nonces we draw come from here too (`random_nonce`), and every 96-bit one,
+//! drawn or derived, passes `nonce96`.
 
 use crate::admission::{Admission, AnswerHint};
-use crate::{Core, CoreConfig};
+use crate::config::CoreConfig;
+use crate::machine::Core;
 use ilnp_wire::{Locator, Nid, Nonce};
 use rand_core::RngCore;
 use std::time::Instant;
@@ -105,7 +108,7 @@ impl NonceKey {
         let mut n = [0u8; 12];
         n[..8].copy_from_slice(&a);
         n[8..].copy_from_slice(&b[..4]);
-        crate::nonce96(n)
+        crate::nonce_key::nonce96(n)
     }
 
     /// Our nonce for the entry we open to `nid` (initiator) when a stateless answer
@@ -150,6 +153,26 @@ impl Core {
     }
 }
 
+/// A fresh random nonce from `rng`: 96 bits if `nonce_len` is 12, else 32.
+pub(crate) fn random_nonce(rng: &mut dyn RngCore, nonce_len: usize) -> Nonce {
+    let mut b = [0u8; 12];
+    rng.fill_bytes(&mut b);
+    if nonce_len == 12 {
+        nonce96(b)
+    } else {
+        Nonce::N32([b[0], b[1], b[2], b[3]])
+    }
+}
+
+/// Every 96-bit nonce we use (random or derived) goes through here: 95 bits, not 96.
+/// Nonce byte 8 is DestOpts header byte 12, which Linux routers read as the TCP data
+/// offset of a forwarded GSO packet (ilnp_wire::destopts::GSO_DOFF_BYTE); with its top
+/// bit set they answer every GSO packet of the session with Packet Too Big.
+pub(crate) fn nonce96(mut b: [u8; 12]) -> Nonce {
+    b[8] &= 0x7f;
+    Nonce::N96(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,8 +187,8 @@ mod tests {
     }
 
     use crate::event::{DropReason, Outcome};
+    use crate::peers::{PeerLocator, PeerRecord};
     use crate::tests::{core, core_with, delivered, nonce_of, udp, wire, TestRng, LA, LB, LB2, NA, NB, P};
-    use crate::{PeerLocator, PeerRecord};
     use ilnp_wire::ipv6::{self, NextHeader};
     use ilnp_wire::test_support as ts;
     use ilnp_wire::translate::Csum;

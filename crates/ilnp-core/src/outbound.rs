@@ -1,9 +1,13 @@
 //! Outbound: identifier-form packets from the stack to wire form; the initiator's
 //! ILCC entry is created from the peer records.
 
-use crate::event::{DropReason, Event, Outcome};
+use crate::action::Action;
+use crate::admission::{Admission, AnswerHint};
+use crate::event::{packet_summary, DropReason, Event, Outcome};
 use crate::icmp::unreachable_to_app;
-use crate::{packet_summary, Action, Admission, AnswerHint, Core, IlccEntry, LocatorState, RemoteLocator, Tier};
+use crate::ilcc::{IlccEntry, RemoteLocator, Tier};
+use crate::locator::LocatorState;
+use crate::machine::Core;
 use ilnp_wire::classify::is_icmp_error;
 use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{classify, ipv6, split_addr, Nid, Packet};

@@ -7,10 +7,11 @@
 //! not known yet); the NID and locator rules themselves are ilnp-wire's `unicast`.
 
 use crate::event::ser_display;
-use crate::{Locator, Nid};
 use core::fmt;
+use ilnp_wire::{Locator, Nid};
 use ilnp_wire::{LocatorError, NidError};
 use serde::Serialize;
+use std::time::Instant;
 
 /// One correspondent: its NID and locators with preferences (lower preferred).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -87,6 +88,36 @@ impl PeerRecord {
         }
         Ok(())
     }
+}
+
+/// Where a peer record came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeerSource {
+    /// peer file or `ilnpctl peer add`
+    Static,
+    /// a DNS answer (NID + L64/LP records)
+    Dns,
+}
+
+/// Static peer plus what we learned about it.
+#[derive(Clone, Debug, Serialize)]
+pub struct PeerInfo {
+    #[serde(flatten)]
+    pub record: PeerRecord,
+    /// the peer answered our nonce with a Parameter Problem (RFC 6744 §6)
+    pub non_ilnp: bool,
+    pub source: PeerSource,
+    /// DNS records: when the record stops feeding new sessions (`dns.rs`)
+    #[serde(skip)]
+    pub expires: Option<Instant>,
+    /// DNS records: the TTL of the answer
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<u32>,
+    /// our last Locator Update to this peer was never acknowledged and nothing
+    /// nonce-verified came back since: DNS may re-target the session (`dns.rs`)
+    #[serde(skip)]
+    pub lu_failed: bool,
 }
 
 #[cfg(test)]

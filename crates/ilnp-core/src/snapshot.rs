@@ -16,10 +16,13 @@
 //! is advertised with an LU as usual), challenges in flight (a peer that restarted
 //! while we were down is challenged again on its next packet).
 
+use crate::action::Action;
 use crate::dns::PeerSource;
 use crate::fallback::FallbackReason;
 use crate::ilcc::{IlccEntry, PendingLu, RemoteLocator};
-use crate::{Action, Core, LocatorState, PeerInfo, PeerLocator, PeerRecord};
+use crate::locator::LocatorState;
+use crate::machine::Core;
+use crate::peers::{PeerInfo, PeerLocator, PeerRecord};
 use ilnp_wire::icmpv6::LuEntry;
 use ilnp_wire::{Locator, Nid, Nonce};
 use serde::{Deserialize, Serialize};
@@ -375,7 +378,7 @@ mod tests {
         let w = crate::tests::wire(&a2.handle_outbound(t1, &crate::tests::udp(NA, NB, b"again"), Csum::Complete));
         let out = b.handle_inbound(t1, &w[0], Csum::Complete);
         assert_eq!(crate::tests::delivered(&out).len(), 1, "{out:?}");
-        assert_eq!(b.stats().dropped(crate::DropReason::BadNonce), 0);
+        assert_eq!(b.stats().dropped(crate::event::DropReason::BadNonce), 0);
         // the idle clock resumed where it stopped, the downtime does not count
         assert_eq!(a2.snapshot(t1).entries[0].idle_ms, 0, "used just now");
         assert_eq!(a2.snapshot(t1).entries[0].age_ms, snap.entries[0].age_ms);

@@ -1,13 +1,32 @@
 //! Two cores exchanging real packets in memory: no OS, fake clock.
 
-use super::*;
+use crate::action::Action;
+use crate::admission::{Admission, AnswerHint};
+use crate::balance::Policy;
+use crate::config::{CoreConfig, HandoffMode, LuTimerMode, LuTimers, DEFAULT_LOCATOR_PREF};
+use crate::dns::DnsPeerResult;
+use crate::event::{DropReason, Event, Outcome};
+use crate::fallback::{FallbackReason, PeerState};
+use crate::ilcc;
+use crate::local::locator_preference;
+use crate::locator::{LocalLocator, LocatorState, RouterPreference};
+use crate::machine::Core;
+use crate::peers::{PeerLocator, PeerRecord};
+use ilnp_wire::checksum::ChecksumRule;
 use ilnp_wire::icmpv6::{self, Icmpv6Type, LocatorUpdate, LuEntry, LuOperation};
+use ilnp_wire::ipv6;
 use ilnp_wire::ipv6::NextHeader;
 use ilnp_wire::test_support as ts;
 pub(crate) use ilnp_wire::test_support::{LA, LB, NA, NB, P};
 use ilnp_wire::translate;
+use ilnp_wire::translate::Csum;
 use ilnp_wire::{classify, ilnp_addr, split_addr};
+use ilnp_wire::{Locator, Nid, Nonce};
+use rand_core::RngCore;
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::time::Duration;
+use std::time::Instant;
 
 pub(crate) const LB2: Locator = Locator(0x2001_0db8_000e_0000);
 

@@ -7,8 +7,9 @@
 //! is kept exact (`Ilcc::tidy`), so `poll_timeout` is a peek and `handle_timeout`
 //! visits only entries whose item is due.
 
+use crate::action::Action;
 use crate::event::{Event, Outcome};
-use crate::{Action, Core};
+use crate::machine::Core;
 use ilnp_wire::Nid;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -290,9 +291,12 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::CoreConfig;
+    use crate::ilcc::{IlccEntry, RemoteLocator};
+    use crate::locator::LocatorState;
     use crate::tests::{local, session, wire, LA, LB2, NA};
-    use crate::{CoreConfig, IlccEntry, LocatorState, Nonce, RemoteLocator};
     use ilnp_wire::Locator;
+    use ilnp_wire::Nonce;
     use std::time::Duration;
 
     #[test]

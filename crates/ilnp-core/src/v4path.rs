@@ -30,10 +30,13 @@
 //!   packet (RFC 6741 §13.1) after `v4_keepalive` without traffic, so the NAT keeps
 //!   its mapping (many expire UDP mappings after 30 s).
 
+use crate::action::Action;
 use crate::admission::TokenBucket;
 use crate::challenge::is_echo_reply;
 use crate::event::{Event, Outcome};
-use crate::{Action, Core, LocatorState, RemoteLocator, Tier};
+use crate::ilcc::{RemoteLocator, Tier};
+use crate::locator::LocatorState;
+use crate::machine::Core;
 use ilnp_wire::icmpv6::{Icmpv6Type, Repr};
 use ilnp_wire::translate::{self, Csum};
 use ilnp_wire::{ilnp_addr, split_addr, Locator, Nid};
@@ -468,8 +471,11 @@ impl Core {
 
 #[cfg(test)]
 mod tests {
+    use crate::action::Action;
+    use crate::event::{Event, Outcome};
+    use crate::locator::{LocalLocator, LocatorState};
+    use crate::machine::Core;
     use crate::tests::{core, NA, NB};
-    use crate::{Action, Core, Event, LocalLocator, LocatorState, Outcome};
     use ilnp_wire::icmpv6::{LocatorUpdate, LuEntry, LuOperation};
     use ilnp_wire::translate::{self, Csum};
     use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
@@ -561,7 +567,7 @@ mod tests {
         assert_eq!(tos, vec![x, a4], "challenge to the candidate, confirmation over the old path");
         // a restarted B knows the path was heard: the same after a restore
         let snap = b.snapshot(t);
-        let back: crate::CoreSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
+        let back: crate::snapshot::CoreSnapshot = serde_json::from_str(&serde_json::to_string(&snap).unwrap()).unwrap();
         let mut r = core(NB, lb, 2, None);
         let out = r.restore(t, &back).unwrap();
         assert_eq!(fast_v4(&out).last(), Some(&Some(a4)), "{out:?}");

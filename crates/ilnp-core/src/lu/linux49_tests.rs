@@ -3,8 +3,8 @@
 //! by hand here), are taken and answered in that layout, still nonce-checked; from
 //! a peer not marked they are refused.
 
+use crate::action::Action;
 use crate::tests::{local, session, wire, LB2, NA, NB};
-use crate::Action;
 use ilnp_wire::checksum::{self, nid_only};
 use ilnp_wire::icmpv6::linux49;
 use ilnp_wire::ipv6::NextHeader;
@@ -42,11 +42,11 @@ fn prototype_lu(src: Ipv6Addr, dst: Ipv6Addr, nonce: &[u8], op: u8, l64: Locator
     p
 }
 
-fn nonce_tx(c: &crate::Core, nid: ilnp_wire::Nid) -> Nonce {
+fn nonce_tx(c: &crate::machine::Core, nid: ilnp_wire::Nid) -> Nonce {
     c.ilcc_entry(nid).unwrap().nonce_tx
 }
 
-fn remote(c: &crate::Core) -> Vec<Locator> {
+fn remote(c: &crate::machine::Core) -> Vec<Locator> {
     c.ilcc_entry(NB).unwrap().remote_locators.iter().map(|r| r.loc).collect()
 }
 
