@@ -15,7 +15,7 @@
 # runs (the VM marked linux49 and shared), and runs the checks. The VM runs its side from its
 # init script (printing "CHECK <name> PASS|FAIL" on its console); this script runs ilnpd's
 # side and prints both. Needs: git, build-essential, flex, bison, bc, libelf-dev, libssl-dev,
-# qemu-system-x86, busybox-static, cpio, radvd, and target/release/{ilnpd,ilnpctl}.
+# qemu-system-x86, busybox-static, cpio, radvd, curl, and target/release/{ilnpd,ilnpctl}.
 set -euo pipefail
 
 REV=068701b8
@@ -36,15 +36,15 @@ git -C "$SRC" checkout -q "$REV"
 # 2. the kernel: tinyconfig plus what a virtio guest with IPv6, packet sockets and the
 #    ILNP hooks (ilnp6.o is always built into ipv6.o: net/ipv6/Makefile:13) needs
 if [ ! -f "$SRC/arch/x86/boot/bzImage" ]; then
-  make -C "$SRC" tinyconfig
+  make -C "$SRC" ARCH=x86_64 tinyconfig
   "$SRC/scripts/config" --file "$SRC/.config" \
     -e 64BIT -e PRINTK -e TTY -e SERIAL_8250 -e SERIAL_8250_CONSOLE -e BLK_DEV_INITRD -e RD_GZIP \
     -e BINFMT_ELF -e BINFMT_SCRIPT -e PROC_FS -e SYSFS -e DEVTMPFS -e DEVTMPFS_MOUNT -e MULTIUSER \
     -e PCI -e VIRTIO -e VIRTIO_PCI -e VIRTIO_NET -e NETDEVICES -e NET_CORE -e ETHERNET \
     -e NET -e INET -e IPV6 -e PACKET -e UNIX -e SYSCTL -e PROC_SYSCTL -e FUTEX -e EPOLL -e POSIX_TIMERS \
     -e SHMEM -e TMPFS -e FILE_LOCKING -e ETHTOOL_NETLINK
-  make -C "$SRC" olddefconfig
-  make -C "$SRC" -j"$(nproc)" bzImage
+  make -C "$SRC" ARCH=x86_64 olddefconfig
+  make -C "$SRC" ARCH=x86_64 -j"$(nproc)" bzImage
 fi
 
 # 3. the initramfs: busybox, l49tool, the VM's side of the checks
@@ -143,6 +143,18 @@ name = "vm"
 nid = "$VM_NID"
 locators = [{ l64 = "$VM_L64::/64" }]
 EOF
+# the VM: console on a FIFO pair (its init reads a line per round: we type it)
+rm -f "$WORK/con.in" "$WORK/con.out"; mkfifo "$WORK/con.in" "$WORK/con.out"
+# its MAC's EUI-64 is its NID, so SLAAC on the RA's new prefix gives VM_L64_2:VM_NID
+X qemu-system-x86_64 -m 256 -display none -vga none -no-reboot -kernel "$SRC/arch/x86/boot/bzImage" \
+  -initrd "$WORK/initramfs.gz" -append "console=ttyS0 panic=-1 quiet" \
+  -netdev tap,id=n0,ifname=l49tap,script=no,downscript=no -device virtio-net-pci,netdev=n0,mac=00:11:22:33:44:49 \
+  -serial pipe:"$WORK/con" -monitor none > /dev/null 2>&1 & QPID=$!
+# qemu opens the FIFOs before it attaches the tap: open our ends now
+exec 3> "$WORK/con.in"; : > "$WORK/console.log"
+cat "$WORK/con.out" >> "$WORK/console.log" &
+sleep 2
+# ilnpd once the tap has its carrier (qemu holds it); the VM's first packet is 8 s after boot
 X "$BIN/ilnpd" --config "$WORK/ilnpd.toml" > "$WORK/ilnpd.log" 2>&1 & DPID=$!
 sleep 2
 # ilnpd's host's servers (on every address: the VM reaches them at our identifier address)
@@ -159,14 +171,6 @@ threading.Thread(target=udp, daemon=True).start()
 while True:
     c, _ = t.accept(); c.sendall(c.recv(100)); c.close()
 ' &
-# the VM: console on a FIFO pair (its init reads a line per round: we type it)
-rm -f "$WORK/con.in" "$WORK/con.out"; mkfifo "$WORK/con.in" "$WORK/con.out"
-X qemu-system-x86_64 -m 256 -nographic -no-reboot -kernel "$SRC/arch/x86/boot/bzImage" \
-  -initrd "$WORK/initramfs.gz" -append "console=ttyS0 panic=-1 quiet" \
-  -netdev tap,id=n0,ifname=l49tap,script=no,downscript=no -device virtio-net-pci,netdev=n0 \
-  -serial pipe:"$WORK/con" -monitor none > /dev/null 2>&1 & QPID=$!
-exec 3> "$WORK/con.in"; : > "$WORK/console.log"
-cat "$WORK/con.out" >> "$WORK/console.log" &
 waitfor() { for _ in $(seq 240); do grep -q "$1" "$WORK/console.log" && return 0; sleep 0.5; done; return 1; }
 go() { echo "$1" >&3; waitfor "ROUND-DONE $1"; }
 VM_ID=$IDP:$(echo $VM_NID | tr -d ' ')  # the VM's identifier address, what applications here use
