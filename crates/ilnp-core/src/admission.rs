@@ -522,7 +522,7 @@ impl Core {
             p.non_ilnp = false;
         }
         // it speaks ILNPv6 after all (or again)
-        self.end_fallback(nid, out);
+        self.fallback.end(&mut self.stats, nid, out);
         let (admission, mut cx) = self.admission_parts();
         admission.greet_responder(&mut cx, now, meta, admitted, out);
         true
@@ -550,12 +550,6 @@ impl Core {
     ) {
         let (admission, mut cx) = self.admission_parts();
         admission.answer_unadmitted(&mut cx, now, nid, pkt, csum, class, hints, out);
-    }
-
-    /// A packet with the right nonce from `nid`: its embryonic entry is promoted if
-    /// we answered it before (`AdmissionState::maybe_promote`).
-    pub(crate) fn maybe_promote(&mut self, nid: Nid, out: &mut Vec<Action>) {
-        self.admission.maybe_promote(&mut self.ilcc, &mut self.stats, nid, out);
     }
 
     /// Entries per tier and the bounds.

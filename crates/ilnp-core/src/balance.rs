@@ -506,10 +506,6 @@ impl Core {
         balance.set_flow_seed(&cx, seed)
     }
 
-    pub fn policy_of(&self, nid: Nid) -> Policy {
-        self.balance.policy_of(nid)
-    }
-
     pub fn balance_table(&self, nid: Nid) -> Option<&BalanceTable> {
         self.balance.tables.get(&nid)
     }

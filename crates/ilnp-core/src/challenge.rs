@@ -307,16 +307,6 @@ impl Core {
         let (challenges, mut cx) = self.challenge_parts();
         challenges.bad_nonce(&mut cx, now, nid, nonce, src, ident, out);
     }
-
-    /// A packet with the entry's own nonce arrived (`Challenges::answered`).
-    pub(crate) fn challenge_answered(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) {
-        self.challenges.answered(&self.ilcc, &mut self.stats, now, nid, out);
-    }
-
-    /// Challenges nobody answered (`Challenges::due`).
-    pub(crate) fn challenges_due(&mut self, now: Instant, out: &mut Vec<Action>) {
-        self.challenges.due(&self.ilcc, &mut self.stats, now, out);
-    }
 }
 
 /// Not a nonce-only packet (No Next Header): worth holding for the stack.

@@ -367,16 +367,6 @@ impl Core {
         self.fallback.start(&mut self.stats, now, nid, remote, reason, out);
     }
 
-    /// The peer showed a nonce: it speaks ILNPv6 (after all, or again).
-    pub(crate) fn end_fallback(&mut self, nid: Nid, out: &mut Vec<Action>) {
-        self.fallback.end(&mut self.stats, nid, out);
-    }
-
-    /// Forgets `nid`'s fallback with its record (`del_peer`).
-    pub(crate) fn forget_fallback(&mut self, nid: Nid) -> bool {
-        self.fallback.forget(nid)
-    }
-
     /// An identifier-form packet to `nid`: carried as plain IPv6 if `nid` is in
     /// fallback. False: not ours, ILNP as usual.
     pub(crate) fn fallback_outbound(&mut self, nid: Nid, pkt: &[u8], csum: Csum, out: &mut Vec<Action>) -> bool {
@@ -407,11 +397,6 @@ impl Core {
     /// A silent correspondent is probed (`fallback_probe_after`).
     pub(crate) fn fallback_probing_on(&self) -> bool {
         probing_on(&self.cfg)
-    }
-
-    /// The peer's nonce arrived: a probe for it is moot.
-    pub(crate) fn cancel_probe(&mut self, nid: Nid, out: &mut Vec<Action>) {
-        self.fallback.cancel_probe(nid, out);
     }
 }
 

@@ -122,13 +122,13 @@ impl Core {
                 out.extend(e.snapshot().map(Action::IlccUpsert));
             }
             // the right nonce again after our answer: the peer is there
-            self.maybe_promote(nid, out);
+            self.admission.maybe_promote(&mut self.ilcc, &mut self.stats, nid, out);
         }
         if answered {
-            self.challenge_answered(now, nid, out);
+            self.challenges.answered(&self.ilcc, &mut self.stats, now, nid, out);
         }
         // the peer speaks ILNPv6: a fallback probe for it is moot
-        self.cancel_probe(nid, out);
+        self.fallback.cancel_probe(nid, out);
         // over UDP/IPv4: the path it came on (learned, or a rebinding checked)
         self.v4_observe(now, nid, meta.src_loc, out);
         // a verified packet arrived on this locator: it is not quiet

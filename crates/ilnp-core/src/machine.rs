@@ -97,7 +97,7 @@ impl Core {
     }
 
     pub fn del_peer(&mut self, nid: Nid) -> bool {
-        self.forget_fallback(nid);
+        self.fallback.forget(nid);
         self.peers.remove(&nid).is_some()
     }
 

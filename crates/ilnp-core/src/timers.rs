@@ -281,7 +281,7 @@ impl Core {
             out.push(Action::Event(Event::PeerRemoved { nid, reason: "idle" }));
         }
         // peer-restart challenges nobody answered (`challenge.rs`)
-        self.challenges_due(now, out);
+        self.challenges.due(&self.ilcc, &mut self.stats, now, out);
         self.v4_due(now, out);
         self.ilcc.tidy();
         self.finish(out);
