@@ -439,7 +439,7 @@ mod tests {
         let e = a.ilcc_entry(NB).unwrap();
         let (nb, na) = (e.nonce_rx.expect("the peer's nonce"), e.nonce_tx);
         let lu = parse_lu(&lus[0]).lu;
-        let ours = a.best_local().unwrap();
+        let ours = a.local.best().unwrap();
         let ack = |from: Locator, n: &Nonce| {
             translate::lu_packet(ilnp_addr(from, NB), ilnp_addr(ours, NA), n, &lu.ack()).unwrap()
         };

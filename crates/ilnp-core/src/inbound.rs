@@ -49,7 +49,7 @@ impl Core {
         let rule = self
             .ilcc
             .get(&ilnp_wire::split_addr(data.ip.src).1)
-            .map_or_else(|| self.checksum_rule(ilnp_wire::split_addr(data.ip.src).1), |e| e.checksum_rule);
+            .map_or_else(|| self.cfg.checksum_rule(ilnp_wire::split_addr(data.ip.src).1), |e| e.checksum_rule);
         let (ident, meta) = match data.to_identifier_rule(self.cfg.id_prefix, csum, rule) {
             Ok(x) => x,
             Err(e) => {

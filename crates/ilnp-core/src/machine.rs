@@ -14,9 +14,8 @@ use crate::nids;
 use crate::nonce_key::random_nonce;
 use crate::peers::{PeerInfo, PeerRecord, PeerSource};
 use crate::v4path;
-use ilnp_wire::checksum::ChecksumRule;
 use ilnp_wire::translate::Csum;
-use ilnp_wire::{Locator, Nid, Nonce};
+use ilnp_wire::{Nid, Nonce};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -62,16 +61,6 @@ impl Core {
 
     pub fn config(&self) -> &CoreConfig {
         &self.cfg
-    }
-
-    /// The preferred usable local locator.
-    pub fn best_local(&self) -> Option<Locator> {
-        self.local.best()
-    }
-
-    /// The TCP/UDP checksum rule towards `nid`: its own setting, else the default.
-    pub(crate) fn checksum_rule(&self, nid: Nid) -> ChecksumRule {
-        self.cfg.checksum_rule(nid)
     }
 
     pub(crate) fn drop(&mut self, out: &mut Vec<Action>, reason: DropReason, detail: String) {

@@ -1136,7 +1136,7 @@ fn deprecated_address_counts_as_a_stopped_ra_and_the_preferred_locator_is_never_
     // a preferred locator whose RA stopped is never retired, however quiet
     let out = b.handle_timeout(t1 + Duration::from_secs(100));
     assert!(retired(&out).is_empty());
-    assert_eq!(b.best_local(), Some(LB));
+    assert_eq!(b.local.best(), Some(LB));
 }
 
 #[test]
