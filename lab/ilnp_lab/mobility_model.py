@@ -19,12 +19,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # types only: topology.py builds on this module
-    from .topology import LinkSpec
-
-LINK_PARAMS = {"delay_ms", "loss_pct", "rate_mbit", "jitter_ms", "jitter_dist", "jitter_order"}  # what a move may change on a link
+from .links import LINK_PARAMS, LinkSpec
 LU_TIMER = re.compile(r"^(rtt|fixed-[1-9][0-9]*(ms|s))$")
 
 

@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .addr import CN_NID, MN_NID, l64, lab_nid
-from .mobility_model import DAD_MODES, LINK_PARAMS, EventSpec, Moves, dad_sysctls, parse_events, parse_moves  # noqa: F401 (DAD_MODES: cli)
+from .links import LINK_PARAMS, LinkSpec
+from .mobility_model import DAD_MODES, EventSpec, Moves, dad_sysctls, parse_events, parse_moves  # noqa: F401 (DAD_MODES: cli)
 from .services import nic_segmentation, radvd, warm_neighbours
 from .testbed import Node, Testbed
 
@@ -51,25 +52,6 @@ NODENAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 
 class SpecError(ValueError):
     """A bad experiment file; the message names the file, the item and the key."""
-
-
-@dataclass(frozen=True)
-class LinkSpec:
-    name: str
-    a: str
-    a_if: str
-    b: str
-    b_if: str
-    a_addr: str | None = None
-    b_addr: str | None = None
-    delay_ms: float = 0.0
-    loss_pct: float = 0.0
-    rate_mbit: float | None = None
-    mtu: int | None = None
-    up: bool = True
-    jitter_ms: float = 0.0
-    jitter_dist: str = "normal"
-    jitter_order: str = "fifo"
 
 
 @dataclass(frozen=True)
