@@ -94,7 +94,7 @@ fn main() {
             c.handle_inbound(now, &from(Nid(0x0200_0000_0000_0000 + i), i as u32), Csum::Complete);
         }
         let fill_s = t.elapsed().as_secs_f64();
-        assert_eq!(c.ilcc_entries().count(), n, "every crafted packet made an entry");
+        assert_eq!(c.ilcc().iter().count(), n, "every crafted packet made an entry");
         let rss1 = rss_kib();
         let peer = Nid(0x0200_0000_0000_0000);
         let pin = from(peer, 0);

@@ -352,7 +352,7 @@ mod tests {
     fn an_unanswered_challenge_keeps_the_session_and_refuses_the_newcomer() {
         let (mut a, mut b, _, _) = session();
         let t0 = Instant::now();
-        let before = b.ilcc_entry(NA).unwrap().clone();
+        let before = b.ilcc.get(&NA).unwrap().clone();
         let (mut a2, w) = restarted_a(t0);
         let out = b.handle_inbound(t0, &w, Csum::Complete);
         assert_eq!(b.stats().dropped(DropReason::BadNonce), 1);
@@ -376,7 +376,7 @@ mod tests {
         assert!(delivered(&out).is_empty(), "the held packet is not delivered");
         // the fast path gets the entry back, with its old nonce
         assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.nid == NA && s.nonce_rx == before.nonce_rx)));
-        let e = b.ilcc_entry(NA).unwrap();
+        let e = b.ilcc.get(&NA).unwrap();
         assert_eq!((e.nonce_rx, e.best_remote().map(|r| r.loc)), (before.nonce_rx, Some(LA)), "session kept");
         // an attacker's datagram a second for a minute, the peer silent: never taken
         for i in 1..=60u64 {
@@ -385,7 +385,7 @@ mod tests {
             b.handle_timeout(t + CHALLENGE_MAX);
         }
         assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 0);
-        assert_eq!(b.ilcc_entry(NA).unwrap().nonce_rx, before.nonce_rx);
+        assert_eq!(b.ilcc.get(&NA).unwrap().nonce_rx, before.nonce_rx);
         // bounded: at most one echo per hold-off and challenge (≤ one a second here)
         assert!(
             b.stats().outcome(Outcome::PeerChallengeSent) <= 61,

@@ -341,7 +341,7 @@ mod tests {
         assert_eq!(r, DnsPeerResult::SessionKept);
         let out = a.handle_outbound(t0, &udp(NA, NB, b"y"), Csum::Complete);
         assert_eq!(dst_locator(&wire(&out)[0]), LB);
-        let e = a.ilcc_entries().next().unwrap();
+        let e = a.ilcc.iter().next().unwrap();
         assert!(e.has_remote(LB) && !e.has_remote(LB2));
         // a later session uses the new record
         a.flush_ilcc();
@@ -436,7 +436,7 @@ mod tests {
         let out = a.handle_outbound(t, &udp(NA, NB, b"y"), Csum::Complete);
         assert_eq!(dst_locator(&wire(&out)[0]), LB);
         assert_eq!(a.stats().get("dns_peer_recovered"), 0);
-        let e = a.ilcc_entry(NB).unwrap();
+        let e = a.ilcc.get(&NB).unwrap();
         let (nb, na) = (e.nonce_rx.expect("the peer's nonce"), e.nonce_tx);
         let lu = parse_lu(&lus[0]).lu;
         let ours = a.local.best().unwrap();
@@ -449,7 +449,7 @@ mod tests {
         a.handle_inbound(t, &ack(LB2, &guessed), Csum::Complete);
         a.handle_inbound(t, &ack(LB2, &na), Csum::Complete);
         assert_eq!(a.stats().get("dns_peer_recovered"), 0);
-        assert_eq!(a.ilcc_entry(NB).unwrap().best_remote().unwrap().loc, LB);
+        assert_eq!(a.ilcc.get(&NB).unwrap().best_remote().unwrap().loc, LB);
         // the peer's own nonce, from the re-resolved locator: the session moves there
         let out = a.handle_inbound(t, &ack(LB2, &nb), Csum::Complete);
         assert_eq!(a.stats().get("dns_peer_recovered"), 1, "{:?}", a.stats());

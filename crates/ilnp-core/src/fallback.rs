@@ -461,7 +461,7 @@ mod tests {
         let w = wire(&out).pop().unwrap();
         let p = ipv6::Packet::new_checked(&w[..]).unwrap();
         assert_eq!((p.src(), p.dst()), (ilnp_addr(LA, NA), ilnp_addr(LB, NB)));
-        assert!(a.ilcc_entries().next().is_none());
+        assert!(a.ilcc.iter().next().is_none());
         let reply = ts::udp(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 0x1770, 0x9c41, b"reply");
         let out = a.handle_inbound(now, &reply, Csum::Complete);
         assert_eq!(delivered(&out), [ts::udp(ilnp_addr(P, NB), ilnp_addr(P, NA), 0x1770, 0x9c41, b"reply")]);

@@ -264,6 +264,6 @@ mod tests {
         let mut d = core(NB, LA, 4, None);
         d.handle_inbound(Instant::now(), &ab, Csum::Complete);
         assert_eq!(d.stats().dropped(DropReason::UnknownLocalLocator), 1);
-        assert_eq!(d.ilcc_entries().count(), 0);
+        assert_eq!(d.ilcc.iter().count(), 0);
     }
 }

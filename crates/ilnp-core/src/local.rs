@@ -374,6 +374,7 @@ impl LocalLocators {
         }
     }
 
+    /// When a packet last arrived on local locator `loc`, as far as the core knows.
     pub fn last_rx(&self, loc: Locator) -> Option<Instant> {
         self.last_rx.get(&loc).copied()
     }
@@ -443,15 +444,6 @@ impl Core {
     /// themselves). Older reports than what is known are ignored.
     pub fn note_local_activity(&mut self, loc: Locator, last_rx: Instant) {
         self.local.note_activity(loc, last_rx);
-    }
-
-    /// When a packet last arrived on local locator `loc`, as far as the core knows.
-    pub fn local_last_rx(&self, loc: Locator) -> Option<Instant> {
-        self.local.last_rx(loc)
-    }
-
-    pub fn local_locators(&self) -> &[LocalLocator] {
-        self.local.all()
     }
 }
 

@@ -367,7 +367,7 @@ mod tests {
         // B joins a second network (preferred): LB still works, A knows only LB
         let out = b.set_local_locators(t0, vec![local(LB), local(LB2)]);
         assert_eq!(srcs(&out), [LB, LB2], "from the known locator first, then the new one");
-        assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB2, "data moves to the new one");
+        assert_eq!(b.ilcc.iter().next().unwrap().local_locator, LB2, "data moves to the new one");
         // retransmissions alike
         let out = b.handle_timeout(t0 + Duration::from_millis(250));
         assert_eq!(srcs(&out), [LB, LB2]);

@@ -8,7 +8,7 @@ use crate::challenge;
 use crate::config::CoreConfig;
 use crate::event::{DropReason, Event, Stats};
 use crate::fallback;
-use crate::ilcc::{self, IlccEntry, IlccView};
+use crate::ilcc::{self, IlccView};
 use crate::local::LocalLocators;
 use crate::nids;
 use crate::nonce_key::random_nonce;
@@ -161,15 +161,19 @@ impl Core {
 
     // ---------------------------------------------------------------- inspection
 
-    pub fn ilcc_entries(&self) -> impl Iterator<Item = &IlccEntry> {
-        self.ilcc.iter()
+    /// The ILCC, read-only: its entries (`Ilcc::iter`), one correspondent's in O(1)
+    /// (`Ilcc::get`: what the fast path's `ilnp_ilcc` lookup answers, for shells that
+    /// model it; the simulator's admission check, like the ingress program's, applies
+    /// only without an entry).
+    pub fn ilcc(&self) -> &ilcc::Ilcc {
+        &self.ilcc
     }
 
-    /// The ILCC entry of one correspondent (O(1)): what the fast path's
-    /// `ilnp_ilcc` lookup answers, for shells that model it (the simulator's
-    /// admission check, like the ingress program's, applies only without an entry).
-    pub fn ilcc_entry(&self, nid: Nid) -> Option<&IlccEntry> {
-        self.ilcc.get(&nid)
+    /// This host's locators, read-only (`LocalLocators::all`, `last_rx`, `best`).
+    /// Shells change them only through `set_local_locators` and
+    /// `note_local_activity`, which keep the ILCC in step.
+    pub fn local(&self) -> &LocalLocators {
+        &self.local
     }
 
     /// ILCC entries with their idle time and age at `now`, for display.

@@ -185,7 +185,7 @@ mod tests {
     #[test]
     fn a_session_on_a_temporary_nid_keeps_it_across_a_move() {
         let (mut a, mut b, now) = temp_session();
-        assert_eq!(a.ilcc_entry(NB).unwrap().local_nid, Some(T1));
+        assert_eq!(a.ilcc.get(&NB).unwrap().local_nid, Some(T1));
         assert_eq!(a.sessions_on(T1), 1);
         assert_eq!(a.sessions_on(NA), 0);
         let out = a.set_local_locators(now, vec![local(LA2)]);
@@ -227,7 +227,7 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(a.remove_temporary_nid(T1, &mut out), Some(1));
         assert!(out.iter().any(|x| matches!(x, Action::IlccRemove(n) if *n == NB)));
-        assert!(a.ilcc_entry(NB).is_none());
+        assert!(a.ilcc.get(&NB).is_none());
         // what a packet to a NID we never had gets
         let out = a.handle_inbound(now, &ba, Csum::Complete);
         assert!(delivered(&out).is_empty());
@@ -266,7 +266,7 @@ mod tests {
         let mut b = core(NB, LB, 2, Some((NA, LA)));
         let w = wire(&b.handle_outbound(now, &udp(NB, NA, b"to the name"), Csum::Complete)).pop().unwrap();
         assert_eq!(delivered(&a.handle_inbound(now, &w, Csum::Complete)), vec![udp(NB, NA, b"to the name")]);
-        assert_eq!(a.ilcc_entry(NB).unwrap().local_nid, None);
+        assert_eq!(a.ilcc.get(&NB).unwrap().local_nid, None);
         let back = wire(&a.handle_outbound(now, &udp(NA, NB, b"r"), Csum::Complete)).pop().unwrap();
         assert_eq!(src_nid(&back), NA);
     }
@@ -284,7 +284,7 @@ mod tests {
         for p in wire(&out) {
             assert_eq!(src_nid(&p), T1, "the hello comes from T1");
         }
-        assert_eq!(a.ilcc_entry(NB).unwrap().local_nid, Some(T1));
+        assert_eq!(a.ilcc.get(&NB).unwrap().local_nid, Some(T1));
     }
 
     #[test]
@@ -298,7 +298,7 @@ mod tests {
         let mut a2 = core(NA, LA, 9, Some((NB, LB)));
         a2.restore(now, &back).unwrap();
         assert!(a2.is_local_nid(T1));
-        assert_eq!(a2.ilcc_entry(NB).unwrap().local_nid, Some(T1));
+        assert_eq!(a2.ilcc.get(&NB).unwrap().local_nid, Some(T1));
         let ba = wire(&b.handle_outbound(now, &udp(NB, T1, b"after"), Csum::Complete)).pop().unwrap();
         assert_eq!(delivered(&a2.handle_inbound(now, &ba, Csum::Complete)).len(), 1);
         let ab = wire(&a2.handle_outbound(now, &udp(T1, NB, b"x"), Csum::Complete)).pop().unwrap();

@@ -252,14 +252,14 @@ mod tests {
             let h = hint(LA, nonce_of(&syn), now);
             let answer = wire(&b.handle_outbound_hinted(now, &rst(NA), Csum::Complete, &mut |_| Some(h)));
             let first = nonce_of(answer.first().expect("the stateless answer"));
-            assert!(b.ilcc_entries().next().is_none(), "no state");
+            assert!(b.ilcc.iter().next().is_none(), "no state");
             a.handle_inbound(now + ms(1), &answer[0], Csum::Complete);
-            assert_eq!(a.ilcc_entries().next().unwrap().nonce_rx, Some(first), "A learned it");
+            assert_eq!(a.ilcc.iter().next().unwrap().nonce_rx, Some(first), "A learned it");
             // B's application opens a session to A a moment later
             let out = b.handle_outbound_hinted(now + ms(50), &udp(NB, NA, b"hello"), Csum::Complete, &mut |_| Some(h));
             let data = wire(&out).pop().expect("sent");
             assert_eq!(nonce_of(&data), first, "one nonce from our first packet on ({len} bytes)");
-            assert_eq!(b.ilcc_entries().next().unwrap().nonce_tx, first);
+            assert_eq!(b.ilcc.iter().next().unwrap().nonce_tx, first);
             let got = a.handle_inbound(now + ms(51), &data, Csum::Complete);
             assert_eq!(delivered(&got).len(), 1, "{got:?}");
             assert_eq!(a.stats().outcome(Outcome::PeerChallengeSent), 0, "no restart seen");

@@ -202,7 +202,7 @@ mod tests {
         assert!(out.iter().any(|a| matches!(a, Action::SendWire { uplink: Some(2), .. })), "out of LA's uplink");
         let p = ipv6::Packet::new_checked(&w[..]).unwrap();
         assert_eq!((split_addr(p.src()).0, split_addr(p.dst()).0), (LA, LB));
-        let e = a.ilcc_entries().next().unwrap();
+        let e = a.ilcc.iter().next().unwrap();
         assert!(e.initiator && e.nonce_rx.is_none());
         // no record: the application hears at once
         let out =

@@ -371,8 +371,8 @@ mod tests {
         let t1 = t0 + Duration::from_secs(2);
         let out = a2.restore(t1, &back).unwrap();
         assert!(matches!(&out[..], [Action::IlccUpsert(s)] if s.nid == NB && s.nonce_rx.is_some()));
-        let e = a2.ilcc_entries().next().unwrap();
-        let old = a.ilcc_entries().next().unwrap();
+        let e = a2.ilcc.iter().next().unwrap();
+        let old = a.ilcc.iter().next().unwrap();
         assert_eq!((e.nonce_tx, e.nonce_rx, e.initiator), (old.nonce_tx, old.nonce_rx, old.initiator));
         // b accepts what the restored a sends (same tx nonce), and a accepts b
         let w = crate::tests::wire(&a2.handle_outbound(t1, &crate::tests::udp(NA, NB, b"again"), Csum::Complete));
@@ -399,7 +399,7 @@ mod tests {
         snap.entries.push(EntryState { nonce_tx: "abc".into(), ..snap.entries[0].clone() });
         snap.entries[1].nid = 42;
         assert!(matches!(c.restore(now, &snap), Err(RestoreError::BadNonce { nid: Nid(42), .. })));
-        assert_eq!(c.ilcc_entries().count(), 0, "all or nothing");
+        assert_eq!(c.ilcc.iter().count(), 0, "all or nothing");
     }
 
     #[test]

@@ -159,7 +159,7 @@ fn nonces_differ_per_direction_and_stay_constant() {
         assert_eq!(nonce_of(&w1), nonce_of(&ab));
         assert_eq!(nonce_of(&w2), nonce_of(&ba));
     }
-    let ea = a.ilcc_entries().next().unwrap();
+    let ea = a.ilcc.iter().next().unwrap();
     assert_eq!(ea.nonce_rx, Some(nonce_of(&ba)));
     assert_eq!(ea.nonce_tx, nonce_of(&ab));
 }
@@ -167,9 +167,9 @@ fn nonces_differ_per_direction_and_stay_constant() {
 #[test]
 fn ilcc_entry_looks_up_one_correspondent() {
     let (a, b, _, _) = session();
-    assert_eq!(a.ilcc_entry(NB).map(|e| (e.nid, e.initiator)), Some((NB, true)));
-    assert_eq!(b.ilcc_entry(NA).map(|e| (e.nid, e.initiator)), Some((NA, false)));
-    assert!(a.ilcc_entry(NA).is_none(), "no entry for ourselves");
+    assert_eq!(a.ilcc.get(&NB).map(|e| (e.nid, e.initiator)), Some((NB, true)));
+    assert_eq!(b.ilcc.get(&NA).map(|e| (e.nid, e.initiator)), Some((NA, false)));
+    assert!(a.ilcc.get(&NA).is_none(), "no entry for ourselves");
 }
 
 #[test]
@@ -228,7 +228,7 @@ fn locator_update_replaces_set_and_ack_echoes_body() {
     let ack = parse_lu(&acks[0]);
     assert_eq!(ack.lu, lu.lu.ack());
     assert_eq!(split_addr(ack.dst).0, LB2);
-    let e = a.ilcc_entries().next().unwrap();
+    let e = a.ilcc.iter().next().unwrap();
     assert_eq!(e.remote_locators.iter().map(|r| r.loc).collect::<Vec<_>>(), vec![LB2]);
     // A's data now goes to LB2
     let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"after"), Csum::Complete)).pop().unwrap();
@@ -266,7 +266,7 @@ fn forged_lu_is_rejected() {
     let out = a.handle_inbound(Instant::now(), &pkt, Csum::Complete);
     assert!(wire(&out).is_empty());
     assert_eq!(a.stats().get("lu_bad_nonce"), 1);
-    let e = a.ilcc_entries().next().unwrap();
+    let e = a.ilcc.iter().next().unwrap();
     assert_eq!(e.remote_locators[0].loc, LB);
     // unknown peer
     let pkt = translate::lu_packet(ilnp_addr(LB, Nid(77)), ilnp_addr(LA, NA), &nonce_of(&ba), &lu).unwrap();
@@ -313,8 +313,8 @@ fn capacity_bound_never_evicts_established() {
         let w = wire(&c.handle_outbound(now, &udp(n, NB, b"flood"), Csum::Complete)).pop().unwrap();
         b.handle_inbound(now, &w, Csum::Complete);
     }
-    assert_eq!(b.ilcc_entries().count(), 3);
-    assert!(b.ilcc_entries().any(|e| e.nid == NA));
+    assert_eq!(b.ilcc.iter().count(), 3);
+    assert!(b.ilcc.iter().any(|e| e.nid == NA));
     assert_eq!(b.stats().get("ilcc_full"), 98);
     let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"still"), Csum::Complete)).pop().unwrap();
     assert_eq!(delivered(&b.handle_inbound(now, &w, Csum::Complete)).len(), 1);
@@ -329,7 +329,7 @@ fn idle_entries_age_out_unless_active() {
     assert!(a.handle_timeout(t0 + idle).iter().all(|x| !matches!(x, Action::IlccRemove(_))));
     let out = a.handle_timeout(t0 + idle * 2);
     assert!(out.contains(&Action::IlccRemove(NB)));
-    assert_eq!(a.ilcc_entries().count(), 0);
+    assert_eq!(a.ilcc.iter().count(), 0);
 }
 
 #[test]
@@ -392,7 +392,7 @@ fn newest_locator_is_preferred_on_join_and_advertised_first() {
     // one; data from the new one
     assert_eq!(wire(&out).iter().map(|w| src_loc(w)).collect::<Vec<_>>(), [LB, LB2]);
     assert_eq!(split_addr(lu.src).0, LB, "the LU leaves from the locator the peer knows first");
-    assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB2, "data from the new network");
+    assert_eq!(b.ilcc.iter().next().unwrap().local_locator, LB2, "data from the new network");
     a.handle_inbound(t0, &wire(&out)[0], Csum::Complete);
     let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
     assert_eq!(split_addr(ipv6::Packet::new_checked(&w[..]).unwrap().dst()).0, LB2);
@@ -435,7 +435,7 @@ fn responder_sends_its_nonce_so_one_way_flows_can_be_updated() {
     assert_eq!(back[0][40], NextHeader::NONE.0);
     let out = a.handle_inbound(now, &back[0], Csum::Complete);
     assert!(delivered(&out).is_empty(), "nothing for the stack");
-    assert_eq!(a.ilcc_entries().next().unwrap().nonce_rx, Some(nonce_of(&back[0])));
+    assert_eq!(a.ilcc.iter().next().unwrap().nonce_rx, Some(nonce_of(&back[0])));
     // so B's Locator Update now verifies at A
     let out = b.set_local_locators(now, vec![local(LB2)]);
     let acks = wire(&a.handle_inbound(now, &wire(&out)[0], Csum::Complete));
@@ -456,7 +456,7 @@ fn lu_timer_follows_measured_rtt_and_duplicate_acks_are_not_drops() {
     let mut a = core(NA, LA, 1, Some((NB, LB)));
     let mut b = core(NB, LB, 2, None);
     rtt_40ms(&mut a, &mut b, t0);
-    assert_eq!(a.ilcc_entries().next().unwrap().srtt_us, Some(40_000));
+    assert_eq!(a.ilcc.iter().next().unwrap().srtt_us, Some(40_000));
     // A moves: its LU is retransmitted after 2 x 40 ms, not the 250 ms default
     let t1 = t0 + Duration::from_secs(1);
     let lu1 = wire(&a.set_local_locators(t1, vec![local(Locator(0x2001_0db8_00aa_0000))]));
@@ -481,7 +481,7 @@ fn fixed_lu_timer_retransmits_every_interval_whatever_the_rtt() {
     let mut a = core_with(NA, LA, 1, Some((NB, LB)), |c| c.lu = fixed);
     let mut b = core(NB, LB, 2, None);
     rtt_40ms(&mut a, &mut b, t0);
-    assert_eq!(a.ilcc_entries().next().unwrap().srtt_us, Some(40_000));
+    assert_eq!(a.ilcc.iter().next().unwrap().srtt_us, Some(40_000));
     let t1 = t0 + Duration::from_secs(1);
     assert_eq!(wire(&a.set_local_locators(t1, vec![local(Locator(0x2001_0db8_00aa_0000))])).len(), 1);
     let mut sent_at = vec![Duration::ZERO];
@@ -525,7 +525,7 @@ fn local_icmp_error_goes_out_quoting_the_wire_form_and_comes_back_to_the_app() {
     let orig = udp(NA, NB, b"to a closed port");
     let err = icmpv6::error_packet(ilnp_addr(P, NB), ilnp_addr(P, NA), Icmpv6Type::DEST_UNREACH, 4, 0, &orig);
     let w = wire(&b.handle_outbound(now, &err, Csum::Complete)).pop().expect("sent");
-    assert_eq!(nonce_of(&w), b.ilcc_entries().next().unwrap().nonce_tx, "B's own nonce on the error");
+    assert_eq!(nonce_of(&w), b.ilcc.iter().next().unwrap().nonce_tx, "B's own nonce on the error");
     let out = a.handle_inbound(now, &w, Csum::Complete);
     let d = delivered(&out);
     assert_eq!(d.len(), 1, "{out:?}");
@@ -617,14 +617,14 @@ fn advertised_lifetimes_age_remote_locators_without_dropping_them() {
         .any(|x| matches!(x, Action::IlccUpsert(s) if s.remote_loc == lb3 && s.remote_locs.contains(&LB2))));
     assert_eq!(a.stats().get("remote_locator_aged"), 1);
     assert!(events(&out).iter().any(|e| matches!(e, Event::RemoteLocatorAged { nid: NB, locator } if *locator == LB2)));
-    let e = a.ilcc_entries().next().unwrap();
+    let e = a.ilcc.iter().next().unwrap();
     assert_eq!(e.remote_locators.iter().find(|r| r.loc == LB2).unwrap().state, LocatorState::Aged);
     let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
     assert_eq!(dst_loc(&w), lb3);
     // all aged: the best aged one is still used (a live session survives a late LU)
     a.handle_timeout(t0 + Duration::from_secs(300));
     assert_eq!(a.stats().get("remote_locator_aged"), 2);
-    assert_eq!(a.ilcc_entries().count(), 1, "aged, not removed");
+    assert_eq!(a.ilcc.iter().count(), 1, "aged, not removed");
     let w = wire(&a.handle_outbound(t0, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
     assert_eq!(dst_loc(&w), LB2);
     // and packets from an aged locator are still accepted
@@ -718,7 +718,7 @@ fn flush_and_peer_deletion() {
     assert_eq!(wire(&a.handle_outbound(Instant::now(), &udp(NA, NB, b"x"), Csum::Complete)).len(), 1);
     let out = a.flush_ilcc();
     assert!(out.contains(&Action::IlccRemove(NB)));
-    assert_eq!(a.ilcc_entries().count(), 0);
+    assert_eq!(a.ilcc.iter().count(), 0);
     // without the record a new session cannot start
     let out = a.handle_outbound(Instant::now(), &udp(NA, NB, b"x"), Csum::Complete);
     assert!(wire(&out).is_empty());
@@ -776,7 +776,7 @@ fn multihomed_preferred_locator_is_used_and_failover_is_immediate() {
     assert_eq!(dst_loc(&w), LB, "A sends to B's preferred locator");
     let w = wire(&b.handle_outbound(t0, &udp(NB, NA, b"y"), Csum::Complete)).pop().unwrap();
     assert_eq!(src_loc(&w), LB);
-    assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB);
+    assert_eq!(b.ilcc.iter().next().unwrap().local_locator, LB);
     // LB's uplink goes down: the very same call switches and sends the LU
     let t1 = t0 + Duration::from_secs(1);
     let out = b.set_local_locators(t1, vec![local_pref(LB2, 3, 15)]);
@@ -815,9 +815,9 @@ fn router_loss_demotes_the_locator_and_fails_over() {
     // it), then from LB2
     assert_eq!(lus.iter().map(|w| src_loc(w)).collect::<Vec<_>>(), [LB, LB2]);
     assert_eq!((src_loc(&lus[0]), lu_locs(&lus[0])), (LB, vec![(LB2, 15), (LB, 20)]));
-    assert_eq!(b.ilcc_entries().next().unwrap().local_locator, LB2);
+    assert_eq!(b.ilcc.iter().next().unwrap().local_locator, LB2);
     a.handle_inbound(t1, &lus[0], Csum::Complete);
-    let e = a.ilcc_entries().next().unwrap();
+    let e = a.ilcc.iter().next().unwrap();
     let states: Vec<(Locator, LocatorState)> = e.remote_locators.iter().map(|r| (r.loc, r.state)).collect();
     assert_eq!(states, vec![(LB2, LocatorState::Active), (LB, LocatorState::Valid)]);
     // soft: the demoted locator is still accepted meanwhile
@@ -887,7 +887,7 @@ fn malformed_lus_are_counted_by_kind_even_with_the_right_nonce() {
     }
     assert_eq!(a.stats().get("lu_malformed"), cases.len() as u64);
     assert_eq!(a.stats().get("lu_received"), 0);
-    let e = a.ilcc_entries().next().unwrap();
+    let e = a.ilcc.iter().next().unwrap();
     assert_eq!(e.remote_locators.iter().map(|r| r.loc).collect::<Vec<_>>(), vec![LB], "session untouched");
 }
 
@@ -906,7 +906,7 @@ fn lu_with_255_locators_keeps_the_best_and_acks_the_whole_body() {
     let acks = wire(&out);
     assert_eq!(acks.len(), 1);
     assert_eq!(parse_lu(&acks[0]).lu, lu.ack(), "ack identical except Operation");
-    let e = a.ilcc_entries().next().unwrap();
+    let e = a.ilcc.iter().next().unwrap();
     assert_eq!(e.remote_locators.len(), 8);
     assert_eq!(e.remote_locators[0].loc, Locator(0x2001_0db8_1000_0000 + 254), "lowest preference value first");
     assert!(e.remote_locators.windows(2).all(|w| w[0].pref <= w[1].pref));
@@ -916,7 +916,7 @@ fn lu_with_255_locators_keeps_the_best_and_acks_the_whole_body() {
     let mut w = ba.clone();
     w[8..16].copy_from_slice(&Locator(0x2001_0db8_9999_0000).to_bytes());
     assert_eq!(delivered(&a.handle_inbound(now, &w, Csum::Complete)).len(), 1);
-    assert_eq!(a.ilcc_entries().next().unwrap().remote_locators.len(), 8);
+    assert_eq!(a.ilcc.iter().next().unwrap().remote_locators.len(), 8);
     assert_eq!(a.stats().get("remote_locator_not_learned_full"), 1);
 }
 
@@ -955,8 +955,8 @@ fn lu_flood_is_counted_and_a_real_handoff_still_completes() {
     }
     assert_eq!(a.stats().get("lu_malformed_no_locators"), 2500);
     assert_eq!(a.stats().get("lu_malformed_length_mismatch"), 2500);
-    assert_eq!(a.ilcc_entries().count(), 1, "no entry for forged peers");
-    assert_eq!(a.ilcc_entries().next().unwrap().remote_locators.len(), 1);
+    assert_eq!(a.ilcc.iter().count(), 1, "no entry for forged peers");
+    assert_eq!(a.ilcc.iter().next().unwrap().remote_locators.len(), 1);
     // the real handoff in the middle of it
     let t1 = t0 + Duration::from_millis(1);
     let lus = wire(&b.set_local_locators(t1, vec![local(LB2)]));
@@ -1052,13 +1052,13 @@ fn quiet_period_retires_an_old_locator_only_when_quiet_and_routerless() {
     assert_eq!(lus.len(), 1);
     assert_eq!((src_loc(&lus[0]), lu_locs(&lus[0])), (LB2, vec![(LB2, 10)]));
     assert_eq!(b.stats().get("local_locator_retired"), 1);
-    let lb = b.local_locators().iter().find(|l| l.loc == LB).unwrap().clone();
+    let lb = b.local.all().iter().find(|l| l.loc == LB).unwrap().clone();
     assert_eq!(lb.state, LocatorState::Aged, "kept, not advertised, not a source");
     assert!(out.iter().any(
         |x| matches!(x, Action::LocalLocators(l) if l.iter().any(|l| l.loc == LB && l.state == LocatorState::Aged))
     ));
     deliver_lus(&mut a, &mut b, &out, t + ms(3000));
-    let e = a.ilcc_entries().next().unwrap();
+    let e = a.ilcc.iter().next().unwrap();
     assert_eq!(e.remote_locators.iter().map(|r| r.loc).collect::<Vec<_>>(), vec![LB2]);
     // a late packet to the retired locator is still accepted (soft handoff), and
     // does not bring it back: the correspondents were told it is gone
@@ -1067,7 +1067,7 @@ fn quiet_period_retires_an_old_locator_only_when_quiet_and_routerless() {
     assert_eq!(delivered(&out).len(), 1);
     assert_eq!(b.stats().get("retired_local_locator_rx"), 1);
     assert!(wire(&b.handle_timeout(t + ms(9000))).is_empty());
-    assert_eq!(b.local_locators().iter().find(|l| l.loc == LB).unwrap().state, LocatorState::Aged);
+    assert_eq!(b.local.all().iter().find(|l| l.loc == LB).unwrap().state, LocatorState::Aged);
     // nothing left to retire: no timer for it
     assert!(b.poll_timeout().unwrap() > t + ms(60_000));
     // reported again without change: still retired, no LU
@@ -1085,7 +1085,7 @@ fn quiet_but_still_routed_locator_is_kept() {
     // no packet on LB for a long time, but its router is still there
     let out = b.handle_timeout(t + Duration::from_secs(60));
     assert!(retired(&out).is_empty() && wire(&out).is_empty());
-    assert!(b.local_locators().iter().all(|l| l.state == LocatorState::Active));
+    assert!(b.local.all().iter().all(|l| l.state == LocatorState::Active));
     assert!(b.poll_timeout().unwrap() >= t + Duration::from_secs(600), "only the idle timer");
     let _ = &mut a;
 }
@@ -1099,7 +1099,7 @@ fn quiet_period_counts_from_the_last_packet_fast_or_slow_path() {
     // the fast path delivered a packet on LB at t + 2.5 s (the shell read its map)
     b.note_local_activity(LB, t + ms(2500));
     b.note_local_activity(LB, t + ms(100)); // an older stamp changes nothing
-    assert_eq!(b.local_last_rx(LB), Some(t + ms(2500)));
+    assert_eq!(b.local.last_rx(LB), Some(t + ms(2500)));
     assert_eq!(b.poll_timeout(), Some(t + ms(5500)));
     assert!(retired(&b.handle_timeout(t + ms(3000))).is_empty(), "traffic resumed: kept");
     // then a late packet through the slow path at t + 5 s
@@ -1132,7 +1132,7 @@ fn deprecated_address_counts_as_a_stopped_ra_and_the_preferred_locator_is_never_
     // LB2 goes away: the retired LB is all that is left, so it is preferred and back
     let out = b.set_local_locators(t1 + Duration::from_secs(1), vec![dep.clone()]);
     assert_eq!(lu_locs(&wire(&out)[0]), vec![(LB, 10)]);
-    assert_eq!(b.local_locators()[0].state, LocatorState::Active);
+    assert_eq!(b.local.all()[0].state, LocatorState::Active);
     // a preferred locator whose RA stopped is never retired, however quiet
     let out = b.handle_timeout(t1 + Duration::from_secs(100));
     assert!(retired(&out).is_empty());
@@ -1143,7 +1143,7 @@ fn deprecated_address_counts_as_a_stopped_ra_and_the_preferred_locator_is_never_
 fn hard_handoff_is_unaffected_by_the_quiet_period() {
     let (mut a, mut b, t) = moved(|c| c.handoff = HandoffMode::Hard);
     // hard: LB was aged when LB2 took over, at once
-    assert_eq!(b.local_locators().iter().find(|l| l.loc == LB).unwrap().state, LocatorState::Aged);
+    assert_eq!(b.local.all().iter().find(|l| l.loc == LB).unwrap().state, LocatorState::Aged);
     let out = b.set_local_locators(t + Duration::from_secs(2), vec![routerless(local(LB)), local(LB2)]);
     assert!(retired(&out).is_empty());
     let out = b.handle_timeout(t + Duration::from_secs(30));
@@ -1165,7 +1165,7 @@ fn zero_quiet_period_keeps_todays_behaviour() {
     assert!(b.poll_timeout().unwrap() >= t + Duration::from_secs(600), "no quiet-period timer");
     let out = b.handle_timeout(t + Duration::from_secs(100));
     assert!(retired(&out).is_empty() && wire(&out).is_empty());
-    assert!(b.local_locators().iter().all(|l| l.state == LocatorState::Active));
+    assert!(b.local.all().iter().all(|l| l.state == LocatorState::Active));
 }
 
 /// Shared-nonce correspondents (FreeBSD ILNP6, the Linux 4.9 code): one nonce both
@@ -1209,7 +1209,7 @@ mod shared_nonce {
             c.peer_shared_nonce.insert(NB);
         });
         a2.restore(now, &snap).unwrap();
-        assert!(a2.ilcc_entry(NB).unwrap().shared_nonce);
+        assert!(a2.ilcc.get(&NB).unwrap().shared_nonce);
         a2
     }
 
@@ -1247,11 +1247,11 @@ mod shared_nonce {
         let pkt = translate::lu_packet(ilnp_addr(LB2, NB), ilnp_addr(LA, NA), &na, &lu).unwrap();
         assert!(wire(&a.handle_inbound(now, &pkt, Csum::Complete)).is_empty(), "no ack");
         assert_eq!(a.stats().dropped(DropReason::LuReflectedNonce), 1);
-        assert_eq!(a.ilcc_entry(NB).unwrap().best_remote().unwrap().loc, LB);
+        assert_eq!(a.ilcc.get(&NB).unwrap().best_remote().unwrap().loc, LB);
         // the peer's own nonce moves it
         let pkt = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &nb, &lu).unwrap();
         a.handle_inbound(now, &pkt, Csum::Complete);
-        assert_eq!(a.ilcc_entry(NB).unwrap().best_remote().unwrap().loc, LB2);
+        assert_eq!(a.ilcc.get(&NB).unwrap().best_remote().unwrap().loc, LB2);
         // a third value is a wrong nonce: dropped, counted, challenged
         let forged = renonce(&d, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]));
         assert!(delivered(&a.handle_inbound(now, &forged, Csum::Complete)).is_empty());
@@ -1279,7 +1279,7 @@ mod shared_nonce {
         let ack = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &na, &other).unwrap();
         a.handle_inbound(now, &ack, Csum::Complete);
         assert_eq!(a.stats().dropped(DropReason::LuReflectedNonce), 2);
-        let e = a.ilcc_entry(NB).unwrap();
+        let e = a.ilcc.get(&NB).unwrap();
         assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), na), "nothing replaced");
     }
 
@@ -1302,7 +1302,7 @@ mod shared_nonce {
             // never a restart, whoever sent it
             a.handle_timeout(now + CHALLENGE_MAX);
             assert_eq!(a.stats().outcome(Outcome::PeerRestartReplaced), 0);
-            let e = a.ilcc_entry(NB).unwrap();
+            let e = a.ilcc.get(&NB).unwrap();
             assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), na), "our own nonce never becomes the peer's");
         }
     }
@@ -1321,7 +1321,7 @@ mod shared_nonce {
         let ba = wire(&b.handle_outbound(now, &udp(NB, NA, b"syn"), Csum::Complete)).pop().unwrap();
         let hello = wire(&a.handle_inbound(now, &ba, Csum::Complete)).pop().expect("hello");
         assert_eq!(nonce_of(&hello), nonce_of(&ba));
-        let e = a.ilcc_entry(NB).unwrap();
+        let e = a.ilcc.get(&NB).unwrap();
         assert!(e.shared_nonce && e.nonce_rx == Some(e.nonce_tx));
         // another peer is not shared: our own nonce
         let mut c = core(NC, LB2, 3, Some((NA, LA)));
@@ -1335,7 +1335,7 @@ mod shared_nonce {
         let now = Instant::now();
         let (mut a, mut b, nb, na) = b_opens(true);
         assert_eq!(na, nb, "the hello carries the initiator's nonce");
-        let e = a.ilcc_entry(NB).unwrap();
+        let e = a.ilcc.get(&NB).unwrap();
         assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), nb));
         let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
         assert_eq!(nonce_of(&w), nb);
@@ -1458,12 +1458,12 @@ fn full_address_checksum_per_peer_and_the_fast_path_is_told() {
     assert!(!checksum::verify(&checksum::nid_only(&s), &checksum::nid_only(&t), NextHeader::UDP, seg));
     let out = b.handle_inbound(now, &w, Csum::Complete);
     assert_eq!(delivered(&out), vec![udp(NA, NB, b"full")], "identifier form, checksum right");
-    assert!(b.ilcc_entry(NA).unwrap().checksum_rule == ChecksumRule::FullAddress);
+    assert!(b.ilcc.get(&NA).unwrap().checksum_rule == ChecksumRule::FullAddress);
     // a receiver on the other rule hands its stack a segment whose checksum fails
     let mut c = core(NB, LB, 3, None);
     let bad = delivered(&c.handle_inbound(now, &w, Csum::Complete)).pop().unwrap();
     assert!(!checksum::verify(&ilnp_addr(P, NA), &ilnp_addr(P, NB), NextHeader::UDP, &bad[40..]));
-    assert!(!c.ilcc_entry(NA).unwrap().snapshot().unwrap().full_address_checksum);
+    assert!(!c.ilcc.get(&NA).unwrap().snapshot().unwrap().full_address_checksum);
 }
 
 /// Each named enum's names as the control socket, the config file and the logs have

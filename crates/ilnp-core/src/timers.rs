@@ -376,7 +376,7 @@ mod tests {
         let removed = out.iter().filter(|a| matches!(a, Action::IlccRemove(_))).count();
         assert_eq!(removed, 99);
         assert!(c.ilcc.visits() - v1 <= 2 * 100 + 4, "{} visits", c.ilcc.visits() - v1);
-        assert_eq!(c.ilcc_entries().count(), N as usize - 99);
+        assert_eq!(c.ilcc.iter().count(), N as usize - 99);
         assert_eq!(c.poll_timeout(), Some(t0 + idle + Duration::from_millis(1)), "the next millisecond's entries");
         assert!(c.ilcc.get(&hot).is_some());
     }

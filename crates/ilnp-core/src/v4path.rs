@@ -573,7 +573,7 @@ mod tests {
         assert_eq!(fast_v4(&out).last(), Some(&Some(a4)), "{out:?}");
         r.handle_inbound_v4(t, &seen, Csum::Complete, v4([203, 0, 113, 5], 5556));
         assert_eq!(r.stats().get("v4_nat_detected"), 0);
-        assert_eq!(r.ilcc_entry(NA).unwrap().remote_locators[0].via, None);
+        assert_eq!(r.ilcc.get(&NA).unwrap().remote_locators[0].via, None);
     }
 
     #[test]
@@ -732,7 +732,7 @@ mod tests {
     #[test]
     fn strangers_on_the_v4_path_get_no_state() {
         let (_a, mut b, t) = nat_pair();
-        let entries = b.ilcc_entries().count();
+        let entries = b.ilcc.iter().count();
         let lu = LocatorUpdate {
             operation: LuOperation::Advertisement,
             entries: vec![LuEntry { locator: v4loc([10, 9, 9, 9]), preference: 1, lifetime: 30 }],
@@ -749,7 +749,7 @@ mod tests {
         let out = b.handle_inbound_v4(t, &pkt, Csum::Complete, v4([203, 0, 113, 9], 5555));
         assert_eq!(b.stats().get("lu_unknown_peer"), 1);
         assert!(sent(&out).is_empty(), "not answered: {out:?}");
-        assert_eq!(b.ilcc_entries().count(), entries);
+        assert_eq!(b.ilcc.iter().count(), entries);
         assert!(b.poll_timeout().is_none_or(|d| d > t + Duration::from_secs(1)), "no challenge or timer for it");
     }
 

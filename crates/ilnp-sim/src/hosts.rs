@@ -140,7 +140,7 @@ impl Host {
             return true;
         }
         let Some(dport) = packet::transport_dport(pkt) else { return true };
-        listens(dport) || self.core.ilcc_entry(packet::src_nid(pkt)).is_some()
+        listens(dport) || self.core.ilcc().get(&packet::src_nid(pkt)).is_some()
     }
 
     /// The core's event `e` at `now` (host `h`): LU bookkeeping for the results.

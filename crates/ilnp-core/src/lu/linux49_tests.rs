@@ -43,11 +43,11 @@ fn prototype_lu(src: Ipv6Addr, dst: Ipv6Addr, nonce: &[u8], op: u8, l64: Locator
 }
 
 fn nonce_tx(c: &crate::machine::Core, nid: ilnp_wire::Nid) -> Nonce {
-    c.ilcc_entry(nid).unwrap().nonce_tx
+    c.ilcc.get(&nid).unwrap().nonce_tx
 }
 
 fn remote(c: &crate::machine::Core) -> Vec<Locator> {
-    c.ilcc_entry(NB).unwrap().remote_locators.iter().map(|r| r.loc).collect()
+    c.ilcc.get(&NB).unwrap().remote_locators.iter().map(|r| r.loc).collect()
 }
 
 #[test]
@@ -113,7 +113,7 @@ fn ours_go_out_in_its_layout_and_its_ack_ends_them() {
     let out = a.handle_inbound(t0, &ack, Csum::Complete);
     assert!(!out.iter().any(|x| matches!(x, Action::SendWire { .. })));
     assert_eq!(a.stats().get("lu_acked"), 1);
-    assert!(a.ilcc_entry(NB).unwrap().pending_lu.is_none());
+    assert!(a.ilcc.get(&NB).unwrap().pending_lu.is_none());
 }
 
 #[test]

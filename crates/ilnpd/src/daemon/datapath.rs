@@ -125,7 +125,7 @@ impl Daemon {
     /// * A punt of a plain peer the core has no fallback or probe for (a probe's,
     ///   or fallback configured off): its plain packets go to the host as without.
     pub(super) fn sweep_fast_path(&mut self) {
-        let known: BTreeSet<Nid> = self.core.ilcc_entries().map(|e| e.nid).collect();
+        let known: BTreeSet<Nid> = self.core.ilcc().iter().map(|e| e.nid).collect();
         let balanced: BTreeSet<Nid> = self.core.balanced_peers().collect();
         let plain: BTreeSet<Nid> = self.core.plain_peers().collect();
         let Some(dp) = self.dp.as_mut() else { return };

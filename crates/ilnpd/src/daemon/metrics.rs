@@ -150,7 +150,8 @@ impl Daemon {
             self.dp.as_ref().and_then(|d| d.peer_counters().ok()).unwrap_or_default().into_iter().collect();
         let mut rows: Vec<(Nid, [u64; 4])> = self
             .core
-            .ilcc_entries()
+            .ilcc()
+            .iter()
             .map(|e| {
                 let f = fast.get(&e.nid).copied().unwrap_or_default();
                 (

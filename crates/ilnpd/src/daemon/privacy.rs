@@ -62,7 +62,8 @@ impl Daemon {
     /// The usable local locators the temporary NIDs need `L64:NID` on (ifindex, locator).
     fn privacy_locators(&self) -> Vec<(u32, Locator)> {
         self.core
-            .local_locators()
+            .local()
+            .all()
             .iter()
             .filter(|l| l.state == ilnp_core::LocatorState::Active && !l.loc.is_v4_path())
             .map(|l| (l.ifindex, l.loc))
@@ -77,7 +78,7 @@ impl Daemon {
         if !self.privacy.started {
             self.privacy_start(now).await;
         }
-        let locs: BTreeSet<Locator> = self.core.local_locators().iter().map(|l| l.loc).collect();
+        let locs: BTreeSet<Locator> = self.core.local().all().iter().map(|l| l.loc).collect();
         let reason = match self.privacy.temps.iter_mut().find(|t| t.deprecated_at.is_none()) {
             None => Some("first"),
             Some(t) if now.saturating_duration_since(t.born) >= pc.period => Some("period"),
@@ -131,7 +132,7 @@ impl Daemon {
             tracing::warn!("privacy: Duplicate Address Detection failed for temporary NID {n}: another drawn");
             self.privacy_remove(n).await;
             if was_current {
-                let locs: BTreeSet<Locator> = self.core.local_locators().iter().map(|l| l.loc).collect();
+                let locs: BTreeSet<Locator> = self.core.local().all().iter().map(|l| l.loc).collect();
                 self.privacy_rotate(Instant::now(), "collision", pc, &locs).await;
                 self.privacy_uplink_addresses().await;
             }
@@ -145,7 +146,8 @@ impl Daemon {
         let current = self.privacy.temps.iter().find(|t| t.deprecated_at.is_none()).map(|t| t.nid);
         let want: std::collections::BTreeMap<Nid, Nid> = self
             .core
-            .ilcc_entries()
+            .ilcc()
+            .iter()
             .map(|e| (e.nid, self.core.entry_local_nid(e)))
             .filter(|&(_, ours)| Some(ours) != current)
             .collect();

@@ -221,7 +221,7 @@ impl Daemon {
             nonce_bits: self.cfg.core.nonce_len as u32 * 8,
             uplinks: self.uplinks.iter().map(|u| ctl::Uplink { name: u.name.clone(), ifindex: u.index }).collect(),
             locators: self.locator_view(),
-            ilcc_entries: self.core.ilcc_entries().count() as u64,
+            ilcc_entries: self.core.ilcc().iter().count() as u64,
             admission: Some(Box::new(self.admission_status())),
             peers: self.core.peers().count() as u64,
             uptime_s: self.started.elapsed().as_secs(),
@@ -261,7 +261,7 @@ impl Daemon {
         let fast: HashMap<Nid, PeerCounters> =
             self.dp.as_ref().and_then(|d| d.peer_counters().ok()).unwrap_or_default().into_iter().collect();
         let now = Instant::now();
-        let mut entries: Vec<&ilnp_core::IlccEntry> = self.core.ilcc_entries().collect();
+        let mut entries: Vec<&ilnp_core::IlccEntry> = self.core.ilcc().iter().collect();
         entries.sort_by_key(|e| e.nid);
         entries
             .into_iter()
@@ -332,7 +332,8 @@ impl Daemon {
         self.feed_local_activity();
         let now = Instant::now();
         self.core
-            .local_locators()
+            .local()
+            .all()
             .iter()
             .map(|l| {
                 let uplink = self.uplinks.iter().find(|u| u.index == l.ifindex);
@@ -354,7 +355,8 @@ impl Daemon {
                     // look at the fast path); null: none yet
                     last_rx_age_s: self
                         .core
-                        .local_last_rx(l.loc)
+                        .local()
+                        .last_rx(l.loc)
                         .map(|t| now.saturating_duration_since(t).as_secs_f64()),
                 }
             })

@@ -326,7 +326,7 @@ impl Daemon {
             let u = crate::dns::update::start(uc)?;
             self.dns_update = Some(u);
             self.changes.push(Change::DnsUpdate, false);
-            let now = self.core.local_locators().to_vec();
+            let now = self.core.local().all().to_vec();
             self.dns_locators_changed(&now);
         }
         fault.after(Step::DnsUpdate)?;
