@@ -528,13 +528,6 @@ impl Core {
         true
     }
 
-    /// Our nonce towards a responder's peer (`AdmissionState::responder_nonce`),
-    /// for the tests.
-    #[cfg(test)]
-    pub(crate) fn responder_nonce(&mut self, nid: Nid, loc: Locator, peer_nonce: &Nonce) -> Nonce {
-        self.admission.responder_nonce(&self.cfg, &mut *self.rng, nid, loc, peer_nonce)
-    }
-
     /// Our stack's answer towards `nid`, which has no entry
     /// (`AdmissionState::answer_unadmitted`).
     #[allow(clippy::too_many_arguments)]
@@ -575,6 +568,11 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    /// Our nonce towards a responder's peer (`AdmissionState::responder_nonce`).
+    fn responder_nonce(c: &mut Core, nid: Nid, loc: Locator, peer_nonce: &Nonce) -> Nonce {
+        c.admission.responder_nonce(&c.cfg, &mut *c.rng, nid, loc, peer_nonce)
     }
 
     #[test]
@@ -808,7 +806,7 @@ mod tests {
             "from where it arrived, to where it came from"
         );
         let nb = crate::tests::nonce_of(&w[0]);
-        assert_eq!(nb, b.responder_nonce(NA, LA, &na), "the derived responder nonce");
+        assert_eq!(nb, responder_nonce(&mut b, NA, LA, &na), "the derived responder nonce");
         assert!(b.ilcc.get(&NA).is_none(), "no state");
         assert_eq!(b.stats().outcome(Outcome::AnswerSent), 1);
         // A takes it: its stack gets the RST (ECONNREFUSED), its core learns B's nonce
@@ -900,20 +898,20 @@ mod tests {
     fn responder_nonces_are_keyed_and_bound_to_nid_locator_and_peer_nonce() {
         let mut b = responder(4, 10);
         let n = Nonce::N32([9, 9, 9, 9]);
-        let x = b.responder_nonce(NA, LA, &n);
-        assert_eq!(x, b.responder_nonce(NA, LA, &n), "stable");
-        assert_ne!(x, b.responder_nonce(NA, LB2, &n), "another locator");
-        assert_ne!(x, b.responder_nonce(NB, LA, &n), "another NID");
-        assert_ne!(x, b.responder_nonce(NA, LA, &Nonce::N32([9, 9, 9, 8])), "another peer nonce");
+        let x = responder_nonce(&mut b, NA, LA, &n);
+        assert_eq!(x, responder_nonce(&mut b, NA, LA, &n), "stable");
+        assert_ne!(x, responder_nonce(&mut b, NA, LB2, &n), "another locator");
+        assert_ne!(x, responder_nonce(&mut b, NB, LA, &n), "another NID");
+        assert_ne!(x, responder_nonce(&mut b, NA, LA, &Nonce::N32([9, 9, 9, 8])), "another peer nonce");
         let mut other = core(NB, LB, 77, None);
-        assert_ne!(x, other.responder_nonce(NA, LA, &n), "another key");
+        assert_ne!(x, responder_nonce(&mut other, NA, LA, &n), "another key");
         other.cfg.nonce_len = 12;
-        assert!(matches!(other.responder_nonce(NA, LA, &n), Nonce::N96(_)));
+        assert!(matches!(responder_nonce(&mut other, NA, LA, &n), Nonce::N96(_)));
         // derived 96-bit nonces keep DestOpts byte 12 (nonce byte 8) below 0x80 as random
         // ones do (crate::nonce_key::nonce96; tests/test_gso_exthdr.py): over 256 peers, never set
         let mut seen_high_bit_6 = false;
         for i in 0..256u64 {
-            let x = other.responder_nonce(Nid(NA.0 ^ i), LA, &n);
+            let x = responder_nonce(&mut other, Nid(NA.0 ^ i), LA, &n);
             let b = x.as_bytes();
             assert!(b[8] < 0x80, "derived nonce {b:02x?}");
             seen_high_bit_6 |= b[8] >= 0x40;
