@@ -442,7 +442,7 @@ impl Balancer {
     }
 
     /// What `ilnpctl status` / `policy` show.
-    pub(crate) fn view(&self) -> BalanceView {
+    pub fn view(&self) -> BalanceView {
         let mut peers: Vec<BalancePeerView> = self
             .tables
             .values()
@@ -504,14 +504,6 @@ impl Core {
     pub fn set_flow_seed(&mut self, seed: u64) -> Vec<Action> {
         let (balance, cx) = self.balance_parts();
         balance.set_flow_seed(&cx, seed)
-    }
-
-    pub fn balance_table(&self, nid: Nid) -> Option<&BalanceTable> {
-        self.balance.tables.get(&nid)
-    }
-
-    pub fn balance_view(&self) -> BalanceView {
-        self.balance.view()
     }
 
     /// The correspondents with a balancing table (policy not failover, and pairs).
@@ -631,7 +623,7 @@ mod tests {
         assert_eq!(on1, 800, "exact over 1000 packets");
         assert!(sent.iter().all(|s| s.2 == Some(if s.0 == L1 { 2 } else { 3 }) && s.1 == LB1), "{:?}", &sent[..5]);
         // the table went to the fast path with the counter where the slow path stands
-        assert_eq!(a.balance_table(NB).unwrap().seq, 1000);
+        assert_eq!(a.balance.tables.get(&NB).unwrap().seq, 1000);
         // an uplink goes: at once everything on the other, and the fast path hears
         let mk = |loc, ifindex| LocalLocator { ifindex, ..crate::tests::local(loc) };
         let out = a.set_local_locators(now, vec![mk(L2, 3)]);
@@ -676,7 +668,7 @@ mod tests {
         two_uplinks(&mut a, now);
         a.set_policy(Some(NB), Policy::PerPacket).unwrap();
         let sent = send(&mut a, now, 160, |_| 1);
-        let t = a.balance_table(NB).unwrap();
+        let t = a.balance.tables.get(&NB).unwrap();
         assert_eq!((t.pairs.len(), t.slots.len()), (16, 16));
         let mut dsts: Vec<Locator> = sent.iter().map(|s| s.1).collect();
         dsts.sort();

@@ -89,7 +89,7 @@ pub(crate) enum State {
 /// needs a record, falls back). The sub-machine owns it; the rest of the core's
 /// state it reads or changes comes in as arguments (`FallbackCx`).
 #[derive(Debug, Default)]
-pub(crate) struct Fallback {
+pub struct Fallback {
     peers: BTreeMap<Nid, State>,
 }
 
@@ -132,7 +132,7 @@ impl Fallback {
     }
 
     /// The fallback of `nid`, if it is reached as plain IPv6.
-    pub(crate) fn view(&self, nid: Nid, now: Instant) -> Option<FallbackView> {
+    pub fn view(&self, nid: Nid, now: Instant) -> Option<FallbackView> {
         match self.peers.get(&nid)? {
             State::Plain { remote, reason, since, pkts_out, pkts_in } => Some(FallbackView {
                 reason: *reason,
@@ -181,7 +181,7 @@ impl Fallback {
 
     /// The correspondents whose plain packets the fast path punts (in fallback, or
     /// probed).
-    pub(crate) fn punted(&self) -> impl Iterator<Item = Nid> + '_ {
+    pub fn punted(&self) -> impl Iterator<Item = Nid> + '_ {
         self.peers.keys().copied()
     }
 
@@ -337,17 +337,6 @@ impl Core {
         self.fallback.peer_state(nid, non_ilnp)
     }
 
-    /// The fallback of `nid`, if it is reached as plain IPv6.
-    pub fn fallback_view(&self, nid: Nid, now: Instant) -> Option<FallbackView> {
-        self.fallback.view(nid, now)
-    }
-
-    /// The correspondents whose plain packets the fast path is to punt
-    /// (`Action::PlainPeerUpsert`, not yet removed).
-    pub fn plain_peers(&self) -> impl Iterator<Item = Nid> + '_ {
-        self.fallback.punted()
-    }
-
     /// From now on `nid` is plain IPv6 at `remote:nid`: its ILCC entry goes, its
     /// record says it is not ILNPv6-capable.
     pub(crate) fn start_fallback(
@@ -465,7 +454,7 @@ mod tests {
         let reply = ts::udp(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 0x1770, 0x9c41, b"reply");
         let out = a.handle_inbound(now, &reply, Csum::Complete);
         assert_eq!(delivered(&out), [ts::udp(ilnp_addr(P, NB), ilnp_addr(P, NA), 0x1770, 0x9c41, b"reply")]);
-        let v = a.fallback_view(NB, now + Duration::from_secs(2)).unwrap();
+        let v = a.fallback.view(NB, now + Duration::from_secs(2)).unwrap();
         assert_eq!(
             (v.reason, v.address, v.since_s, v.pkts_out, v.pkts_in),
             (FallbackReason::ParameterProblem, ilnp_addr(LB, NB), 2, 2, 1)
@@ -488,7 +477,7 @@ mod tests {
         let out = r.restore(now, &back).unwrap();
         assert_eq!(plain_ups(&out), [(NB, LB)], "the fast path punts B's plain packets again");
         assert_eq!(r.peer_state(NB), PeerState::Fallback);
-        assert_eq!(r.plain_peers().collect::<Vec<_>>(), [NB]);
+        assert_eq!(r.fallback.punted().collect::<Vec<_>>(), [NB]);
         assert_eq!(r.stats().get("fallback_started"), 0, "a restore is not a new fallback");
         // both ways at once, without a packet of ours first
         let reply = ts::udp(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 0x1770, 0x9c41, b"reply");
@@ -506,7 +495,7 @@ mod tests {
         let mut off = core_with(NA, LA, 4, Some((NB, LB)), |c| c.fallback = false);
         assert!(plain_ups(&off.restore(now, &snap).unwrap()).is_empty());
         assert_eq!(off.peer_state(NB), PeerState::NonIlnp);
-        assert_eq!(off.plain_peers().count(), 0);
+        assert_eq!(off.fallback.punted().count(), 0);
     }
 
     #[test]
@@ -565,7 +554,7 @@ mod tests {
         let out = a.handle_inbound(t0 + ms(1220), &reply, Csum::Complete);
         assert!(out.contains(&Action::IlccRemove(NB)));
         assert_eq!(a.peer_state(NB), PeerState::Fallback);
-        assert_eq!(a.fallback_view(NB, t0 + ms(1220)).unwrap().reason, FallbackReason::NoAnswer);
+        assert_eq!(a.fallback.view(NB, t0 + ms(1220)).unwrap().reason, FallbackReason::NoAnswer);
         let w = wire(&a.handle_outbound(t0 + ms(1300), &syn, Csum::Complete)).pop().unwrap();
         assert!(matches!(classify(&w), Ok(Packet::Plain(_))), "the next retransmission is plain");
     }

@@ -169,6 +169,17 @@ impl Core {
         &self.ilcc
     }
 
+    /// The transparent fallback, read-only: who is reached as plain IPv6
+    /// (`Fallback::punted`) and how (`Fallback::view`).
+    pub fn fallback(&self) -> &fallback::Fallback {
+        &self.fallback
+    }
+
+    /// The balancing configuration and tables, read-only (`Balancer::view`).
+    pub fn balancer(&self) -> &balance::Balancer {
+        &self.balance
+    }
+
     /// This host's locators, read-only (`LocalLocators::all`, `last_rx`, `best`).
     /// Shells change them only through `set_local_locators` and
     /// `note_local_activity`, which keep the ILCC in step.

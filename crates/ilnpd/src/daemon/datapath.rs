@@ -127,7 +127,7 @@ impl Daemon {
     pub(super) fn sweep_fast_path(&mut self) {
         let known: BTreeSet<Nid> = self.core.ilcc().iter().map(|e| e.nid).collect();
         let balanced: BTreeSet<Nid> = self.core.balanced_peers().collect();
-        let plain: BTreeSet<Nid> = self.core.plain_peers().collect();
+        let plain: BTreeSet<Nid> = self.core.fallback().punted().collect();
         let Some(dp) = self.dp.as_mut() else { return };
         let stale = |what: &str, listed: Result<Vec<Nid>>, keep: &BTreeSet<Nid>| -> Vec<Nid> {
             match listed {

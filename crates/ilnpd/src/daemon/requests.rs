@@ -94,7 +94,7 @@ impl Daemon {
                         }),
                         expired: p.expires.is_some_and(|e| e <= Instant::now()),
                         state: Some(peer_state(self.core.peer_state(p.record.nid))),
-                        fallback: self.core.fallback_view(p.record.nid, Instant::now()).map(|f| ctl::PeerFallback {
+                        fallback: self.core.fallback().view(p.record.nid, Instant::now()).map(|f| ctl::PeerFallback {
                             reason: fallback_reason(f.reason),
                             address: f.address.to_string(),
                             since_s: f.since_s,
@@ -180,7 +180,7 @@ impl Daemon {
     }
 
     fn balance_info(&self) -> ctl::BalanceInfo {
-        let v = self.core.balance_view();
+        let v = self.core.balancer().view();
         let name_of = |ifx: u32| {
             self.uplinks.iter().find(|u| u.index == ifx).map_or_else(|| format!("ifindex {ifx}"), |u| u.name.clone())
         };
