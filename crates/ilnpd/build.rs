@@ -6,8 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SOURCES: &[&str] =
-    &["ilnp_dp.c", "ilnp_egress.c", "ilnp_ingress.c", "ilnp_ingress_v4.h", "ilnp_sockops.c", "ilnp_route.c", "ilnp_common.h", "ilnp_maps.h"];
+const SOURCES: &[&str] = &[
+    "ilnp_dp.c",
+    "ilnp_egress.c",
+    "ilnp_ingress.c",
+    "ilnp_ingress_v4.h",
+    "ilnp_sockops.c",
+    "ilnp_route.c",
+    "ilnp_common.h",
+    "ilnp_maps.h",
+];
 
 fn main() {
     let bpf_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap()).join("../../bpf");
