@@ -304,7 +304,7 @@ impl AdmissionState {
         // socket: the nonce a refusal to this peer would have carried (see answer_unadmitted)
         let nonce_tx = match cx.cfg.admission {
             _ if cx.cfg.shared_nonce(nid) => meta.nonce,
-            Admission::Socket => self.responder_nonce(cx.cfg, &mut *cx.rng, nid, meta.src_loc, &meta.nonce),
+            Admission::Socket => self.key.derive(cx.cfg, &mut *cx.rng, nid, meta.src_loc, &meta.nonce),
             Admission::Open => crate::nonce_key::random_nonce(&mut *cx.rng, cx.cfg.nonce_len),
         };
         let pref = listed_pref.unwrap_or(10);
@@ -377,18 +377,6 @@ impl AdmissionState {
         out.push(Action::SendWire { pkt, uplink: cx.local.uplink_of(meta.dst_loc) });
     }
 
-    /// Our nonce towards a responder's peer (`NonceKey::derive`).
-    pub(crate) fn responder_nonce(
-        &mut self,
-        cfg: &CoreConfig,
-        rng: &mut dyn RngCore,
-        nid: Nid,
-        loc: Locator,
-        peer_nonce: &Nonce,
-    ) -> Nonce {
-        self.key.derive(cfg, rng, nid, loc, peer_nonce)
-    }
-
     /// admission = socket: our stack's answer (a TCP RST or an ICMPv6 error, never
     /// data) towards `nid`, which has no entry: the answer to a packet the fast path
     /// passed up because no socket took it. Sent as plain IPv6 would, to where that
@@ -425,7 +413,7 @@ impl AdmissionState {
             return;
         };
         self.hello.take(now); // there is one (has_token_above above, same `now`)
-        let nonce = self.responder_nonce(cx.cfg, &mut *cx.rng, nid, h.remote_loc, &h.peer_nonce);
+        let nonce = self.key.derive(cx.cfg, &mut *cx.rng, nid, h.remote_loc, &h.peer_nonce);
         let rule = cx.cfg.checksum_rule(nid);
         let id_prefix = cx.cfg.id_prefix;
         let res = match class {
@@ -572,7 +560,7 @@ mod tests {
 
     /// Our nonce towards a responder's peer (`AdmissionState::responder_nonce`).
     fn responder_nonce(c: &mut Core, nid: Nid, loc: Locator, peer_nonce: &Nonce) -> Nonce {
-        c.admission.responder_nonce(&c.cfg, &mut *c.rng, nid, loc, peer_nonce)
+        c.admission.key.derive(&c.cfg, &mut *c.rng, nid, loc, peer_nonce)
     }
 
     #[test]
