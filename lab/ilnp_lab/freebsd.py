@@ -326,10 +326,6 @@ class FreeBsdNode(ModelNode):
         if op == "listen":
             self.listeners[c["port"]] = None
             return {}
-        if op == "state":
-            return self.state()
-        if op == "log":
-            return {"log": self.log}
         raise ValueError(f"unknown op {op!r}")
 
 

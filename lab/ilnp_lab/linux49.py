@@ -452,10 +452,6 @@ class Linux49Node(ModelNode):
         if op == "move":
             self.move([upper64(l) for l in c["l64s"]])
             return {}
-        if op == "state":
-            return self.state()
-        if op == "log":
-            return {"log": self.log}
         raise ValueError(f"unknown op {op!r}")
 
 

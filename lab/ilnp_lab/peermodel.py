@@ -32,7 +32,8 @@ SO_MARK = 36
 
 
 class ModelNode:
-    """The model process's side: sockets, the log, and hooks for `serve`."""
+    """The model process's side: sockets, the log (`self.log`), and hooks for `serve`, which
+    answers the `state` (`self.state()`) and `log` commands of every model itself."""
 
     def open_sockets(self, iface: str, mark: int = 0) -> None:
         self.tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
@@ -92,7 +93,10 @@ def serve(node: ModelNode, control: str) -> None:
                 ctl.sendto(b"{}", peer)
                 return
             try:
-                reply = {"ok": True, **node.command(c)}
+                # what every model answers alike: its state and its log; the rest is its own
+                op = c.get("op")
+                got = node.state() if op == "state" else {"log": node.log} if op == "log" else node.command(c)
+                reply = {"ok": True, **got}
             except Exception as ex:  # an error for the test to read, not a dead peer
                 reply = {"ok": False, "error": f"{type(ex).__name__}: {ex}"}
             ctl.sendto(json.dumps(reply).encode(), peer)
