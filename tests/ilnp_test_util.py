@@ -115,3 +115,15 @@ def probe(node, me: str, peer: str, port: int, secs: float, rate: int, out) -> s
                       env=dict(os.environ, PYTHONPATH=lab))
 
 
+def monitor_events(path, kind: str) -> list[dict]:
+    """The events named `kind` in an `ilnpctl --json monitor` output file (lines that are not
+    JSON, e.g. a half-written last one, skipped)."""
+    out = []
+    for line in open(path):
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("event") == kind:
+            out.append(e)
+    return out

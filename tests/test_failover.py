@@ -15,22 +15,10 @@ from ilnp_lab.daemon import Ilnpd, Peer, binary
 from ilnp_lab.fixtures import mobility_topology
 from ilnp_lab.services import radvd
 from ilnp_lab.testbed import stop_process, wait_for
-from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, probe
+from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, monitor_events, probe
 
 L2 = "2001:0db8:0002:0000"
 L3 = "2001:0db8:0003:0000"
-
-
-def _events(path, kind):
-    out = []
-    for line in open(path):
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if e.get("event") == kind:
-            out.append(e)
-    return out
 
 
 def test_session_follows_the_peer_to_the_locator_it_proved(bed, tmp_path):
@@ -75,9 +63,9 @@ def test_session_follows_the_peer_to_the_locator_it_proved(bed, tmp_path):
     assert "error" not in res, res.get("error")
     dropped = r1.run("nft", "list chain ip6 nolu forwarded").stdout
     assert "counter packets 0 " not in dropped, f"no LU was sent (and dropped): {dropped}"
-    moves = _events(tmp_path / "cn.jsonl", "remote_locator_failover")
+    moves = monitor_events(tmp_path / "cn.jsonl", "remote_locator_failover")
     assert moves and moves[0]["from"] == L2 and moves[0]["to"] == L3, open(tmp_path / "cn.jsonl").read()
-    assert not _events(tmp_path / "cn.jsonl", "lu_received"), "an LU got through"
+    assert not monitor_events(tmp_path / "cn.jsonl", "lu_received"), "an LU got through"
     entry = [e for e in dcn.ctl("ilcc", "show") if e["nid"] == MN_NID][0]
     active = [r["l64"] for r in entry["remote_locators"] if r["state"] == "active"]
     assert active == [L3], entry

@@ -15,7 +15,7 @@ from ilnp_lab.daemon import Ilnpd, Peer, binary
 from ilnp_lab.fixtures import mobility_topology
 from ilnp_lab.services import radvd
 from ilnp_lab.testbed import stop_process, wait_for
-from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, addr, probe
+from ilnp_test_util import CN_ID, CN_L64, CN_NID, MN_ID, MN_NID, addr, monitor_events as events, probe
 
 L2 = "2001:0db8:0002:0000"
 L3 = "2001:0db8:0003:0000"
@@ -37,18 +37,6 @@ def mobile_pair(bed, handoff="soft", wan_r3_ms=0):
 def monitor(d, path):
     f = open(path, "w")
     return d.node.spawn(binary("ilnpctl"), "-s", d.socket, "--json", "monitor", stdout=f)
-
-
-def events(path, kind):
-    out = []
-    for line in open(path):
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if e.get("event") == kind:
-            out.append(e)
-    return out
 
 
 @pytest.mark.parametrize("handoff,wan_r3_ms", [("soft", 0), ("hard", 0), ("soft", 100)],
