@@ -19,14 +19,22 @@
 //! shutdown                       detach all, delete the clsact qdiscs it created, unpin
 //! ```
 //!
+//! Here: loading, attaching, pins, shutdown. By concern beside it: `peers` (ilnp_ilcc,
+//! plain peers, temporary NIDs, answer hints, counters), `balance`, `locals`,
+//! `route_gen`, `tcp_hints`; `maps` the value layouts.
+//!
 //! With a pin directory the maps and the tcx links are pinned there, so the fast
 //! path keeps running while ilnpd is down; `layout` beside them names the map layout
 //! (`layout_id`): pins of another layout (an upgrade changed the maps) are replaced.
 
+mod balance;
+mod locals;
 mod maps;
+mod peers;
 mod pin;
 pub use pin::unmount_if_empty;
 mod route;
+mod route_gen;
 mod route_watch;
 mod tc;
 mod tcp_hints;
@@ -34,21 +42,23 @@ mod tcp_hints;
 mod tests;
 
 use anyhow::{anyhow, Context, Result};
-use aya::maps::{Array, HashMap, MapData, MapError, PerCpuArray};
-use aya::programs::{CgroupAttachMode, SchedClassifier, SockOps, TcAttachType};
+use aya::maps::{Array, HashMap, MapError};
+use aya::programs::{SchedClassifier, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
-use ilnp_core::{BalanceChange, IlccSnapshot, LocalLocator};
 use ilnp_wire::{Locator, Nid};
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
 use std::path::PathBuf;
 
+use maps::CfgVal;
 pub use maps::REASONS;
-use maps::{AnswerHintVal, BalanceVal, CfgVal, IlccVal, LocalVal, PlainPeerVal, TcpCfg, TcpKey, TcpRto};
+pub use peers::{Cursor, PeerCounters};
 use pin::Pins;
 pub use route::{active_features, parses_ipv6_for_csum, PROG_ROUTE};
+pub use route_gen::{monotonic_ns, RouteGen};
 pub use route_watch::RouteWatch;
 use tc::{AttachKind, Attachment};
+pub use tcp_hints::TcpTimeout;
 
 // aya's ELF parser wants the objects 8-byte aligned
 static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ilnp_dp.o"));
@@ -127,18 +137,6 @@ pub struct DatapathConfig {
     /// `[ipv4]` port: the ingress program takes ILNPv6 in UDP/IPv4 to it (a v4
     /// path); None = IPv4 is not looked at
     pub v4_port: Option<u16>,
-}
-
-/// Where a partial sweep of the ILCC map goes on (None: from the start).
-pub type Cursor = Option<Nid>;
-
-/// Fast-path counters of one correspondent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PeerCounters {
-    pub tx_pkts: u64,
-    pub tx_bytes: u64,
-    pub rx_pkts: u64,
-    pub rx_bytes: u64,
 }
 
 pub struct Datapath {
@@ -316,305 +314,6 @@ impl Datapath {
         tc::detach(self.prog(PROG_INGRESS)?, a)
     }
 
-    fn ilcc_mut(&mut self) -> Result<HashMap<&mut MapData, [u8; 8], IlccVal>> {
-        Ok(HashMap::try_from(self.bpf.map_mut(MAP_ILCC).ok_or_else(|| map_err(MAP_ILCC))?)?)
-    }
-
-    fn ilcc(&self) -> Result<HashMap<&MapData, [u8; 8], IlccVal>> {
-        Ok(HashMap::try_from(self.bpf.map(MAP_ILCC).ok_or_else(|| map_err(MAP_ILCC))?)?)
-    }
-
-    /// Writes one correspondent's entry. The fast-path counters are kept (a
-    /// packet counted between the read and the write is lost from them), and
-    /// `ILCC_F_BALANCED` says whether ilnp_balance holds its table.
-    pub fn upsert_peer(&mut self, s: &IlccSnapshot) -> Result<()> {
-        let key = s.nid.to_bytes();
-        let balanced = self.balance_mut()?.get(&key, 0).is_ok();
-        let mut m = self.ilcc_mut()?;
-        let old = m.get(&key, 0).ok();
-        let mut v = IlccVal::from_snapshot(s, old.as_ref());
-        if balanced {
-            v.flags |= maps::ILCC_F_BALANCED;
-        }
-        m.insert(key, v, 0).with_context(|| format!("writing the ILCC entry of {} to the fast path", s.nid))
-    }
-
-    pub fn remove_peer(&mut self, nid: Nid) -> Result<()> {
-        absent_ok(self.ilcc_mut()?.remove(&nid.to_bytes()))
-            .with_context(|| format!("removing the ILCC entry of {nid} from the fast path"))
-    }
-
-    fn balance_mut(&mut self) -> Result<HashMap<&mut MapData, [u8; 8], BalanceVal>> {
-        Ok(HashMap::try_from(self.bpf.map_mut(MAP_BALANCE).ok_or_else(|| map_err(MAP_BALANCE))?)?)
-    }
-
-    /// Writes or removes a correspondent's balancing table (ilnp-core `balance`).
-    /// The egress programs look a table up only for an ILCC entry with
-    /// `ILCC_F_BALANCED`: it is set after the table is written and cleared before
-    /// it is removed (between the two, packets take the ILCC's pair, as without).
-    pub fn set_balance(&mut self, c: &BalanceChange) -> Result<()> {
-        match c {
-            BalanceChange::Upsert(t) => {
-                let key = t.nid.to_bytes();
-                let mut m = self.balance_mut()?;
-                let old = m.get(&key, 0).ok();
-                let v = BalanceVal::from_table(t, old.as_ref());
-                m.insert(key, v, 0)
-                    .with_context(|| format!("writing the balancing table of {} to the fast path", t.nid))?;
-                self.set_balanced_flag(t.nid, true)
-            }
-            BalanceChange::Remove(nid) => {
-                self.set_balanced_flag(*nid, false)?;
-                absent_ok(self.balance_mut()?.remove(&nid.to_bytes()))
-                    .with_context(|| format!("removing the balancing table of {nid} from the fast path"))
-            }
-        }
-    }
-
-    /// The correspondents ilnp_balance holds a table for.
-    pub fn balanced_peers(&self) -> Result<Vec<Nid>> {
-        let m: HashMap<_, [u8; 8], BalanceVal> =
-            HashMap::try_from(self.bpf.map(MAP_BALANCE).ok_or_else(|| map_err(MAP_BALANCE))?)?;
-        m.keys().map(|k| Ok(Nid::from_bytes(k?))).collect()
-    }
-
-    /// Sets or clears `ILCC_F_BALANCED` in `nid`'s ILCC entry, if it has one
-    /// (`upsert_peer` sets it for an entry written later).
-    fn set_balanced_flag(&mut self, nid: Nid, on: bool) -> Result<()> {
-        let mut m = self.ilcc_mut()?;
-        let key = nid.to_bytes();
-        let Ok(mut v) = m.get(&key, 0) else { return Ok(()) };
-        if (v.flags & maps::ILCC_F_BALANCED != 0) == on {
-            return Ok(());
-        }
-        v.flags ^= maps::ILCC_F_BALANCED;
-        m.insert(key, v, 0).with_context(|| format!("marking the ILCC entry of {nid} as balanced = {on}"))
-    }
-
-    /// A correspondent reached as plain IPv6 (fallback): the ingress program punts
-    /// its plain packets from `remote_loc` to ilnpd.
-    pub fn upsert_plain_peer(&mut self, nid: Nid, remote_loc: Locator) -> Result<()> {
-        let mut m: HashMap<_, [u8; 8], PlainPeerVal> =
-            HashMap::try_from(self.bpf.map_mut(MAP_PLAIN_PEERS).ok_or_else(|| map_err(MAP_PLAIN_PEERS))?)?;
-        m.insert(nid.to_bytes(), PlainPeerVal { remote_loc: remote_loc.to_bytes() }, 0)
-            .with_context(|| format!("writing the plain peer {nid} to the fast path"))
-    }
-
-    /// The correspondents whose plain packets the ingress program punts.
-    pub fn plain_peers(&self) -> Result<Vec<Nid>> {
-        let m: HashMap<_, [u8; 8], PlainPeerVal> =
-            HashMap::try_from(self.bpf.map(MAP_PLAIN_PEERS).ok_or_else(|| map_err(MAP_PLAIN_PEERS))?)?;
-        m.keys().map(|k| Ok(Nid::from_bytes(k?))).collect()
-    }
-
-    pub fn remove_plain_peer(&mut self, nid: Nid) -> Result<()> {
-        let mut m: HashMap<_, [u8; 8], PlainPeerVal> =
-            HashMap::try_from(self.bpf.map_mut(MAP_PLAIN_PEERS).ok_or_else(|| map_err(MAP_PLAIN_PEERS))?)?;
-        absent_ok(m.remove(&nid.to_bytes()))
-            .with_context(|| format!("removing the plain peer {nid} from the fast path"))
-    }
-
-    /// One of our temporary NIDs ([privacy]): the ingress program punts packets to
-    /// it to ilnpd (`present` false: no longer).
-    pub fn set_temp_nid(&mut self, nid: Nid, present: bool) -> Result<()> {
-        let mut m: HashMap<_, [u8; 8], u8> =
-            HashMap::try_from(self.bpf.map_mut(MAP_TEMP_NIDS).ok_or_else(|| map_err(MAP_TEMP_NIDS))?)?;
-        if present {
-            m.insert(nid.to_bytes(), 1, 0).with_context(|| format!("writing the temporary NID {nid} to the fast path"))
-        } else {
-            absent_ok(m.remove(&nid.to_bytes()))
-                .with_context(|| format!("removing the temporary NID {nid} from the fast path"))
-        }
-    }
-
-    /// The ingress program's hint for `nid` (admission = socket): where its last
-    /// packet that no socket took came from, our locator it arrived on, its nonce,
-    /// and when (CLOCK_MONOTONIC ns). None: no hint (never, or evicted).
-    /// For a v4 path's packet, also the outer IPv4 source it came from.
-    #[allow(clippy::type_complexity)]
-    pub fn answer_hint(
-        &self,
-        nid: Nid,
-    ) -> Result<Option<(Locator, Locator, ilnp_wire::Nonce, u64, Option<std::net::SocketAddrV4>)>> {
-        let m: HashMap<_, [u8; 8], AnswerHintVal> =
-            HashMap::try_from(self.bpf.map(MAP_ANSWER_HINTS).ok_or_else(|| map_err(MAP_ANSWER_HINTS))?)?;
-        let v = match m.get(&nid.to_bytes(), 0) {
-            Ok(v) => v,
-            Err(MapError::KeyNotFound) => return Ok(None),
-            Err(MapError::SyscallError(e)) if e.io_error.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
-            Err(e) => return Err(e).with_context(|| format!("reading the answer hint of {nid}")),
-        };
-        let Some(nonce) = v.nonce.get(..usize::from(v.nonce_len)).and_then(ilnp_wire::Nonce::from_slice) else {
-            return Ok(None);
-        };
-        let via = (v.remote_v4_port != 0)
-            .then(|| std::net::SocketAddrV4::new(v.remote_v4_addr.into(), u16::from_be(v.remote_v4_port)));
-        Ok(Some((Locator::from_bytes(v.remote_loc), Locator::from_bytes(v.local_loc), nonce, v.ts_ns, via)))
-    }
-
-    /// Replaces the set of local locators the fast path accepts and sends from.
-    pub fn set_local_locators(&mut self, locs: &[LocalLocator]) -> Result<()> {
-        let mut m: HashMap<_, [u8; 8], LocalVal> =
-            HashMap::try_from(self.bpf.map_mut(MAP_LOCALS).ok_or_else(|| map_err(MAP_LOCALS))?)?;
-        let stale: Vec<[u8; 8]> =
-            m.keys().filter_map(|k| k.ok()).filter(|k| !locs.iter().any(|l| l.loc.to_bytes() == *k)).collect();
-        for k in stale {
-            absent_ok(m.remove(&k)).context("removing a local locator from the fast path")?;
-        }
-        for l in locs {
-            let old = m.get(&l.loc.to_bytes(), 0).ok();
-            let v = LocalVal::from_core(l, self.routers.get(&l.ifindex).copied(), old.as_ref());
-            m.insert(l.loc.to_bytes(), v, 0)
-                .with_context(|| format!("writing local locator {} to the fast path", l.loc))?;
-        }
-        Ok(())
-    }
-
-    /// When the ingress program last delivered a packet on each local locator
-    /// (CLOCK_MONOTONIC ns, to within `ILNP_LOCAL_RX_GRAIN_NS`); locators it never
-    /// delivered on are absent.
-    pub fn local_last_rx(&self) -> Result<Vec<(Locator, u64)>> {
-        let m: HashMap<_, [u8; 8], LocalVal> =
-            HashMap::try_from(self.bpf.map(MAP_LOCALS).ok_or_else(|| map_err(MAP_LOCALS))?)?;
-        let mut out = Vec::new();
-        for r in m.iter() {
-            let (k, v) = r?;
-            if v.last_rx_ns != 0 {
-                out.push((Locator::from_bytes(k), v.last_rx_ns));
-            }
-        }
-        Ok(out)
-    }
-
-    /// The default router behind each uplink (uplinks without one are absent):
-    /// packets from an uplink's locators leave through it via this router when
-    /// the main table would send them out of another uplink. Updates the local
-    /// locators already written.
-    pub fn set_uplink_routers(&mut self, routers: &BTreeMap<u32, Ipv6Addr>) -> Result<()> {
-        if *routers == self.routers {
-            return Ok(());
-        }
-        self.routers = routers.clone();
-        let mut m: HashMap<_, [u8; 8], LocalVal> =
-            HashMap::try_from(self.bpf.map_mut(MAP_LOCALS).ok_or_else(|| map_err(MAP_LOCALS))?)?;
-        let all: Vec<([u8; 8], LocalVal)> = m.iter().filter_map(|e| e.ok()).collect();
-        for (k, mut v) in all {
-            v.router = routers.get(&v.ifindex).map(|r| r.octets()).unwrap_or_default();
-            m.insert(k, v, 0).context("writing a local locator's router to the fast path")?;
-        }
-        Ok(())
-    }
-
-    /// Reason counters summed over CPUs, in `REASONS` order.
-    pub fn stats(&self) -> Result<Vec<(&'static str, u64)>> {
-        let m: PerCpuArray<_, u64> = PerCpuArray::try_from(self.bpf.map(MAP_STATS).ok_or_else(|| map_err(MAP_STATS))?)?;
-        REASONS.iter().enumerate().map(|(i, n)| Ok((*n, m.get(&(i as u32), 0)?.iter().sum()))).collect()
-    }
-
-    pub fn peer_counters(&self) -> Result<Vec<(Nid, PeerCounters)>> {
-        let m = self.ilcc()?;
-        let mut out = Vec::new();
-        for r in m.iter() {
-            let (k, v) = r?;
-            let c = PeerCounters { tx_pkts: v.tx_pkts, tx_bytes: v.tx_bytes, rx_pkts: v.rx_pkts, rx_bytes: v.rx_bytes };
-            out.push((Nid::from_bytes(k), c));
-        }
-        Ok(out)
-    }
-
-    /// At most `max` correspondents' fast-path counters, in the map's order, starting
-    /// after `cursor` (None: from the beginning), and where to go on next time (None:
-    /// the sweep reached the end). Bounds the work per call whatever the ILCC's size
-    /// (issue #11 item 4); a cursor whose entry went away restarts the sweep (the
-    /// kernel's BPF_MAP_GET_NEXT_KEY returns the first key for a key it lacks).
-    pub fn peer_counters_from(&self, cursor: Option<Nid>, max: usize) -> Result<(Vec<(Nid, PeerCounters)>, Cursor)> {
-        use std::os::fd::{AsFd, AsRawFd};
-        let fd = match self.bpf.map(MAP_ILCC) {
-            Some(aya::maps::Map::HashMap(d)) => d.fd().as_fd().as_raw_fd(),
-            _ => return Err(map_err(MAP_ILCC)),
-        };
-        let m = self.ilcc()?;
-        let mut key = cursor.map(Nid::to_bytes);
-        let mut out = Vec::new();
-        while out.len() < max {
-            let Some(next) = next_key(fd, key.as_ref())? else { return Ok((out, None)) };
-            if let Ok(v) = m.get(&next, 0) {
-                let c =
-                    PeerCounters { tx_pkts: v.tx_pkts, tx_bytes: v.tx_bytes, rx_pkts: v.rx_pkts, rx_bytes: v.rx_bytes };
-                out.push((Nid::from_bytes(next), c));
-            }
-            key = Some(next);
-        }
-        Ok((out, key.map(Nid::from_bytes)))
-    }
-
-    /// A writer of `ilnp_route_gen`, the generation the egress program's next-hop
-    /// cache (`ilnp_nh_cache`) is valid for, usable from another thread. While
-    /// nothing writes it, it is 0 and the cache is off.
-    pub fn route_gen(&self) -> Result<RouteGen> {
-        use std::os::fd::AsFd;
-        let fd = match self.bpf.map(MAP_ROUTE_GEN) {
-            Some(aya::maps::Map::Array(d)) => d.fd().as_fd().try_clone_to_owned()?,
-            _ => return Err(map_err(MAP_ROUTE_GEN)),
-        };
-        let data = aya::maps::MapData::from_fd(fd).with_context(|| format!("reopening {MAP_ROUTE_GEN}"))?;
-        let map = aya::maps::Array::try_from(aya::maps::Map::Array(data)).map_err(|_| map_err(MAP_ROUTE_GEN))?;
-        Ok(RouteGen { map, last: 0 })
-    }
-
-    /// Loads bpf/ilnp_sockops.c and attaches it to the cgroup v2 root, for the TCP
-    /// connections of this network namespace only: from then on, connections to
-    /// identifier addresses established record their retransmission timeouts in
-    /// ilnp_tcp_rto. Detached when the object is dropped (shutdown, exit, crash).
-    pub fn attach_tcp_hints(&mut self) -> Result<()> {
-        let cookie = tcp_hints::netns_cookie()?;
-        let m = self.bpf.map_mut(MAP_TCP_CFG).ok_or_else(|| map_err(MAP_TCP_CFG))?;
-        Array::<_, TcpCfg>::try_from(m)?.set(0, TcpCfg { netns_cookie: cookie }, 0).context("writing ilnp_tcp_cfg")?;
-        let root = tcp_hints::cgroup2_root()?;
-        let p = self
-            .bpf
-            .program_mut(PROG_SOCKOPS)
-            .ok_or_else(|| anyhow!("the eBPF object has no program {PROG_SOCKOPS}"))?;
-        let p: &mut SockOps = p.try_into()?;
-        p.load().with_context(|| format!("the verifier rejected {PROG_SOCKOPS}"))?;
-        // other namespaces' daemons attach theirs too (each filters by its namespace): aya
-        // attaches with a bpf_link (Linux >= 5.7), which always shares the cgroup with
-        // other programs and takes no flags (with BPF_F_ALLOW_MULTI the kernel says EINVAL)
-        p.attach(root, CgroupAttachMode::Single).context("attaching the sock_ops program to the cgroup v2 root")?;
-        self.tcp_hints = true;
-        Ok(())
-    }
-
-    /// The connections to `remote` whose last retransmission timeout was at or
-    /// after `since_ns` (CLOCK_MONOTONIC), at most `max`.
-    pub fn tcp_timeouts(&self, remote: Ipv6Addr, since_ns: u64, max: usize) -> Result<Vec<TcpTimeout>> {
-        if !self.tcp_hints {
-            return Ok(Vec::new());
-        }
-        let m = self.bpf.map(MAP_TCP_RTO).ok_or_else(|| map_err(MAP_TCP_RTO))?;
-        let m: HashMap<_, TcpKey, TcpRto> = HashMap::try_from(m)?;
-        let mut out = Vec::new();
-        for kv in m.iter() {
-            let Ok((k, v)) = kv else { continue }; // an entry evicted while we walk
-            if k.remote != remote.octets() || v.ts_ns < since_ns {
-                continue;
-            }
-            out.push(TcpTimeout {
-                local: Ipv6Addr::from(k.local),
-                remote,
-                local_port: k.lport,
-                remote_port: k.rport,
-                snd_una: v.snd_una,
-                retransmits: v.retransmits,
-                ts_ns: v.ts_ns,
-            });
-            if out.len() >= max {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
     /// Directories and the bpffs mount the pin directory needed (`pin::created`).
     pub fn pins_created(&self) -> (Vec<std::path::PathBuf>, Option<std::path::PathBuf>) {
         self.pins.as_ref().map(pin::created).unwrap_or_default()
@@ -663,95 +362,4 @@ impl Datapath {
         }
         first_err.map_or(Ok(()), Err)
     }
-}
-
-/// A TCP connection to an identifier address that timed out (`Datapath::tcp_timeouts`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TcpTimeout {
-    pub local: Ipv6Addr,
-    pub remote: Ipv6Addr,
-    pub local_port: u16,
-    pub remote_port: u16,
-    /// its oldest unacknowledged sequence number at that timeout
-    pub snd_una: u32,
-    /// retransmissions before that timeout (its backoff)
-    pub retransmits: u32,
-    /// when (ns, CLOCK_MONOTONIC)
-    pub ts_ns: u64,
-}
-
-/// BPF_MAP_GET_NEXT_KEY on an 8-byte-key map: the key after `key` (None: the first),
-/// or None at the end. aya only iterates from the start.
-fn next_key(fd: std::os::fd::RawFd, key: Option<&[u8; 8]>) -> Result<Option<[u8; 8]>> {
-    #[repr(C)]
-    struct Attr {
-        map_fd: u32,
-        _pad: u32,
-        key: u64,
-        next_key: u64,
-        flags: u64,
-    }
-    const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
-    let mut next = [0u8; 8];
-    let attr = Attr {
-        map_fd: fd as u32,
-        _pad: 0,
-        key: key.map_or(0, |k| k.as_ptr() as u64),
-        next_key: next.as_mut_ptr() as u64,
-        flags: 0,
-    };
-    // SAFETY: attr points at live buffers of the map's key size for the call's duration.
-    let r = unsafe {
-        libc::syscall(libc::SYS_bpf, BPF_MAP_GET_NEXT_KEY, &attr as *const Attr, std::mem::size_of::<Attr>())
-    };
-    if r == 0 {
-        return Ok(Some(next));
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::ENOENT) {
-        return Ok(None);
-    }
-    Err(anyhow!("BPF_MAP_GET_NEXT_KEY on ilnp_ilcc: {e}"))
-}
-
-/// Writes `ilnp_route_gen[0]` (see `Datapath::route_gen`). Dropping it writes 0:
-/// the cache is off whenever no one keeps it valid.
-pub struct RouteGen {
-    map: aya::maps::Array<aya::maps::MapData, u64>,
-    last: u64,
-}
-
-impl RouteGen {
-    /// Invalidates every cached next hop: a generation never written before
-    /// (CLOCK_MONOTONIC ns, or one more than the last; across an ilnpd restart
-    /// with pinned maps, too) and never 0.
-    pub fn bump(&mut self) {
-        let next = monotonic_ns().max(self.last + 1);
-        if let Err(e) = self.write(next) {
-            tracing::warn!("invalidating the next-hop cache: {e:#}");
-        }
-    }
-
-    fn write(&mut self, v: u64) -> Result<()> {
-        self.map.set(0, v, 0).with_context(|| format!("writing {MAP_ROUTE_GEN}"))?;
-        self.last = v;
-        Ok(())
-    }
-}
-
-impl Drop for RouteGen {
-    fn drop(&mut self) {
-        if let Err(e) = self.write(0) {
-            tracing::warn!("turning the next-hop cache off: {e:#}");
-        }
-    }
-}
-
-/// CLOCK_MONOTONIC in ns: what bpf_ktime_get_ns() returns.
-pub fn monotonic_ns() -> u64 {
-    // SAFETY: a zeroed timespec is valid; clock_gettime only writes it.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

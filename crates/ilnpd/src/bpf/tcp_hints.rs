@@ -1,4 +1,5 @@
-//! OS plumbing of the RFC 6069 hints (bpf/ilnp_sockops.c): this network namespace's
+//! The RFC 6069 hints (bpf/ilnp_sockops.c): attaching the sock_ops program and
+//! reading its ilnp_tcp_rto, and the OS plumbing: this network namespace's
 //! cookie (the program's filter) and the cgroup v2 root it is attached to.
 //!
 //! The root: the first cgroup2 mount in /proc/self/mountinfo; without one (under
@@ -6,9 +7,14 @@
 //! fresh directory, opened and at once lazily unmounted: the open directory is
 //! all the attachment needs, and nothing stays mounted whatever happens later.
 
+use super::maps::{TcpCfg, TcpKey, TcpRto};
+use super::{map_err, Datapath, MAP_TCP_CFG, MAP_TCP_RTO, PROG_SOCKOPS};
 use anyhow::{anyhow, Context, Result};
+use aya::maps::{Array, HashMap};
+use aya::programs::{CgroupAttachMode, SockOps};
 use std::ffi::CString;
 use std::fs::File;
+use std::net::Ipv6Addr;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -65,6 +71,76 @@ pub(crate) fn cgroup2_root() -> Result<File> {
     };
     let _ = std::fs::remove_dir(&dir);
     r
+}
+
+impl Datapath {
+    /// Loads bpf/ilnp_sockops.c and attaches it to the cgroup v2 root, for the TCP
+    /// connections of this network namespace only: from then on, connections to
+    /// identifier addresses established record their retransmission timeouts in
+    /// ilnp_tcp_rto. Detached when the object is dropped (shutdown, exit, crash).
+    pub fn attach_tcp_hints(&mut self) -> Result<()> {
+        let cookie = netns_cookie()?;
+        let m = self.bpf.map_mut(MAP_TCP_CFG).ok_or_else(|| map_err(MAP_TCP_CFG))?;
+        Array::<_, TcpCfg>::try_from(m)?.set(0, TcpCfg { netns_cookie: cookie }, 0).context("writing ilnp_tcp_cfg")?;
+        let root = cgroup2_root()?;
+        let p = self
+            .bpf
+            .program_mut(PROG_SOCKOPS)
+            .ok_or_else(|| anyhow!("the eBPF object has no program {PROG_SOCKOPS}"))?;
+        let p: &mut SockOps = p.try_into()?;
+        p.load().with_context(|| format!("the verifier rejected {PROG_SOCKOPS}"))?;
+        // other namespaces' daemons attach theirs too (each filters by its namespace): aya
+        // attaches with a bpf_link (Linux >= 5.7), which always shares the cgroup with
+        // other programs and takes no flags (with BPF_F_ALLOW_MULTI the kernel says EINVAL)
+        p.attach(root, CgroupAttachMode::Single).context("attaching the sock_ops program to the cgroup v2 root")?;
+        self.tcp_hints = true;
+        Ok(())
+    }
+
+    /// The connections to `remote` whose last retransmission timeout was at or
+    /// after `since_ns` (CLOCK_MONOTONIC), at most `max`.
+    pub fn tcp_timeouts(&self, remote: Ipv6Addr, since_ns: u64, max: usize) -> Result<Vec<TcpTimeout>> {
+        if !self.tcp_hints {
+            return Ok(Vec::new());
+        }
+        let m = self.bpf.map(MAP_TCP_RTO).ok_or_else(|| map_err(MAP_TCP_RTO))?;
+        let m: HashMap<_, TcpKey, TcpRto> = HashMap::try_from(m)?;
+        let mut out = Vec::new();
+        for kv in m.iter() {
+            let Ok((k, v)) = kv else { continue }; // an entry evicted while we walk
+            if k.remote != remote.octets() || v.ts_ns < since_ns {
+                continue;
+            }
+            out.push(TcpTimeout {
+                local: Ipv6Addr::from(k.local),
+                remote,
+                local_port: k.lport,
+                remote_port: k.rport,
+                snd_una: v.snd_una,
+                retransmits: v.retransmits,
+                ts_ns: v.ts_ns,
+            });
+            if out.len() >= max {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A TCP connection to an identifier address that timed out (`Datapath::tcp_timeouts`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpTimeout {
+    pub local: Ipv6Addr,
+    pub remote: Ipv6Addr,
+    pub local_port: u16,
+    pub remote_port: u16,
+    /// its oldest unacknowledged sequence number at that timeout
+    pub snd_una: u32,
+    /// retransmissions before that timeout (its backoff)
+    pub retransmits: u32,
+    /// when (ns, CLOCK_MONOTONIC)
+    pub ts_ns: u64,
 }
 
 #[cfg(test)]

@@ -17,8 +17,10 @@
 //!   program balances exactly while both are there.
 //! * `userspace_mode_steers_only`, `pin_dir_mounts_bpffs_when_needed`.
 
+use super::maps::IlccVal;
 use super::*;
 use ilnp_core::LocatorState;
+use ilnp_core::{BalanceChange, IlccSnapshot, LocalLocator};
 use ilnp_wire::ipv6::NextHeader;
 use ilnp_wire::test_support as ts;
 use ilnp_wire::{ilnp_addr, Nonce};
