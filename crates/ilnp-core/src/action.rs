@@ -1,7 +1,7 @@
 //! What the core hands its shell: the actions of one entry point, and the
 //! fast-path entry an `IlccUpsert` carries.
 
-use crate::balance::BalanceChange;
+use crate::balance_table::BalanceChange;
 use crate::event::{DropReason, Event, Stats};
 use crate::locator::LocalLocator;
 use ilnp_wire::{Locator, Nid, Nonce};
@@ -28,6 +28,9 @@ pub struct IlccSnapshot {
     /// observed address, else the one it names); the fast path sends there, and
     /// takes the peer's datagrams from there only
     pub remote_v4: Option<std::net::SocketAddrV4>,
+    /// which of our NIDs the peer talks to (`IlccEntry::local_nid`): None = the
+    /// stable one; the fast path sends from it and delivers only packets to it
+    pub local_nid: Option<Nid>,
 }
 
 /// Something the shell must do.

@@ -31,6 +31,7 @@
 //! the slow path use the same [`BalanceTable`], so they choose the same pairs.
 
 use crate::action::Action;
+pub use crate::balance_table::{BalanceChange, BalanceTable};
 use crate::config::CoreConfig;
 use crate::ilcc::{Ilcc, IlccEntry};
 use crate::local::LocalLocators;
@@ -69,36 +70,6 @@ impl fmt::Display for BalanceError {
 }
 
 impl std::error::Error for BalanceError {}
-
-/// One correspondent's balancing state as the fast path holds it (`ilnp_balance`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BalanceTable {
-    pub nid: Nid,
-    pub policy: Policy,
-    /// (local, remote) locator pairs, at most `MAX_PAIRS`
-    pub pairs: Vec<(Locator, Locator)>,
-    /// each pair's weight after reduction (Σ ≤ `SLOTS`)
-    pub weights: Vec<u32>,
-    /// per-packet: the SWRR schedule (length Σ weights); per-flow: `SLOTS` slots;
-    /// entries index `pairs`
-    pub slots: Vec<u8>,
-    pub flow_seed: u64,
-    /// per-packet: where the schedule stands (the fast path's counter starts here
-    /// for a new entry and is kept on updates)
-    pub seq: u64,
-}
-
-impl BalanceTable {
-    /// The pair for a packet: per-packet takes the schedule slot `seq`, per-flow the
-    /// slot of the flow's hash.
-    pub fn pick(&self, seq: u64, flow_hash: u64) -> (Locator, Locator) {
-        let slot = match self.policy {
-            Policy::PerPacket => self.slots[(seq % self.slots.len() as u64) as usize],
-            _ => self.slots[(flow_hash % self.slots.len() as u64) as usize],
-        };
-        self.pairs[usize::from(slot)]
-    }
-}
 
 /// The 64-bit finaliser of MurmurHash3 (also splitmix64's): cheap, every input bit
 /// reaches every output bit. The egress program has the same function.
@@ -290,13 +261,6 @@ impl Balancer {
             }
         }
     }
-}
-
-/// What changed in a correspondent's balancing (carried out by the shell).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BalanceChange {
-    Upsert(BalanceTable),
-    Remove(Nid),
 }
 
 /// What `ilnpctl status` / `policy` show.

@@ -1,6 +1,6 @@
 //! The core's configuration: handoff policy, Locator Update timers, bounds.
 
-use crate::admission::Admission;
+use crate::admission_terms::Admission;
 use ilnp_wire::checksum::ChecksumRule;
 use ilnp_wire::{Locator, Nid};
 use serde::Serialize;

@@ -3,7 +3,9 @@
 
 mod action;
 pub mod admission;
+mod admission_terms;
 pub mod balance;
+mod balance_table;
 mod challenge;
 pub mod config;
 pub mod dns;

@@ -11,7 +11,7 @@
 //! The nonces we draw come from here too (`random_nonce`), and every 96-bit one,
 //! drawn or derived, passes `nonce96`.
 
-use crate::admission::{Admission, AnswerHint};
+use crate::admission_terms::{Admission, AnswerHint};
 use crate::config::CoreConfig;
 use crate::machine::Core;
 use ilnp_wire::{Locator, Nid, Nonce};
