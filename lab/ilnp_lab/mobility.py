@@ -63,6 +63,15 @@ def cells(ex: Experiment, moves: list[str] | None = None, schemes: list[str] | N
         for n in name or []:
             if n not in pool:
                 raise ValueError(f"{ex.name}: no {what} {n!r} (known: {', '.join(pool)})")
+    asked = set(schemes or ())
+    schemes = list(schemes or ex.schemes)
+    for s in list(schemes):
+        why = SCHEME_CLASSES[s].unavailable()
+        if why and s in asked:
+            raise ValueError(f"{ex.name}: {why}")
+        if why:
+            notes.append(f"scheme {s!r} skipped: {why}")
+            schemes.remove(s)
     ccs = ex.ccs if ex.kind == "tcp" else ["-"]
     have = cc_mod.offered()  # the kernel's own, plus hybla/veno as BPF struct_ops (cc.py)
     runnable = []
@@ -72,7 +81,7 @@ def cells(ex: Experiment, moves: list[str] | None = None, schemes: list[str] | N
             notes.append(f"congestion control {cc!r} skipped: this kernel has only {', '.join(sorted(have))}{why}")
         else:
             runnable.append(cc)
-    out = [Cell(m, s, ld, cc) for m in (moves or list(ex.moves)) for s in (schemes or ex.schemes)
+    out = [Cell(m, s, ld, cc) for m in (moves or list(ex.moves)) for s in schemes
            for ld in ex.loads for cc in runnable]
     notes += [SCHEME_CLASSES[s].note for s in dict.fromkeys(c.scheme for c in out) if SCHEME_CLASSES[s].note]
     return out, notes
@@ -83,6 +92,7 @@ class Run:
         self.ex, self.cell, self.index, self.duration, self.rdir, self.seed = ex, cell, index, duration, rdir, seed
         self.step = "start"
         self.notes: list[str] = []
+        self.t0: float | None = None  # the flow's start (wall clock), once it started
 
     def event_times(self) -> list[tuple[float, object]]:
         """When each timeline event happens: its time scaled to the flow's duration (or, with
@@ -108,7 +118,7 @@ class Run:
     def _execute(self, bed: Testbed) -> dict:
         ex, cell, d = self.ex, self.cell, self.rdir
         self.step = f"build the network (move {cell.move})"
-        nodes = build(bed, ex, cell.move, seed=self.seed)
+        nodes = build(bed, ex, cell.move, seed=self.seed, home_agents=SCHEME_CLASSES[cell.scheme].home_agents(ex))
         cn, mn = nodes[ex.cn], nodes[ex.mn]
         self.step = "wait for SLAAC on the MN's first network"
         first = ex.initial_prefixes(ex.mn)
@@ -148,7 +158,7 @@ class Run:
         else:
             args += ["-u"] + (["-b", cell.load.rate] if cell.load.rate else []) + (["-l", str(cell.load.size)] if cell.load.size else [])
             args += ["--bidir"] if ex.bidir else []
-        t0 = time.time()
+        t0 = self.t0 = time.time()
         cli = cli_node.spawn(*args, stdout=open(d / "iperf-client.json", "w"), stderr=open(d / "iperf-client.err", "w"))
         timeline = []
         for at, e in self.event_times():
@@ -165,11 +175,7 @@ class Run:
             # returned: both are subprocesses, slower than the kernel when iperf3 saturates the CPU
             rec["handled_s"] = round(time.time() - t0, 4)
         self.step = "wait for the flow to end"
-        try:
-            cli.wait(timeout=max(0.0, t0 + self.duration + 15 - time.time()))
-        except subprocess.TimeoutExpired:
-            self.notes.append("iperf3 client did not finish 15 s after the flow's end (session broken): stopped")
-            stop_process(cli)
+        self._wait_client(cli, scheme, t0)
         for p in probes.values():
             try:
                 p.wait(timeout=max(1.0, t0 + self.duration + 5 - time.time()))
@@ -188,6 +194,21 @@ class Run:
         (d / "run.json").write_text(json.dumps(raw, indent=1))
         self.step = "analyse"
         return self.analyse(raw)
+
+    def _wait_client(self, cli, scheme, t0: float) -> None:
+        """Until iperf3's client ends, at most 15 s after the flow's end; from 1 s after the end
+        on, a session the scheme knows is broken (`Scheme.broken`) is not waited for."""
+        end = t0 + self.duration
+        while cli.poll() is None:
+            now = time.time()
+            why = scheme.broken() if now >= end + 1 else None
+            if why or now >= end + 15:
+                what = f"broken: {why}" if why else "session broken"
+                after = "1 s" if why else "15 s"
+                self.notes.append(f"iperf3 client did not finish {after} after the flow's end ({what}): stopped")
+                stop_process(cli)
+                return
+            time.sleep(0.1 if now < end else 0.2)
 
     def analyse(self, raw: dict) -> dict:
         """Results of a finished run from its captures and `run.json` (so a run folder can be
@@ -227,7 +248,8 @@ class Run:
         res["control"] = analysis.control_totals(analysis.control_messages(mn_pcaps, t0), first_event)
         res["lu"] = lus
         res["lu_by_event"] = analysis.lu_by_event(lus, timeline)
-        res["handoff_delay_ms"] = lus[0]["delay_ms"] if lus else None
+        # ILNPv6: the first LU's handshake; Mobile IPv6: its roles' first BU -> last BA (extra)
+        res["handoff_delay_ms"] = lus[0]["delay_ms"] if lus else (raw.get("extra") or {}).get("handoff_delay_ms")
         res["lu_copies"] = sum(l["copies"] for l in lus)
         res["ra_to_lu_ms"] = analysis.ra_to_lu_ms(mn_pcaps[0], t0, timeline, ex, lus)
         if mn_nid:

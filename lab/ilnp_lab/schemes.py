@@ -11,20 +11,26 @@
 swaps the iperf3 roles (the CN is the server, the MN the client with `-R`: the data still flows
 CN -> MN), `note` states what the scheme configures (mobility.cells adds it to the run's notes),
 `mn_nid` marks runs whose captures carry ILNPv6 (LU handshakes, stale-locator drops).
+`unavailable()` says why this kernel cannot run the scheme (None: it can), `home_agents(ex)` the
+(router, interface) pairs whose radvd advertises a home agent (Mobile IPv6).
 `BY_NAME` holds one class per name in topology.SCHEMES.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 from .addr import l64
 from .bind import ZONE, Bind, Host, resolv_conf
 from .daemon import Ilnpd, Peer
 from .fixtures import DNS_ADDR, dns_server
+from .mipv6 import kernel as mip6_kernel
+from .mipv6 import roles as mip6_roles
 from .testbed import Node, binary, stop_process, wait_for
 from .topology import SCHEMES
 
@@ -42,6 +48,14 @@ class Scheme:
     @property
     def mn_nid(self) -> str | None:
         return None
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return None
+
+    @classmethod
+    def home_agents(cls, ex) -> set[tuple[str, str]]:
+        return set()
 
     def setup(self) -> tuple[str, str]:
         raise NotImplementedError
@@ -63,6 +77,11 @@ class Scheme:
     def counters(self) -> dict:
         return {}
 
+    def broken(self) -> str | None:
+        """After the flow's end: why the session cannot finish any more (so the run stops
+        waiting for it), or None: the run waits up to 15 s for the applications to end."""
+        return None
+
     def extra(self) -> dict | None:
         """After the flow: what else the scheme recorded (run.json and result.json `extra`)."""
         return None
@@ -82,7 +101,15 @@ class Plain(Scheme):
         src = self.cn.global_addrs(ex.initial_prefixes(ex.cn)[0][0])[0]
         net = ipaddress.IPv6Network(first[0][1])
         dst = next(a for a in self.mn.global_addrs(first[0][0]) if ipaddress.IPv6Address(a) in net)
+        self.bound = dst
         return src, dst
+
+    def broken(self) -> str | None:
+        """A plain socket is bound to the MN's first address: once the kernel has removed it
+        (the MN left that network), nothing of the session can arrive or leave."""
+        if self.bound not in self.mn.global_addrs():
+            return f"the MN's address {self.bound} is gone"
+        return None
 
 
 class Mptcp(Plain):
@@ -105,6 +132,9 @@ class Mptcp(Plain):
               "`ip mptcp endpoint delete id N` at once (the kernel sends REMOVE_ADDR and closes that address's "
               "subflows instead of waiting for an RTO); an interface comes up -> the same `signal` endpoint as soon "
               "as SLAAC gives it an address")
+
+    def broken(self) -> str | None:
+        return None  # MPTCP carries the session on another subflow
 
     def setup(self) -> tuple[str, str]:
         src, dst = super().setup()
@@ -357,5 +387,81 @@ class IlnpSoftDns(IlnpSoft):
             stop_process(self.bind.proc)
 
 
-BY_NAME: dict[str, type[Scheme]] = {c.name: c for c in (IlnpHard, IlnpSoft, IlnpSoftDns, Plain, Mptcp, MptcpClient)}
+class Mipv6(Plain):
+    """Mobile IPv6 (RFC 6275, lab/ilnp_lab/mipv6): the router advertising the MN's first
+    network is its home agent (radvd with the home-agent flag there), the MN has a fixed home
+    address (::100 of that prefix) and the CN and MN roles; the flow and the probes use the CN's
+    address and the home address. Bidirectional tunnelling through the HA; `mipv6-ro` adds route
+    optimisation (return routability, a binding at the CN). The handoff delay is the seeds'
+    (the first BU -> the last BA, from the roles' events); needs CONFIG_IPV6_MIP6 and ip6_tunnel."""
+    name, ro = "mipv6", False
+    note = ("`mipv6`/`mipv6-ro`: the lab's own RFC 6275 implementation (lab/ilnp_lab/mipv6, no UMIP release reaches "
+            "this kernel); home agent on the router advertising the MN's first network (radvd `AdvHomeAgentFlag on`, "
+            "`AdvRouterAddr on`), home address ::100 of that prefix, HA DAD before the first BA (RetransTimer 1 s), "
+            "no IPsec between MN and HA (as the seeds ran it); handoff = the first BU -> the last BA (the HA's; the "
+            "CN's with RO), from the roles' event lines; docs/mipv6.md")
+
+    def __init__(self, run, nodes: dict[str, Node]):
+        super().__init__(run, nodes)
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.paths: dict[str, object] = {}
+        self.ha_addr = self.cn_addr = ""
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return mip6_kernel.refusal()
+
+    @classmethod
+    def home(cls, ex) -> tuple[str, str, str, str, str]:
+        """(MN's home interface, home prefix, HA router, its interface, its address there)."""
+        iface, prefix = ex.initial_prefixes(ex.mn)[0]
+        ra = ex.radvd_facing(ex.mn, iface)
+        link = next((l for _, l in ex.host_ifaces(ex.mn) if (l.a, l.a_if) == (ra.node, ra.iface)
+                     or (l.b, l.b_if) == (ra.node, ra.iface)), None) if ra else None
+        addr = (link.a_addr if (link.a, link.a_if) == (ra.node, ra.iface) else link.b_addr) if link else None
+        if not addr:
+            raise ValueError(f"{ex.name}: scheme {cls.name} needs a router advertising the MN's first network "
+                             f"({prefix}) with a static address on that link: the home agent")
+        return iface, prefix, ra.node, ra.iface, addr.split("/")[0]
+
+    @classmethod
+    def home_agents(cls, ex) -> set[tuple[str, str]]:
+        _, _, r, rif, _ = cls.home(ex)
+        return {(r, rif)}
+
+    def setup(self) -> tuple[str, str]:
+        ex = self.ex
+        src, _ = super().setup()
+        iface, prefix, ha_node, ha_if, self.ha_addr = self.home(ex)
+        self.cn_addr, hoa = src, mip6_roles.home_address(prefix)
+        self.bound = hoa  # what the MN's sockets use: the home address, which moves with the MN
+        self.run.step = f"Mobile IPv6: home address {hoa}, home agent on {ha_node}, MN and CN roles"
+        self.mn.add_addr(iface, f"{hoa}/64")
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        cmds = {"ha": (self.nodes[ha_node], mip6_roles.ha_cmd(ha_if, self.ha_addr, prefix)),
+                "cn": (self.cn, mip6_roles.cn_cmd(src)),
+                "mn": (self.mn, mip6_roles.mn_cmd(iface, prefix, hoa, self.ha_addr, src, self.ro))}
+        for role, (node, cmd) in cmds.items():
+            self.paths[role] = self.run.rdir / f"mipv6-{role}.jsonl"
+            self.procs[role] = node.spawn(*cmd, stdout=open(self.paths[role], "w"), stderr=subprocess.STDOUT, env=env)
+        mip6_roles.wait_ready(self.paths, self.procs)
+        self.cn.run("ping", "-6", "-c", "1", "-W", "5", hoa, check=False)  # the HA's and R's neighbour entries
+        return src, hoa
+
+    def extra(self) -> dict:
+        events, other = mip6_roles.read_events(self.paths)
+        out = mip6_roles.summary(events, self.ha_addr, self.cn_addr if self.ro else None, self.run.t0 or 0.0)
+        return out | {"role_stderr": other or None, "events": len(events)}
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            stop_process(p)
+
+
+class Mipv6Ro(Mipv6):
+    name, ro = "mipv6-ro", True
+
+
+BY_NAME: dict[str, type[Scheme]] = {c.name: c for c in (IlnpHard, IlnpSoft, IlnpSoftDns, Plain, Mptcp, MptcpClient,
+                                                        Mipv6, Mipv6Ro)}
 assert set(BY_NAME) == set(SCHEMES), "a scheme named in experiment files has no class (or the reverse)"
