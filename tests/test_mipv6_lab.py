@@ -5,6 +5,7 @@ routability's tokens and authenticator, the binding cache refusing a stale seque
 the binding update list's retransmission timers. The handoffs themselves run in the Debian 12
 VM (tests/test_mipv6_vm.py)."""
 
+import csv
 import hashlib
 import hmac
 import json
@@ -211,18 +212,76 @@ def test_binding_update_list_timers():
 
 
 def test_this_kernel_refuses_mipv6_and_names_the_vm_route():
-    """The host's kernel has no CONFIG_IPV6_MIP6: `ilnp-lab run ... --scheme mipv6` and the roles
-    refuse, naming the Debian 12 VM route (scripts/qemu-debian12.sh --guest ...)."""
+    """The host's kernel has no CONFIG_IPV6_MIP6 and no ip6_tunnel: `ilnp-lab run ... --scheme
+    mipv6-ro` and the roles refuse, naming both and the Debian 12 VM route; without --scheme the
+    two schemes are skipped with that note and the others run (here: only the cell list)."""
+    from ilnp_lab import mobility, topology
     from ilnp_lab.mipv6 import kernel
-    if kernel.has_mip6():
-        pytest.skip("this kernel has CONFIG_IPV6_MIP6: nothing to refuse")
-    r = subprocess.run([sys.executable, "-m", "ilnp_lab.cli", "run", "seed000-tcp", "--scheme", "mipv6-ro", "--quick"],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 2 and "no CONFIG_IPV6_MIP6" in r.stderr
-    assert "scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py" in r.stderr
+    if not kernel.missing():
+        pytest.skip("this kernel has CONFIG_IPV6_MIP6 and ip6_tunnel: nothing to refuse")
+    r = subprocess.run([sys.executable, "-m", "ilnp_lab.cli", "run", "seed000-tcp", "--scheme", "plain", "--scheme",
+                        "mipv6-ro", "--quick"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "lacks CONFIG_IPV6_MIP6, ip6_tunnel" in r.stderr and kernel.has_mip6() is False
+    assert "scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py --lab seed000-tcp" in r.stderr
     r = subprocess.run([sys.executable, "-m", "ilnp_lab.mipv6.node", "cn", "--addr", CN], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 2 and "qemu-debian12.sh --guest" in r.stderr
+    ex = topology.load(topology.EXPERIMENTS / "seed000-tcp.toml")
+    assert {"mipv6", "mipv6-ro"} <= set(ex.schemes)
+    todo, notes = mobility.cells(ex, ["lan-lan"], None)
+    assert {c.scheme for c in todo} == set(ex.schemes) - {"mipv6", "mipv6-ro"}
+    assert sum("skipped" in n and "CONFIG_IPV6_MIP6" in n for n in notes) == 2
+
+
+def test_mipv6_scheme_on_the_seed000_topology(tmp_path):
+    """Where the scheme puts its parts on seed000's Fig. 8: R2 (the MN's first network) is the
+    home agent at 2001:db8:2::1 and only its radvd advertises the home-agent flag (and its
+    address); the home address is ::100 of that prefix; the roles' command lines."""
+    from ilnp_lab import services, topology
+    from ilnp_lab.mipv6 import roles
+    from ilnp_lab.schemes import BY_NAME
+    ex = topology.load(topology.EXPERIMENTS / "seed000-tcp.toml")
+    assert BY_NAME["mipv6"].home(ex) == ("eth-r2", "2001:db8:2::/64", "r2", "eth-mn", "2001:db8:2::1")
+    assert BY_NAME["mipv6-ro"].home_agents(ex) == {("r2", "eth-mn")} and BY_NAME["plain"].home_agents(ex) == set()
+    assert roles.home_address("2001:db8:2::/64") == HOA
+    assert roles.mn_cmd("eth-r2", "2001:db8:2::/64", HOA, HA, CN, True)[3:] == [
+        "mn", "--home-if", "eth-r2", "--home-prefix", "2001:db8:2::/64", "--hoa", HOA, "--ha", HA, "--cn", CN, "--ro"]
+
+    class Bed:
+        workdir = tmp_path
+
+    class N:
+        name, bed = "r2", Bed()
+
+        def spawn(self, *a, **kw):
+            return None
+
+    for ha in (True, False):
+        services.radvd(N(), "eth-mn", "2001:db8:2::/64", home_agent=ha)  # radvd --configtest checks it
+        conf = (tmp_path / "radvd-r2-eth-mn" / "radvd.conf").read_text()
+        assert ("AdvHomeAgentFlag on;" in conf) == ha and ("AdvRouterAddr on;" in conf) == ha
+
+
+def test_report_puts_the_thesis_mipv6_beside_measured_rows(tmp_path):
+    """The report treats mipv6 / mipv6-ro as any scheme (a saved seed000-tcp result with two rows
+    made Mobile IPv6's): their handoff in the summary with the thesis's handoff / interruption
+    beside it, and the reference rows say they were measured."""
+    from ilnp_lab import mobility_report
+    saved = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "experiments", "seed000-tcp")
+    results = json.load(open(os.path.join(saved, "results.json")))
+    meta = json.load(open(os.path.join(saved, "meta.json")))
+    base = [r for r in results if r["move"] == "lan-lan" and r["scheme"] == "plain"][:2]
+    mip = [dict(base[0], scheme="mipv6", handoff_delay_ms=1022.0, cell="lan-lan/mipv6/cubic"),
+           dict(base[1], scheme="mipv6-ro", handoff_delay_ms=1042.0, cell="lan-lan/mipv6-ro/cubic")]
+    rs = [r for r in results if r["move"] == "lan-lan"] + mip
+    text = mobility_report.write(tmp_path, rs, dict(meta, runs_done=len(rs), runs_failed=0)).read_text()
+    row = next(l for l in text.splitlines() if l.startswith("| mipv6 |"))
+    assert "| 1022.0 |" in row and row.endswith(" 1005 / 1002.5 |"), row
+    row = next(l for l in text.splitlines() if l.startswith("| mipv6-ro |"))
+    assert "| 1042.0 |" in row and row.endswith(" 1024 / 1002.5 |"), row
+    assert "MIPv6 measured above" in text and "MIPv6 not run here" not in text
+    assert {"mipv6", "mipv6-ro"} <= {r["scheme"] for r in csv.DictReader(open(tmp_path / "results.csv"))}
 
 
 def test_ro_policies_by_netlink_are_what_ip_xfrm_reads(tmp_path):

@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 from . import experiment, provenance
-from .mipv6.kernel import refusal as mipv6_refusal
 from .topology import DAD_MODES, EXPERIMENTS, SCHEMES, load
 
 
@@ -77,9 +76,6 @@ def main(argv=None) -> int:
         if args.cmd == "check":
             print(f"{spec.path}: ok: {experiment.plugin_of(mod)} plugin: {mod.describe(spec)}")
             return 0
-        if {"mipv6", "mipv6-ro"} & set(getattr(args, "scheme", None) or ()):
-            print(f"ilnp-lab run {args.experiment}: {mipv6_refusal()}", file=sys.stderr)
-            return 2
         defaults = vars(r.parse_args([args.experiment]))  # every run option's default: which ones were given
         del defaults["experiment"]
         return experiment.run((mod, spec), args, defaults)

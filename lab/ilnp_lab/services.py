@@ -14,10 +14,10 @@ RADVD_CONF = """interface {iface} {{
     AdvSendAdvert on;
     MinRtrAdvInterval {min_ra};
     MaxRtrAdvInterval {max_ra};
-    AdvDefaultPreference {pref};
+    AdvDefaultPreference {pref};{ha}
     prefix {prefix} {{
         AdvOnLink on;
-        AdvAutonomous on;
+        AdvAutonomous on;{router_addr}
         AdvValidLifetime {valid};
         AdvPreferredLifetime {preferred};
     }};
@@ -26,13 +26,17 @@ RADVD_CONF = """interface {iface} {{
 
 
 def radvd(node: Node, iface: str, prefix: str, min_ra: float = 3, max_ra: float = 4,
-          pref: str = "medium", valid: int = 30, preferred: int = 20) -> subprocess.Popen:
-    """Runs radvd on `node` advertising `prefix` (a /64) on `iface`; returns the process."""
+          pref: str = "medium", valid: int = 30, preferred: int = 20, home_agent: bool = False) -> subprocess.Popen:
+    """Runs radvd on `node` advertising `prefix` (a /64) on `iface`; returns the process.
+    `home_agent`: the RAs carry the home-agent flag and the router's address in the prefix
+    option (RFC 6275 §7.1-7.2, as the seeds' home link had it)."""
     d = node.bed.workdir / f"radvd-{node.name}-{iface}"
     d.mkdir(parents=True, exist_ok=True)
     conf = d / "radvd.conf"
     conf.write_text(RADVD_CONF.format(iface=iface, prefix=prefix, min_ra=min_ra, max_ra=max_ra, pref=pref,
-                                      valid=valid, preferred=preferred))
+                                      valid=valid, preferred=preferred,
+                                      ha="\n    AdvHomeAgentFlag on;" if home_agent else "",
+                                      router_addr="\n        AdvRouterAddr on;" if home_agent else ""))
     run(["radvd", "--configtest", "-C", str(conf)])
     return node.spawn("radvd", "-n", "-C", str(conf), "-p", str(d / "radvd.pid"), "-m", "stderr")
 

@@ -45,7 +45,7 @@ from .services import nic_segmentation, radvd, warm_neighbours
 from .testbed import Node, Testbed
 
 EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
-SCHEMES = ("ilnp-hard", "ilnp-soft", "ilnp-soft-dns", "plain", "mptcp", "mptcp-client")
+SCHEMES = ("ilnp-hard", "ilnp-soft", "ilnp-soft-dns", "plain", "mptcp", "mptcp-client", "mipv6", "mipv6-ro")
 IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 NODENAME = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 
@@ -448,9 +448,10 @@ def parse_sysctl(ex: Experiment, spec: str) -> tuple[str, str, str]:
 
 
 def build(bed: Testbed, ex: Experiment, move: str, seed: int = 1, overrides: dict[str, dict] | None = None,
-          start_radvd: bool = True) -> dict[str, Node]:
+          start_radvd: bool = True, home_agents: set[tuple[str, str]] = frozenset()) -> dict[str, Node]:
     """Creates the experiment's network for `move` in `bed`; returns {name: Node}.
     `overrides`: per-link parameters on top of the move's ({"r1-r3": {"delay_ms": 50}}).
+    `home_agents`: (router, interface) whose radvd advertises a Mobile IPv6 home agent.
     Routers know each other's link-layer addresses before it returns."""
     nodes = {name: bed.add_node(name, router=r) for name, r in ex.nodes.items()}
     for i, l in enumerate(ex.links_for(move, overrides)):
@@ -481,7 +482,8 @@ def build(bed: Testbed, ex: Experiment, move: str, seed: int = 1, overrides: dic
     for node, key, value in ex.sysctls:
         nodes[node].sysctl(f"{key}={value}")
     for r in ex.radvd if start_radvd else ():
-        radvd(nodes[r.node], r.iface, r.prefix, r.min_ra, r.max_ra, r.pref, r.valid, r.preferred)
+        radvd(nodes[r.node], r.iface, r.prefix, r.min_ra, r.max_ra, r.pref, r.valid, r.preferred,
+              home_agent=(r.node, r.iface) in home_agents)
     for l in ex.links:
         if not l.up:
             # down at the end the timeline later brings up (the MN's interface), else at b

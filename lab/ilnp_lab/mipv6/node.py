@@ -320,9 +320,9 @@ def main(argv=None) -> int:
     c = sub.add_parser("cn")
     c.add_argument("--addr", required=True)
     a = p.parse_args(argv)
-    if not kernel.has_mip6():
-        print("ilnp_lab.mipv6: this kernel has no CONFIG_IPV6_MIP6 (no HAO / RH2 processing): run it in "
-              "the Debian 12 VM (scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py)", file=sys.stderr)
+    why = kernel.refusal()
+    if why:
+        print(f"ilnp_lab.mipv6: {why}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     {"ha": HomeAgent, "mn": MobileNode, "cn": Correspondent}[a.role](a).run()
