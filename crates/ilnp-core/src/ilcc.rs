@@ -370,6 +370,7 @@ impl IlccEntry {
             // core): until then the fast path punts both ways, so the core sees the
             // first datagram and no replay from elsewhere can define the path
             remote_v4: remote.v4_destination().filter(|_| remote.v4_heard),
+            local_nid: self.local_nid,
         })
     }
 }
