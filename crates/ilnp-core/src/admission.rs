@@ -46,7 +46,6 @@ use crate::event::{DropReason, Event, Outcome, Stats};
 use crate::ilcc::{Ilcc, IlccEntry, RemoteLocator, Tier};
 use crate::local::LocalLocators;
 use crate::locator::LocatorState;
-use crate::machine::Core;
 use crate::nonce_key::NonceKey;
 use ilnp_wire::translate::{self, Csum, WireMeta};
 use ilnp_wire::{ilnp_addr, ClassifyError, Locator, Nid, Nonce, Packet};
@@ -450,73 +449,11 @@ impl AdmissionState {
     }
 }
 
-/// The core's entry points into admission: each lends the sub-machine the state
-/// it needs.
-impl Core {
-    /// The admission state and the rest of the core's state it works on.
-    fn admission_parts(&mut self) -> (&mut AdmissionState, AdmissionCx<'_>) {
-        let cx = AdmissionCx {
-            cfg: &self.cfg,
-            ilcc: &mut self.ilcc,
-            stats: &mut self.stats,
-            local: &self.local,
-            rng: &mut *self.rng,
-        };
-        (&mut self.admission, cx)
-    }
-
-    /// A verified-format packet from `meta.src_nid`, which has no entry. Creates
-    /// the responder's entry in the tier the policy says (evicting the oldest
-    /// embryonic one if that tier is full) and sends the hello if the budget
-    /// allows. Returns false (counted) if no entry could be made.
-    pub(crate) fn admit_responder(&mut self, now: Instant, meta: &WireMeta, out: &mut Vec<Action>) -> bool {
-        let nid = meta.src_nid;
-        let listed_pref =
-            self.peers.get(&nid).and_then(|p| p.record.locators.iter().find(|l| l.loc == meta.src_loc)).map(|l| l.pref);
-        let (admission, mut cx) = self.admission_parts();
-        let Some(admitted) = admission.admit_responder(&mut cx, now, meta, listed_pref, out) else { return false };
-        if let Some(p) = self.peers.get_mut(&nid) {
-            p.non_ilnp = false;
-        }
-        // it speaks ILNPv6 after all (or again)
-        self.fallback.end(&mut self.stats, nid, out);
-        let (admission, mut cx) = self.admission_parts();
-        admission.greet_responder(&mut cx, now, meta, admitted, out);
-        true
-    }
-
-    /// Our stack's answer towards `nid`, which has no entry
-    /// (`AdmissionState::answer_unadmitted`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn answer_unadmitted(
-        &mut self,
-        now: Instant,
-        nid: Nid,
-        pkt: &[u8],
-        csum: Csum,
-        class: &Result<Packet<'_>, ClassifyError>,
-        hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
-        out: &mut Vec<Action>,
-    ) {
-        let (admission, mut cx) = self.admission_parts();
-        admission.answer_unadmitted(&mut cx, now, nid, pkt, csum, class, hints, out);
-    }
-
-    /// Entries per tier and the bounds.
-    pub fn tier_counts(&self) -> TierCounts {
-        TierCounts {
-            established: self.ilcc.count(Tier::Established),
-            embryonic: self.ilcc.count(Tier::Embryonic),
-            max_established: self.cfg.ilcc_max_entries,
-            max_embryonic: self.cfg.ilcc_embryonic_max,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::DropReason;
+    use crate::machine::Core;
     use crate::tests::{core, delivered, local, udp, wire, LA, LB, LB2, NA, NB};
     use ilnp_wire::icmpv6::Icmpv6Type;
     use ilnp_wire::ipv6::NextHeader;

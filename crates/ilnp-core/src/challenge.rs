@@ -28,7 +28,6 @@ use crate::event::{Event, Outcome, Stats};
 use crate::ilcc::{Ilcc, RemoteLocator};
 use crate::local::LocalLocators;
 use crate::locator::LocatorState;
-use crate::machine::Core;
 use ilnp_wire::icmpv6::{Icmpv6Type, Repr};
 use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
 use rand_core::RngCore;
@@ -275,37 +274,6 @@ fn challenge_timeout(srtt_us: Option<u64>) -> Duration {
     match srtt_us {
         Some(us) => (Duration::from_micros(us) * CHALLENGE_RTTS).clamp(CHALLENGE_MIN, CHALLENGE_MAX),
         None => CHALLENGE_DEFAULT,
-    }
-}
-
-/// The core's entry points into the peer-restart challenges: each lends the
-/// sub-machine the state it needs.
-impl Core {
-    /// The challenges and the rest of the core's state they work on.
-    fn challenge_parts(&mut self) -> (&mut Challenges, ChallengeCx<'_>) {
-        let cx = ChallengeCx {
-            cfg: &self.cfg,
-            ilcc: &mut self.ilcc,
-            stats: &mut self.stats,
-            local: &self.local,
-            rng: &mut *self.rng,
-        };
-        (&mut self.challenges, cx)
-    }
-
-    /// A packet from `nid` with a nonce its entry does not know: challenge the old
-    /// peer (`Challenges::bad_nonce`).
-    pub(crate) fn challenge_bad_nonce(
-        &mut self,
-        now: Instant,
-        nid: Nid,
-        nonce: Nonce,
-        src: Locator,
-        ident: Vec<u8>,
-        out: &mut Vec<Action>,
-    ) {
-        let (challenges, mut cx) = self.challenge_parts();
-        challenges.bad_nonce(&mut cx, now, nid, nonce, src, ident, out);
     }
 }
 

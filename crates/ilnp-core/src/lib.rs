@@ -21,6 +21,7 @@ mod lu;
 mod machine;
 pub mod nids;
 mod nonce_key;
+mod orchestration;
 mod outbound;
 pub mod peers;
 pub mod snapshot;

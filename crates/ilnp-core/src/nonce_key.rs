@@ -13,7 +13,6 @@
 
 use crate::admission_terms::{Admission, AnswerHint};
 use crate::config::CoreConfig;
-use crate::machine::Core;
 use ilnp_wire::{Locator, Nid, Nonce};
 use rand_core::RngCore;
 use std::time::Instant;
@@ -139,20 +138,6 @@ impl NonceKey {
     }
 }
 
-impl Core {
-    /// Our nonce for the entry we open to `nid` if a stateless answer to it may have
-    /// carried one (`NonceKey::answered`).
-    pub(crate) fn answered_nonce(
-        &mut self,
-        now: Instant,
-        nid: Nid,
-        locators: &[Locator],
-        hint: Option<AnswerHint>,
-    ) -> Option<Nonce> {
-        self.admission.key.answered(&self.cfg, &mut *self.rng, now, nid, locators, hint)
-    }
-}
-
 /// A fresh random nonce from `rng`: 96 bits if `nonce_len` is 12, else 32.
 pub(crate) fn random_nonce(rng: &mut dyn RngCore, nonce_len: usize) -> Nonce {
     let mut b = [0u8; 12];
@@ -176,6 +161,7 @@ pub(crate) fn nonce96(mut b: [u8; 12]) -> Nonce {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::Core;
 
     #[test]
     fn siphash_matches_the_reference_vector() {

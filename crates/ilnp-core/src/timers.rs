@@ -7,9 +7,6 @@
 //! is kept exact (`Ilcc::tidy`), so `poll_timeout` is a peek and `handle_timeout`
 //! visits only entries whose item is due.
 
-use crate::action::Action;
-use crate::event::{Event, Outcome};
-use crate::machine::Core;
 use ilnp_wire::Nid;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -219,81 +216,14 @@ impl DeadlineIndex {
     }
 }
 
-impl Core {
-    /// The next instant `handle_timeout` has work: an LU (re)transmission, a remote
-    /// locator's lifetime end, an entry's idle deadline, or the end of a soft-handoff
-    /// quiet period. O(1) in the number of ILCC entries.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        [
-            self.ilcc.next_deadline(),
-            self.local.next_retirement(),
-            self.challenges.next_deadline(),
-            self.v4.next_deadline(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
-
-    /// Due work at `now`. A shell with a fast path feeds `note_local_activity` first,
-    /// so a quiet period ends on what really arrived.
-    pub fn handle_timeout(&mut self, now: Instant) -> Vec<Action> {
-        let mut out = Vec::new();
-        self.handle_timeout_into(now, &mut out);
-        out
-    }
-
-    /// `handle_timeout` into a buffer of the caller's (cleared first), as
-    /// `handle_inbound_into`.
-    pub fn handle_timeout_into(&mut self, now: Instant, out: &mut Vec<Action>) {
-        out.clear();
-        // a quiet period ended: the same rule as for a change the shell reports; the
-        // LU leaves here
-        if let Some(update) = self.local.reevaluate(now) {
-            out.extend(self.apply_local_update(now, update));
-        }
-        let due = self.ilcc.take_due(now);
-        out.extend(self.send_due_lus(now, &due));
-        let mut aged = Vec::new();
-        for nid in &due {
-            let Some(e) = self.ilcc.get_mut(nid) else { continue };
-            if e.next_expiry().is_some_and(|t| t <= now) {
-                let before = e.best_remote().map(|r| r.loc);
-                let locs = e.age_locators(now);
-                if !locs.is_empty() && e.best_remote().map(|r| r.loc) != before {
-                    out.extend(e.snapshot().map(Action::IlccUpsert));
-                }
-                aged.extend(locs.into_iter().map(|l| (e.nid, l)));
-            }
-        }
-        for (nid, locator) in aged {
-            self.stats.bump(Outcome::RemoteLocatorAged);
-            out.push(Action::Event(Event::RemoteLocatorAged { nid, locator }));
-        }
-        let idle = self.cfg.idle_timeout;
-        for nid in due {
-            if !self.ilcc.get(&nid).is_some_and(|e| e.is_idle(now, idle)) {
-                continue;
-            }
-            self.ilcc.remove(&nid);
-            self.stats.bump(Outcome::IlccIdleExpired);
-            out.push(Action::IlccRemove(nid));
-            out.push(Action::Event(Event::PeerRemoved { nid, reason: "idle" }));
-        }
-        // peer-restart challenges nobody answered (`challenge.rs`)
-        self.challenges.due(&self.ilcc, &mut self.stats, now, out);
-        self.v4_due(now, out);
-        self.ilcc.tidy();
-        self.finish(out);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::action::Action;
     use crate::config::CoreConfig;
     use crate::ilcc::{IlccEntry, RemoteLocator};
     use crate::locator::LocatorState;
+    use crate::machine::Core;
     use crate::tests::{local, session, wire, LA, LB2, NA};
     use ilnp_wire::Locator;
     use ilnp_wire::Nonce;

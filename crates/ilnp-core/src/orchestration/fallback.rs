@@ -1,0 +1,83 @@
+//! The core's entry into `fallback.rs`: the `Core` methods that lend it the rest of
+//! the core's state (moved out so that the sub-machine never names `Core`).
+
+use crate::action::Action;
+use crate::fallback::{probing_on, Fallback, FallbackCx, FallbackReason, Inbound, PeerState};
+use crate::machine::Core;
+use ilnp_wire::classify::Plain;
+use ilnp_wire::translate::Csum;
+use ilnp_wire::{Locator, Nid};
+use std::time::Instant;
+
+/// The core's entry points into the fallback: each lends the sub-machine the state
+/// it needs.
+impl Core {
+    /// The fallback state and the rest of the core's state it works on.
+    fn fallback_parts(&mut self) -> (&mut Fallback, FallbackCx<'_>) {
+        let cx = FallbackCx {
+            cfg: &self.cfg,
+            ilcc: &self.ilcc,
+            stats: &mut self.stats,
+            local: &self.local,
+            rng: &mut *self.rng,
+        };
+        (&mut self.fallback, cx)
+    }
+
+    /// How `nid` is reached.
+    pub fn peer_state(&self, nid: Nid) -> PeerState {
+        let non_ilnp = self.peers.get(&nid).is_some_and(|p| p.non_ilnp);
+        self.fallback.peer_state(nid, non_ilnp)
+    }
+
+    /// From now on `nid` is plain IPv6 at `remote:nid`: its ILCC entry goes, its
+    /// record says it is not ILNPv6-capable.
+    pub(crate) fn start_fallback(
+        &mut self,
+        now: Instant,
+        nid: Nid,
+        remote: Locator,
+        reason: FallbackReason,
+        out: &mut Vec<Action>,
+    ) {
+        if self.ilcc.remove(&nid).is_some() {
+            out.push(Action::IlccRemove(nid));
+        }
+        if let Some(p) = self.peers.get_mut(&nid) {
+            p.non_ilnp = true;
+        }
+        self.fallback.start(&mut self.stats, now, nid, remote, reason, out);
+    }
+
+    /// An identifier-form packet to `nid`: carried as plain IPv6 if `nid` is in
+    /// fallback. False: not ours, ILNP as usual.
+    pub(crate) fn fallback_outbound(&mut self, nid: Nid, pkt: &[u8], csum: Csum, out: &mut Vec<Action>) -> bool {
+        let (fallback, mut cx) = self.fallback_parts();
+        fallback.outbound(&mut cx, nid, pkt, csum, out)
+    }
+
+    /// A plain packet the fast path punted: from a fallback peer → identifier form;
+    /// the Echo Reply to a probe → fallback. False: not a fallback peer's.
+    pub(crate) fn fallback_inbound(&mut self, now: Instant, p: &Plain<'_>, csum: Csum, out: &mut Vec<Action>) -> bool {
+        let (fallback, mut cx) = self.fallback_parts();
+        match fallback.inbound(&mut cx, p, csum, out) {
+            Inbound::NotOurs => false,
+            Inbound::Taken => true,
+            Inbound::ProbeAnswered { nid, remote } => {
+                self.start_fallback(now, nid, remote, FallbackReason::NoAnswer, out);
+                true
+            }
+        }
+    }
+
+    /// After an ILNP packet to `nid` left: probe a silent peer (`Fallback::maybe_probe`).
+    pub(crate) fn maybe_probe(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) {
+        let (fallback, mut cx) = self.fallback_parts();
+        fallback.maybe_probe(&mut cx, now, nid, out);
+    }
+
+    /// A silent correspondent is probed (`fallback_probe_after`).
+    pub(crate) fn fallback_probing_on(&self) -> bool {
+        probing_on(&self.cfg)
+    }
+}
