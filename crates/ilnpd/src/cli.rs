@@ -1,7 +1,12 @@
 //! The command line of ilnpd, apart from what it does: main.rs runs it, and the
 //! packaging step renders it as the man page and the shell completions.
+//!
+//! Every flag but `--config` is the configuration key of the same name: the
+//! configuration serializes the flags given over the file's keys (`config.rs`
+//! `overridden`), so a new override is one field here.
 
 use clap::Parser;
+use serde::Serialize;
 use std::path::PathBuf;
 
 /// ILNPv6 host daemon: ILNPv6 sessions for unmodified applications (eBPF fast path).
@@ -11,14 +16,16 @@ use std::path::PathBuf;
 /// exit (status 75) leaving the data path, the pins and the state file to the next
 /// ilnpd, which adopts the running sessions (package upgrades). A start that fails
 /// undoes what it did. Configuration errors exit with status 2.
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Default, Serialize)]
 #[command(version)]
 pub struct Args {
     /// TOML configuration file (see dist/ilnpd.toml)
     #[arg(short, long)]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// uplink interface (repeatable); overrides `uplinks` in the file
     #[arg(short, long = "uplink")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub uplinks: Vec<String>,
     /// data path: ebpf (fast path) or userspace (reference)
     #[arg(long)]

@@ -1,14 +1,19 @@
 //! ilnpd configuration: a TOML file plus command-line overrides.
 //! Unknown keys and bad values are errors that name the key and the line.
+//!
+//! One document, two readers: the protocol core's keys fill `ilnp_core::CoreConfig`
+//! directly (`CoreConfig::from_document`), ilnpd's own fill `FileConfig`; a key
+//! neither reads is refused (`unknown_keys`). The command line's flags are the
+//! same keys (`ilnpd::cli::Args`, serialized over the file's values).
 
 use anyhow::{anyhow, bail, Context, Result};
-use ilnp_core::{Admission, ChecksumRule, CoreConfig, HandoffMode, LuTimerMode, LuTimers, PeerRecord, Policy};
+use ilnp_core::{ChecksumRule, CoreConfig, PeerRecord, Policy};
 use ilnp_wire::{split_addr, Locator, Nid};
+use ilnpd::cli::Args;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 pub mod peers;
 pub mod privacy;
@@ -23,13 +28,9 @@ pub const DEFAULT_ID_PREFIX: &str = "fd69:6c6e:7000::/64";
 /// The default `state_dir` (the unit's `StateDirectory=ilnp`).
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/ilnp";
 
-/// Default bound of the established ILCC tier (and of the BPF `ilnp_ilcc` hash,
-/// preallocated at load). See docs/benchmarks.md for the memory per entry.
-pub const DEFAULT_ILCC_MAX_ENTRIES: u32 = 65536;
-
-/// The file, as written.
+/// ilnpd's own keys, as written (the core's are `CoreConfig`'s; a key neither
+/// reads is refused by `parse_text`, so no `deny_unknown_fields` here).
 #[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub uplinks: Option<Vec<String>>,
     pub identifier_prefix: Option<String>,
@@ -41,31 +42,14 @@ pub struct FileConfig {
     pub state_dir: Option<PathBuf>,
     pub tun_name: Option<String>,
     pub datapath: Option<String>,
-    pub nonce_bits: Option<u32>,
-    /// our nonce towards a correspondent that opened the session: "own" (default,
-    /// RFC 6744's per-direction nonces) or "adopt" (the initiator's, one nonce both
-    /// ways as FreeBSD ILNP6 does); docs/architecture.md § Nonce models
-    pub responder_nonce: Option<String>,
     pub control_socket: Option<PathBuf>,
     pub hosts_file: Option<PathBuf>,
     pub peers_file: Option<PathBuf>,
-    pub ilcc_max_entries: Option<u32>,
-    pub idle_timeout_s: Option<u64>,
     pub log_level: Option<String>,
-    pub handoff: Option<String>,
     /// preference per uplink (lower preferred), default 10
     pub locator_pref: Option<BTreeMap<String, u16>>,
     /// seeds the nonce generator: reproducible runs for tests and the lab only
     pub rng_seed: Option<u64>,
-    pub lu_initial_rto_ms: Option<u64>,
-    pub lu_max_attempts: Option<u32>,
-    /// LU retransmission timer: "rtt" (default: twice the measured round trip, backing
-    /// off) or "fixed-<N>s" / "fixed-<N>ms", the seeds' fixed interval ("fixed-1s"
-    /// reproduces the thesis; its attempts default to the thesis's 5)
-    pub lu_timer: Option<String>,
-    /// soft handoff: a non-preferred locator whose RA stopped is retired after this
-    /// long without a packet; 0 = never (kept until its address goes away)
-    pub soft_quiet_period_ms: Option<u64>,
     /// bpffs directory for the maps and tc links ("" = no pinning); default
     /// `/sys/fs/bpf/ilnp/<instance>` (`default_pin_dir`)
     pub pin_dir: Option<PathBuf>,
@@ -76,10 +60,8 @@ pub struct FileConfig {
     pub balance_policy: Option<String>,
     /// policy per peer (name or NID)
     pub peer_policy: Option<BTreeMap<String, String>>,
-    /// TCP/UDP checksum rule on the wire: "rfc6741" (default) or "full-address"
-    /// (draft-bhatti-ilnp-tcp-udp-checksums); docs/interop.md
-    pub transport_checksum: Option<String>,
-    /// the rule per peer (name or NID)
+    /// TCP/UDP checksum rule per peer (name or NID): "rfc6741" or "full-address"
+    /// (the default is the core's `transport_checksum`); docs/interop.md
     pub peer_checksum: Option<BTreeMap<String, String>>,
     /// nonce model per peer (name or NID): "shared" for a correspondent that uses one
     /// nonce both ways and reflects ours (FreeBSD ILNP6, the Linux 4.9 code; its
@@ -94,12 +76,6 @@ pub struct FileConfig {
     pub locator_weight: Option<BTreeMap<String, u32>>,
     /// per-flow hash seed; default derived from the NID (stable across restarts)
     pub flow_hash_seed: Option<u64>,
-    /// a correspondent that does not speak ILNPv6 is reached as plain IPv6 through
-    /// its identifier address (default true); false: the application fails at once
-    pub fallback: Option<bool>,
-    /// no ILNP answer this long after a session began: probe the peer's L64:NID
-    /// with a plain Echo Request (default 2000; 0 = only a Parameter Problem)
-    pub fallback_probe_ms: Option<u64>,
     /// hand TCP connections to a peer that came back on another locator an RFC 6069
     /// hint, so they retransmit at once instead of at a backed-off timer (default
     /// true; needs a cgroup v2 hierarchy, attaches a sock_ops program to its root)
@@ -108,14 +84,6 @@ pub struct FileConfig {
     /// (an lwt xmit program), so they are transmitted once, on the uplink (default
     /// true; false: every fast-path packet goes through ilnp0's tc program)
     pub route_xmit: Option<bool>,
-    /// "socket" (default): ILCC state only for packets a local socket takes, two
-    /// tiers; "open": every new NID (the pre-policy baseline)
-    pub admission: Option<String>,
-    /// bound of the embryonic (unconfirmed) tier, oldest evicted first
-    pub ilcc_embryonic_max: Option<u32>,
-    /// nonce-only hellos towards unconfirmed sources: per second, and burst
-    pub hello_rate_pps: Option<u32>,
-    pub hello_burst: Option<u32>,
     #[serde(default)]
     pub peer: Vec<TomlPeer>,
     /// the resolver proxy (RFC 6742 names); absent = off
@@ -195,80 +163,15 @@ fn path_or_off(v: Option<PathBuf>, default: impl FnOnce() -> PathBuf) -> Option<
     }
 }
 
-/// Longest soft-handoff quiet period accepted (one hour): longer, and a host that
-/// left a network would advertise the dead locator for the better part of a day.
-pub const MAX_SOFT_QUIET_PERIOD_MS: u64 = 3_600_000;
-
-/// `lu_timer`: "rtt" or "fixed-<N>s" / "fixed-<N>ms" (10 ms to 60 s).
-fn parse_lu_timer(v: &str) -> Result<LuTimerMode> {
-    if v == "rtt" {
-        return Ok(LuTimerMode::RttBased);
-    }
-    let bad = || anyhow!("lu_timer: {v:?} is not \"rtt\" or \"fixed-<N>s\" / \"fixed-<N>ms\" (e.g. \"fixed-1s\")");
-    let n = v.strip_prefix("fixed-").ok_or_else(bad)?;
-    let ms = if let Some(x) = n.strip_suffix("ms") {
-        x.parse::<u64>().map_err(|_| bad())?
-    } else if let Some(x) = n.strip_suffix('s') {
-        x.parse::<u64>().map_err(|_| bad())?.checked_mul(1000).ok_or_else(bad)?
-    } else {
-        return Err(bad());
-    };
-    if !(10..=60_000).contains(&ms) {
-        bail!("lu_timer: {v:?}: the interval must be between 10 ms and 60 s");
-    }
-    Ok(LuTimerMode::Fixed(Duration::from_millis(ms)))
-}
-
-/// Command-line overrides (clap fills these in main.rs).
-#[derive(Debug, Default, Clone)]
-pub struct Overrides {
-    pub uplinks: Vec<String>,
-    pub datapath: Option<String>,
-    pub control_socket: Option<PathBuf>,
-    pub log_level: Option<String>,
-    pub nid: Option<String>,
-    pub identifier_prefix: Option<String>,
-    pub tun_name: Option<String>,
-    pub nonce_bits: Option<u32>,
-    pub hosts_file: Option<PathBuf>,
-    pub handoff: Option<String>,
-    pub ilcc_max_entries: Option<u32>,
-    pub idle_timeout_s: Option<u64>,
-}
-
-impl Overrides {
-    /// The command line's values replace the file's, key by key: from here on the
-    /// configuration is read from one set of keys (each override is named once, here).
-    fn apply(&self, f: &mut FileConfig) {
-        if !self.uplinks.is_empty() {
-            f.uplinks = Some(self.uplinks.clone());
-        }
-        macro_rules! replace {
-            ($($key:ident),+) => { $( if let Some(v) = &self.$key { f.$key = Some(v.clone()); } )+ };
-        }
-        replace!(
-            datapath,
-            control_socket,
-            log_level,
-            nid,
-            identifier_prefix,
-            tun_name,
-            nonce_bits,
-            hosts_file,
-            handoff,
-            ilcc_max_entries,
-            idle_timeout_s
-        );
-    }
-}
-
-/// Line (1-based) of the first `key = ...` in a TOML text, for errors about a
-/// value that parsed but is not acceptable.
+/// Line (1-based) of the first `key = ...` (or `[key]`, `[[key]]`) in a TOML text,
+/// for errors about a value that parsed but is not acceptable, or a key nobody reads.
 fn key_line(text: &str, key: &str) -> Option<usize> {
     text.lines()
         .position(|l| {
             let t = l.trim_start();
-            t.strip_prefix(key).map(|r| r.trim_start().starts_with('=')).unwrap_or(false)
+            let header = t.trim_start_matches('[').strip_prefix(key).is_some_and(|r| r.starts_with([']', '.']));
+            header && t.starts_with('[')
+                || t.strip_prefix(key).map(|r| r.trim_start().starts_with('=')).unwrap_or(false)
         })
         .map(|i| i + 1)
 }
@@ -305,27 +208,86 @@ fn parse_prefix64(key: &str, s: &str) -> Result<Locator> {
     Ok(l)
 }
 
-pub fn parse_file(text: &str, origin: &Path) -> Result<FileConfig> {
-    toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-        match line {
-            // quote the line: type errors ("expected u32") do not name the key
-            Some(l) => anyhow!(
-                "{}: line {l}: {} (`{}`)",
-                origin.display(),
-                e.message(),
-                text.lines().nth(l - 1).unwrap_or("").trim()
-            ),
-            None => anyhow!("{}: {}", origin.display(), e.message()),
-        }
-    })
+/// The file as its two readers took it: ilnpd's keys and the core's.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub file: FileConfig,
+    pub core: CoreConfig,
+}
+
+/// A TOML error with the line it points at and the key on that line in front of
+/// the message (the core's checks leave it out); `origin` None: the command line,
+/// whose text is ilnpd's rendering, so no line.
+fn toml_error(e: &toml::de::Error, text: &str, origin: Option<&Path>) -> anyhow::Error {
+    let msg = e.message().trim_end();
+    let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    let quoted = line.and_then(|l| text.lines().nth(l - 1)).unwrap_or("").trim();
+    let key = quoted.split_once('=').map(|(k, _)| k.trim().trim_matches('"')).unwrap_or("");
+    let msg = if key.is_empty() || msg.starts_with(&format!("{key}:")) || msg.contains(&format!("`{key}`")) {
+        msg.to_string()
+    } else {
+        format!("{key}: {msg}")
+    };
+    match (origin, line) {
+        // quote the line: it shows the value as written
+        (Some(o), Some(l)) => anyhow!("{}: line {l}: {msg} (`{quoted}`)", o.display()),
+        (Some(o), None) => anyhow!("{}: {msg}", o.display()),
+        (None, _) => anyhow!("command line: {msg}"),
+    }
+}
+
+/// The document's top-level keys that neither ilnpd nor the core reads.
+fn unknown_keys(doc: &toml::Table) -> Vec<&str> {
+    let core = CoreConfig::file_keys();
+    let ours = ilnp_core::config::struct_fields::<FileConfig>();
+    doc.keys().map(String::as_str).filter(|k| !ours.contains(k) && !core.contains(k)).collect()
+}
+
+/// Both readers over one text; errors name the key and the line.
+fn parse_text(text: &str, origin: Option<&Path>) -> Result<Parsed> {
+    let err = |e: toml::de::Error| toml_error(&e, text, origin);
+    let doc: toml::Table = toml::from_str(text).map_err(err)?;
+    if let Some(k) = unknown_keys(&doc).first() {
+        let mut known: Vec<&str> = ilnp_core::config::struct_fields::<FileConfig>().to_vec();
+        known.extend(CoreConfig::file_keys());
+        known.sort_unstable();
+        let msg = format!("unknown key `{k}`; the keys are {}", known.join(", "));
+        return Err(match (origin, key_line(text, k)) {
+            (Some(o), Some(l)) => anyhow!("{}: line {l}: {msg}", o.display()),
+            (Some(o), None) => anyhow!("{}: {msg}", o.display()),
+            (None, _) => anyhow!("command line: {msg}"),
+        });
+    }
+    let file = toml::from_str(text).map_err(err)?;
+    let core = CoreConfig::from_document(|| toml::Deserializer::new(text)).map_err(err)?;
+    Ok(Parsed { file, core })
+}
+
+/// The file's text with the command line's flags in place of its keys (None: no
+/// flag given). Each flag is the key of the same name (`Args`' fields).
+fn overridden(text: &str, args: &Args) -> Result<Option<String>> {
+    let flags = toml::Table::try_from(args).context("the command line")?;
+    if flags.is_empty() {
+        return Ok(None);
+    }
+    let mut doc: toml::Table = toml::from_str(text)?;
+    doc.extend(flags);
+    Ok(Some(toml::to_string(&doc)?))
 }
 
 impl Config {
-    pub fn load(path: Option<&Path>, ov: &Overrides) -> Result<Config> {
-        let Some(p) = path else { return Config::from_file(FileConfig::default(), ov) };
-        let text = std::fs::read_to_string(p).with_context(|| format!("reading config {}", p.display()))?;
-        Config::from_file(parse_file(&text, p)?, ov).map_err(|e| {
+    pub fn load(path: Option<&Path>, args: &Args) -> Result<Config> {
+        let text = match path {
+            Some(p) => std::fs::read_to_string(p).with_context(|| format!("reading config {}", p.display()))?,
+            None => String::new(),
+        };
+        // the file's own mistakes first, with its lines; then the flags over it
+        let mut parsed = parse_text(&text, path)?;
+        if let Some(t) = overridden(&text, args)? {
+            parsed = parse_text(&t, None)?;
+        }
+        let Some(p) = path else { return Config::from_file(parsed) };
+        Config::from_file(parsed).map_err(|e| {
             // validation errors start with the key: point at its line in the file
             let msg = format!("{e:#}");
             let key = msg.split([':', ' ']).next().unwrap_or("");
@@ -336,8 +298,7 @@ impl Config {
         })
     }
 
-    pub fn from_file(mut f: FileConfig, ov: &Overrides) -> Result<Config> {
-        ov.apply(&mut f);
+    pub fn from_file(Parsed { file: f, mut core }: Parsed) -> Result<Config> {
         let uplinks = f.uplinks.unwrap_or_default();
         if uplinks.is_empty() {
             bail!("uplinks: at least one uplink interface is required (config key `uplinks` or --uplink)");
@@ -372,16 +333,6 @@ impl Config {
             "userspace" => Datapath::Userspace,
             o => bail!("datapath: {o:?} is not \"ebpf\" or \"userspace\""),
         };
-        let nonce_len = match f.nonce_bits.unwrap_or(32) {
-            32 => 4,
-            96 => 12,
-            o => bail!("nonce_bits: {o} is not 32 or 96 (RFC 6744 §2)"),
-        };
-        let handoff = match f.handoff.as_deref().unwrap_or("soft") {
-            "soft" => HandoffMode::Soft,
-            "hard" => HandoffMode::Hard,
-            o => bail!("handoff: {o:?} is not \"soft\" or \"hard\""),
-        };
         let log_level = f.log_level.unwrap_or_else(|| "info".into());
         if !["error", "warn", "info", "debug", "trace"].contains(&log_level.as_str()) {
             bail!("log_level: {log_level:?} is not one of error, warn, info, debug, trace");
@@ -401,21 +352,6 @@ impl Config {
             let text = std::fs::read_to_string(h).with_context(|| format!("peers_file: reading {}", h.display()))?;
             peers.extend(peers::load_toml_str(&text, &h.display().to_string())?);
         }
-        let lu_timer = match f.lu_timer.as_deref() {
-            None => LuTimerMode::RttBased,
-            Some(t) => parse_lu_timer(t)?,
-        };
-        // the thesis's prototype gave up after 5 attempts (§3.3); ours after 7
-        let lu_max_attempts = f.lu_max_attempts.unwrap_or(if lu_timer == LuTimerMode::RttBased { 7 } else { 5 });
-        if lu_max_attempts == 0 {
-            bail!("lu_max_attempts: must be at least 1");
-        }
-        let quiet_ms = f.soft_quiet_period_ms.unwrap_or(3000);
-        if quiet_ms > MAX_SOFT_QUIET_PERIOD_MS {
-            bail!(
-                "soft_quiet_period_ms: {quiet_ms} is more than {MAX_SOFT_QUIET_PERIOD_MS} (one hour); 0 turns it off"
-            );
-        }
         let policy = |key: &str, v: &str| -> Result<Policy> { v.parse::<Policy>().map_err(|e| anyhow!("{key}: {e}")) };
         let balance_policy = match &f.balance_policy {
             Some(p) => policy("balance_policy", p)?,
@@ -431,10 +367,6 @@ impl Config {
             peer_policy.insert(nid, policy(&format!("peer_policy.{who}"), p)?);
         }
         let rule = |key: &str, v: &str| ChecksumRule::parse(v).map_err(|e| anyhow!("{key}: {e}"));
-        let transport_checksum = match &f.transport_checksum {
-            Some(v) => rule("transport_checksum", v)?,
-            None => ChecksumRule::Rfc6741,
-        };
         let mut peer_checksum = BTreeMap::new();
         // a peer by name, or any NID (a correspondent found by DNS has no record yet)
         let name_or_nid = |table: &str, who: &str| -> Result<Nid> {
@@ -478,52 +410,18 @@ impl Config {
         let metrics = f.metrics.as_ref().map(FileMetrics::validate).transpose()?;
         let ipv4 = f.ipv4.as_ref().map(FileIpv4::validate).transpose()?;
         let privacy = f.privacy.as_ref().map(privacy::FilePrivacy::validate).transpose()?;
-        let ilcc_max_entries = f.ilcc_max_entries.unwrap_or(DEFAULT_ILCC_MAX_ENTRIES);
-        if ilcc_max_entries == 0 {
-            bail!("ilcc_max_entries: must be at least 1");
-        }
         let control_socket: PathBuf = f.control_socket.unwrap_or_else(|| "/run/ilnp/ilnpd.sock".into());
         let pin_dir = path_or_off(f.pin_dir, || default_pin_dir(&control_socket));
         let state_file = path_or_off(f.state_file, || control_socket.with_extension("state"));
-        let admission = match f.admission.as_deref() {
-            None | Some("socket") => Admission::Socket,
-            Some("open") => Admission::Open,
-            Some(o) => bail!("admission: {o:?} is not \"socket\" or \"open\""),
-        };
-        let ilcc_embryonic_max = f.ilcc_embryonic_max.unwrap_or(1024);
-        if ilcc_embryonic_max == 0 {
-            bail!("ilcc_embryonic_max: must be at least 1");
-        }
-        let mut core = CoreConfig::new(id_prefix, Nid(0));
-        core.nonce_len = nonce_len;
-        core.ilcc_max_entries = ilcc_max_entries as usize;
-        core.idle_timeout = Duration::from_secs(f.idle_timeout_s.unwrap_or(600));
-        core.handoff = handoff;
-        core.soft_quiet_period = Duration::from_millis(quiet_ms);
-        core.fallback = f.fallback.unwrap_or(true);
-        core.fallback_probe_after = Duration::from_millis(f.fallback_probe_ms.unwrap_or(2000));
-        core.admission = admission;
-        core.ilcc_embryonic_max = ilcc_embryonic_max as usize;
-        core.hello_rate_pps = f64::from(f.hello_rate_pps.unwrap_or(100));
-        core.hello_burst = f.hello_burst.unwrap_or(100);
-        core.adopt_initiator_nonce = match f.responder_nonce.as_deref() {
-            None | Some("own") => false,
-            Some("adopt") => true,
-            Some(o) => bail!("responder_nonce: {o:?} is not \"own\" or \"adopt\""),
-        };
-        core.transport_checksum = transport_checksum;
+        // the core's keys are read (CoreConfig::from_document); these come from
+        // ilnpd's: the prefix, tables that name peers, and the [ipv4] section
+        core.id_prefix = id_prefix;
         core.peer_checksum = peer_checksum.into_iter().collect();
         core.peer_shared_nonce = peer_shared_nonce.into_iter().collect();
         core.peer_linux49 = peer_linux49.into_iter().collect();
         if let Some(v4) = &ipv4 {
             core.v4_keepalive = v4.keepalive;
         }
-        core.lu = LuTimers {
-            initial_rto: Duration::from_millis(f.lu_initial_rto_ms.unwrap_or(250)),
-            max_attempts: lu_max_attempts,
-            mode: lu_timer,
-            ..LuTimers::default()
-        };
         Ok(Config {
             core,
             uplinks,
@@ -557,6 +455,8 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ilnp_core::{HandoffMode, LuTimerMode};
+    use std::time::Duration;
 
     /// A set of the core's config in NID order.
     fn sorted(s: &std::collections::HashSet<Nid>) -> Vec<Nid> {
@@ -564,7 +464,17 @@ mod tests {
     }
 
     fn load(text: &str) -> Result<Config> {
-        Config::from_file(parse_file(text, Path::new("t.toml"))?, &Overrides::default())
+        Config::from_file(parse_text(text, Some(Path::new("t.toml")))?)
+    }
+
+    /// `text` in a file, loaded as `ilnpd --config <file> <flags>` would
+    fn load_with_flags(text: &str, flags: &[&str]) -> Result<Config> {
+        use clap::Parser;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.toml");
+        std::fs::write(&p, text).unwrap();
+        let args = Args::try_parse_from(["ilnpd"].iter().chain(flags))?;
+        Config::load(Some(&p), &args)
     }
 
     #[test]
@@ -678,8 +588,7 @@ mod tests {
         let c = load("uplinks = [\"e\"]\nnid = \"0200:0000:0000:0001\"\nstate_dir = \"/srv/ilnp\"\n").unwrap();
         assert_eq!(c.nid, NidChoice::Configured(Nid(0x0200_0000_0000_0001)));
         assert_eq!(c.state_dir, Path::new("/srv/ilnp"));
-        let ov = Overrides { nid: Some("eui64".into()), ..Overrides::default() };
-        let c = Config::from_file(parse_file("uplinks = [\"e\"]\n", Path::new("t")).unwrap(), &ov).unwrap();
+        let c = load_with_flags("uplinks = [\"e\"]\n", &["--nid", "eui64"]).unwrap();
         assert_eq!(c.nid, NidChoice::Eui64, "--nid eui64");
         let e = load("uplinks = [\"e\"]\nnid = \"mac\"\n").unwrap_err().to_string();
         assert!(e.contains("nid") && e.contains("eui64") && e.contains("auto"), "{e}");
@@ -763,49 +672,57 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("c.toml");
         std::fs::write(&p, "uplinks = [\"e\"]\n# comment\n  nonce_bits = 48\n").unwrap();
-        let e = format!("{:#}", Config::load(Some(&p), &Overrides::default()).unwrap_err());
+        let e = format!("{:#}", Config::load(Some(&p), &Args::default()).unwrap_err());
         assert!(e.contains("nonce_bits") && e.contains("line 3") && e.contains("c.toml"), "{e}");
         std::fs::write(&p, "uplinks = [\"e\"]\nidentifier_prefix = \"fd00:1::/48\"\n").unwrap();
-        let e = format!("{:#}", Config::load(Some(&p), &Overrides::default()).unwrap_err());
+        let e = format!("{:#}", Config::load(Some(&p), &Args::default()).unwrap_err());
         assert!(e.contains("identifier_prefix") && e.contains("line 2"), "{e}");
         assert_eq!(key_line("a = 1\nnid_x = 2\nnid = 3\n", "nid"), Some(3));
         std::fs::write(&p, "uplinks = [\"e\"]\n\nsoft_quiet_period_ms = 7200000\n").unwrap();
-        let e = format!("{:#}", Config::load(Some(&p), &Overrides::default()).unwrap_err());
+        let e = format!("{:#}", Config::load(Some(&p), &Args::default()).unwrap_err());
         assert!(e.contains("soft_quiet_period_ms") && e.contains("line 3"), "{e}");
         std::fs::write(&p, "uplinks = [\"e\"]\nsoft_quiet_period_ms = \"3s\"\n").unwrap();
-        let e = format!("{:#}", Config::load(Some(&p), &Overrides::default()).unwrap_err());
+        let e = format!("{:#}", Config::load(Some(&p), &Args::default()).unwrap_err());
         assert!(e.contains("soft_quiet_period_ms") && e.contains("line 2"), "{e}");
         std::fs::write(&p, "uplinks = [\"e\"]\nsoft_quiet_period_ms = 0\n").unwrap();
-        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        let c = Config::load(Some(&p), &Args::default()).unwrap();
         assert_eq!(c.core.soft_quiet_period, Duration::ZERO);
     }
 
     #[test]
     fn command_line_overrides_the_file() {
-        let f = parse_file("uplinks = [\"eth0\"]\nnonce_bits = 32\ntun_name = \"a\"\n", Path::new("t")).unwrap();
-        let ov = Overrides {
-            uplinks: vec!["eth9".into()],
-            nonce_bits: Some(96),
-            tun_name: Some("ilnp7".into()),
-            identifier_prefix: Some("fd00:1:2:3::/64".into()),
-            handoff: Some("hard".into()),
-            idle_timeout_s: Some(5),
-            ..Overrides::default()
-        };
-        let c = Config::from_file(f, &ov).unwrap();
+        let text = "uplinks = [\"eth0\"]\nnonce_bits = 32\ntun_name = \"a\"\n";
+        let flags = ["--uplink", "eth9", "--nonce-bits", "96", "--tun-name", "ilnp7", "--identifier-prefix"];
+        let flags = [&flags[..], &["fd00:1:2:3::/64", "--handoff", "hard", "--idle-timeout-s", "5"]].concat();
+        let c = load_with_flags(text, &flags).unwrap();
         assert_eq!(c.uplinks, vec!["eth9".to_string()]);
         assert_eq!((c.core.nonce_len, c.tun_name.as_str()), (12, "ilnp7"));
         assert_eq!(c.id_prefix, Locator(0xfd00_0001_0002_0003));
         assert_eq!(c.core.handoff, HandoffMode::Hard);
         assert_eq!(c.core.idle_timeout, Duration::from_secs(5));
-        let e = Config::from_file(FileConfig::default(), &Overrides { nonce_bits: Some(7), ..ov }).unwrap_err();
-        assert!(e.to_string().contains("nonce_bits"), "{e}");
+        let e = load_with_flags(text, &["--nonce-bits", "7"]).unwrap_err();
+        assert!(e.to_string().contains("nonce_bits") && e.to_string().contains("7 is not 32 or 96"), "{e}");
+    }
+
+    #[test]
+    fn every_config_in_the_readme_and_the_guide_parses() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut n = 0;
+        for doc in ["README.md", "docs/guide.md"] {
+            let md = std::fs::read_to_string(root.join(doc)).unwrap();
+            for block in md.split("```toml\n").skip(1) {
+                let text = block.split("```").next().unwrap();
+                parse_text(text, Some(Path::new(doc))).unwrap();
+                n += 1;
+            }
+        }
+        assert!(n >= 9, "{n} blocks");
     }
 
     #[test]
     fn example_config_in_dist_parses() {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/ilnpd.toml");
-        let c = Config::load(Some(&p), &Overrides::default()).unwrap();
+        let c = Config::load(Some(&p), &Args::default()).unwrap();
         assert_eq!(c.uplinks, vec!["eth0".to_string()]);
     }
 

@@ -21,21 +21,7 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     logging::ensure_stdio();
     let args = Args::parse();
-    let ov = config::Overrides {
-        uplinks: args.uplinks,
-        datapath: args.datapath,
-        control_socket: args.control_socket,
-        log_level: args.log_level,
-        nid: args.nid,
-        identifier_prefix: args.identifier_prefix,
-        tun_name: args.tun_name,
-        nonce_bits: args.nonce_bits,
-        hosts_file: args.hosts_file,
-        handoff: args.handoff,
-        ilcc_max_entries: args.ilcc_max_entries,
-        idle_timeout_s: args.idle_timeout_s,
-    };
-    let cfg = match config::Config::load(args.config.as_deref(), &ov) {
+    let cfg = match config::Config::load(args.config.as_deref(), &args) {
         Ok(c) => c,
         Err(e) => {
             logging::say(&format!("{e:#}"));
