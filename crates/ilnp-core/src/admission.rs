@@ -396,7 +396,7 @@ impl AdmissionState {
             Ok(pkt) => {
                 cx.stats.bump(Outcome::AnswerSent);
                 match h.via.filter(|_| h.remote_loc.is_v4_path()) {
-                    // over the v4 path: to the datagram's outer source (v4_route, at
+                    // over the v4 path: to the datagram's outer source (v4path::route, at
                     // the exit, would take the address the inner locator names)
                     Some(to) => out.push(Action::SendV4 { pkt, to }),
                     None => out.push(Action::SendWire { pkt, uplink: cx.local.uplink_of(local) }),

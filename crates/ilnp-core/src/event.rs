@@ -233,7 +233,7 @@ named_enum! {
         /// NAT keepalives: nonce-only packets on a quiet session over a v4 path
         V4KeepaliveSent = "v4_keepalive_sent",
         /// a new v4 path of ours warmed up: a nonce-only packet to a correspondent's
-        /// v4 path while the session still runs elsewhere (`v4_locals_changed`)
+        /// v4 path while the session still runs elsewhere (`V4Paths::locals_changed`)
         V4PathWarmed = "v4_path_warmed",
         /// a v4-path datagram whose inner source locator is not a v4 path (delivered
         /// if its nonce is right; no path learned from it)

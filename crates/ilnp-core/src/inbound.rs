@@ -130,7 +130,8 @@ impl Core {
         // the peer speaks ILNPv6: a fallback probe for it is moot
         self.fallback.cancel_probe(nid, out);
         // over UDP/IPv4: the path it came on (learned, or a rebinding checked)
-        self.v4_observe(now, nid, meta.src_loc, out);
+        let (v4, mut cx) = self.v4_parts();
+        v4.observe(&mut cx, now, nid, meta.src_loc, out);
         // a verified packet arrived on this locator: it is not quiet
         self.local.note_rx(meta.dst_loc, now);
         if self.local.is_retired(meta.dst_loc) {
@@ -157,7 +158,8 @@ impl Core {
             self.stats.bump(Outcome::NonceOnlyReceived);
             return;
         }
-        if self.v4_challenge_answer(now, nid, &ident, out) {
+        let (v4, mut cx) = self.v4_parts();
+        if v4.challenge_answer(&mut cx, now, nid, &ident, out) {
             return;
         }
         out.push(Action::DeliverLocal(ident));

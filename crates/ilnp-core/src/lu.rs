@@ -175,7 +175,8 @@ impl Core {
                 e.last_used = now;
                 // a v4 path to answer on (v4path.rs), and a local locator of the
                 // advertised locators' family
-                self.v4_observe(now, nid, src_loc, out);
+                let (v4, mut cx) = self.v4_parts();
+                v4.observe(&mut cx, now, nid, src_loc, out);
                 self.fit_local(nid);
                 let Some(e) = self.ilcc.get_mut(&nid) else { return };
                 let best = e.best_remote().map(|r| r.loc).unwrap_or(src_loc);
@@ -243,7 +244,8 @@ impl Core {
                 e.last_acked_lu = Some(p.entries.clone());
                 self.stats.bump(Outcome::LuAcked);
                 out.push(Action::Event(Event::LuAcked { nid, rtt_us: rtt.as_micros() as u64, attempts: p.attempts }));
-                self.v4_observe(now, nid, src_loc, out);
+                let (v4, mut cx) = self.v4_parts();
+                v4.observe(&mut cx, now, nid, src_loc, out);
             }
         }
     }

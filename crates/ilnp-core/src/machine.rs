@@ -214,6 +214,6 @@ impl Core {
     pub(crate) fn finish(&mut self, out: &mut Vec<Action>) {
         self.challenges.mask(out);
         self.balance_follow(out);
-        self.v4_route(out);
+        v4path::route(&self.ilcc, out);
     }
 }

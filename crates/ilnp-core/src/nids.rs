@@ -47,7 +47,7 @@ pub struct TempNid {
 /// The temporary NIDs (the stable one is the configuration's).
 #[derive(Clone, Debug, Default)]
 pub struct LocalNids {
-    pub(crate) temp: BTreeMap<Nid, TempNid>,
+    temp: BTreeMap<Nid, TempNid>,
 }
 
 impl LocalNids {
@@ -65,6 +65,21 @@ impl LocalNids {
 
     pub fn is_empty(&self) -> bool {
         self.temp.is_empty()
+    }
+
+    /// Takes `nid` (preferred); the core checked it first (`Core::add_temporary_nid`).
+    pub(crate) fn add(&mut self, nid: Nid) {
+        self.temp.insert(nid, TempNid { preferred: true });
+    }
+
+    /// New sessions should no longer use `nid`. False if it is not one of these.
+    pub(crate) fn deprecate(&mut self, nid: Nid) -> bool {
+        self.temp.get_mut(&nid).map(|t| t.preferred = false).is_some()
+    }
+
+    /// `nid` is no longer ours. False if it was not one of these.
+    pub(crate) fn remove(&mut self, nid: Nid) -> bool {
+        self.temp.remove(&nid).is_some()
     }
 }
 

@@ -29,7 +29,8 @@ impl Core {
             out.push(Action::Event(Event::LocalLocatorRetired { locator, quiet_ms: quiet.as_millis() as u64 }));
         }
         out.push(Action::LocalLocators(self.local.all().to_vec()));
-        self.v4_locals_changed(now, &mut out);
+        let (v4, mut cx) = self.v4_parts();
+        v4.locals_changed(&mut cx, now, &mut out);
         if !update.advertised_changed {
             return out;
         }

@@ -5,13 +5,13 @@ use crate::action::Action;
 use crate::event::Outcome;
 use crate::ilcc::IlccEntry;
 use crate::machine::Core;
-use crate::nids::{LocalNids, NidRefused, TempNid};
+use crate::nids::{LocalNids, NidRefused};
 use ilnp_wire::Nid;
 
 impl Core {
     /// Whether `nid` is one of ours: the stable NID or a live temporary one.
     pub fn is_local_nid(&self, nid: Nid) -> bool {
-        nid == self.cfg.local_nid || self.nids.temp.contains_key(&nid)
+        nid == self.cfg.local_nid || self.nids.get(nid).is_some()
     }
 
     /// The temporary NIDs.
@@ -48,7 +48,7 @@ impl Core {
             self.stats.bump(Outcome::TempNidRefused);
             return Err(r);
         }
-        self.nids.temp.insert(nid, TempNid { preferred: true });
+        self.nids.add(nid);
         self.stats.bump(Outcome::TempNidAdded);
         Ok(())
     }
@@ -56,20 +56,16 @@ impl Core {
     /// New sessions should no longer use `nid`; its sessions go on. False if it is
     /// not a temporary NID of ours.
     pub fn deprecate_temporary_nid(&mut self, nid: Nid) -> bool {
-        match self.nids.temp.get_mut(&nid) {
-            Some(t) => {
-                t.preferred = false;
-                true
-            }
-            None => false,
-        }
+        self.nids.deprecate(nid)
     }
 
     /// `nid` is no longer ours: its sessions end (their entries are removed, the
     /// fast path told), and a packet to it is from now on one to an unknown NID.
     /// Returns how many sessions ended; None if it was not a temporary NID.
     pub fn remove_temporary_nid(&mut self, nid: Nid, out: &mut Vec<Action>) -> Option<usize> {
-        self.nids.temp.remove(&nid)?;
+        if !self.nids.remove(nid) {
+            return None;
+        }
         let gone: Vec<Nid> = self.ilcc.iter().filter(|e| e.local_nid == Some(nid)).map(|e| e.nid).collect();
         for peer in &gone {
             if self.ilcc.remove(peer).is_some() {

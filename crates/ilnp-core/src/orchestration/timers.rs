@@ -69,7 +69,8 @@ impl Core {
         }
         // peer-restart challenges nobody answered (`challenge.rs`)
         self.challenges.due(&self.ilcc, &mut self.stats, now, out);
-        self.v4_due(now, out);
+        let (v4, mut cx) = self.v4_parts();
+        v4.due(&mut cx, now, out);
         self.ilcc.tidy();
         self.finish(out);
     }
