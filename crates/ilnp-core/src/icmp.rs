@@ -79,7 +79,8 @@ impl Core {
             out.push(Action::Event(Event::NonIlnpPeer { nid }));
             self.start_fallback(now, nid, meta.peer_loc, FallbackReason::ParameterProblem, out);
             if let Some(q) = quoted_whole(&translated) {
-                self.fallback_outbound(nid, &q, Csum::Complete, out);
+                let (fallback, mut cx) = self.fallback_parts();
+                fallback.outbound(&mut cx, nid, &q, Csum::Complete, out);
             }
             return;
         }

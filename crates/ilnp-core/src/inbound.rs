@@ -97,7 +97,8 @@ impl Core {
                 Some(_) => {
                     self.drop(out, DropReason::BadNonce, summary());
                     // the peer may have restarted: ask the old one (`challenge.rs`)
-                    self.challenge_bad_nonce(now, nid, meta.nonce, meta.src_loc, ident, out);
+                    let (challenges, mut cx) = self.challenge_parts();
+                    challenges.bad_nonce(&mut cx, now, nid, meta.nonce, meta.src_loc, ident, out);
                     return;
                 }
                 None => {

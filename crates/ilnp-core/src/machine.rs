@@ -213,7 +213,8 @@ impl Core {
     /// turned into datagrams.
     pub(crate) fn finish(&mut self, out: &mut Vec<Action>) {
         self.challenges.mask(out);
-        self.balance_follow(out);
+        let (balance, cx) = self.balance_parts();
+        balance.follow(&cx, out);
         v4path::route(&self.ilcc, out);
     }
 }

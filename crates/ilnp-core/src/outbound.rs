@@ -4,6 +4,7 @@
 use crate::action::Action;
 use crate::admission::{Admission, AnswerHint};
 use crate::event::{packet_summary, DropReason, Event, Outcome};
+use crate::fallback;
 use crate::icmp::unreachable_to_app;
 use crate::ilcc::{IlccEntry, RemoteLocator, Tier};
 use crate::locator::LocatorState;
@@ -47,14 +48,16 @@ impl Core {
         let class = classify(pkt);
         let icmp_error = is_icmp_error(&class);
         // a correspondent that does not speak ILNPv6: plain IPv6 (fallback.rs)
-        if self.fallback_outbound(dn, pkt, csum, out) {
+        let (fallback, mut cx) = self.fallback_parts();
+        if fallback.outbound(&mut cx, dn, pkt, csum, out) {
             return;
         }
         if self.ilcc.get(&dn).is_none() {
             if self.cfg.admission == Admission::Socket && (icmp_error || p.is_tcp_rst()) {
                 // our stack's answer to a packet the fast path passed up without
                 // state (no socket took it): to the hinted locator, under the budget
-                self.answer_unadmitted(now, dn, pkt, csum, &class, hints, out);
+                let (admission, mut cx) = self.admission_parts();
+                admission.answer_unadmitted(&mut cx, now, dn, pkt, csum, &class, hints, out);
                 return;
             }
             if let Err(reason) = self.create_initiator_entry(now, dn, sn, hints, out) {
@@ -83,7 +86,12 @@ impl Core {
         }
         let id_prefix = self.cfg.id_prefix;
         // balancing (crate::balance): the pair this packet takes; None = the entry's
-        let pair = if icmp_error { None } else { self.balance_choose(dn, pkt, out) };
+        let pair = if icmp_error {
+            None
+        } else {
+            let (balance, cx) = self.balance_parts();
+            balance.choose_for(&cx, dn, pkt, out)
+        };
         let Some(e) = self.ilcc.get_mut(&dn) else { return };
         e.last_used = now;
         e.slow_pkts_out += 1;
@@ -123,7 +131,8 @@ impl Core {
             Err(err) => self.drop(out, DropReason::OutMalformed, format!("{err}: {}", packet_summary(pkt))),
         }
         // still no word from the correspondent: is it there without ILNP?
-        self.maybe_probe(now, dn, out);
+        let (fallback, mut cx) = self.fallback_parts();
+        fallback.maybe_probe(&mut cx, now, dn, out);
     }
 
     fn create_initiator_entry(
@@ -146,7 +155,7 @@ impl Core {
         // the nonce a stateless answer to this peer carried, if one may have (admission.rs)
         let locs: Vec<_> = peer.locators.iter().map(|l| l.loc).collect();
         let hint = if self.cfg.admission == Admission::Socket { hints(nid) } else { None };
-        let nonce_tx = match self.answered_nonce(now, nid, &locs, hint) {
+        let nonce_tx = match self.admission.key.answered(&self.cfg, &mut *self.rng, now, nid, &locs, hint) {
             Some(n) => n,
             None => self.new_nonce(),
         };
@@ -172,7 +181,7 @@ impl Core {
         // with the no-answer probe on, the fast path gets the entry only once the
         // peer has answered (inbound.rs upserts it with the learned nonce): until
         // then its packets come here, where a silent peer is noticed (fallback.rs)
-        if let Some(s) = snap.filter(|_| !self.fallback_probing_on()) {
+        if let Some(s) = snap.filter(|_| !fallback::probing_on(&self.cfg)) {
             out.push(Action::IlccUpsert(s));
         }
         Ok(())

@@ -3,18 +3,16 @@
 
 use crate::action::Action;
 use crate::admission::{AdmissionCx, AdmissionState, TierCounts};
-use crate::admission_terms::AnswerHint;
 use crate::ilcc::Tier;
 use crate::machine::Core;
-use ilnp_wire::translate::{Csum, WireMeta};
-use ilnp_wire::{ClassifyError, Nid, Packet};
+use ilnp_wire::translate::WireMeta;
 use std::time::Instant;
 
 /// The core's entry points into admission: each lends the sub-machine the state
 /// it needs.
 impl Core {
     /// The admission state and the rest of the core's state it works on.
-    fn admission_parts(&mut self) -> (&mut AdmissionState, AdmissionCx<'_>) {
+    pub(crate) fn admission_parts(&mut self) -> (&mut AdmissionState, AdmissionCx<'_>) {
         let cx = AdmissionCx {
             cfg: &self.cfg,
             ilcc: &mut self.ilcc,
@@ -43,23 +41,6 @@ impl Core {
         let (admission, mut cx) = self.admission_parts();
         admission.greet_responder(&mut cx, now, meta, admitted, out);
         true
-    }
-
-    /// Our stack's answer towards `nid`, which has no entry
-    /// (`AdmissionState::answer_unadmitted`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn answer_unadmitted(
-        &mut self,
-        now: Instant,
-        nid: Nid,
-        pkt: &[u8],
-        csum: Csum,
-        class: &Result<Packet<'_>, ClassifyError>,
-        hints: &mut dyn FnMut(Nid) -> Option<AnswerHint>,
-        out: &mut Vec<Action>,
-    ) {
-        let (admission, mut cx) = self.admission_parts();
-        admission.answer_unadmitted(&mut cx, now, nid, pkt, csum, class, hints, out);
     }
 
     /// Entries per tier and the bounds.

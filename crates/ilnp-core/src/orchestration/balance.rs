@@ -4,28 +4,16 @@
 use crate::action::Action;
 use crate::balance::{BalanceCx, BalanceError, Balancer};
 use crate::machine::Core;
+use ilnp_wire::Nid;
 use ilnp_wire::Policy;
-use ilnp_wire::{Locator, Nid};
 
 /// The core's entry points into balancing: each lends the balancer the state it
 /// needs.
 impl Core {
     /// The balancer and the rest of the core's state it reads.
-    fn balance_parts(&mut self) -> (&mut Balancer, BalanceCx<'_>) {
+    pub(crate) fn balance_parts(&mut self) -> (&mut Balancer, BalanceCx<'_>) {
         let cx = BalanceCx { cfg: &self.cfg, ilcc: &self.ilcc, local: &self.local };
         (&mut self.balance, cx)
-    }
-
-    /// After a public entry point: tables follow what changed (`Balancer::follow`).
-    pub(crate) fn balance_follow(&mut self, out: &mut Vec<Action>) {
-        let (balance, cx) = self.balance_parts();
-        balance.follow(&cx, out);
-    }
-
-    /// The pair the next packet to `nid` takes under its policy (None: failover).
-    pub(crate) fn balance_choose(&mut self, nid: Nid, pkt: &[u8], out: &mut Vec<Action>) -> Option<(Locator, Locator)> {
-        let (balance, cx) = self.balance_parts();
-        balance.choose_for(&cx, nid, pkt, out)
     }
 
     /// Sets the policy of one correspondent (a peer or an ILCC entry), or the

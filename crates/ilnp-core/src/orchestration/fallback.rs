@@ -2,7 +2,7 @@
 //! the core's state (moved out so that the sub-machine never names `Core`).
 
 use crate::action::Action;
-use crate::fallback::{probing_on, Fallback, FallbackCx, FallbackReason, Inbound, PeerState};
+use crate::fallback::{Fallback, FallbackCx, FallbackReason, Inbound, PeerState};
 use crate::machine::Core;
 use ilnp_wire::classify::Plain;
 use ilnp_wire::translate::Csum;
@@ -13,7 +13,7 @@ use std::time::Instant;
 /// it needs.
 impl Core {
     /// The fallback state and the rest of the core's state it works on.
-    fn fallback_parts(&mut self) -> (&mut Fallback, FallbackCx<'_>) {
+    pub(crate) fn fallback_parts(&mut self) -> (&mut Fallback, FallbackCx<'_>) {
         let cx = FallbackCx {
             cfg: &self.cfg,
             ilcc: &self.ilcc,
@@ -49,13 +49,6 @@ impl Core {
         self.fallback.start(&mut self.stats, now, nid, remote, reason, out);
     }
 
-    /// An identifier-form packet to `nid`: carried as plain IPv6 if `nid` is in
-    /// fallback. False: not ours, ILNP as usual.
-    pub(crate) fn fallback_outbound(&mut self, nid: Nid, pkt: &[u8], csum: Csum, out: &mut Vec<Action>) -> bool {
-        let (fallback, mut cx) = self.fallback_parts();
-        fallback.outbound(&mut cx, nid, pkt, csum, out)
-    }
-
     /// A plain packet the fast path punted: from a fallback peer → identifier form;
     /// the Echo Reply to a probe → fallback. False: not a fallback peer's.
     pub(crate) fn fallback_inbound(&mut self, now: Instant, p: &Plain<'_>, csum: Csum, out: &mut Vec<Action>) -> bool {
@@ -68,16 +61,5 @@ impl Core {
                 true
             }
         }
-    }
-
-    /// After an ILNP packet to `nid` left: probe a silent peer (`Fallback::maybe_probe`).
-    pub(crate) fn maybe_probe(&mut self, now: Instant, nid: Nid, out: &mut Vec<Action>) {
-        let (fallback, mut cx) = self.fallback_parts();
-        fallback.maybe_probe(&mut cx, now, nid, out);
-    }
-
-    /// A silent correspondent is probed (`fallback_probe_after`).
-    pub(crate) fn fallback_probing_on(&self) -> bool {
-        probing_on(&self.cfg)
     }
 }

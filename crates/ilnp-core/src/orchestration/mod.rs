@@ -8,6 +8,5 @@ mod challenge;
 mod fallback;
 mod local;
 mod nids;
-mod nonce_key;
 mod timers;
 mod v4path;
