@@ -119,7 +119,7 @@ impl Reply {
         Ok(match Reply::envelope(line)? {
             Ok(v) => Reply::Ok(
                 Data::decode(req, v)
-                    .map_err(|e| ReplyError(format!("ilnpd sent {} data ilnpctl cannot read: {e}", req.cmd())))?,
+                    .map_err(|e| ReplyError(format!("ilnpd sent {} data ilnpctl cannot read: {e}", req.as_str())))?,
             ),
             Err(e) => Reply::Err(e),
         })

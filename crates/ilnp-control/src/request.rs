@@ -1,6 +1,6 @@
 //! Requests: `{"cmd": NAME, ...fields}`.
 
-use ilnp_wire::{Locator, LocatorPref, Nid};
+use ilnp_wire::{named_enum, Locator, LocatorPref, Nid};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
@@ -13,49 +13,54 @@ pub const CONTROL_GROUP: &str = "ilnp";
 /// default too).
 pub const DEFAULT_PREF: u16 = 10;
 
-/// One request line. The variant name in snake case is the `cmd`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "cmd", rename_all = "snake_case")]
-pub enum Request {
-    /// identity, mode, uplinks, locators and counts → [`crate::Status`]
-    Status,
-    /// the ILCC → `[`[`crate::IlccEntry`]`]`
-    IlccShow,
-    /// remove every ILCC entry → [`crate::Flushed`]
-    IlccFlush,
-    /// this node's locators → `[`[`crate::LocatorInfo`]`]`
-    LocatorShow,
-    /// add (or replace) a static peer → [`crate::PeerAdded`]
-    PeerAdd {
-        /// for logs and tables; "" when absent
-        #[serde(default)]
-        name: String,
-        nid: Spelled<Nid>,
-        /// at least one
-        #[serde(default)]
-        locators: Vec<PeerLocatorArg>,
-    },
-    /// delete a static peer → [`crate::PeerDeleted`]
-    PeerDel { nid: Spelled<Nid> },
-    /// the static peers → `[`[`crate::PeerInfo`]`]`
-    PeerShow,
-    /// counters → [`crate::Stats`]
-    Stats,
-    /// `"monitoring"`, then one [`crate::Event`] per line until the client closes
-    Monitor,
-    /// the load-balancing configuration and tables → [`crate::BalanceInfo`]
-    PolicyShow,
-    /// set the balancing policy of one peer (name or NID) or, without `peer`, the
-    /// default: `failover`, `per-flow` or `per-packet` → [`crate::BalanceInfo`]
-    PolicySet {
-        #[serde(default)]
-        peer: Option<String>,
-        policy: ilnp_wire::Policy,
-    },
-    /// set an uplink's balancing weight (0 = backup only) → [`crate::BalanceInfo`]
-    LocatorSet { dev: String, weight: u32 },
-    /// the resolver proxy and the dynamic update of our L64 records → [`crate::DnsStatus`]
-    DnsStatus,
+named_enum! {
+    #[serde_names]
+    #[with_data]
+    /// One request line: `{"cmd": NAME, ...fields}`, NAME written beside its variant
+    /// (`Request::NAMES`, `as_str`).
+    #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    #[serde(tag = "cmd")]
+    pub enum Request {
+        /// identity, mode, uplinks, locators and counts → [`crate::Status`]
+        Status = "status",
+        /// the ILCC → `[`[`crate::IlccEntry`]`]`
+        IlccShow = "ilcc_show",
+        /// remove every ILCC entry → [`crate::Flushed`]
+        IlccFlush = "ilcc_flush",
+        /// this node's locators → `[`[`crate::LocatorInfo`]`]`
+        LocatorShow = "locator_show",
+        /// add (or replace) a static peer → [`crate::PeerAdded`]
+        PeerAdd {
+            /// for logs and tables; "" when absent
+            #[serde(default)]
+            name: String,
+            nid: Spelled<Nid>,
+            /// at least one
+            #[serde(default)]
+            locators: Vec<PeerLocatorArg>,
+        } = "peer_add",
+        /// delete a static peer → [`crate::PeerDeleted`]
+        PeerDel { nid: Spelled<Nid> } = "peer_del",
+        /// the static peers → `[`[`crate::PeerInfo`]`]`
+        PeerShow = "peer_show",
+        /// counters → [`crate::Stats`]
+        Stats = "stats",
+        /// `"monitoring"`, then one [`crate::Event`] per line until the client closes
+        Monitor = "monitor",
+        /// the load-balancing configuration and tables → [`crate::BalanceInfo`]
+        PolicyShow = "policy_show",
+        /// set the balancing policy of one peer (name or NID) or, without `peer`, the
+        /// default: `failover`, `per-flow` or `per-packet` → [`crate::BalanceInfo`]
+        PolicySet {
+            #[serde(default)]
+            peer: Option<String>,
+            policy: ilnp_wire::Policy,
+        } = "policy_set",
+        /// set an uplink's balancing weight (0 = backup only) → [`crate::BalanceInfo`]
+        LocatorSet { dev: String, weight: u32 } = "locator_set",
+        /// the resolver proxy and the dynamic update of our L64 records → [`crate::DnsStatus`]
+        DnsStatus = "dns_status",
+    }
 }
 
 /// One locator of `peer_add`.
@@ -88,42 +93,6 @@ fn pref<'de, D: Deserializer<'de>>(d: D) -> Result<u16, D::Error> {
 }
 
 impl Request {
-    /// Every `cmd`, in declaration order.
-    pub const COMMANDS: [&'static str; 13] = [
-        "status",
-        "ilcc_show",
-        "ilcc_flush",
-        "locator_show",
-        "peer_add",
-        "peer_del",
-        "peer_show",
-        "stats",
-        "monitor",
-        "policy_show",
-        "policy_set",
-        "locator_set",
-        "dns_status",
-    ];
-
-    /// This request's `cmd`.
-    pub fn cmd(&self) -> &'static str {
-        match self {
-            Request::Status => "status",
-            Request::IlccShow => "ilcc_show",
-            Request::IlccFlush => "ilcc_flush",
-            Request::LocatorShow => "locator_show",
-            Request::PeerAdd { .. } => "peer_add",
-            Request::PeerDel { .. } => "peer_del",
-            Request::PeerShow => "peer_show",
-            Request::Stats => "stats",
-            Request::Monitor => "monitor",
-            Request::PolicyShow => "policy_show",
-            Request::PolicySet { .. } => "policy_set",
-            Request::LocatorSet { .. } => "locator_set",
-            Request::DnsStatus => "dns_status",
-        }
-    }
-
     /// Whether the request changes the daemon's state (sessions, peers, policy,
     /// weights): those are root's only; the others only read, and members of group
     /// `ilnp` may send them (the daemon decides from the client's SO_PEERCRED). Every
@@ -148,7 +117,7 @@ impl Request {
 
     /// The request as ilnpctl spells it (`ilcc flush`, `peer add`), for messages.
     pub fn words(&self) -> String {
-        self.cmd().replace('_', " ")
+        self.as_str().replace('_', " ")
     }
 
     /// The error a mutating request from a client other than root gets (its uid
@@ -171,8 +140,8 @@ impl Request {
             Some(serde_json::Value::String(c)) => c.clone(),
             Some(other) => return Err(RequestError(format!("cmd {other} is not a string"))),
         };
-        if !Request::COMMANDS.contains(&cmd.as_str()) {
-            return Err(RequestError(format!("unknown command {cmd:?} (known: {})", Request::COMMANDS.join(", "))));
+        if !Request::NAMES.contains(&cmd.as_str()) {
+            return Err(RequestError(format!("unknown command {cmd:?} (known: {})", Request::NAMES.join(", "))));
         }
         let req: Request = serde_json::from_value(v).map_err(|e| RequestError(format!("{cmd}: {e}")))?;
         req.check().map_err(|e| RequestError(format!("{cmd}: {e}")))?;

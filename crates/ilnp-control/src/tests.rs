@@ -55,12 +55,16 @@ fn balancing_requests_name_a_bad_policy() {
 #[test]
 fn requests_round_trip_and_name_their_cmd() {
     let all = every_request();
-    assert_eq!(all.iter().map(Request::cmd).collect::<Vec<_>>(), Request::COMMANDS);
+    assert_eq!(all.iter().map(Request::as_str).collect::<Vec<_>>(), Request::NAMES);
+    // the names on the wire before they were written beside the variants (#45 item 5)
+    let before = "status ilcc_show ilcc_flush locator_show peer_add peer_del peer_show stats monitor \
+                  policy_show policy_set locator_set dns_status";
+    assert_eq!(Request::NAMES, before.split_whitespace().collect::<Vec<_>>());
     for r in all {
         let line = r.to_line();
         assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'), "{line:?}");
         let v: Value = serde_json::from_str(&line).unwrap();
-        assert_eq!(v["cmd"], r.cmd(), "{line}");
+        assert_eq!(v["cmd"], r.as_str(), "{line}");
         assert_eq!(Request::from_line(&line).unwrap(), r);
     }
 }
@@ -327,12 +331,12 @@ fn mutating_requests_are_roots_only() {
         (Request::LocatorSet { dev: "eth0".into(), weight: 1 }, true),
         (Request::DnsStatus, false),
     ];
-    assert_eq!(all.iter().map(|(r, _)| r.cmd()).collect::<Vec<_>>(), Request::COMMANDS);
+    assert_eq!(all.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(), Request::NAMES);
     for (r, mutating) in &all {
-        assert_eq!(r.is_mutating(), *mutating, "{}", r.cmd());
-        assert_eq!(r.refusal(0), None, "root may send {}", r.cmd());
+        assert_eq!(r.is_mutating(), *mutating, "{}", r.as_str());
+        assert_eq!(r.refusal(0), None, "root may send {}", r.as_str());
         match r.refusal(1000) {
-            None => assert!(!mutating, "{} allowed to uid 1000", r.cmd()),
+            None => assert!(!mutating, "{} allowed to uid 1000", r.as_str()),
             Some(e) => {
                 assert!(e.starts_with(&format!("{} needs root", r.words())) && e.contains("uid 1000"), "{e}")
             }

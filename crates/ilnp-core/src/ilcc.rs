@@ -20,7 +20,6 @@ pub struct RemoteLocator {
     pub pref: u16,
     /// seconds the locator may be treated as valid (from LU or DNS); 0 = unknown
     pub lifetime_s: u16,
-    #[serde(serialize_with = "ser_state")]
     pub state: LocatorState,
     #[serde(skip)]
     pub last_heard: Option<Instant>,
@@ -72,15 +71,6 @@ fn ser_via<S: serde::Serializer>(v: &Option<SocketAddrV4>, s: S) -> Result<S::Ok
         Some(a) => s.serialize_str(&a.to_string()),
         None => s.serialize_none(),
     }
-}
-
-fn ser_state<S: serde::Serializer>(v: &LocatorState, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(match v {
-        LocatorState::Valid => "valid",
-        LocatorState::Active => "active",
-        LocatorState::Aged => "aged",
-        LocatorState::Expired => "expired",
-    })
 }
 
 fn ser_rule<S: serde::Serializer>(v: &ChecksumRule, s: S) -> Result<S::Ok, S::Error> {

@@ -2,27 +2,31 @@
 //! (RFC 6741 §5) every locator, local or remote, goes through.
 
 use crate::event::ser_display;
-use ilnp_wire::Locator;
+use ilnp_wire::{named_enum, Locator};
 use serde::{Deserialize, Serialize};
 
-/// Validity state of a locator (RFC 6741 §5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LocatorState {
-    Valid,
-    Active,
-    Aged,
-    Expired,
+named_enum! {
+    #[serde_names]
+    /// Validity state of a locator (RFC 6741 §5).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum LocatorState {
+        Valid = "valid",
+        Active = "active",
+        Aged = "aged",
+        Expired = "expired",
+    }
 }
 
-/// Default Router Preference of the router(s) behind an uplink, from the Router
-/// Advertisement (RFC 4191 §2.1; the kernel keeps it on the RA's default route).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RouterPreference {
-    Low,
-    Medium,
-    High,
+named_enum! {
+    #[serde_names]
+    /// Default Router Preference of the router(s) behind an uplink, from the Router
+    /// Advertisement (RFC 4191 §2.1; the kernel keeps it on the RA's default route).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+    pub enum RouterPreference {
+        Low = "low",
+        Medium = "medium",
+        High = "high",
+    }
 }
 
 /// One of this host's locators, as learned from the kernel.
@@ -49,5 +53,26 @@ impl LocalLocator {
     /// its address is deprecated. One half of the soft-handoff retirement rule.
     pub fn ra_stopped(&self) -> bool {
         !self.has_router || self.deprecated
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names the state file, the control socket and the metrics have always
+    /// shown; serde says the same as `as_str` (one list each: `named_enum!`).
+    #[test]
+    fn locator_states_and_router_preferences_keep_their_names() {
+        for s in LocatorState::ALL {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+            assert_eq!(serde_json::from_value::<LocatorState>(s.as_str().into()).unwrap(), *s);
+        }
+        assert_eq!(LocatorState::NAMES, ["valid", "active", "aged", "expired"]);
+        for p in RouterPreference::ALL {
+            assert_eq!(serde_json::to_value(p).unwrap(), p.as_str());
+        }
+        assert_eq!(RouterPreference::NAMES, ["low", "medium", "high"]);
+        assert!(RouterPreference::Low < RouterPreference::Medium && RouterPreference::Medium < RouterPreference::High);
     }
 }

@@ -82,12 +82,9 @@ pub fn describe(q: &[u8]) -> String {
 
 /// A record type's mnemonic, the RFC 6742 ones included (hickory does not know them).
 pub fn type_name(t: RecordType) -> String {
-    match u16::from(t) {
-        104 => "NID".into(),
-        105 => "L32".into(),
-        106 => "L64".into(),
-        107 => "LP".into(),
-        _ => t.to_string(),
+    match ilnp_wire::rdata::rr_type_name(u16::from(t)) {
+        Some(n) => n.into(),
+        None => t.to_string(),
     }
 }
 

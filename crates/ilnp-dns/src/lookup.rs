@@ -80,12 +80,7 @@ impl Question {
 
     /// The record's mnemonic, for `Bad`.
     pub fn record(&self) -> &'static str {
-        match self.rtype {
-            TYPE_NID => "NID",
-            TYPE_L64 => "L64",
-            TYPE_L32 => "L32",
-            _ => "LP",
-        }
+        ilnp_wire::rdata::rr_type_name(self.rtype).unwrap_or("LP")
     }
 }
 

@@ -69,8 +69,58 @@ macro_rules! named_u8 {
 /// assert_eq!(Colour::from_name("red"), Some(Colour::Red));
 /// assert_eq!(Colour::DarkBlue.to_string(), "dark-blue");
 /// ```
+///
+/// Variants with fields take `#[with_data]` (after `#[serde_names]`, if any):
+/// `NAMES`, `as_str()` and `Display` (no `ALL` or `from_name`: a name alone is no
+/// value). `ilnp_control::Request` names its `cmd` tag so.
+///
+/// ```
+/// ilnp_wire::named_enum! {
+///     #[with_data]
+///     pub enum Cmd { Stop = "stop", SetWeight { weight: u32 } = "set_weight" }
+/// }
+/// assert_eq!(Cmd::NAMES, ["stop", "set_weight"]);
+/// assert_eq!(Cmd::SetWeight { weight: 1 }.as_str(), "set_weight");
+/// ```
 #[macro_export]
 macro_rules! named_enum {
+    (#[serde_names] #[with_data] $(#[$m:meta])* $vis:vis enum $name:ident {
+        $($(#[$vm:meta])* $v:ident $({ $($f:tt)* })? = $s:literal),+ $(,)?
+    }) => {
+        $(#[$m])*
+        $vis enum $name {
+            $($(#[$vm])* #[serde(rename = $s)] $v $({ $($f)* })?,)+
+        }
+        $crate::named_enum!(@data $name { $($v = $s),+ });
+    };
+    (#[with_data] $(#[$m:meta])* $vis:vis enum $name:ident {
+        $($(#[$vm:meta])* $v:ident $({ $($f:tt)* })? = $s:literal),+ $(,)?
+    }) => {
+        $(#[$m])*
+        $vis enum $name {
+            $($(#[$vm])* $v $({ $($f)* })?,)+
+        }
+        $crate::named_enum!(@data $name { $($v = $s),+ });
+    };
+    (@data $name:ident { $($v:ident = $s:literal),+ }) => {
+        #[allow(dead_code)]
+        impl $name {
+            /// Every variant's name, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($s),+];
+            /// The variant's name.
+            pub const fn as_str(&self) -> &'static str {
+                match self {
+                    $($name::$v { .. } => $s,)+
+                }
+            }
+        }
+
+        impl core::fmt::Display for $name {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
     (@impl $name:ident { $($v:ident = $s:literal),+ }) => {
         #[allow(dead_code)]
         impl $name {

@@ -11,6 +11,14 @@ pub const TYPE_L32: u16 = 105;
 pub const TYPE_L64: u16 = 106;
 pub const TYPE_LP: u16 = 107;
 
+/// The four types and their mnemonics (one table: records, questions and logs).
+pub const RR_TYPES: [(u16, &str); 4] = [(TYPE_NID, "NID"), (TYPE_L32, "L32"), (TYPE_L64, "L64"), (TYPE_LP, "LP")];
+
+/// The mnemonic of an RFC 6742 record type.
+pub fn rr_type_name(rr_type: u16) -> Option<&'static str> {
+    RR_TYPES.iter().find(|(t, _)| *t == rr_type).map(|(_, n)| *n)
+}
+
 /// One ILNP record's data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rdata {
@@ -44,12 +52,7 @@ impl Rdata {
     }
 
     pub fn type_name(&self) -> &'static str {
-        match self {
-            Rdata::Nid { .. } => "NID",
-            Rdata::L32 { .. } => "L32",
-            Rdata::L64 { .. } => "L64",
-            Rdata::Lp { .. } => "LP",
-        }
+        rr_type_name(self.rr_type()).expect("every Rdata's type is in RR_TYPES")
     }
 
     /// Parses the RDATA of a record of type `rr_type`.

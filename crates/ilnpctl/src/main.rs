@@ -226,8 +226,8 @@ fn run(cli: &Cli) -> Result<(), Failure> {
     let text = if cli.json {
         serde_json::to_string_pretty(&data).unwrap_or_default()
     } else {
-        let typed =
-            Data::decode(&req, data).map_err(|e| format!("ilnpd sent {} data ilnpctl cannot read: {e}", req.cmd()))?;
+        let typed = Data::decode(&req, data)
+            .map_err(|e| format!("ilnpd sent {} data ilnpctl cannot read: {e}", req.as_str()))?;
         show::render(&cli.object, &typed)
     };
     if !text.is_empty() {

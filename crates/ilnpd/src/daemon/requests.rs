@@ -45,7 +45,7 @@ impl Daemon {
     pub(super) fn handle_request(&mut self, req: Request, uid: u32) -> Reply {
         if let Some(why) = req.refusal(uid) {
             self.bump(ShellCounter::ControlRefusedNotRoot);
-            tracing::debug!("control: refused {} from uid {uid}", req.cmd());
+            tracing::debug!("control: refused {} from uid {uid}", req.as_str());
             return Reply::Err(why);
         }
         match self.request(req, uid == 0) {
