@@ -170,6 +170,12 @@ static __always_inline struct ilnp_cfg *get_cfg(void)
 	return bpf_map_lookup_elem(&ilnp_cfg, &zero);
 }
 
+/* The NID of ours a correspondent's entry uses (ilnp_ilcc_val.local_nid; 0 = the stable one). */
+static __always_inline __u64 ilcc_local_nid(const struct ilnp_cfg *cfg, const struct ilnp_ilcc_val *e)
+{
+	return e->local_nid ? e->local_nid : cfg->local_nid;
+}
+
 /* The 64-bit halves of an IPv6 address, as stored bytes (wire order). */
 static __always_inline __u64 hi64(const struct in6_addr *a)
 {

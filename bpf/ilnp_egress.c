@@ -19,6 +19,7 @@ struct egress_ctx {
 	struct ipv6hdr ip6;
 	struct ilnp_ilcc_val *e;
 	__u64 peer_nid;
+	__u64 local_nid;  /* ours the entry uses (the packet's source NID) */
 	__u64 local_loc;  /* the pair this packet takes (wire order): the ILCC's, */
 	__u64 remote_loc; /* or ilnp_balance's choice */
 	__u32 l4_off;
@@ -129,7 +130,7 @@ static __always_inline __u32 eg_fib(struct __sk_buff *skb, struct ilnp_cfg *cfg,
 	fib.l4_protocol = c->proto;
 	fib.ifindex = skb->ifindex;
 	__builtin_memcpy(&fib.ipv6_src[0], &c->local_loc, 8);
-	__builtin_memcpy(&fib.ipv6_src[2], &cfg->local_nid, 8);
+	__builtin_memcpy(&fib.ipv6_src[2], &c->local_nid, 8);
 	__builtin_memcpy(&fib.ipv6_dst[0], &c->remote_loc, 8);
 	__builtin_memcpy(&fib.ipv6_dst[2], &c->peer_nid, 8);
 	rc = bpf_fib_lookup(skb, &fib, sizeof(fib), 0);
@@ -462,7 +463,9 @@ static __always_inline int eg_push_l2(struct __sk_buff *skb, __u16 proto)
  * its header, ILCC entry and the ILCC's locator pair. 0 = the fast path may
  * send it; else the reason it goes to ilnpd, or ILNP_R_MAX for a packet that is
  * not an identifier-form one (a wire packet ingress punted, on its way to
- * ilnpd: not counted).
+ * ilnpd: not counted). The source NID must be the one of ours the peer's entry
+ * uses (the stable one, or a temporary one: ilnp_ilcc_val.local_nid); without an
+ * entry, the stable one (a temporary NID's first packet is ilnpd's: egress_punt_src).
  */
 static __always_inline int eg_checks(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c)
 {
@@ -476,15 +479,16 @@ static __always_inline int eg_checks(struct __sk_buff *skb, struct ilnp_cfg *cfg
 		return ILNP_R_MAX;
 	if (cfg->mode != ILNP_MODE_EBPF)
 		return ILNP_R_EGRESS_PUNT_USERSPACE;
-	if (hi64(&c->ip6.saddr) != cfg->id_prefix || lo64(&c->ip6.saddr) != cfg->local_nid)
+	c->peer_nid = lo64(&c->ip6.daddr);
+	c->e = bpf_map_lookup_elem(&ilnp_ilcc, &c->peer_nid);
+	c->local_nid = c->e ? ilcc_local_nid(cfg, c->e) : cfg->local_nid;
+	if (hi64(&c->ip6.saddr) != cfg->id_prefix || lo64(&c->ip6.saddr) != c->local_nid)
 		return ILNP_R_EGRESS_PUNT_SRC;
 	c->proto = c->ip6.nexthdr;
 	c->l4_off = IPV6_HLEN;
 	r = eg_check_proto(skb, c);
 	if (r)
 		return r;
-	c->peer_nid = lo64(&c->ip6.daddr);
-	c->e = bpf_map_lookup_elem(&ilnp_ilcc, &c->peer_nid);
 	if (!c->e || (c->e->nonce_tx_len != 4 && c->e->nonce_tx_len != 12))
 		return ILNP_R_EGRESS_PUNT_MISS;
 	/* the constant checksum adjustment is RFC 6741's rule; the other is ilnpd's */

@@ -331,6 +331,17 @@ static __always_inline int in_verify(struct __sk_buff *skb, struct ilnp_cfg *cfg
 }
 
 /*
+ * After in_verify: is the packet's destination NID the one of ours its sender's
+ * entry uses (the stable one or a temporary one, ilnp_ilcc_val.local_nid)? A
+ * correspondent talks to one of our NIDs at a time: the rest is ilnpd's, which
+ * drops it (ilnp-core's OtherLocalNid). 0 = yes, else the punt reason.
+ */
+static __always_inline int in_verify_nid(struct ilnp_cfg *cfg, const struct ilnp_ilcc_val *e, __u64 nid_d)
+{
+	return ilcc_local_nid(cfg, e) == nid_d ? 0 : ILNP_R_INGRESS_PUNT_OTHER_NID;
+}
+
+/*
  * Admission (ILNP_CFG_F_ADMIT_SOCKET): would a local socket take this TCP/UDP
  * packet once translated? Looked up on the identifier-form tuple, which is what
  * the stack will see: one socket hash lookup in the kernel, no trip to ilnpd.
@@ -469,8 +480,8 @@ int ilnp_ingress(struct __sk_buff *skb)
 	struct ilnp_ilcc_val *e = NULL;
 	struct ilnp_local_val *lv;
 	struct ingress_ctx c = {};
-	__u64 nid_s;
-	int r;
+	__u64 nid_s, nid_d;
+	int r, temp = 0;
 
 	if (skb->protocol == bpf_htons(ETH_P_IP))
 		return ilnp_in_v4(skb);
@@ -478,14 +489,18 @@ int ilnp_ingress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (bpf_skb_load_bytes(skb, ETH_HLEN, &c.ip6, sizeof(c.ip6)) < 0)
 		return TC_ACT_OK;
-	if (lo64(&c.ip6.daddr) != cfg->local_nid) {
-		nid_s = lo64(&c.ip6.daddr);
-		if (!bpf_map_lookup_elem(&ilnp_temp_nids, &nid_s))
+	nid_d = lo64(&c.ip6.daddr);
+	if (nid_d != cfg->local_nid) {
+		if (!bpf_map_lookup_elem(&ilnp_temp_nids, &nid_d))
 			return TC_ACT_OK; /* not for our NID: whatever the kernel does */
-		/* a temporary NID's: ilnpd's slow path; plain ICMPv6 (ND) the kernel's */
+		/* a temporary NID's (issue #44 item 2): ILNPv6 with a nonce first goes on
+		 * as to the stable NID, for the entry that uses it (in_verify_nid); the
+		 * rest is ilnpd's slow path, plain ICMPv6 (ND) the kernel's */
 		if (c.ip6.nexthdr == NEXTHDR_ICMPV6 && !in_quotes_ilnp(skb, ETH_HLEN + IPV6_HLEN))
 			return TC_ACT_OK;
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_TEMP_NID);
+		if (c.ip6.nexthdr != NEXTHDR_DEST)
+			return in_punt(cfg, ILNP_R_INGRESS_PUNT_TEMP_NID);
+		temp = 1;
 	}
 	if (c.ip6.nexthdr == NEXTHDR_ICMPV6)
 		return in_quotes_ilnp(skb, ETH_HLEN + IPV6_HLEN) ? in_punt(cfg, ILNP_R_INGRESS_PUNT_ICMP_ERROR)
@@ -511,11 +526,15 @@ int ilnp_ingress(struct __sk_buff *skb)
 	c.dopt_off = ETH_HLEN + IPV6_HLEN;
 	r = in_parse_opts(skb, &c);
 	if (r == OPTS_NOT_ILNP)
-		return in_plain(skb, cfg, &c);
+		return temp ? in_punt(cfg, ILNP_R_INGRESS_PUNT_TEMP_NID) : in_plain(skb, cfg, &c);
 	if (r != OPTS_NONCE)
 		return in_opts_refused(cfg, r);
 	nid_s = lo64(&c.ip6.saddr);
 	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
+	/* a temporary NID's packet without an entry: ilnpd's (admission looks up
+	 * sockets on the stable NID's address only) */
+	if (temp && !e)
+		return in_punt(cfg, ILNP_R_INGRESS_PUNT_TEMP_NID);
 	/* admission: no state for a new NID unless a socket takes the packet; without
 	 * one the stack gets it statelessly and answers as for plain IPv6 (in both
 	 * modes, so they behave alike), sent by ilnpd where the hint says */
@@ -529,6 +548,8 @@ int ilnp_ingress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	}
 	r = in_verify(skb, cfg, &c, e);
+	if (!r)
+		r = in_verify_nid(cfg, e, nid_d);
 	if (r)
 		return in_punt(cfg, r);
 	__u64 loc_d = hi64(&c.ip6.daddr);

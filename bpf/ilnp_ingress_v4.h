@@ -104,32 +104,41 @@ __attribute__((noinline)) int ilnp_in_v4(struct __sk_buff *skb)
 		struct iphdr ip;
 		struct udphdr udp;
 	} o;
-	__u64 loc_d, nid_s;
-	int r;
+	__u64 loc_d, nid_s, nid_d;
+	int r, temp;
 
 	if (!cfg || !cfg->v4_port || bpf_skb_load_bytes(skb, ETH_HLEN, &o, sizeof(o)) < 0)
 		return TC_ACT_OK;
 	if (o.ip.version != 4 || o.ip.ihl != 5 || o.ip.protocol != IPPROTO_UDP || (o.ip.frag_off & bpf_htons(0x3fff)) ||
 	    o.udp.dest != cfg->v4_port)
 		return TC_ACT_OK;
-	if (bpf_skb_load_bytes(skb, ETH_HLEN + ILNP_V4_OVERHEAD, &c.ip6, sizeof(c.ip6)) < 0 || c.ip6.version != 6 ||
-	    lo64(&c.ip6.daddr) != cfg->local_nid)
+	if (bpf_skb_load_bytes(skb, ETH_HLEN + ILNP_V4_OVERHEAD, &c.ip6, sizeof(c.ip6)) < 0 || c.ip6.version != 6)
 		return TC_ACT_OK; /* ilnpd's socket counts it (v4_not_ilnp) */
+	nid_d = lo64(&c.ip6.daddr);
+	temp = nid_d != cfg->local_nid;
+	if (temp && !bpf_map_lookup_elem(&ilnp_temp_nids, &nid_d))
+		return TC_ACT_OK; /* ilnpd's socket counts it (v4_not_ilnp) */
+	/* to a temporary NID (issue #44 item 2): only its entry's verified packets
+	 * are the fast path's; the rest goes to ilnpd's socket, as before */
 	if (c.ip6.nexthdr != NEXTHDR_DEST)
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PLAIN);
+		return temp ? TC_ACT_OK : in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PLAIN);
 	c.dopt_off = ETH_HLEN + ILNP_V4_OVERHEAD + IPV6_HLEN;
 	r = in_parse_opts(skb, &c);
 	if (r == OPTS_NOT_ILNP)
-		return in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PLAIN);
+		return temp ? TC_ACT_OK : in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PLAIN);
 	if (r != OPTS_NONCE)
 		return in_opts_refused(cfg, r);
 	nid_s = lo64(&c.ip6.saddr);
 	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
+	if (temp && !e)
+		return TC_ACT_OK;
 	/* admission, as for ILNPv6 over IPv6 (ilnp_ingress): no state for a new NID
 	 * unless a socket takes the packet; without one it goes up statelessly */
 	if ((cfg->flags & ILNP_CFG_F_ADMIT_SOCKET) && (c.next == IPPROTO_TCP || c.next == IPPROTO_UDP) && !e)
 		return in_v4_stranger(skb, cfg, &c, o.ip.saddr, o.udp.source);
 	r = in_verify(skb, cfg, &c, e);
+	if (!r)
+		r = in_verify_nid(cfg, e, nid_d);
 	if (r)
 		return in_punt(cfg, r);
 	/* an Echo Reply may answer a rebinding validation sent over this (old) path:

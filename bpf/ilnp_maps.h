@@ -82,6 +82,11 @@ struct ilnp_ilcc_val {
 	__u8 remote_v4_addr[4];
 	__u16 remote_v4_port;
 	__u8 _pad2[2];
+	/* which of our NIDs the peer talks to (wire order; ilnp-core's
+	 * IlccEntry::local_nid, issue #44 item 2): 0 = the stable one (ilnp_cfg's),
+	 * else a temporary one (ilnp_temp_nids). The egress program sends only from
+	 * it, the ingress program delivers only packets to it (ilcc_local_nid). */
+	__u64 local_nid;
 };
 
 enum ilnp_loc_state {
@@ -162,9 +167,12 @@ struct ilnp_balance_val {
 
 /*
  * ilnp_temp_nids: HASH, key = one of our temporary NIDs (__u64, wire order; issue
- * #44 item 2, [privacy]), value unused (__u8). Packets to one take the slow path:
- * the ingress program punts them to ilnpd (plain ICMPv6 such as Neighbour
- * Discovery goes to the kernel as for the stable NID), whose core checks them.
+ * #44 item 2, [privacy]), value unused (__u8). The ingress program takes ILNPv6 to
+ * one as to the stable NID, and delivers it itself only for a correspondent whose
+ * ILCC entry uses that NID (ilnp_ilcc_val.local_nid); the rest (no entry, another
+ * NID's entry: ingress_punt_other_nid, plain packets, ICMPv6 errors quoting ours)
+ * goes to ilnpd (ingress_punt_temp_nid), plain ICMPv6 such as Neighbour Discovery
+ * to the kernel as for the stable NID.
  */
 #define ILNP_TEMP_NIDS_MAX 64
 
@@ -308,7 +316,8 @@ struct ilnp_tcp_rto {
 	X(EGRESS_PUNT_USERSPACE, "egress_punt_userspace")   /* mode = userspace */                      \
 	X(EGRESS_PUNT_PROTO, "egress_punt_proto")           /* not TCP/UDP/ICMPv6 echo after IPv6 */    \
 	X(EGRESS_PUNT_ICMP_ERROR, "egress_punt_icmp_error") /* ICMPv6 error quoting identifier form */  \
-	X(EGRESS_PUNT_SRC, "egress_punt_src")               /* source is not our identifier address */ \
+	X(EGRESS_PUNT_SRC, "egress_punt_src")               /* source is not the identifier address */ \
+	                                                    /* of the NID the peer's entry uses */       \
 	X(EGRESS_PUNT_MISS, "egress_punt_miss")             /* no ILCC entry or no tx nonce */          \
 	X(EGRESS_PUNT_LOCAL_LOC, "egress_punt_local_loc")   /* source locator not ours or aged */       \
 	X(EGRESS_PUNT_FIB, "egress_punt_fib")               /* FIB lookup failed (route, MTU, ...) */   \
@@ -367,7 +376,10 @@ struct ilnp_tcp_rto {
 	                                                    /* disabled: delivered through ilnp0 */     \
 	X(INGRESS_PUNT_V4_ECHO_REPLY, "ingress_punt_v4_echo_reply") /* v4 path: may answer a */       \
 	                                                    /* rebinding validation: ilnpd's */         \
-	X(INGRESS_PUNT_TEMP_NID, "ingress_punt_temp_nid")   /* to a temporary NID: ilnpd's */
+	X(INGRESS_PUNT_TEMP_NID, "ingress_punt_temp_nid")   /* to a temporary NID, not for the fast */ \
+	                                                    /* path (no entry, plain): ilnpd's */       \
+	X(INGRESS_PUNT_OTHER_NID, "ingress_punt_other_nid") /* to one of our NIDs the peer's entry */   \
+	                                                    /* does not use: ilnpd's (it drops it) */
 
 #define ILNP_REASON_ENUM(id, name) ILNP_R_##id,
 enum ilnp_reason {
@@ -377,7 +389,8 @@ enum ilnp_reason {
 #undef ILNP_REASON_ENUM
 
 _Static_assert(sizeof(struct ilnp_cfg) == 32, "ilnp_cfg layout");
-_Static_assert(sizeof(struct ilnp_ilcc_val) == 152, "ilnp_ilcc_val layout");
+_Static_assert(sizeof(struct ilnp_ilcc_val) == 160, "ilnp_ilcc_val layout");
+_Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, local_nid) == 152, "ilnp_ilcc_val.local_nid");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, remote_v4_addr) == 144, "ilnp_ilcc_val.remote_v4_addr");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_tx) == 80, "ilnp_ilcc_val.nonce_tx");
 _Static_assert(__builtin_offsetof(struct ilnp_ilcc_val, nonce_rx) == 96, "ilnp_ilcc_val.nonce_rx");

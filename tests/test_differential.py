@@ -17,7 +17,9 @@ import pytest
 
 from ilnp_lab import pcap
 from ilnp_lab.testbed import Testbed
-from ilnp_test_util import CN_ID, MN_ID, Capture, ilnp_pair
+from ilnp_lab.testbed import wait_for
+from ilnp_test_util import (CN_ID, CN_L64, CN_NID, MN_ID, MN_L64, MN_NID, Capture, Ilnpd, Peer, identifier_address,
+                            ilnp_pair, three_node)
 
 SIZES = [1, 7, 100, 513, 1000, 1200, 1400]
 
@@ -52,9 +54,31 @@ print(json.dumps(back))
 """
 
 
-def one_run(mode, workdir, host_csum_offload, route_xmit=False):
+def temp_pair(bed, mode, extra):
+    """CN — R1 — MN, the MN with `[privacy]`: its temporary NID, drawn from `rng_seed`
+    (the same in both runs), is the sender's source; the CN learns it from its packets."""
+    cn, r1, mn = three_node(bed)
+    dmn = Ilnpd(mn, ["eth0"], nid=MN_NID, datapath=mode, peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra={**extra, "privacy": {"period_s": 600}}).start()
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, datapath=mode, peers=[Peer("mn", MN_NID, [(MN_L64, 10)])],
+                extra=dict(extra)).start()
+    wait_for(lambda: any(t["preferred"] for t in dmn.status().get("temporary_nids", [])), timeout=10,
+             what="the MN's temporary NID")
+    temp = next(t["nid"] for t in dmn.status()["temporary_nids"] if t["preferred"])
+    return cn, r1, mn, dcn, dmn, temp
+
+
+def one_run(mode, workdir, host_csum_offload, route_xmit=False, temp_nid=False):
+    """temp_nid: the MN sends from its temporary NID to the CN, which echoes (issue #44
+    item 2); else the CN sends to the MN's stable NID."""
     with Testbed(workdir=workdir) as bed:
-        cn, r1, mn, dcn, dmn = ilnp_pair(bed, datapath=mode, extra={"rng_seed": 4242, "route_xmit": route_xmit})
+        extra = {"rng_seed": 4242, "route_xmit": route_xmit}
+        if temp_nid:
+            cn, r1, mn, dcn, dmn, temp = temp_pair(bed, mode, extra)
+            tx, rx_node, src, dst = mn, cn, identifier_address(temp), CN_ID
+        else:
+            cn, r1, mn, dcn, dmn = ilnp_pair(bed, datapath=mode, extra=extra)
+            tx, rx_node, src, dst = cn, mn, CN_ID, MN_ID
         if host_csum_offload:
             for i in ("eth-cn", "eth-mn"):
                 r1.run("ethtool", "-K", i, "tx", "off")
@@ -64,9 +88,9 @@ def one_run(mode, workdir, host_csum_offload, route_xmit=False):
         # what R1 sends on: CN->MN leaves through eth-mn, MN->CN through eth-cn
         caps = [Capture(r1, workdir / f"wire-{i}.pcap", iface=i, direction="out") for i in ("eth-mn", "eth-cn")]
         out = workdir / "recv.json"
-        rx = mn.spawn("python3", "-c", RECEIVER, MN_ID, str(out), str(len(SIZES)))
-        mn.wait_listening_udp(6100)
-        r = cn.run("python3", "-c", SENDER, CN_ID, MN_ID, json.dumps(SIZES), timeout=30)
+        rx = rx_node.spawn("python3", "-c", RECEIVER, dst, str(out), str(len(SIZES)))
+        rx_node.wait_listening_udp(6100)
+        r = tx.run("python3", "-c", SENDER, src, dst, json.dumps(SIZES), timeout=30)
         rx.wait(timeout=15)
         pkts = []
         for c in caps:
@@ -100,6 +124,34 @@ def test_ebpf_and_userspace_are_byte_identical(tmp_path, host_csum_offload, rout
     assert len(recv_e) == len(SIZES), recv_e
     # each datagram and its echo, plus the responder's nonce-only packet (RFC 6741 §13.1)
     assert len(wire_e) == 2 * len(SIZES) + 1, f"{len(wire_e)} ILNP packets on the wire"
+    assert recv_e == recv_u
+    assert back_e == back_u
+    assert [w.hex() for w in wire_e] == [w.hex() for w in wire_u]
+
+
+@pytest.mark.parametrize("host_csum_offload", [False, True], ids=["csum-offload-off", "csum-offload-on"])
+@pytest.mark.parametrize("route_xmit", [False, True], ids=["tc", "route-xmit"])
+def test_ebpf_and_userspace_are_byte_identical_on_a_temporary_nid(tmp_path, host_csum_offload, route_xmit):
+    """Issue #44 item 2: a session on the MN's temporary NID, both directions (the MN's
+    datagrams from it, the CN's echoes to it), byte-identical on both paths, and the
+    eBPF run's MN carried it in its fast path: every packet after the first few (while
+    its entry is set up in the slow path) left and arrived there."""
+    (tmp_path / "ebpf").mkdir()
+    (tmp_path / "user").mkdir()
+    wire_e, recv_e, back_e, dp_e = one_run("ebpf", tmp_path / "ebpf", host_csum_offload, route_xmit, temp_nid=True)
+    wire_u, recv_u, back_u, dp_u = one_run("userspace", tmp_path / "user", host_csum_offload, temp_nid=True)
+    # the first packets go through ilnpd (its first datagram; the CN's nonce-only packet and
+    # first echo while the MN's entry is still embryonic, not in the fast path's map yet)
+    mn = dp_e["mn"]
+    assert mn["egress_fast"] >= len(SIZES) - 2 and mn["ingress_fast"] >= len(SIZES) - 2, mn
+    assert mn["egress_punt_src"] <= 2 and mn["ingress_punt_temp_nid"] <= 2, mn
+    assert mn["ingress_punt_other_nid"] == 0, mn
+    for d in dp_u.values():
+        assert d["egress_fast"] == 0 and d["ingress_fast"] == 0, dp_u
+    assert len(recv_e) == len(SIZES), recv_e
+    # the source NID of the MN's datagrams is not its stable one, in both runs alike
+    src_nids = {w[16:24].hex() for w in wire_e if w[24:32] == bytes.fromhex("2001 0db8 000a 0000".replace(" ", ""))}
+    assert len(src_nids) == 1 and src_nids != {MN_NID.replace(":", "")}, src_nids
     assert recv_e == recv_u
     assert back_e == back_u
     assert [w.hex() for w in wire_e] == [w.hex() for w in wire_u]

@@ -168,6 +168,44 @@ def test_a_new_network_draws_a_new_temporary_nid_and_a_session_on_the_old_one_mo
     assert dmn.stop() == 0 and dcn.stop() == 0
 
 
+def test_a_session_on_a_temporary_nid_runs_in_the_fast_path(bed):
+    """The eBPF fast path carries a session on a temporary NID both ways (the entry's
+    local NID: design/privacy.md): after its first packets, which create the entries in
+    the slow path, neither program punts it (`egress_punt_src`, `ingress_punt_temp_nid`
+    stay where they were), the MN's per-peer fast-path counters carry every line and
+    the entry's slow-path counters none."""
+    cn, r1, mn = three_node(bed)
+    dmn = Ilnpd(mn, ["eth0"], peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra={"privacy": {"period_s": 600}}).start()
+    stable = dmn.status()["nid"]
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", stable, [(MN_L64, 10)])]).start()
+    time.sleep(1.5)
+    cn.spawn("socat", "TCP6-LISTEN:7404,reuseaddr,fork", "EXEC:cat")
+    cn.wait_listening(7404)
+    lines = 80
+    sess = long_session(mn, 7404, lines=lines, gap_s=0.05)
+    temp = nid_of(sess.stdout.readline().decode())
+    assert temp != stable
+    for i in range(3):  # the first packets: both entries set up, both nonces learned
+        assert sess.stdout.readline().decode().strip() == f"line{i}"
+    time.sleep(0.3)
+
+    def entry():
+        return next(e for e in dmn.ctl("ilcc", "show") if e["nid"] == CN_NID)
+    s0, e0 = dmn.stats()["datapath"], entry()
+    out, _ = sess.communicate(timeout=30)
+    got = out.decode().split()
+    assert got == [f"line{i}" for i in range(3, lines)], got
+    s1, e1 = dmn.stats()["datapath"], entry()
+    punts = {k: s1.get(k, 0) - s0.get(k, 0) for k in ("egress_punt_src", "ingress_punt_temp_nid", "ingress_punt_other_nid")}
+    assert punts == dict.fromkeys(punts, 0), (punts, s1)
+    fast = {k: e1["fast"][k] - ((e0["fast"] or {}).get(k, 0)) for k in ("tx_pkts", "rx_pkts")}
+    # the session went on while s0 was read (a line every 50 ms): half its lines at least
+    assert min(fast.values()) >= lines // 2, (fast, e1)
+    assert (e1["slow_pkts_in"], e1["slow_pkts_out"]) == (e0["slow_pkts_in"], e0["slow_pkts_out"]), (e0, e1)
+    assert dmn.stop() == 0 and dcn.stop() == 0
+
+
 DAD_ANSWERER = r'''
 import socket, struct, sys
 iface, stable, out = sys.argv[1], bytes.fromhex(sys.argv[2].replace(":", "")), sys.argv[3]

@@ -52,6 +52,8 @@ pub struct IlccVal {
     pub remote_v4_addr: [u8; 4],
     pub remote_v4_port: u16,
     pub _pad2: [u8; 2],
+    /// which of our NIDs the peer talks to (wire order); all zero: the stable one
+    pub local_nid: [u8; 8],
 }
 
 /// `struct ilnp_local_val` (value of ilnp_locals, key = local locator).
@@ -247,6 +249,7 @@ pub const REASONS: &[&str] = &[
     "ingress_v4_via_ilnp0",
     "ingress_punt_v4_echo_reply",
     "ingress_punt_temp_nid",
+    "ingress_punt_other_nid",
 ];
 
 /// `ILNP_UPLINK_F_NO_IPV6` (value of ilnp_uplinks): the uplink has IPv6 disabled
@@ -313,6 +316,9 @@ impl IlccVal {
             v.remote_v4_addr = to.ip().octets();
             v.remote_v4_port = to.port().to_be();
         }
+        if let Some(n) = s.local_nid {
+            v.local_nid = n.to_bytes();
+        }
         v
     }
 }
@@ -357,6 +363,7 @@ int main(void) {
   O(ilnp_ilcc_val, n_remote_locs) O(ilnp_ilcc_val, flags) O(ilnp_ilcc_val, nonce_rx) O(ilnp_ilcc_val, _pad)
   O(ilnp_ilcc_val, tx_pkts) O(ilnp_ilcc_val, tx_bytes) O(ilnp_ilcc_val, rx_pkts) O(ilnp_ilcc_val, rx_bytes)
   O(ilnp_ilcc_val, remote_v4_addr) O(ilnp_ilcc_val, remote_v4_port) O(ilnp_ilcc_val, _pad2)
+  O(ilnp_ilcc_val, local_nid)
   O(ilnp_local_val, state) O(ilnp_local_val, ifindex) O(ilnp_local_val, router) O(ilnp_local_val, last_rx_ns)
   printf("const.ILNP_LOCAL_RX_GRAIN_NS %llu\n", ILNP_LOCAL_RX_GRAIN_NS);
   ILNP_REASONS(R)
@@ -465,6 +472,7 @@ int main(void) {
             ("ilnp_ilcc_val.remote_v4_addr", offset_of!(IlccVal, remote_v4_addr)),
             ("ilnp_ilcc_val.remote_v4_port", offset_of!(IlccVal, remote_v4_port)),
             ("ilnp_ilcc_val._pad2", offset_of!(IlccVal, _pad2)),
+            ("ilnp_ilcc_val.local_nid", offset_of!(IlccVal, local_nid)),
             ("ilnp_local_val.state", offset_of!(LocalVal, state)),
             ("ilnp_local_val.ifindex", offset_of!(LocalVal, ifindex)),
             ("ilnp_local_val.router", offset_of!(LocalVal, router)),
@@ -505,6 +513,7 @@ int main(void) {
             nonce_rx: None,
             full_address_checksum: false,
             remote_v4: None,
+            local_nid: None,
         };
         let old = IlccVal { tx_pkts: 7, rx_bytes: 9, ..Default::default() };
         let v = IlccVal::from_snapshot(&s, Some(&old));
@@ -521,5 +530,8 @@ int main(void) {
         assert_eq!(v.flags, 0, "RFC 6741 rule: the fast path translates");
         s.full_address_checksum = true;
         assert_eq!(IlccVal::from_snapshot(&s, None).flags, ILCC_F_FULL_CSUM, "full-address rule: punted");
+        assert_eq!(v.local_nid, [0; 8], "the stable NID: 0");
+        s.local_nid = Some(Nid(0x0a0b_0c0d_0e0f_1011));
+        assert_eq!(IlccVal::from_snapshot(&s, None).local_nid, [10, 11, 12, 13, 14, 15, 16, 17], "a temporary NID");
     }
 }

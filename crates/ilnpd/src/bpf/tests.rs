@@ -15,6 +15,8 @@
 //! * `balance_table_and_its_ilcc_flag_in_step`: the ILCC entry's BALANCED flag
 //!   follows the balancing table whichever is written first, and the egress
 //!   program balances exactly while both are there.
+//! * `temporary_nid_sessions_take_the_fast_path`: a session on one of A's temporary
+//!   NIDs runs in both fast paths; the NIDs its entry does not use are punted.
 //! * `userspace_mode_steers_only`, `pin_dir_mounts_bpffs_when_needed`.
 
 use super::maps::IlccVal;
@@ -230,6 +232,7 @@ fn snapshot(peer: Nid, tx: Nonce, rx: Option<Nonce>) -> IlccSnapshot {
         nonce_rx: rx,
         full_address_checksum: false,
         remote_v4: None,
+        local_nid: None,
     }
 }
 
@@ -834,6 +837,7 @@ fn fast_path_leaves_through_the_source_locators_uplink() {
             nonce_rx: Some(Nonce::N32(N_AB)),
             full_address_checksum: false,
             remote_v4: None,
+            local_nid: None,
         };
         let sent = |h: &Host, cap: &OwnedFd, other: &OwnedFd, l: Locator, what: &str| {
             udp_send(h, NID_B, 5555, what.as_bytes());
@@ -972,6 +976,7 @@ fn next_hop_cache_follows_route_changes() {
             nonce_rx: Some(Nonce::N32(N_AB)),
             full_address_checksum: false,
             remote_v4: None,
+            local_nid: None,
         })
         .unwrap();
         let (cap2, cap3) = (capture_l2(m2), capture_l2(m3));
@@ -1140,6 +1145,91 @@ fn balance_table_and_its_ilcc_flag_in_step() {
         assert_eq!(flags(&a), maps::ILCC_F_BALANCED);
         send(&a, b"balanced again");
         assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_balanced")), (5, 2));
+        a.dp.shutdown().unwrap();
+        b.dp.shutdown().unwrap();
+    });
+}
+
+// ------------------------------------------------------------------ temporary NIDs
+
+/// One of A's temporary NIDs (issue #44 item 2, `[privacy]`).
+const NID_T: Nid = Nid(0x1c3d_5e7f_8091_a2b4);
+
+/// A session on a temporary NID runs in both fast paths: A's entry for B uses T
+/// (`IlccSnapshot::local_nid`), T is in ilnp_temp_nids, B knows A by T. A's egress
+/// translates from T, A's ingress delivers to T; the stable NID with that
+/// correspondent is the slow path's both ways (`egress_punt_src`,
+/// `ingress_punt_other_nid`), and a packet to T without an entry too
+/// (`ingress_punt_temp_nid`). Before the fast path carried the entry's NID, the
+/// first two counted `egress_punt_src` and `ingress_punt_temp_nid` instead.
+#[test]
+fn temporary_nid_sessions_take_the_fast_path() {
+    if !can_run() {
+        return;
+    }
+    on_thread(|| {
+        let (mut a, mut b) = peered_hosts();
+        a.ns.ip(&format!("addr add {}/128 dev ilnp0 nodad", ilnp_addr(P, NID_T)));
+        a.ns.ip(&format!("addr add {}/64 dev a0 nodad", ilnp_addr(L, NID_T))); // its ND on the link
+        a.dp.set_temp_nid(NID_T, true).unwrap();
+        let mut s = snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)));
+        s.local_nid = Some(NID_T);
+        a.dp.upsert_peer(&s).unwrap();
+        assert_eq!(read_ilcc(&a.dp, NID_B).unwrap().local_nid, NID_T.to_bytes());
+        b.dp.remove_peer(NID_A).unwrap();
+        b.dp.upsert_peer(&snapshot(NID_T, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
+
+        // T -> B: A's egress translates from T
+        b.ns.enter();
+        let rx = UdpSocket::bind(SocketAddrV6::new(ilnp_addr(P, NID_B), 5555, 0, 0)).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        a.ns.enter();
+        let on_t = UdpSocket::bind(SocketAddrV6::new(ilnp_addr(P, NID_T), 5556, 0, 0)).unwrap();
+        on_t.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        on_t.send_to(b"from T", SocketAddrV6::new(ilnp_addr(P, NID_B), 5555, 0, 0)).unwrap();
+        let mut buf = [0u8; 100];
+        let (n, from) = rx
+            .recv_from(&mut buf)
+            .unwrap_or_else(|e| panic!("T -> B not delivered ({e}); A: {:?}; B: {:?}", nonzero(&a.dp), nonzero(&b.dp)));
+        assert_eq!((&buf[..n], from.ip()), (&b"from T"[..], std::net::IpAddr::V6(ilnp_addr(P, NID_T))));
+        assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_punt_src")), (1, 0), "{:?}", nonzero(&a.dp));
+        assert_eq!(stat(&b.dp, "ingress_fast"), 1, "{:?}", nonzero(&b.dp));
+
+        // B -> T: A's ingress delivers to T, for the entry that uses it
+        rx.send_to(b"to T", from).unwrap();
+        let (n, from) = on_t
+            .recv_from(&mut buf)
+            .unwrap_or_else(|e| panic!("B -> T not delivered ({e}); A: {:?}; B: {:?}", nonzero(&a.dp), nonzero(&b.dp)));
+        assert_eq!((&buf[..n], from.ip()), (&b"to T"[..], std::net::IpAddr::V6(ilnp_addr(P, NID_B))));
+        assert_eq!(stat(&b.dp, "egress_fast"), 1, "{:?}", nonzero(&b.dp));
+        assert_eq!((stat(&a.dp, "ingress_fast"), stat(&a.dp, "ingress_punt_temp_nid")), (1, 0), "{:?}", nonzero(&a.dp));
+        let c = a.dp.peer_counters().unwrap();
+        assert_eq!((c[0].0, c[0].1.tx_pkts, c[0].1.rx_pkts), (NID_B, 1, 1));
+
+        // the stable NID to B, whose entry uses T: the slow path's (ilnp-core refuses it)
+        udp_send(&a, NID_B, 5555, b"from the stable NID");
+        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(P, NID_B))).is_some());
+        assert_eq!(stat(&a.dp, "egress_punt_src"), 1);
+        // B to A's stable NID with B's own nonce from B's locator: all the entry's checks
+        // pass, but the entry uses T: punted, not delivered
+        let mut d = vec![17, 1, 0x8b, 12];
+        d.extend_from_slice(&N_BA);
+        send_raw(&b, NID_A, &d);
+        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_A))).is_some());
+        assert_eq!((stat(&a.dp, "ingress_punt_other_nid"), stat(&a.dp, "ingress_fast")), (1, 1));
+        // to T from a correspondent without an entry: the slow path's
+        a.dp.remove_peer(NID_B).unwrap();
+        send_raw(&b, NID_T, &d);
+        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_T))).is_some());
+        assert_eq!(stat(&a.dp, "ingress_punt_temp_nid"), 1);
+        // T no longer ours: its packets are not looked at
+        a.dp.set_temp_nid(NID_T, false).unwrap();
+        let before = a.dp.stats().unwrap();
+        send_raw(&b, NID_T, &d);
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(a.dp.stats().unwrap(), before);
+
+        drop((rx, on_t));
         a.dp.shutdown().unwrap();
         b.dp.shutdown().unwrap();
     });

@@ -13,7 +13,8 @@
 //!
 //! The core knows which NIDs are ours (`ilnp_core::nids`); here the shell keeps
 //! their times, their addresses (ilnp0, `L64:NID` on each uplink for Neighbour
-//! Discovery) and the fast path's `ilnp_temp_nids` (packets to them are punted).
+//! Discovery) and the fast path's `ilnp_temp_nids` (the ingress program takes packets
+//! to them for the entries that use them: `IlccSnapshot::local_nid`).
 //! No log line names a temporary NID together with the stable one.
 
 use super::{Daemon, ShellCounter};
@@ -49,6 +50,9 @@ pub(super) struct PrivacyState {
     /// one entry per correspondent: a new connection from the preferred NID would
     /// be refused, `other_local_nid`): remote NID -> ours
     pins: std::collections::BTreeMap<Nid, Nid>,
+    /// with `rng_seed` (tests and the lab only): the temporary NIDs' own generator,
+    /// so that two runs draw the same ones (tests/test_differential.py)
+    seeded: Option<rand::rngs::StdRng>,
 }
 
 /// A temporary NID from 8 random bytes: the u bit cleared (local scope, RFC 4291
@@ -229,7 +233,18 @@ impl Daemon {
         let mut nid = None;
         for _ in 0..DRAWS {
             let mut b = [0u8; 8];
-            if let Err(e) = rand::rngs::OsRng.try_fill_bytes(&mut b) {
+            let drawn = match self.cfg.rng_seed {
+                Some(seed) => {
+                    use rand::SeedableRng;
+                    let g = self.privacy.seeded.get_or_insert_with(|| {
+                        rand::rngs::StdRng::seed_from_u64(seed ^ 0x7465_6d70_6e69_6473)
+                        // "tempnids"
+                    });
+                    g.try_fill_bytes(&mut b)
+                }
+                None => rand::rngs::OsRng.try_fill_bytes(&mut b),
+            };
+            if let Err(e) = drawn {
                 self.bump(ShellCounter::TempNidNoEntropy);
                 if !std::mem::replace(&mut self.privacy.failing, true) {
                     tracing::error!("privacy: no randomness for a temporary NID (getrandom: {e}); none drawn");
