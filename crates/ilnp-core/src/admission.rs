@@ -21,7 +21,7 @@
 //! the global token bucket (`hello_rate_pps`, `hello_burst`) has a token; every
 //! packet sent towards an embryonic entry is counted (`tx_to_embryonic`).
 //!
-//! Refusals (`Core::answer_unadmitted`): a TCP/UDP packet from an unknown NID that
+//! Refusals (`AdmissionState::answer_unadmitted`): a TCP/UDP packet from an unknown NID that
 //! no socket takes is passed up statelessly by the fast path, which remembers where
 //! it came from in a small LRU map (an [`AnswerHint`]). Our stack's answer (a TCP RST,
 //! an ICMPv6 error) reaches the core without an entry; the core sends it, and only
