@@ -22,7 +22,8 @@
 # Environment: ILNP_QEMU_ACCEL (tcg; kvm if the host really has it), ILNP_QEMU_CPU (kvm's -cpu,
 # default host), ILNP_QEMU_TIMEOUT (s,
 # default 900), ILNP_TEST_MIRROR, ILNP_BIN_DIR (default target/release), ILNP_VM_LOG (keep the
-# serial log there).
+# serial log there), ILNP_VM_OUT (a directory: the files a guest prints as an ILNP-OUT block,
+# e.g. mipv6_guest.py --lab's run folder, are unpacked there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -113,6 +114,33 @@ cp "$GUEST" "$work/o/ilnp/guest.py"
 mkdir -p "$work/o/ilnp/ilnp_lab/mipv6"
 cp "$REPO/lab/ilnp_lab/__init__.py" "$work/o/ilnp/ilnp_lab/"
 cp "$REPO"/lab/ilnp_lab/mipv6/*.py "$work/o/ilnp/ilnp_lab/mipv6/"
+# a guest run with --lab (mipv6_guest.py: `ilnp-lab run ...` inside the VM, issue #43 item 2) gets
+# the whole lab, the Python packages it imports from this checkout's .venv under /ilnp/site (the
+# host is bookworm too: the guest's Python 3.11 and glibc), ilnp-delayline, and the host's
+# ethtool and mptcpize (bookworm binaries; the image has neither)
+if [[ " $GUEST_ARGS " == *" --lab "* ]]; then
+  # cp -a: the sources keep their mtimes, so the compiled __pycache__ stays valid (recompiling
+  # the lab, numpy and matplotlib under TCG costs ~30 s)
+  rm -rf "$work/o/ilnp/ilnp_lab" && cp -a "$REPO/lab/ilnp_lab" "$work/o/ilnp/"
+  site=$(ls -d "$REPO"/.venv/lib/python3*/site-packages | head -1)
+  mkdir -p "$work/o/ilnp/site"
+  for p in pyroute2 tqdm scapy matplotlib mpl_toolkits numpy numpy.libs PIL pillow.libs contourpy cycler \
+           dateutil fontTools kiwisolver packaging pyparsing six.py; do
+    [ -e "$site/$p" ] && cp -a "$site/$p" "$work/o/ilnp/site/"
+  done
+  find "$work/o/ilnp/site" -depth -type d -name tests -exec rm -rf {} +
+  # which code: the lab's own provenance record, taken here (the VM has no git), plus the VM's facts
+  PYTHONPATH="$REPO/lab" ILNP_BIN_DIR="$BIN" "$REPO/.venv/bin/python" - "$ACCEL" "$KPKG $KVER_PKG" \
+    "$(qemu-system-x86_64 --version | head -1)" >"$work/o/ilnp/host-provenance.json" <<'PY'
+import json, sys
+from ilnp_lab import provenance
+print(json.dumps(provenance.provenance() | {"vm": dict(zip(("accel", "kernel_package", "qemu"), sys.argv[1:]))}))
+PY
+  strip -o "$work/o/usr/local/bin/ilnp-delayline" "$BIN/ilnp-delayline"
+  for f in /usr/sbin/ethtool /usr/bin/mptcpize /usr/lib/x86_64-linux-gnu/mptcpize/libmptcpwrap.so.0*; do
+    [ -e "$f" ] && install -D "$f" "$work/o$f" || echo "qemu-debian12.sh: no $f on this host: the lab in the VM runs without it" >&2
+  done
+fi
 cat >"$work/o/init" <<EOF
 #!/bin/sh
 # PID 1 of the test VM: mounts, runs the guest test, powers off. The verdict goes to the
@@ -142,7 +170,8 @@ qemu-system-x86_64 "${accel[@]}" -smp 2 -m 2048 -display none -no-reboot -nic no
   -append "console=ttyS0 rdinit=/init panic=-1 loglevel=6 net.ifnames=0" \
   -serial "file:$work/serial.log" -monitor none &
 qpid=$!
-tail -F --pid=$qpid "$work/serial.log" 2>/dev/null &
+# the console without the guest's ILNP-OUT block (files leaving the VM, base64: ILNP_VM_OUT below)
+tail -F --pid=$qpid "$work/serial.log" 2>/dev/null | sed -u '/^ILNP-OUT-BEGIN/,/^ILNP-OUT-END/d' &
 deadline=$((SECONDS + TIMEOUT))
 while kill -0 $qpid 2>/dev/null; do
   if [ $SECONDS -ge $deadline ]; then echo "qemu-debian12.sh: the VM ran past ${TIMEOUT}s: killed" >&2; break; fi
@@ -153,6 +182,12 @@ qpid=
 sleep 0.5
 t1=$(date +%s.%N)
 echo "== VM ran $(echo "$t1 - $t0" | bc) s (wall)"
+# ILNP_VM_OUT: the files the guest printed as a base64 tar.gz between ILNP-OUT-BEGIN and -END
+if [ -n "${ILNP_VM_OUT:-}" ] && grep -q '^ILNP-OUT-END' "$work/serial.log"; then
+  mkdir -p "$ILNP_VM_OUT"
+  tr -d '\r' <"$work/serial.log" | sed -n '/^ILNP-OUT-BEGIN/,/^ILNP-OUT-END/{/^ILNP-OUT-/d;p}' | base64 -d | tar xz -C "$ILNP_VM_OUT"
+  echo "== the guest's files in $ILNP_VM_OUT"
+fi
 rc=$(sed -n 's/^ILNP-GUEST-RESULT \([0-9]*\).*/\1/p' "$work/serial.log" | tr -d '\r' | tail -1)
 [ "$rc" = 0 ] || { echo "qemu-debian12.sh: guest test failed (status ${rc:-none})" >&2; exit 1; }
 echo "== guest test passed"

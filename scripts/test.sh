@@ -111,11 +111,13 @@ if [ "${ILNP_DEBIAN_KERNEL_TEST:-1}" = 1 ]; then
 fi
 # Mobile IPv6 (lab/ilnp_lab/mipv6, issue #43) in the same VM image, the kernel this host lacks
 # (CONFIG_IPV6_MIP6): LAN->LAN with and without RO, UDP and TCP, the session survives the move
-# through the HA, the handoff within the thesis's range (about 3 min; docs/mipv6.md);
-# ILNP_MIPV6_TEST=0 leaves it out
+# through the HA, the handoff within the thesis's range (about 3 min; docs/mipv6.md); in the same
+# boot the lab's smoke: `ilnp-lab run seed000-tcp --quick`, LAN->LAN, scheme mipv6-ro (about
+# 1 min more); ILNP_MIPV6_TEST=0 leaves it out
 if [ "${ILNP_MIPV6_TEST:-1}" = 1 ]; then
   echo "== Mobile IPv6 in Debian 12's kernel under qemu"
-  scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py
+  scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py mipv6 mipv6-ro ilnp-hard \
+    --lab seed000-tcp --quick --scenario lan-lan --scheme mipv6-ro
 fi
 
 echo "== system tests (pytest; with the Debian package booted under systemd: tests/system)"

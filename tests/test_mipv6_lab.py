@@ -309,3 +309,19 @@ def test_ro_policies_by_netlink_are_what_ip_xfrm_reads(tmp_path):
         assert f"src {HOA}/128 dst {CN}/128 dir in priority 0 ptype sub tmpl src :: dst :: proto hao reqid 0 mode ro level use" in pols
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_a_leave_window_starts_when_the_link_change_was_made():
+    """Under the VM's emulation the MN's link goes down ~0.1 s after the event's time (t_s; the
+    netlink call's own cost): MIPv6's ~1.8 s gap starting then was counted as steady state, the
+    leave's interruption 9.9 ms (the VM's first lab run). The window now opens at `changed_s`."""
+    from ilnp_lab import topology
+    from ilnp_lab.analysis import events as ev
+    ex = topology.load(topology.EXPERIMENTS / "seed000-tcp.toml")
+    # every 10 ms until 8.09 s, nothing until 9.90 s (the registration, TCP's backed-off timer), on to 12 s
+    times = [k / 100 for k in range(50, 810)] + [k / 100 for k in range(990, 1200)]
+    leave = {"t_s": 8.0, "label": "leave R2", "node": "mn", "iface": "eth-r2", "action": "down"}
+    old = ev._gap_metrics(times, 12.0, ev.event_context(ex, "lan-lan", "", 0.0, [leave]), 1.0)
+    new = ev._gap_metrics(times, 12.0, ev.event_context(ex, "lan-lan", "", 0.0, [dict(leave, changed_s=8.1)]), 1.0)
+    assert old["interruption_leave_ms"] < 20 and old["steady_gap_ms"] > 1800  # the fault, as recorded in the VM
+    assert 1800 <= new["interruption_leave_ms"] <= 1820 and new["steady_gap_ms"] < 20

@@ -83,7 +83,8 @@ def cells(ex: Experiment, moves: list[str] | None = None, schemes: list[str] | N
             runnable.append(cc)
     out = [Cell(m, s, ld, cc) for m in (moves or list(ex.moves)) for s in schemes
            for ld in ex.loads for cc in runnable]
-    notes += [SCHEME_CLASSES[s].note for s in dict.fromkeys(c.scheme for c in out) if SCHEME_CLASSES[s].note]
+    # one note per text (mipv6 and mipv6-ro share theirs)
+    notes += dict.fromkeys(SCHEME_CLASSES[s].note for s in dict.fromkeys(c.scheme for c in out) if SCHEME_CLASSES[s].note)
     return out, notes
 
 
@@ -167,8 +168,11 @@ class Run:
                 time.sleep(delay)
             t_event = time.time() - t0  # before the change: its effects (RS, RA, LU) follow within microseconds
             nodes[e.node].set_link(e.iface, e.action == "up")
+            # the kernel has made the change: microseconds after t_event on the host, up to ~0.1 s
+            # under the VM's emulation (Debian 12 under qemu TCG, the Mobile IPv6 runs)
+            t_changed = time.time() - t0
             rec = {"t_s": round(t_event, 4), "label": e.label, "node": e.node, "iface": e.iface,
-                   "action": e.action, "scheduled_s": round(at, 4)}
+                   "action": e.action, "scheduled_s": round(at, 4), "changed_s": round(t_changed, 4)}
             timeline.append(rec)
             scheme.on_event(e)
             # when the link change and the scheme's own reaction (e.g. MPTCP's endpoint delete) had

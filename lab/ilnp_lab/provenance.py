@@ -8,6 +8,8 @@ tree, one ilnpd build from it, not --quick, no more testbeds than cores, nothing
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import shutil
 import subprocess
@@ -45,10 +47,15 @@ def provenance() -> dict:
     """Which code a run used: the commit, whether the work tree was clean (tracked files),
     the ilnpd binary (sha256) and whether it is newer than every tracked source it is built
     from. Taken at the start and the end of `ilnp-lab run`: a reference run is one commit,
-    clean, with one binary built from it (`reference_check`)."""
+    clean, with one binary built from it (`reference_check`). In a VM the lab was shipped into,
+    the host's record made when it packed the lab and the binaries (`ILNP_HOST_PROVENANCE`: a
+    JSON file, with `vm`: the accelerator, kernel package, qemu)."""
     import hashlib
 
     repo = LAB_DIR.parent
+    host = os.environ.get("ILNP_HOST_PROVENANCE")
+    if host:  # a lab shipped into a VM without its git (qemu-debian12.sh --lab): the packing host's facts
+        return json.loads(Path(host).read_text())
 
     def git(*a: str) -> str:
         try:

@@ -2,7 +2,13 @@
 """Mobile IPv6 handoffs (lab/ilnp_lab/mipv6, RFC 6275) on Debian 12's own kernel (6.1, with
 CONFIG_IPV6_MIP6), run inside the VM scripts/qemu-debian12.sh boots:
 
-    scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py [mipv6|mipv6-ro ...] [--tcp|--udp]
+    scripts/qemu-debian12.sh --guest tests/system/mipv6_guest.py [mipv6|mipv6-ro ...] [--tcp|--udp] \
+        [--lab ILNP-LAB-RUN-ARGS...]
+
+With --lab, first `ilnp-lab run ARGS` in the VM (e.g. `--lab seed000-tcp --quick --scheme ilnp-soft
+--scheme plain --scheme mptcp --scheme mipv6 --scheme mipv6-ro`): the lab's own seed000 testbed,
+Mobile IPv6 one scheme among the others, its run folder out through ILNP_VM_OUT (function `lab`);
+then the standalone checks below for the schemes named before --lab.
 
 The seeds' Fig. 8 topology in namespaces (seed 000 §5.3, lab/ilnp_lab/experiments/seed000-tcp):
 CN - R1 - {R2, R3} - MN, LAN to LAN (no added delay). R2 is the MN's home agent and its home
@@ -34,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # in the VM the lab's mipv6 package sits beside this script; in a checkout, in lab/
 LAB = HERE if os.path.isdir(os.path.join(HERE, "ilnp_lab")) else os.path.join(HERE, "..", "..", "lab")
 sys.path.insert(0, LAB)
-from ilnp_lab.mipv6 import mhcap, phases  # noqa: E402
+from ilnp_lab.mipv6 import mhcap, phases, roles  # noqa: E402
 
 TAG = f"m{os.getpid() % 10000}"
 HOA, HA, CN = "2001:db8:2::100", "2001:db8:2::1", "2001:db8:a::c"
@@ -248,11 +254,9 @@ def run(scheme, tcp, work):
     ro = scheme == "mipv6-ro"
     build(work)
     ev = {r: open(os.path.join(work, f"ev-{r}.jsonl"), "w") for r in ("ha", "mn", "cn")}
-    node = [sys.executable, "-m", "ilnp_lab.mipv6.node"]
-    spawn("r2", *node, "ha", "--home-if", "eth-mn", "--ha", HA, "--prefix", "2001:db8:2::/64", out=ev["ha"])
-    spawn("cn", *node, "cn", "--addr", CN, out=ev["cn"])
-    spawn("mn", *node, "mn", "--home-if", "eth-r2", "--home-prefix", "2001:db8:2::/64", "--hoa", HOA, "--ha", HA,
-          "--cn", CN, *(["--ro"] if ro else []), out=ev["mn"])
+    spawn("r2", *roles.ha_cmd("eth-mn", HA, "2001:db8:2::/64"), out=ev["ha"])
+    spawn("cn", *roles.cn_cmd(CN), out=ev["cn"])
+    spawn("mn", *roles.mn_cmd("eth-r2", "2001:db8:2::/64", HOA, HA, CN, ro), out=ev["mn"])
     wait_for(lambda: all("ready" in open(f.name).read() for f in ev.values()), 60, "the three roles")
     cap = os.path.join(work, "mn.pcap")
     nx("cn", "ping", "-6", "-c", "1", "-W", "5", HOA, check=False)
@@ -299,12 +303,9 @@ def run(scheme, tcp, work):
     procs.clear()
     for f in ev.values():
         f.close()
-    events = [json.loads(l) for r in ("ha", "mn", "cn") for l in open(os.path.join(work, f"ev-{r}.jsonl"))
-              if l.startswith("{")]
-    for r in ("ha", "mn", "cn"):  # a role's traceback, if any
-        other = [l.rstrip() for l in open(os.path.join(work, f"ev-{r}.jsonl")) if not l.startswith("{")]
-        if other:
-            print(f"MIPV6-STDERR {r}:\n" + "\n".join(other), flush=True)
+    events, other = roles.read_events({r: os.path.join(work, f"ev-{r}.jsonl") for r in roles.ROLES})
+    for r, lines in other.items():  # a role's traceback, if any
+        print(f"MIPV6-STDERR {r}:\n" + "\n".join(lines), flush=True)
     data = []
     res = {"scheme": scheme, "traffic": "tcp" if tcp else "udp", "t0": t0, "t_join": t_join, "t_leave": t_leave,
            "events": events, "mh_frames": mhcap.mh_frames(cap, data) if os.path.exists(cap) else [],
@@ -425,15 +426,64 @@ def run_ilnp(tcp, work):
               f"{scheme}: the TCP flow survives the move ({tcp_res})")
 
 
+# what each scheme's session does across seed000's move (plain IPv6: breaks when the MN leaves)
+LAB_SURVIVES = {"plain": False}
+
+
+def lab(args):
+    """`ilnp-lab run ARGS` inside the VM (qemu-debian12.sh ships the lab for --lab): Mobile IPv6
+    as a scheme beside ILNPv6, plain IPv6 and MPTCP, each in the same VM and run. Checks per
+    result: the run finished, the session survived (plain IPv6: broke), MIPv6's handoff (first BU
+    -> last BA) within the thesis's LAN->LAN value + MARGIN_MS and its BA(s) accepted. The run
+    folder (without captures) leaves on the console as an ILNP-OUT block (ILNP_VM_OUT)."""
+    out = tempfile.mkdtemp(prefix="lab-")
+    env = {**os.environ, "PYTHONPATH": f"{LAB}:{LAB}/site", "ILNP_BIN_DIR": "/usr/local/bin", "MPLCONFIGDIR": "/tmp"}
+    if os.path.exists(os.path.join(LAB, "host-provenance.json")):  # which commit the host packed (no git here)
+        env["ILNP_HOST_PROVENANCE"] = os.path.join(LAB, "host-provenance.json")
+    t = time.time()
+    r = subprocess.run([sys.executable, "-m", "ilnp_lab.cli", "run", *args, "--out", out], env=env)
+    print(f"MIPV6-LAB ilnp-lab run {' '.join(args)}: {time.time() - t:.1f} s, exit {r.returncode}", flush=True)
+    try:
+        results = json.load(open(os.path.join(out, "results.json")))
+    except (OSError, ValueError) as e:
+        check(False, f"lab: no results.json ({e})")
+        return
+    check(r.returncode == 0 and bool(results), f"lab: ilnp-lab run exit {r.returncode}, {len(results)} results")
+    for x in results:
+        s, what = x["scheme"], f"lab {x['cell']} run {x['run']}"
+        if not x.get("ok"):
+            check(False, f"{what}: {x.get('error')}")
+            continue
+        check(x["session_survived"] == LAB_SURVIVES.get(s, True),
+              f"{what}: session survived {x['session_survived']}, data {x['flow']['bytes_received']} B, "
+              f"interruption at leave {x['flow'].get('interruption_leave_ms')} ms, handoff {x.get('handoff_delay_ms')} ms")
+        if s.startswith("mipv6") and x["move"] == "lan-lan":
+            ms, e = x.get("handoff_delay_ms"), x.get("extra") or {}
+            lo, hi = THESIS_MS[s] + MARGIN_MS[0], THESIS_MS[s] + MARGIN_MS[1]
+            check(ms is not None and lo <= ms <= hi and e.get("ha_ba_accepted") and e.get("ro_active") is not False,
+                  f"{what}: handoff {ms} ms (thesis {THESIS_MS[s]}, accepted {lo}..{hi}), BA from the HA accepted "
+                  f"{e.get('ha_ba_accepted')}, RO {e.get('ro_active')}; phases {e.get('phases')}")
+    subprocess.run(["dmesg", "-n", "1"], check=False)  # no kernel lines inside the block
+    tar = subprocess.run(["tar", "czf", "-", "--exclude=*.pcap", "-C", out, "."], capture_output=True).stdout
+    b64 = __import__("base64").encodebytes(tar).decode()
+    sys.stdout.write(f"ILNP-OUT-BEGIN {len(tar)} bytes\n{b64}ILNP-OUT-END\n")
+    sys.stdout.flush()
+
+
 def main(argv):
     if argv and argv[0] == "probe-recv":
         return probe_recv(argv[1], int(argv[2]), float(argv[3]), argv[4])
     if argv and argv[0] == "probe-send":
         return probe_send(argv[1], int(argv[2]), float(argv[3]), argv[4] if len(argv) > 4 else None)
-    subprocess.run(["modprobe", "-a", "ip6_tunnel", "xfrm_user", "tun", "sch_tbf", "veth"], check=False)
+    subprocess.run(["modprobe", "-a", "ip6_tunnel", "xfrm_user", "tun", "sch_tbf", "sch_netem", "veth"], check=False)
     if "--diag-xfrm" in argv:
         os.environ["MIPV6_DIAG_XFRM"] = "1"
-    schemes = [a for a in argv if a and not a.startswith("--")] or ["mipv6", "mipv6-ro", "ilnp-hard"]
+    lab_args = argv[argv.index("--lab") + 1:] if "--lab" in argv else None
+    argv = argv[:argv.index("--lab")] if lab_args is not None else argv
+    if lab_args is not None:
+        lab(lab_args)
+    # with --lab alone, only the lab's run; the standalone checks need their schemes named before it
+    schemes = [a for a in argv if a and not a.startswith("--")] or ([] if lab_args else ["mipv6", "mipv6-ro", "ilnp-hard"])
     kinds = [k for k in ("tcp", "udp") if f"--{k}" in argv] or ["udp", "tcp"]
     print(f"MIPV6-GUEST kernel {os.uname().release}: {schemes} x {kinds}", flush=True)
     for s in schemes:

@@ -212,7 +212,8 @@ def event_context(ex: Experiment, move: str, mn_pcap: str, t0: float, timeline: 
     `rtt_s` = the larger configured round trip of the MN's paths up just before and just after
     the event; `usable_s` = for the MN joining a network, when its new locator is usable (the
     first RA with its prefix, plus dad_transmits x RetransTimer unless DAD is optimistic or
-    off), None if no RA was captured; otherwise the event's own time."""
+    off), None if no RA was captured; otherwise when the link change had been made (`changed_s`,
+    the timeline's record of it; the event's own time in runs from before it was recorded)."""
     up = {iface for iface, link in ex.host_ifaces(ex.mn) if link.up}
     rtt = {iface: ex.path_rtt_s(move, ex.mn, iface) for iface, _ in ex.host_ifaces(ex.mn)}
     out = []
@@ -221,7 +222,7 @@ def event_context(ex: Experiment, move: str, mn_pcap: str, t0: float, timeline: 
         if e["node"] == ex.mn:
             (up.add if e["action"] == "up" else up.discard)(e["iface"])
         paths = before | up or set(rtt)
-        usable = e["t_s"]
+        usable = e.get("changed_s", e["t_s"])
         if e["node"] == ex.mn and e["action"] == "up":
             ra = ex.radvd_facing(ex.mn, e["iface"])
             t_ra = first_ra_s(mn_pcap, t0, e["t_s"], ra.prefix) if ra else None
