@@ -3,7 +3,8 @@
 # clsact qdisc + netlink filter) under qemu and runs tests/system/debian12_guest.py inside:
 # two namespaces with ilnpd on both ends, an ILNP session, a move (LU acked), `kill -9` of
 # ilnpd mid-session and a restart (UDP loss, filters per hook), a clean stop leaving plain
-# IPv6 as it was. docs/debian12-kernel.md. Run as root; exits 0 if the guest test passed.
+# IPv6 as it was; then kernel ESP over ILNPv6 (strongSwan, esp6: tests/system/esp_guest.py).
+# docs/debian12-kernel.md. Run as root; exits 0 if the guest test passed.
 #
 #   scripts/qemu-debian12.sh            build what is not cached, boot, test
 #   scripts/qemu-debian12.sh --build    only build the cache
@@ -28,11 +29,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 CACHE=${ILNP_TEST_CACHE:-/var/cache/ilnp-test}
-RECIPE=3   # bump when the build below changes
+RECIPE=4   # bump when the build below changes
 # libelf1 and zlib1g: ilnpd's libbpf (the lwt program's loader) links them (iproute2 pulls them too);
-# radvd, tcpdump, iputils-ping and the tunnel/xfrm/netem modules: the Mobile IPv6 guest (issue #43)
+# radvd, tcpdump, iputils-ping and the tunnel/xfrm/netem modules: the Mobile IPv6 guest (issue #43);
+# strongSwan (charon-systemd, swanctl, the openssl/gcm plugins), python3-pyroute2 (the lab's
+# testbed module), esp6, the AES-GCM and authenc modules and drbg (the RNG seqiv's IVs take; a
+# module here, so without it every SA is refused) with what its self-tests use: kernel ESP over
+# ILNPv6 (issue #44 item 4)
 PACKAGES="iproute2,python3,iperf3,socat,procps,kmod,libelf1,zlib1g,radvd,tcpdump,iputils-ping"
+PACKAGES="$PACKAGES,charon-systemd,strongswan-swanctl,libstrongswan-standard-plugins,python3-pyroute2"
 MODULES="veth tun sch_ingress cls_bpf ip6_tunnel tunnel6 xfrm_user sch_netem sch_tbf"
+MODULES="$MODULES esp6 gcm ghash_generic ctr seqiv echainiv aesni_intel authenc drbg jitterentropy_rng sha512_generic sha3_generic"
 ACCEL=${ILNP_QEMU_ACCEL:-tcg}
 TIMEOUT=${ILNP_QEMU_TIMEOUT:-900}
 BIN=${ILNP_BIN_DIR:-$REPO/target/release}
@@ -141,6 +148,11 @@ PY
     [ -e "$f" ] && install -D "$f" "$work/o$f" || echo "qemu-debian12.sh: no $f on this host: the lab in the VM runs without it" >&2
   done
 fi
+# kernel ESP (issue #44 item 4): its stage beside the guest test, the lab's testbed and ipsec
+# modules (ilnp_lab.testbed, ilnp_lab.ipsec) and the guide whose swanctl.conf they read (/docs)
+cp "$REPO/tests/system/esp_guest.py" "$work/o/ilnp/"
+cp "$REPO/lab/ilnp_lab/testbed.py" "$REPO/lab/ilnp_lab/ipsec.py" "$work/o/ilnp/ilnp_lab/"
+mkdir -p "$work/o/docs" && cp "$REPO/docs/guide.md" "$work/o/docs/"
 cat >"$work/o/init" <<EOF
 #!/bin/sh
 # PID 1 of the test VM: mounts, runs the guest test, powers off. The verdict goes to the

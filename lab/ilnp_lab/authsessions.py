@@ -37,7 +37,7 @@ from . import experiment
 from .addr import CN_NID, MN_NID, identifier_address
 from .daemon import Ilnpd, Peer
 from .fixtures import CN_L64, CN_V6, mobility_topology
-from .ipsec import Strongswan, Wireguard, kernel_has
+from .ipsec import Strongswan, Wireguard, kernel_esp, kernel_has
 from .services import radvd
 from .testbed import Testbed, wait_for
 
@@ -65,7 +65,7 @@ def describe(spec: Spec) -> str:
 
 
 def backends() -> dict[str, str]:
-    return {"esp": "kernel (esp6)" if kernel_has("INET6_ESP") else "strongSwan libipsec (user space: no esp6)",
+    return {"esp": "kernel (esp6)" if kernel_esp() else "strongSwan libipsec (user space: no esp6)",
             "wireguard": "kernel module" if kernel_has("WIREGUARD") else "wireguard-go (user space: no module)"}
 
 

@@ -6,15 +6,19 @@ strongswan.conf (STRONGSWAN_CONF), its own vici socket and log, and loads the sw
 user writes (docs/guide.md § Authenticated sessions with IPsec: `guide_swanctl_conf` reads it
 from the guide, so the lab and the test use that text verbatim).
 
-The ESP backend: this project's kernels (and CI's) are built without CONFIG_INET6_ESP
-(and without WireGuard, and without module loading), so charon's ESP runs in user space:
-strongSwan's kernel-libipsec plugin (a TUN device, ESP in UDP 4500, routes in table 220; IKE
-and ESP leave with a firewall mark so that they are not routed into the tunnel themselves).
-The kernel's XFRM policy engine is there (CONFIG_XFRM_USER) and does what it does for kernel
-ESP: `require_esp` installs inbound policies that make the kernel drop any packet from the
-peer's identifier address that did not come out of the tunnel (XfrmInTmplMismatch in
-/proc/net/xfrm_stat). On a kernel with esp6, strongSwan's kernel-netlink backend does all of
-this itself and the same swanctl.conf works unchanged.
+The ESP backend (`esp`: "kernel" or "libipsec"; by default "kernel" where the kernel has
+esp6, `kernel_esp()`): on a kernel with esp6 (Debian's, as in the Debian 12 VM,
+tests/system/esp_guest.py) charon's kernel-netlink backend installs the SAs and the policies
+in the kernel's XFRM (ESP straight after ILNP's Destination Options; a packet from the peer's
+identifier address that is not ESP with the SA's keys is dropped by the inbound policy), and
+the swanctl.conf is the guide's, unchanged. This project's kernels (and CI's) are built
+without CONFIG_INET6_ESP (and without WireGuard, and without module loading), so there
+charon's ESP runs in user space: strongSwan's kernel-libipsec plugin (a TUN device, ESP in UDP
+4500, routes in table 220; IKE and ESP leave with a firewall mark so that they are not routed
+into the tunnel themselves). The kernel's XFRM policy engine is there (CONFIG_XFRM_USER) and
+does what it does for kernel ESP: `require_esp` installs inbound policies that make the kernel
+drop any packet from the peer's identifier address that did not come out of the tunnel
+(XfrmInTmplMismatch in /proc/net/xfrm_stat).
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ from .testbed import Node, StepError, run, stop_process, wait_for
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide.md"
 
-# charon-systemd's own settings in the lab: the plugins it loads (no /etc/strongswan.d), its
-# vici socket and its log; the guide's `charon { ... }` block (libipsec's settings) follows
-# verbatim, and charon-systemd reads the `charon` section where its own has no value
+# charon-systemd's own settings in the lab: the plugins it loads (no /etc/strongswan.d;
+# kernel-libipsec only for user-space ESP), its vici socket and its log; for libipsec the
+# guide's `charon { ... }` block follows verbatim, and charon-systemd reads the `charon`
+# section where its own has no value
 STRONGSWAN_CONF = """\
 charon-systemd {{
     load_modular = no
-    load = random nonce openssl pem pkcs1 x509 pubkey hmac sha2 aes gcm kdf kernel-libipsec kernel-netlink socket-default vici
+    load = random nonce openssl pem pkcs1 x509 pubkey hmac sha2 aes gcm kdf {libipsec}kernel-netlink socket-default vici
     plugins {{
         vici {{
             socket = unix://{vici}
@@ -88,32 +93,39 @@ def guide_inbound_policy(local_id: str, peer_id: str) -> str:
 class Strongswan:
     """One charon-systemd in `node`'s namespace, its files under `dir`."""
 
-    def __init__(self, node: Node, dir: Path, local_id: str, peer_id: str, psk: str):
+    def __init__(self, node: Node, dir: Path, local_id: str, peer_id: str, psk: str, esp: str | None = None):
         self.node, self.dir, self.local_id, self.peer_id = node, Path(dir), local_id, peer_id
+        self.esp = esp or ("kernel" if kernel_esp() else "libipsec")
+        if self.esp not in ("kernel", "libipsec"):
+            raise StepError(f"esp = {esp!r}: kernel or libipsec")
         self.dir.mkdir(parents=True, exist_ok=True)
         # a Unix socket path is at most 107 bytes: not under a deep output folder
         self.vici = Path("/run/ilnp-lab") / f"{node.ns}.vici"
         self.vici.parent.mkdir(exist_ok=True)
         self.log = self.dir / "charon.log"
         self.conf = self.dir / "strongswan.conf"
-        self.conf.write_text(STRONGSWAN_CONF.format(vici=self.vici, log=self.log) + guide_strongswan_conf())
+        libipsec = self.esp == "libipsec"
+        self.conf.write_text(STRONGSWAN_CONF.format(vici=self.vici, log=self.log, libipsec="kernel-libipsec " * libipsec)
+                             + (guide_strongswan_conf() if libipsec else ""))
         self.swanctl_conf = self.dir / "swanctl.conf"
         self.swanctl_conf.write_text(guide_swanctl_conf(local_id, peer_id, psk))
         self.proc: subprocess.Popen | None = None
 
     def start(self, inbound_policy: bool = True) -> "Strongswan":
-        """charon with the configuration loaded; `inbound_policy`: and the guide's inbound
-        check (`require_esp`; without it libipsec's ESP protects what goes through the tunnel
-        but nothing stops a forged packet that does not)."""
+        """charon with the configuration loaded; `inbound_policy`: and, with libipsec, the
+        guide's inbound check (`require_esp`; without it libipsec's ESP protects what goes
+        through the tunnel but nothing stops a forged packet that does not). Kernel ESP: the
+        inbound policy is charon's own, installed with the SA."""
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "STRONGSWAN_CONF": str(self.conf)}
         self.proc = self.node.spawn("charon-systemd", env=env,
                                     stderr=open(self.dir / "charon.stderr", "w"))
-        wait_for(lambda: self.vici.exists() or self.proc.poll() is not None, timeout=10, what="charon's vici socket")
+        # (30 s: charon under qemu's TCG, the Debian 12 VM)
+        wait_for(lambda: self.vici.exists() or self.proc.poll() is not None, timeout=30, what="charon's vici socket")
         try:
             if self.proc.poll() is not None:
                 raise StepError(f"charon-systemd exited: {(self.dir / 'charon.stderr').read_text()}")
             self.swanctl("--load-all", "--file", str(self.swanctl_conf))
-            if inbound_policy:
+            if inbound_policy and self.esp == "libipsec":
                 self.require_esp()
         except BaseException:
             self.stop()  # no charon and no socket left behind
@@ -128,6 +140,8 @@ class Strongswan:
         libipsec (its commands run verbatim): only what came out of the tunnel (marked on its
         way in) or IKE/ESP-in-UDP itself; all else is dropped and counted (XfrmInTmplMismatch).
         What charon's kernel-netlink backend installs itself with kernel ESP."""
+        if self.esp != "libipsec":
+            raise StepError("require_esp is libipsec's: with kernel ESP charon installs the inbound policy")
         tun = self.tun()
         if tun != "ipsec0":
             raise StepError(f"libipsec's TUN device is {tun}, the guide says ipsec0")
@@ -190,6 +204,29 @@ def kernel_has(option: str) -> bool:
     except OSError:
         return False
     return re.search(rf"^CONFIG_{option}=[ym]$", out, re.M) is not None
+
+
+def kernel_esp() -> bool:
+    """Whether this kernel does ESP over IPv6 itself: esp6 built in, loaded, or loadable."""
+    if kernel_has("INET6_ESP") or Path("/sys/module/esp6").exists():
+        return True
+    try:
+        return run(["modprobe", "-n", "-q", "esp6"], check=False).returncode == 0
+    except OSError:  # no modprobe
+        return False
+
+
+def xfrm_states(node: Node) -> list[dict]:
+    """`ip -s xfrm state` of the node's namespace: per SA its src, dst, proto, SPI and the
+    kernel's byte and packet counters ("lifetime current")."""
+    out, sas = node.run("ip", "-s", "xfrm", "state").stdout, []
+    for block in re.split(r"\n(?=src )", out.strip()):
+        m = re.match(r"src (\S+) dst (\S+)\s+proto (\S+) spi (0x[0-9a-f]+)", block)
+        c = re.search(r"lifetime current:\s+(\d+)\(bytes\), (\d+)\(packets\)", block)
+        if m:
+            sas.append({"src": m.group(1), "dst": m.group(2), "proto": m.group(3), "spi": m.group(4),
+                        "bytes": int(c.group(1)) if c else 0, "packets": int(c.group(2)) if c else 0})
+    return sas
 
 
 class Wireguard:

@@ -26,7 +26,9 @@ numbers; exit status 0 only if all passed:
      cannot decapsulate in one call (BPF_F_ADJ_ROOM_DECAP_L3_IPV6 is 6.3): a UDP flow MN ->
      CN over it is carried by the CN's fast path (`ingress_v4`, no `ingress_punt_v4_no_decap`),
      and a stranger's datagrams (TCP SYNs from random NIDs to a closed port) are passed up
-     with no state (`ingress_v4_no_socket`, no embryonic entry), as on 6.3+.
+     with no state (`ingress_v4_no_socket`, no embryonic entry), as on 6.3+;
+  7. kernel ESP over ILNPv6 (IKEv2 from strongSwan, esp6): tests/system/esp_guest.py, in
+     namespaces of its own (`--esp-only`: this stage alone; `--no-esp`: without it).
 
 Everything it creates (namespaces, processes by pid, the bpffs mount, the work directory)
 is removed at the end, passed or not.
@@ -319,6 +321,12 @@ def main():
             r = subprocess.run(["modprobe", m], capture_output=True, text=True)
             if r.returncode != 0:
                 log(f"modprobe {m}: {r.stderr.strip()}")
+    if "--no-esp" not in sys.argv[1:]:
+        import esp_guest  # beside this file (in the VM: /ilnp)
+
+        esp_guest.load_modules()  # the ESP stage's (7), loading while checks 1-6 run
+    if "--esp-only" in sys.argv[1:]:
+        return esp_stage(t_start)
     work = tempfile.mkdtemp(prefix="ilnp-d12-", dir="/run" if os.path.isdir("/run") else None)
     cn = mn = None
     try:
@@ -450,6 +458,15 @@ def main():
             if d is not None:
                 d.stop()
         teardown(work)
+    return esp_stage(t_start)
+
+
+def esp_stage(t_start):
+    """7. kernel ESP (its own namespaces); then the verdict of all checks."""
+    if "--no-esp" not in sys.argv[1:]:
+        import esp_guest  # beside this file (in the VM: /ilnp)
+
+        esp_guest.run_stage(sys.modules[__name__])
     failed = [w for ok, w in results if not ok]
     log(f"{len(results) - len(failed)} of {len(results)} checks passed in {time.monotonic() - t_start:.1f} s")
     return 1 if failed else 0
