@@ -29,27 +29,6 @@ pub enum Error {
     NonceOverrun,
 }
 
-impl Error {
-    /// Stable snake_case name, used as the counter / drop reason.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Error::Truncated => "truncated",
-            Error::NotIpv6 => "not_ipv6",
-            Error::Malformed(_) => "malformed",
-            Error::MoreThanOneNonce => "drop_multi_nonce",
-            Error::BadNonceLength(_) => "bad_nonce_length",
-            Error::NoNonce => "no_nonce",
-            Error::UnsupportedOptions => "unsupported_options",
-            Error::NotIdentifierForm => "not_identifier_form",
-            Error::BadChecksum => "bad_checksum",
-            Error::LuNoLocators => "lu_no_locators",
-            Error::LuLengthMismatch { .. } => "lu_length_mismatch",
-            Error::UnknownLuOperation { .. } => "lu_unknown_operation",
-            Error::NonceOverrun => "nonce_overrun",
-        }
-    }
-}
-
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
