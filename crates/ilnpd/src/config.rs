@@ -3,7 +3,7 @@
 //!
 //! One document, two readers: the protocol core's keys fill `ilnp_core::CoreConfig`
 //! directly (`CoreConfig::from_document`), ilnpd's own fill `FileConfig`; a key
-//! neither reads is refused (`unknown_keys`). The command line's flags are the
+//! neither reads is refused (`known_keys`). The command line's flags are the
 //! same keys (`ilnpd::cli::Args`, serialized over the file's values).
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -228,35 +228,36 @@ fn toml_error(e: &toml::de::Error, text: &str, origin: Option<&Path>) -> anyhow:
     } else {
         format!("{key}: {msg}")
     };
+    // quote the line: it shows the value as written
+    let msg = if origin.is_some() && line.is_some() { format!("{msg} (`{quoted}`)") } else { msg };
+    at(origin, line, &msg)
+}
+
+/// `msg` with where it was found: the file and its line, or the command line.
+fn at(origin: Option<&Path>, line: Option<usize>, msg: &str) -> anyhow::Error {
     match (origin, line) {
-        // quote the line: it shows the value as written
-        (Some(o), Some(l)) => anyhow!("{}: line {l}: {msg} (`{quoted}`)", o.display()),
+        (Some(o), Some(l)) => anyhow!("{}: line {l}: {msg}", o.display()),
         (Some(o), None) => anyhow!("{}: {msg}", o.display()),
         (None, _) => anyhow!("command line: {msg}"),
     }
 }
 
-/// The document's top-level keys that neither ilnpd nor the core reads.
-fn unknown_keys(doc: &toml::Table) -> Vec<&str> {
-    let core = CoreConfig::file_keys();
-    let ours = ilnp_core::config::struct_fields::<FileConfig>();
-    doc.keys().map(String::as_str).filter(|k| !ours.contains(k) && !core.contains(k)).collect()
+/// Every top-level key ilnpd or the core reads, sorted.
+fn known_keys() -> Vec<&'static str> {
+    let mut keys = ilnp_core::config::struct_fields::<FileConfig>().to_vec();
+    keys.extend(CoreConfig::file_keys());
+    keys.sort_unstable();
+    keys
 }
 
 /// Both readers over one text; errors name the key and the line.
 fn parse_text(text: &str, origin: Option<&Path>) -> Result<Parsed> {
     let err = |e: toml::de::Error| toml_error(&e, text, origin);
     let doc: toml::Table = toml::from_str(text).map_err(err)?;
-    if let Some(k) = unknown_keys(&doc).first() {
-        let mut known: Vec<&str> = ilnp_core::config::struct_fields::<FileConfig>().to_vec();
-        known.extend(CoreConfig::file_keys());
-        known.sort_unstable();
+    let known = known_keys();
+    if let Some(k) = doc.keys().find(|k| !known.contains(&k.as_str())) {
         let msg = format!("unknown key `{k}`; the keys are {}", known.join(", "));
-        return Err(match (origin, key_line(text, k)) {
-            (Some(o), Some(l)) => anyhow!("{}: line {l}: {msg}", o.display()),
-            (Some(o), None) => anyhow!("{}: {msg}", o.display()),
-            (None, _) => anyhow!("command line: {msg}"),
-        });
+        return Err(at(origin, key_line(text, k), &msg));
     }
     let file = toml::from_str(text).map_err(err)?;
     let core = CoreConfig::from_document(|| toml::Deserializer::new(text)).map_err(err)?;
@@ -291,10 +292,7 @@ impl Config {
             // validation errors start with the key: point at its line in the file
             let msg = format!("{e:#}");
             let key = msg.split([':', ' ']).next().unwrap_or("");
-            match key_line(&text, key) {
-                Some(l) if !key.is_empty() => anyhow!("{}: line {l}: {msg}", p.display()),
-                _ => anyhow!("{}: {msg}", p.display()),
-            }
+            at(Some(p), key_line(&text, key).filter(|_| !key.is_empty()), &msg)
         })
     }
 
