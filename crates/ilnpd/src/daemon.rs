@@ -1,9 +1,10 @@
 //! The daemon shell: wires the sans-IO core to the TUN, the raw socket, the BPF
 //! maps, netlink and the control socket. No protocol decisions here. This file:
-//! the daemon's state and its main loop (`run`), the state file's writes and the
-//! handover. Start-up is `start.rs` (with the core and the NID from the configuration;
-//! `datapath.rs`: the data path attached and swept), what it changed
-//! on the host `host_changes.rs` (popped by a failed start, a stop and a handover).
+//! the daemon's state and its main loop (`run`, telling systemd when it is ready and
+//! when it stops), the state file's writes and the handover. Start-up is `start.rs`
+//! (with the core and the NID from the configuration; `datapath.rs`: the data path
+//! attached and swept); its steps and what they changed on the host, each with its
+//! undo, are `host_changes.rs` (popped by a failed start, a stop and a handover).
 
 use crate::bpf::{self, Datapath};
 use crate::config::Config;
@@ -32,12 +33,10 @@ mod privacy;
 mod requests;
 mod slowpath;
 mod start;
-pub mod startup;
 mod tcp_hints;
 mod v4;
 
-use host_changes::{HostChanges, Undo};
-use startup::InstanceLock;
+use host_changes::{HostChanges, InstanceLock, Undo};
 
 use counters::ShellCounter;
 use locators::Uplink;
@@ -253,7 +252,7 @@ impl Daemon {
                 return Err(e);
             }
         };
-        startup::notify_ready();
+        notify_ready();
         let mut exit = Exit::Stopped;
         let mut buf = vec![0u8; 65536 + crate::tun::VNET_HDR_LEN];
         let mut buf4 = vec![0u8; 65536];
@@ -353,7 +352,7 @@ impl Daemon {
                 _ = term.recv() => { tracing::info!("SIGTERM: cleaning up"); break; }
                 _ = int.recv() => { tracing::info!("SIGINT: cleaning up"); break; }
                 _ = usr2.recv() => {
-                    startup::notify_stopping();
+                    notify_stopping();
                     match self.handover() {
                         Ok(()) => {
                             self.undo_changes(Undo::Handover).await;
@@ -367,11 +366,25 @@ impl Daemon {
             }
         }
         if exit == Exit::Stopped {
-            startup::notify_stopping();
+            notify_stopping();
             self.undo_changes(Undo::Stop).await;
         }
         Ok(exit)
     }
+}
+
+/// Tells systemd (`Type=notify`, $NOTIFY_SOCKET) that start-up is complete: the data
+/// path is attached and the control socket answers, so units ordered after ilnpd
+/// find it working. Without a service manager, nothing.
+fn notify_ready() {
+    if let Err(e) = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]) {
+        tracing::warn!("telling systemd we are ready: {e}");
+    }
+}
+
+/// Tells systemd the daemon is stopping (a clean stop or a handover).
+fn notify_stopping() {
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
 }
 
 async fn dns_recv(rx: &mut Option<mpsc::Receiver<crate::dns::Learn>>) -> Option<crate::dns::Learn> {

@@ -1,12 +1,11 @@
-//! Start-up (`Daemon::start`): the checks that change nothing, then the host
-//! changes of `startup::Step` in order, each pushed on `host_changes`'s list with
+//! Start-up (`Daemon::start`): the checks that change nothing, then the steps of
+//! `host_changes::Step` in order, each change pushed on `host_changes`'s list with
 //! its undo; a failure pops the list (`Undo::Rollback`). Also what start-up builds
 //! from the configuration: the protocol core (`build_core`) and this node's NID
 //! (`local_nid`).
 
-use super::host_changes::{Change, HostChanges, Undo};
+use super::host_changes::{Change, FaultPlan, HostChanges, InstanceLock, Step, Undo};
 use super::locators::{is_identifier_overlap, solicited_node_member, Uplink};
-use super::startup::{FaultPlan, InstanceLock, Step};
 use super::{v4, Daemon};
 use crate::config::{self, Config};
 use crate::control::{self, Pending};
@@ -69,7 +68,7 @@ async fn configure_tun(nl: &Netlink, cfg: &Config, min_mtu: u32, my_id: Ipv6Addr
 
 impl Daemon {
     /// Start-up: first the checks that change nothing (uplinks, identifier prefix,
-    /// NID, raw socket), then the host changes of `startup::Step`, in order, each
+    /// NID, raw socket), then the steps of `host_changes::Step`, in order, each change
     /// recorded with how to undo it. A failure at any step (real, or injected with
     /// `ILNPD_FAIL_AT`) undoes the steps before it (`Undo::Rollback`), so a failed start
     /// leaves the host as it found it.
@@ -125,13 +124,13 @@ impl Daemon {
         // ---- Step::Lock: from here on every host change goes on one list with its
         // undo (`host_changes`); a failure pops it. ilnp0 is held here until the
         // daemon exists
-        let mut changes = HostChanges::default();
+        let mut changes = HostChanges::new(fault);
         let mut tun_slot: Option<Tun> = None;
         let early: Result<_> = async {
             let lock = InstanceLock::acquire(&cfg.control_socket)?;
             let lock_adopted = lock.adopted();
             changes.push(Change::Lock(lock), lock_adopted);
-            fault.after(Step::Lock)?;
+            changes.done(Step::Lock)?;
             // the previous run's state file (a crash or a handover), ours now that we
             // hold the lock: its sessions, and the NID "auto" keeps on an upgrade
             let state_existed = cfg.state_file.as_deref().is_some_and(|p| p.exists());
@@ -144,12 +143,12 @@ impl Daemon {
             // ---- Step::DnsListen: the proxy's ports, before anything changes (a busy
             // port 53); these sockets close with the function on a failure
             let dns = cfg.dns.as_ref().map(|dc| crate::dns::start(dc, cfg.id_prefix)).transpose()?;
-            fault.after(Step::DnsListen)?;
+            changes.done(Step::DnsListen)?;
             let scrapes = cfg.metrics.as_ref().map(crate::metrics::start).transpose()?;
-            fault.after(Step::MetricsListen)?;
+            changes.done(Step::MetricsListen)?;
             // ---- Step::V4Listen: the v4 path's port, likewise
             let v4_sock = cfg.ipv4.as_ref().map(|c| v4::bind(c.port)).transpose()?;
-            fault.after(Step::V4Listen)?;
+            changes.done(Step::V4Listen)?;
             // ---- Step::Tun
             let ebpf = cfg.datapath == config::Datapath::Ebpf;
             // ilnp0 needs forwarding=1 (below), but writing 1 to any interface's
@@ -180,11 +179,11 @@ impl Daemon {
                     tracing::warn!("{e:#}: a crash will remove {} and break sessions", cfg.tun_name);
                 }
             }
-            fault.after(Step::Tun)?;
+            changes.done(Step::Tun)?;
             // ---- Step::TunConfig (undone with ilnp0)
             let my_id = ilnp_addr(cfg.id_prefix, local_nid);
             let tun_index = configure_tun(&nl, &cfg, min_mtu, my_id).await?;
-            fault.after(Step::TunConfig)?;
+            changes.done(Step::TunConfig)?;
             let core = build_core(&cfg, local_nid, &uplinks)?;
             let nd_group = solicited_node_member(local_nid, &uplinks)?;
             Ok(Early {
@@ -275,7 +274,7 @@ impl Daemon {
         }
         let restored_core = restored.map(|s| s.core);
         let fresh = restored_core.is_none();
-        match d.setup(fault, fresh, restored_core, found_added).await {
+        match d.setup(fresh, restored_core, found_added).await {
             Ok(rx) => {
                 tracing::info!(
                     "ilnpd up: NID {} identifier address {} on {} ({:?} data path), uplinks {:?}",
@@ -299,7 +298,6 @@ impl Daemon {
     /// is made (`found_added`: the earlier run's addresses).
     async fn setup(
         &mut self,
-        fault: FaultPlan,
         fresh: bool,
         restored: Option<ilnp_core::CoreSnapshot>,
         found_added: BTreeSet<(u32, Ipv6Addr)>,
@@ -307,21 +305,21 @@ impl Daemon {
         // write-ahead only when there is no earlier run's state to lose (the core
         // is restored after the data path)
         self.uplink_sysctls(fresh)?;
-        fault.after(Step::UplinkSysctls)?;
+        self.changes.done(Step::UplinkSysctls)?;
         self.attach_datapath()?;
         self.set_id_route().await?;
-        fault.after(Step::Datapath)?;
+        self.changes.done(Step::Datapath)?;
         self.restore_core(restored);
         self.changes.push(Change::Addresses { found: found_added }, false);
         self.sync_locators().await?;
         self.sweep_fast_path();
-        fault.after(Step::Locators)?;
+        self.changes.done(Step::Locators)?;
         self.write_state_now()?;
-        fault.after(Step::StateFile)?;
+        self.changes.done(Step::StateFile)?;
         let (tx, rx) = mpsc::channel(64);
         control::start(&self.cfg.control_socket, tx, self.events.clone())?;
         self.changes.push(Change::ControlSocket(self.cfg.control_socket.clone()), false);
-        fault.after(Step::ControlSocket)?;
+        self.changes.done(Step::ControlSocket)?;
         if let Some(uc) = self.cfg.dns_update.clone() {
             let u = crate::dns::update::start(uc)?;
             self.dns_update = Some(u);
@@ -329,7 +327,7 @@ impl Daemon {
             let now = self.core.local().all().to_vec();
             self.dns_locators_changed(&now);
         }
-        fault.after(Step::DnsUpdate)?;
+        self.changes.done(Step::DnsUpdate)?;
         Ok(rx)
     }
 }
