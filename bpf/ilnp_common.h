@@ -266,6 +266,7 @@ static __always_inline __u32 csum_diff_halves(__u64 from_s, __u64 from_d, __u64 
  *   TCP/UDP: wire pseudo-header has the locators zeroed (RFC 6744 §3), so the
  *            change is P,P <-> 0,0: one constant per direction.
  *   ICMPv6:  full addresses (RFC 6741 §4.3): P,P <-> locators.
+ *   ESP:     none (RFC 4303): nothing to adjust (AH is never translated here).
  * BPF_F_PSEUDO_HDR makes this right for CHECKSUM_PARTIAL (GSO, offloads): the
  * kernel then adjusts the seeded pseudo-header sum instead of the final sum.
  * No BPF_F_IPV6: the callers store the address bytes with
@@ -278,6 +279,9 @@ static __always_inline int fix_l4_csum(struct __sk_buff *skb, __u32 l4_off, __u8
 	int off = l4_csum_off(proto);
 	__u64 flags = BPF_F_PSEUDO_HDR;
 
+	if (proto == IPPROTO_ESP)
+		return 0; /* RFC 4303: no checksum over the addresses; the inner one is the
+			   * host's, over the identifier addresses, before encryption */
 	if (off < 0)
 		return -1;
 	if (proto == IPPROTO_UDP)

@@ -32,7 +32,9 @@ static __always_inline int eg_punt(__u32 reason)
 	return TC_ACT_OK; /* to the TUN -> ilnpd */
 }
 
-/* TCP, UDP and ICMPv6 echo directly after the IPv6 header; 0 = fast path. */
+/* TCP, UDP, ESP and ICMPv6 echo directly after the IPv6 header; 0 = fast path.
+ * ESP (issue #44 item 4): no checksum over the addresses (RFC 4303), carried like
+ * UDP without the checksum fix; AH stays punted (its ICV covers the addresses). */
 static __always_inline int eg_check_proto(struct __sk_buff *skb, struct egress_ctx *c)
 {
 	__u8 type;
@@ -40,6 +42,7 @@ static __always_inline int eg_check_proto(struct __sk_buff *skb, struct egress_c
 	switch (c->proto) {
 	case IPPROTO_TCP:
 	case IPPROTO_UDP:
+	case IPPROTO_ESP:
 		return 0;
 	case NEXTHDR_ICMPV6:
 		if (bpf_skb_load_bytes(skb, c->l4_off, &type, 1) < 0)

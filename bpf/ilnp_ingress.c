@@ -210,7 +210,8 @@ static __always_inline int in_parse_opts(struct __sk_buff *skb, struct ingress_c
 	return r & 0xff;
 }
 
-/* The upper layer after the DestOpts header: 0 = fast path, else a punt reason. */
+/* The upper layer after the DestOpts header (TCP, UDP, ESP, ICMPv6 echo): 0 = fast
+ * path, else a punt reason. */
 static __always_inline int in_check_proto(struct __sk_buff *skb, struct ingress_ctx *c)
 {
 	__u8 type;
@@ -218,6 +219,7 @@ static __always_inline int in_check_proto(struct __sk_buff *skb, struct ingress_
 	switch (c->next) {
 	case IPPROTO_TCP:
 	case IPPROTO_UDP:
+	case IPPROTO_ESP: /* no checksum over the addresses (eg_check_proto) */
 		return 0;
 	case NEXTHDR_ICMPV6:
 		if (bpf_skb_load_bytes(skb, c->dopt_off + c->hlen, &type, 1) < 0)

@@ -314,7 +314,7 @@ struct ilnp_tcp_rto {
 	X(EGRESS_FAST, "egress_fast")                       /* translated, redirected to an uplink */   \
 	X(EGRESS_NEIGH, "egress_neigh")                     /* ... and the next hop was unresolved */   \
 	X(EGRESS_PUNT_USERSPACE, "egress_punt_userspace")   /* mode = userspace */                      \
-	X(EGRESS_PUNT_PROTO, "egress_punt_proto")           /* not TCP/UDP/ICMPv6 echo after IPv6 */    \
+	X(EGRESS_PUNT_PROTO, "egress_punt_proto")           /* not TCP/UDP/ESP/ICMPv6 echo after IPv6 */\
 	X(EGRESS_PUNT_ICMP_ERROR, "egress_punt_icmp_error") /* ICMPv6 error quoting identifier form */  \
 	X(EGRESS_PUNT_SRC, "egress_punt_src")               /* source is not the identifier address */ \
 	                                                    /* of the NID the peer's entry uses */       \

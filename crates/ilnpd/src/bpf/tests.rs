@@ -17,6 +17,8 @@
 //!   program balances exactly while both are there.
 //! * `temporary_nid_sessions_take_the_fast_path`: a session on one of A's temporary
 //!   NIDs runs in both fast paths; the NIDs its entry does not use are punted.
+//! * `esp_takes_both_fast_paths`: ESP (next header 50) A -> B through both fast
+//!   paths, unchanged behind the nonce (issue #44 item 4).
 //! * `userspace_mode_steers_only`, `pin_dir_mounts_bpffs_when_needed`.
 
 use super::maps::IlccVal;
@@ -1086,6 +1088,55 @@ fn shared_nonce_overrun_fragments_and_checksum_rule() {
         d.extend_from_slice(&N_BA);
         send_raw(&b, NID_A, &d);
         assert_eq!(wait_stat(&a.dp, "ingress_punt_csum_rule", 1), 1, "{:?}", nonzero(&a.dp));
+        a.dp.shutdown().unwrap();
+        b.dp.shutdown().unwrap();
+    });
+}
+
+/// A raw ESP packet (next header 50: SPI, sequence number, bytes standing for the
+/// ciphertext) from h's identifier address to `to`'s.
+fn esp_send(h: &Host, to: Nid, esp: &[u8]) {
+    h.ns.enter();
+    let s = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::RAW, Some(socket2::Protocol::from(50))).unwrap();
+    let src: std::net::SocketAddr = SocketAddrV6::new(ilnp_addr(P, h.nid), 0, 0, 0).into();
+    s.bind(&src.into()).unwrap();
+    let dst: std::net::SocketAddr = SocketAddrV6::new(ilnp_addr(P, to), 0, 0, 0).into();
+    s.send_to(esp, &dst.into()).unwrap();
+}
+
+/// Issue #44 item 4: ESP goes through both fast paths like UDP, untouched behind the
+/// nonce (RFC 4303: no checksum over the addresses, so nothing to fix); the old
+/// programs punted it (egress_punt_proto, ingress_punt_proto).
+#[test]
+fn esp_takes_both_fast_paths() {
+    if !can_run() {
+        return;
+    }
+    on_thread(|| {
+        let (a, b) = peered_hosts();
+        b.ns.enter();
+        let cap = capture(b.uplink);
+        let rx =
+            socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::RAW, Some(socket2::Protocol::from(50))).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut esp = vec![0x10, 0x00, 0xca, 0xfe, 0, 0, 0, 1];
+        esp.extend((0..64u8).map(|i| i.wrapping_mul(37)));
+        esp_send(&a, NID_B, &esp);
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 200];
+        let (n, from) = rx.recv_from(&mut buf).unwrap_or_else(|e| {
+            panic!("ESP not delivered on B ({e}); A: {:?}; B: {:?}", nonzero(&a.dp), nonzero(&b.dp))
+        });
+        // SAFETY: recv_from initialised the first n bytes.
+        let got: Vec<u8> = buf[..n].iter().map(|b| unsafe { b.assume_init() }).collect();
+        assert_eq!(got, esp, "ESP delivered unchanged");
+        assert_eq!(from.as_socket_ipv6().map(|s| *s.ip()), Some(ilnp_addr(P, NID_A)), "from A's identifier address");
+        assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_punt_proto")), (1, 0), "{:?}", nonzero(&a.dp));
+        assert_eq!((stat(&b.dp, "ingress_fast"), stat(&b.dp, "ingress_punt_proto")), (1, 0), "{:?}", nonzero(&b.dp));
+        let wire = wait_packet(&cap, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_B)) && p[6] == 60)
+            .expect("captured the wire packet");
+        assert_eq!(wire[8..24], ilnp_addr(L, NID_A).octets(), "source L:NID_A");
+        assert_eq!(&wire[40..48], &[50, 1, 0x8b, 4, 0xa1, 0xb2, 0xc3, 0xd4], "DestOpts: ESP next, A's nonce");
+        assert_eq!(&wire[56..], &esp[..], "the ESP header and payload untouched");
         a.dp.shutdown().unwrap();
         b.dp.shutdown().unwrap();
     });
