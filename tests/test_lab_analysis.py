@@ -928,3 +928,38 @@ def test_between_events_gives_each_event_what_came_before_the_next():
                         lus)
     assert [(r["label"], r["event_to_ack_ms"], r["lu_rtt_ms"]) for r in rows] == \
         [("a", None, None), ("b", 100.0, 3.0), ("c", 500.0, 4.0)]
+
+
+def test_mipv6_control_messages_and_tunnelled_data_on_the_new_path(tmp_path):
+    """issue #43: Mobile IPv6's messages (lab/ilnp_lab/mipv6/mh.py's bytes: BU with the HAO, BA
+    with the RH2, HoTI/HoT inside the ip6ip6 tunnel, CoTI/CoT direct) are a handoff's control
+    messages, and a data segment tunnelled by the home agent to the care-of address is data on
+    the new path (seed 003's control and data-plane latency for its MIPv6 row). Before: none
+    seen, both latencies None."""
+    from ilnp_lab.mipv6 import mh
+    hoa, coa, ha, cn = "2001:db8:1::100", "2001:db8:2::100", "2001:db8:1::1", CN_ADDR
+    ck, tok = bytes(8), bytes(8)
+
+    def raw(p: bytes):
+        return eth() / Raw(p)
+
+    seg = bytes(IPv6(src=cn, dst=hoa) / TCP(sport=DATA, dport=PORT, seq=1, flags="A") / Raw(b"d" * 100))
+    tunnelled = bytes(IPv6(src=ha, dst=coa, nh=41, hlim=64))[:40]
+    tunnelled = tunnelled[:4] + struct.pack("!H", len(seg)) + tunnelled[6:] + seg
+    pkts = [(3.1, raw(mh.Packet(mh.bu(1, 60, mh.BU_A | mh.BU_H, [mh.alt_coa(coa)]), coa, ha, hao=hoa).bytes())),
+            (4.1, raw(mh.Packet(mh.ba(0, 1, 60), ha, coa, rh2=hoa).bytes())),
+            (4.2, raw(mh.Packet(mh.hoti(ck), hoa, cn, tunnel=(coa, ha)).bytes())),
+            (4.2, raw(mh.Packet(mh.coti(ck), coa, cn).bytes())),
+            (4.3, raw(mh.Packet(mh.hot(7, ck, tok), cn, hoa, tunnel=(ha, coa)).bytes())),
+            (4.3, raw(mh.Packet(mh.cot(7, ck, tok), cn, coa).bytes())),
+            (4.31, raw(mh.Packet(mh.hot(7, ck, tok), cn, hoa).bytes())),  # HoT as the tunnel device shows it
+            (4.15, raw(tunnelled))]
+    path = write(tmp_path / "m.pcap", pkts, snaplen=400)
+    msgs = analysis.control_messages(path, T0)
+    assert [m["kind"] for m in msgs] == ["bu", "ba", "hoti", "coti", "hot", "cot"]
+    # the IPv6 packets; + 14 (Ethernet) the thesis's tcpdump table (seed 001 §6.4)
+    assert [m["bytes"] + 14 for m in msgs] == [110, 94, 110, 70, 118, 78]
+    leave = {"t_s": 3.0, "action": "down", "label": "leave r1", "new_prefixes": ["2001:db8:2::/64"]}
+    (lat,) = analysis.handoff_latencies(path, T0, [leave], PORT, end_s=10)
+    assert lat["first_control"]["kind"] == "bu" and lat["control_latency_ms"] == pytest.approx(100, abs=0.01)
+    assert lat["dataplane_latency_ms"] == pytest.approx(1050, abs=0.01)  # BU -> the first tunnelled segment

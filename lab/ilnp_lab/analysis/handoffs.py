@@ -26,6 +26,16 @@ from .packets import (LU_ACK, LU_ADVERT, LU_TYPE, MPTCP_ADD_ADDR, MPTCP_MP_JOIN,
                       _tcp_options)
 from .stats import _r, summary
 
+MH, IPV6_IN_IPV6 = 135, 41  # RFC 6275's Mobility Header; ip6ip6 (MIPv6's tunnel through the home agent)
+MH_KINDS = {1: "hoti", 2: "coti", 3: "hot", 4: "cot", 5: "bu", 6: "ba"}  # RFC 6275 §6.1.2-6.1.8
+
+
+def _inner(pkt: bytes, off: int) -> tuple[bytes, int, int] | None:
+    """An ip6ip6 packet's inner packet at `off`: (inner, its upper-layer proto, its offset)."""
+    inner = bytes(pkt[off:])
+    ul = upper_layer(inner) if len(inner) >= 40 else None
+    return None if ul is None else (inner, *ul)
+
 
 def accepted_locators(lus: Sequence[dict], handoff: str | None) -> list[tuple[float, frozenset[str]]]:
     """(from t, locators the MN accepts) after each of its Locator Updates, for hard
@@ -190,12 +200,21 @@ def control_messages(mn_pcaps: str | Iterable[str], t0: float) -> list[dict]:
     without payload the responder sends on that subflow after it), `add_addr`,
     `add_addr_echo` (its acknowledgement), `remove_addr`. Every copy on the wire counts
     (a retransmitted SYN is two messages). Data packets, MP_CAPABLE (connection set-up) and
-    DSS are not control messages of a handoff. Plain IPv6 has none."""
+    DSS are not control messages of a handoff. Plain IPv6 has none. Mobile IPv6 (RFC 6275):
+    `bu`, `ba`, `hoti`, `coti`, `hot`, `cot`; HoTI/HoT travel only inside the ip6ip6 tunnel
+    to and from the home agent (§5.2.5) and count there (the outer packet's bytes), not again
+    as the tunnel device's decapsulated copy."""
     out = []
     awaiting: dict[tuple, tuple] = {}  # subflow (responder side first) -> initiator's side, after mp_join_ack
-    for ts, pkt, nh, off, l4len in _l4(_as_list(mn_pcaps), (TCP, ICMPV6)):
+    for ts, pkt, nh, off, l4len in _l4(_as_list(mn_pcaps), (TCP, ICMPV6, MH, IPV6_IN_IPV6)):
         kind = None
-        if nh == ICMPV6:
+        if nh == IPV6_IN_IPV6:
+            inner = _inner(pkt, off)
+            if inner and inner[1] == MH and inner[2] + 3 <= len(inner[0]):
+                kind = MH_KINDS.get(inner[0][inner[2] + 2])
+        elif nh == MH and off + 3 <= len(pkt) and pkt[off + 2] not in (1, 3):
+            kind = MH_KINDS.get(pkt[off + 2])  # a bare HoTI/HoT at the MN: the tunnel device's copy
+        elif nh == ICMPV6:
             op = _lu_op(pkt, off)
             kind = {LU_ADVERT: "lu", LU_ACK: "lu_ack"}.get(op)
         elif off + 14 <= len(pkt):
@@ -240,14 +259,24 @@ def _first_data_to(mn_paths: Sequence[str], port: int, t0: float, prefixes: Sequ
                    before_s: float, reverse: bool) -> float | None:
     """When the first TCP segment with payload of the flow on `port` (CN -> MN: to the port,
     or with `reverse` from it) reached the MN at an address in one of `prefixes` (/64s), in
-    [after_s, before_s)."""
+    [after_s, before_s); a segment in an ip6ip6 tunnel (MIPv6 through its home agent) counts
+    by the outer packet's destination (the care-of address)."""
     nets = [ipaddress.IPv6Network(p).network_address.packed[:8] for p in prefixes]
     best = None
-    for ts, pkt, _nh, off, l4len in _l4(mn_paths, (TCP,)):
+    for ts, pkt, nh, off, l4len in _l4(mn_paths, (TCP, IPV6_IN_IPV6)):
         t = ts - t0
-        if not after_s <= t < before_s or (best is not None and t >= best) or off + 14 > len(pkt):
+        if not after_s <= t < before_s or (best is not None and t >= best):
             continue
-        sport, dport, _seq, _ack, doff_b, _flags = _TCP_HDR.unpack_from(pkt, off)
+        seg, soff = pkt, off
+        if nh == IPV6_IN_IPV6:
+            inner = _inner(pkt, off)
+            if inner is None or inner[1] != TCP:
+                continue
+            seg, soff = inner[0], inner[2]
+            l4len = ((seg[4] << 8) | seg[5]) + 40 - soff
+        if soff + 14 > len(seg):
+            continue
+        sport, dport, _seq, _ack, doff_b, _flags = _TCP_HDR.unpack_from(seg, soff)
         if (sport if reverse else dport) != port or l4len - (doff_b >> 4) * 4 <= 0:
             continue
         if bytes(pkt[24:32]) in nets:

@@ -10,7 +10,7 @@ RetransTimer 1 s: the ~1 s in the thesis's MIPv6 handoffs) -> proxy NDP for the 
 an ip6ip6 tunnel to the care-of address and a host route into it -> BA (RH2) to the care-of
 address. Mobile node (§11): the home link's carrier going down (the link-layer trigger) or an RA
 from a foreign router with the home link gone (movement detection) -> a care-of address on the
-foreign link (the kernel's SLAAC) -> BU to the HA (retransmitted from 1.5 s, doubling) -> on the
+foreign link (the kernel's SLAAC; if the home link went first, as soon as that address leaves DAD) -> BU to the HA (retransmitted from 1.5 s, doubling) -> on the
 BA: the home address on the tunnel, default route into it (bidirectional tunnelling); with a
 CN and route optimisation, return routability (HoTI through the tunnel, CoTI direct), BU to
 the CN authenticated with Kbm, on its BA the xfrm ro states (HAO out, RH2 in) and a direct
@@ -150,6 +150,8 @@ class MobileNode:
                 self.on_ra(*kernel.recv_icmp6(self.ra))
             if self.mh in r:
                 self.on_mh(*kernel.recv_mh(self.mh))
+            if self.away and not self.coa and self.router and self.care_of():
+                self.handoff()  # the new link's address left DAD after its RA (a hard move): register now
             for peer in list(self.bul.entries):
                 if self.bul.due(peer):
                     self.send_bu(peer, retransmit=True)
