@@ -10,13 +10,14 @@ RetransTimer 1 s: the ~1 s in the thesis's MIPv6 handoffs) -> proxy NDP for the 
 an ip6ip6 tunnel to the care-of address and a host route into it -> BA (RH2) to the care-of
 address. Mobile node (§11): the home link's carrier going down (the link-layer trigger) or an RA
 from a foreign router with the home link gone (movement detection) -> a care-of address on the
-foreign link (the kernel's SLAAC; if the home link went first, as soon as that address leaves DAD) -> BU to the HA (retransmitted from 1.5 s, doubling) -> on the
-BA: the home address on the tunnel, default route into it (bidirectional tunnelling); with a
-CN and route optimisation, return routability (HoTI through the tunnel, CoTI direct), BU to
-the CN authenticated with Kbm, on its BA the xfrm ro states (HAO out, RH2 in) and a direct
-route. Correspondent (§9): HoT/CoT from Kcn and nonces, BU verified (nonce indices,
-authenticator, sequence), binding cache, xfrm ro states (RH2 out, HAO in), BA with its own
-authenticator. Every step is a JSON event line on stdout (wall clock, one for all namespaces).
+foreign link (the kernel's SLAAC; if the home link went first, as soon as that address leaves
+DAD) -> BU to the HA (retransmitted from 1.5 s, doubling) -> on the BA: the home address on
+the tunnel, default route into it (bidirectional tunnelling); with a CN and route optimisation,
+return routability (HoTI through the tunnel, CoTI direct), BU to the CN authenticated with Kbm,
+on its BA the xfrm ro states (HAO out, RH2 in) and a direct route. Correspondent (§9): HoT/CoT
+from Kcn and nonces, BU verified (nonce indices, authenticator, sequence), binding cache, xfrm
+ro states (RH2 out, HAO in), BA with its own authenticator. Every step is a JSON event line on
+stdout (wall clock, one for all namespaces).
 Not done: returning home (deregistration), BRR, IPsec (the seeds ran without it).
 """
 
