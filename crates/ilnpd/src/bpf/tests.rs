@@ -1268,6 +1268,13 @@ fn temporary_nid_sessions_take_the_fast_path() {
         send_raw(&b, NID_A, &d);
         assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_A))).is_some());
         assert_eq!((stat(&a.dp, "ingress_punt_other_nid"), stat(&a.dp, "ingress_fast")), (1, 1));
+        // an off-path spoofer of B (B's locator and NID, a guessed nonce) to T: the fast path
+        // that now delivers to T checks the nonce first: punted for ilnpd to judge, never delivered
+        let mut forged = d.clone();
+        forged[4] ^= 0x5a;
+        send_raw(&b, NID_T, &forged);
+        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_T))).is_some());
+        assert_eq!((stat(&a.dp, "ingress_punt_bad_nonce"), stat(&a.dp, "ingress_fast")), (1, 1), "{:?}", nonzero(&a.dp));
         // to T from a correspondent without an entry: the slow path's
         a.dp.remove_peer(NID_B).unwrap();
         send_raw(&b, NID_T, &d);
