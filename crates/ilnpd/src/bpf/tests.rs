@@ -1274,7 +1274,12 @@ fn temporary_nid_sessions_take_the_fast_path() {
         forged[4] ^= 0x5a;
         send_raw(&b, NID_T, &forged);
         assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_T))).is_some());
-        assert_eq!((stat(&a.dp, "ingress_punt_bad_nonce"), stat(&a.dp, "ingress_fast")), (1, 1), "{:?}", nonzero(&a.dp));
+        assert_eq!(
+            (stat(&a.dp, "ingress_punt_bad_nonce"), stat(&a.dp, "ingress_fast")),
+            (1, 1),
+            "{:?}",
+            nonzero(&a.dp)
+        );
         // to T from a correspondent without an entry: the slow path's
         a.dp.remove_peer(NID_B).unwrap();
         send_raw(&b, NID_T, &d);
