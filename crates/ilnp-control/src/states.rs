@@ -46,29 +46,8 @@ named_enum! {
     }
 }
 
-named_enum! {
-    #[serde_names]
-    /// Validity of a locator (RFC 6741 §5).
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum LocatorState {
-        #[default]
-        Valid = "valid",
-        Active = "active",
-        Aged = "aged",
-        Expired = "expired",
-    }
-}
-
-named_enum! {
-    #[serde_names]
-    /// Default Router Preference behind an uplink (RFC 4191).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-    pub enum RouterPreference {
-        Low = "low",
-        Medium = "medium",
-        High = "high",
-    }
-}
+/// A locator's validity and its router's preference: the core's own types (ilnp-wire).
+pub use ilnp_wire::{LocatorState, RouterPreference};
 
 named_enum! {
     #[serde_names]

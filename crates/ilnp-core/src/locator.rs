@@ -2,32 +2,11 @@
 //! (RFC 6741 §5) every locator, local or remote, goes through.
 
 use crate::event::ser_display;
-use ilnp_wire::{named_enum, Locator};
-use serde::{Deserialize, Serialize};
+use ilnp_wire::Locator;
+use serde::Serialize;
 
-named_enum! {
-    #[serde_names]
-    /// Validity state of a locator (RFC 6741 §5).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-    pub enum LocatorState {
-        Valid = "valid",
-        Active = "active",
-        Aged = "aged",
-        Expired = "expired",
-    }
-}
-
-named_enum! {
-    #[serde_names]
-    /// Default Router Preference of the router(s) behind an uplink, from the Router
-    /// Advertisement (RFC 4191 §2.1; the kernel keeps it on the RA's default route).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-    pub enum RouterPreference {
-        Low = "low",
-        Medium = "medium",
-        High = "high",
-    }
-}
+/// The validity states and router preferences (ilnp-wire: the control protocol reports them too).
+pub use ilnp_wire::{LocatorState, RouterPreference};
 
 /// One of this host's locators, as learned from the kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -14,6 +14,7 @@ pub mod error;
 pub mod icmpv6;
 pub mod ipv6;
 pub mod l4;
+pub mod locator_state;
 pub mod policy;
 pub mod rdata;
 #[cfg(any(test, feature = "test-support"))]
@@ -26,5 +27,6 @@ pub use addr::{ilnp_addr, split_addr, Locator, Nid, DEFAULT_IDENTIFIER_PREFIX};
 pub use classify::{classify, ClassifyError, Packet};
 pub use destopts::Nonce;
 pub use error::Error;
+pub use locator_state::{LocatorState, RouterPreference};
 pub use policy::Policy;
 pub use unicast::{LocatorError, LocatorPref, LocatorPrefError, NidError};

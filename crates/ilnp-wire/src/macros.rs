@@ -170,3 +170,24 @@ macro_rules! named_enum {
         $crate::named_enum!(@impl $name { $($v = $s),+ });
     };
 }
+
+/// serde for a `named_enum!` type of this crate (feature `serde`): as its name; an
+/// unknown name is refused in serde's words for an enum (the value and the choices).
+macro_rules! serde_by_name {
+    ($name:ident) => {
+        #[cfg(feature = "serde")]
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        #[cfg(feature = "serde")]
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$name, D::Error> {
+                let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                $name::from_name(&s).ok_or_else(|| serde::de::Error::unknown_variant(&s, $name::NAMES))
+            }
+        }
+    };
+}

@@ -29,22 +29,7 @@ impl core::str::FromStr for Policy {
     }
 }
 
-/// As its name; an unknown name is refused in serde's words for an enum (the value
-/// and the choices).
-#[cfg(feature = "serde")]
-impl serde::Serialize for Policy {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-#[cfg(feature = "serde")]
-impl<'de> serde::Deserialize<'de> for Policy {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Policy, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Policy::from_name(&s).ok_or_else(|| serde::de::Error::unknown_variant(&s, Policy::NAMES))
-    }
-}
+serde_by_name!(Policy);
 
 #[cfg(test)]
 mod tests {

@@ -9,9 +9,7 @@ use crate::config;
 use crate::nid::NidSource;
 use anyhow::{anyhow, bail, Result};
 use ilnp_control::{self as ctl, Data, Reply, Request};
-use ilnp_core::{
-    Action, Admission, FallbackReason, HandoffMode, LocatorState, PeerLocator, PeerRecord, PeerState, RouterPreference,
-};
+use ilnp_core::{Action, Admission, FallbackReason, HandoffMode, PeerLocator, PeerRecord, PeerState};
 use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
@@ -274,7 +272,7 @@ impl Daemon {
                         l64: r.loc,
                         pref: r.pref,
                         lifetime_s: r.lifetime_s,
-                        state: locator_state(r.state),
+                        state: r.state,
                         via: r.via.map(|v| v.to_string()),
                     })
                     .collect(),
@@ -342,13 +340,9 @@ impl Daemon {
                     address: ilnp_addr(l.loc, self.local_nid).to_string(),
                     interface: uplink.map(|u| u.name.clone()).unwrap_or_default(),
                     pref: l.pref,
-                    router_preference: uplink.and_then(|u| u.router).map(|r| match r {
-                        RouterPreference::Low => ctl::RouterPreference::Low,
-                        RouterPreference::Medium => ctl::RouterPreference::Medium,
-                        RouterPreference::High => ctl::RouterPreference::High,
-                    }),
+                    router_preference: uplink.and_then(|u| u.router),
                     lifetime_s: l.lifetime_s,
-                    state: locator_state(l.state),
+                    state: l.state,
                     has_router: l.has_router,
                     deprecated: l.deprecated,
                     // seconds since a packet last arrived on it (as of the core's last
@@ -379,15 +373,6 @@ fn peer_record(
     let r = PeerRecord { name, nid: nid.value, locators };
     r.check(local_nid, id_prefix).map_err(|e| anyhow!("peer add: {e}"))?;
     Ok(r)
-}
-
-fn locator_state(s: LocatorState) -> ctl::LocatorState {
-    match s {
-        LocatorState::Valid => ctl::LocatorState::Valid,
-        LocatorState::Active => ctl::LocatorState::Active,
-        LocatorState::Aged => ctl::LocatorState::Aged,
-        LocatorState::Expired => ctl::LocatorState::Expired,
-    }
 }
 
 fn peer_state(s: PeerState) -> ctl::PeerState {
@@ -483,9 +468,6 @@ mod tests {
         }
         for r in FallbackReason::ALL {
             assert_eq!(serde_json::to_value(fallback_reason(*r)).unwrap(), serde_json::to_value(r).unwrap());
-        }
-        for s in [LocatorState::Valid, LocatorState::Active, LocatorState::Aged, LocatorState::Expired] {
-            assert_eq!(serde_json::to_value(locator_state(s)).unwrap(), serde_json::to_value(s).unwrap());
         }
     }
 
