@@ -327,13 +327,12 @@ def test_a_leave_window_starts_when_the_link_change_was_made():
     assert 1800 <= new["interruption_leave_ms"] <= 1820 and new["steady_gap_ms"] < 20
 
 
-@pytest.mark.parametrize("name", ["thesis-udp", "seed000-udp-bidir", "dime-handoff"])
+@pytest.mark.parametrize("name", ["thesis-udp", "seed000-udp-bidir", "dime-handoff", "thesis-loss"])
 def test_experiments_with_a_mipv6_row_skip_it_on_this_kernel(name):
     """The other experiments where the seeds have a MIPv6 row list mipv6 and mipv6-ro; on a host
     without CONFIG_IPV6_MIP6 / ip6_tunnel both are skipped with the kernel's note and the others
     run; the home agent is the router advertising the MN's first network (dime-handoff: r1,
-    seed 003's mip6d on r1 and r2). thesis-loss has none: the MN returns home every other move
-    and the lab's MN does not deregister (docs/mipv6.md)."""
+    seed 003's mip6d on r1 and r2; thesis-loss: r2, the link the MN returns to every other move)."""
     from ilnp_lab import mobility, topology
     from ilnp_lab.mipv6 import kernel
     from ilnp_lab.schemes import BY_NAME
@@ -341,9 +340,240 @@ def test_experiments_with_a_mipv6_row_skip_it_on_this_kernel(name):
     assert {"mipv6", "mipv6-ro"} <= set(ex.schemes)
     if name == "dime-handoff":
         assert BY_NAME["mipv6"].home(ex) == ("eth-r1", "2001:db8:1::/64", "r1", "eth-mn", "2001:db8:1::1")
-    assert "mipv6" not in topology.load(topology.EXPERIMENTS / "thesis-loss.toml").schemes
+    if name == "thesis-loss":
+        assert BY_NAME["mipv6-ro"].home(ex) == ("eth-r2", "2001:db8:2::/64", "r2", "eth-mn", "2001:db8:2::1")
     if not kernel.missing():
         pytest.skip("this kernel has CONFIG_IPV6_MIP6 and ip6_tunnel: nothing to skip")
     todo, notes = mobility.cells(ex, [next(iter(ex.moves))], None)
     assert {c.scheme for c in todo} == set(ex.schemes) - {"mipv6", "mipv6-ro"}
     assert sum("skipped" in n and "CONFIG_IPV6_MIP6" in n for n in notes) == 2
+
+
+# ---- returning home (RFC 6275 §11.5.5, §10.3.2, §11.7.2, §9.5.3) ----------------------------
+
+class Rec:
+    """Records the kernel requests a role makes (netlink routes, addresses, xfrm) in order."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        return lambda *a, **kw: self.calls.append((name, a, kw)) or 7
+
+
+def sent_packets(monkeypatch):
+    """kernel.send_raw / ro_unbind / unsolicited_na / raw_sender replaced by recorders."""
+    from ilnp_lab.mipv6 import kernel
+    out = {"tx": [], "unbind": [], "na": []}
+    monkeypatch.setattr(kernel, "send_raw", lambda s, pkt, ifindex=0: out["tx"].append(pkt))
+    monkeypatch.setattr(kernel, "ro_unbind", lambda x, local, peer, role: out["unbind"].append((local, peer, role)))
+    monkeypatch.setattr(kernel, "unsolicited_na", lambda ifname, addr: out["na"].append((ifname, addr)))
+    monkeypatch.setattr(kernel, "raw_sender", lambda: Rec())
+    return out
+
+
+def ipv6(pkt: bytes) -> tuple[str, str, int, bytes]:
+    """(source, destination, next header, payload) of an IPv6 packet we built."""
+    return mh.a_str(pkt[8:24]), mh.a_str(pkt[24:40]), pkt[6], pkt[40:]
+
+
+def quiet(*_a, **_kw):
+    return 0.0
+
+
+def test_returning_home_messages_as_tshark_reads_them(tmp_path):
+    """§11.5.5: the BU from home has the A and H bits, lifetime 0, no HAO and no alternate CoA (the
+    source, the home address, is the care-of address); the HA's BA goes to the home address with
+    no RH2; the deregistration at the CN (§11.7.2) carries the nonce indices and an authenticator
+    from Kbm = SHA1(home keygen token) (§5.2.5), from and to the home address directly."""
+    ht = rr.keygen_token(bytes(20), HOA, bytes(8), careof=False)
+    kbm = rr.kbm(ht, None)
+    bu_cn = mh.bu(9, 0, mh.BU_A, [mh.nonce_indices(7, 0), mh.auth_data(bytes(12))])
+    rr.authenticate(bu_cn, kbm, HOA, CN)
+    ba_cn = mh.ba(0, 9, 0, options=[mh.auth_data(bytes(12))])
+    rr.authenticate(ba_cn, kbm, HOA, CN)
+    pk = {"BU_HA": mh.Packet(mh.bu(5, 0, mh.BU_A | mh.BU_H), HOA, HA), "BAck_HA": mh.Packet(mh.ba(0, 5, 0), HA, HOA),
+          "HoTI": mh.Packet(mh.hoti(COOKIE), HOA, CN), "BU_CN": mh.Packet(bu_cn, HOA, CN),
+          "BAck_CN": mh.Packet(ba_cn, CN, HOA)}
+    assert all(ipv6(p.bytes())[2] == mh.IPPROTO_MH for p in pk.values())  # no HAO, no RH2, no tunnel
+    rows = dict(zip(pk, tshark_fields(tmp_path, [mh.ethernet(p.bytes()) for p in pk.values()])))
+    for name, row in rows.items():
+        assert "_ws.expert.message" not in row, (name, row)
+        assert "ipv6.opt.mipv6.home_address" not in row and "ipv6.routing.mipv6.home_address" not in row, name
+    bu = rows["BU_HA"]
+    assert (bu["mip6.bu.seqnr"], bu["mip6.bu.a_flag"], bu["mip6.bu.h_flag"], bu["mip6.bu.lifetime"]) == \
+        (["5"], ["1"], ["1"], ["0"])
+    assert "mip6.acoa.acoa" not in bu and int(rows["BU_HA"]["frame.len"][0]) == 14 + 40 + 16
+    assert int(bu["mip6.csum"][0], 16) == mh.mh_checksum(HOA, HA, pk["BU_HA"].msg.encode())
+    assert rows["BAck_HA"]["mip6.ba.status"] == ["0"] and rows["BAck_HA"]["mip6.ba.seqnr"] == ["5"]
+    assert rows["BU_CN"]["mip6.ni.hni"] == ["7"] and rows["BU_CN"]["mip6.bu.h_flag"] == ["0"]
+    assert rr.verify(pk["BU_CN"].mh(), kbm, HOA, CN) and rr.verify(pk["BAck_CN"].mh(), kbm, HOA, CN)
+    assert not rr.verify(pk["BU_CN"].mh(), rr.kbm(ht, bytes(8)), HOA, CN)  # a registration's Kbm does not fit
+
+
+def test_home_agent_deregistration_deletes_the_binding(monkeypatch):
+    """§10.3.2: a BU with lifetime 0 from the home address deletes the binding cache entry, stops
+    proxy NDP for the home address, removes the tunnel's host route and takes the tunnel down, and
+    the BA (status 0, lifetime 0) goes to the home address without RH2; without a home
+    registration: status 133; an old sequence number: 135 with the last accepted one, the
+    binding kept. Then a new registration starts with the HA's DAD again."""
+    import types
+    from ilnp_lab.mipv6 import kernel, node
+    sent = sent_packets(monkeypatch)
+    monkeypatch.setattr(node.socket, "if_nametoindex", lambda name: 42)
+    ha = object.__new__(node.HomeAgent)
+    ha.a = types.SimpleNamespace(ha=HA, home_if="eth-mn", prefix="2001:db8:2::/64")
+    ha.log, ha.nl, ha.tx, ha.home_idx = quiet, Rec(), None, 3
+    ha.prefix = __import__("ipaddress").IPv6Network(ha.a.prefix)
+    ha.cache, ha.tunnels, ha.endpoints = binding.BindingCache(), {HOA: "mip6h0"}, {"mip6h0": (COA, True)}
+    ha.cache.update(HOA, COA, 10, 60, True)
+    ha.on_bu(mh.bu(9, 0, mh.BU_A | mh.BU_H), HOA, None)  # older than 10: refused, binding kept
+    src, dst, nh, m = ipv6(sent["tx"][-1])
+    ba = mh.Message.decode(m)
+    assert (src, dst, nh, ba.status, ba.seq) == (HA, HOA, mh.IPPROTO_MH, mh.BA_SEQ_OUT_OF_WINDOW, 10)
+    assert ha.cache.lookup(HOA).coa == COA and ha.nl.calls == []
+    ha.on_bu(mh.bu(11, 0, mh.BU_A | mh.BU_H), HOA, None)
+    src, dst, nh, m = ipv6(sent["tx"][-1])
+    ba = mh.Message.decode(m)
+    assert (src, dst, nh, ba.status, ba.seq, ba.lifetime) == (HA, HOA, mh.IPPROTO_MH, 0, 11, 0)
+    assert ha.cache.lookup(HOA) is None
+    assert [(c, a, kw) for c, a, kw in ha.nl.calls] == [
+        ("proxy", (3, HOA), {"delete": True}), ("route", (HOA, 128, 42), {"delete": True}), ("link_up", (42, False), {})]
+    assert ha.endpoints["mip6h0"] == (COA, False)  # the next registration brings it up again
+    ha.on_bu(mh.bu(12, 0, mh.BU_A | mh.BU_H), HOA, None)  # nothing bound any more
+    assert mh.Message.decode(ipv6(sent["tx"][-1])[3]).status == mh.BA_NOT_HA_FOR_MN
+    # moving away again: a first registration, DAD before the BA
+    dads = []
+    monkeypatch.setattr(kernel, "dad_start", lambda ifname, hoa: dads.append(hoa))
+    monkeypatch.setattr(kernel, "dad_wait", lambda lis, hoa, until: True)
+    ha.on_bu(mh.bu(13, 60, mh.BU_A | mh.BU_H, [mh.alt_coa(COA)]), HOA, COA)
+    ba = mh.Message.decode(ipv6(sent["tx"][-1])[3][mh.rh2(HOA).__len__():])
+    assert dads == [HOA] and ba.status == 0 and ha.cache.lookup(HOA).coa == COA
+
+
+def mobile_node(monkeypatch, ro: bool):
+    """A MobileNode registered away (care-of address COA on ifindex 5, router fe80::3; home link
+    ifindex 4, its router fe80::2), with RO active if `ro`; kernel requests recorded."""
+    import types
+    from ilnp_lab.mipv6 import node
+    mn = object.__new__(node.MobileNode)
+    mn.a = types.SimpleNamespace(home_if="eth-r2", home_prefix="2001:db8:2::/64", hoa=HOA, ha=HA,
+                                 cn=CN if ro else None, ro=ro, lifetime=60.0)
+    mn.log, mn.rtnl, mn.xfrm, mn.tx, mn.tx_direct = quiet, Rec(), Rec(), None, None
+    mn.bul, mn.registered, mn.away, mn.returning, mn.ro_active = binding.BindingUpdateList(), True, True, False, ro
+    mn.home_idx, mn.coa, mn.coa_idx, mn.tnl, mn.home_via = 4, COA, 5, 9, None
+    mn.router, mn.prefixes, mn.rr = {4: "fe80::2", 5: "fe80::3"}, {}, {}
+    mn.bul.sent(HA, HOA, COA, 60, True, True)
+    mn.bul.acked(HA, 0, 0, 60)
+    return mn
+
+
+def test_mobile_node_returns_home_and_leaves_again(monkeypatch):
+    """§11.5.5 at the MN: the home prefix's RA on the home link -> the tunnel's default route
+    replaced by one through the home router, the HA's host route and (RO) the xfrm binding and
+    direct route to the CN gone, the home address moved from the tunnel to the home interface
+    without DAD, the tunnel down; the BU (A, H, lifetime 0) from the home address without HAO. The
+    HA's BA -> the unsolicited NA for the home address, then with RO the home test alone and a BU
+    with lifetime 0 to the CN (Kbm from the home token, §5.2.5); the CN's BA deletes nothing more.
+    A later leave of the home link registers afresh (first registration: 1.5 s timer)."""
+    from ilnp_lab.mipv6 import rtnl
+    sent = sent_packets(monkeypatch)
+    mn = mobile_node(monkeypatch, ro=True)
+    ra = bytes([134, 0, 0, 0, 64, 0x20, 0, 60]) + bytes(8) + bytes([3, 4, 64, 0xC0]) + bytes(12) + mh.a16("2001:db8:2::")
+    mn.away = False
+    mn.on_ra(ra, "fe80::2", 4)  # at home already: nothing to do
+    assert not sent["tx"] and not mn.rtnl.calls
+    mn.away = True
+    mn.on_ra(ra, "fe80::2", 4)
+    assert not mn.away and mn.returning and sent["unbind"] == [(HOA, CN, "mn")]
+    calls = [(c, a, kw) for c, a, kw in mn.rtnl.calls]
+    assert calls == [("route", (HA, 128, 5), {"via": "fe80::3", "delete": True}),
+                     ("route", (CN, 128, 5), {"via": "fe80::3", "src": HOA, "delete": True}),
+                     ("route", ("::", 0, 4), {"via": "fe80::2", "metric": 1}),
+                     ("addr", (False, 9, HOA, 128), {}), ("addr", (True, 4, HOA, 64, rtnl.IFA_F_NODAD), {}),
+                     ("link_up", (9, False), {})]
+    src, dst, nh, m = ipv6(sent["tx"][-1])
+    bu = mh.Message.decode(m)
+    assert (src, dst, nh) == (HOA, HA, mh.IPPROTO_MH) and bu.flags == mh.BU_A | mh.BU_H and bu.lifetime == 0
+    assert bu.option(mh.OPT_ALT_COA) is None and mh.verify_checksum(HOA, HA, m)
+    mn.on_mh(mh.ba(0, bu.seq, 0).encode(), HA, HOA, None)
+    assert sent["na"] == [("eth-r2", HOA)] and not mn.returning and not mn.registered
+    src, dst, nh, m = ipv6(sent["tx"][-1])  # the home test, on the home link: no CoTI
+    assert (src, dst, mh.Message.decode(m).name, len(sent["tx"])) == (HOA, CN, "HoTI", 2)
+    cor = rr.Correspondent(kcn=bytes(20))
+    i, tok = cor.home_token(HOA)
+    mn.on_mh(mh.hot(i, mn.rr["hoti_cookie"], tok).encode(), CN, HOA, None)
+    src, dst, nh, m = ipv6(sent["tx"][-1])
+    bu = mh.Message.decode(m)
+    assert (src, dst, nh, bu.lifetime, bu.flags) == (HOA, CN, mh.IPPROTO_MH, 0, mh.BU_A)
+    key, status = cor.kbm_for(HOA, HOA, i, 0)
+    assert status == 0 and rr.verify(m, key, HOA, CN)
+    ba = mh.ba(0, bu.seq, 0, options=[mh.auth_data(bytes(12))])
+    rr.authenticate(ba, key, HOA, CN)
+    mn.on_mh(ba.encode(), CN, HOA, None)
+    assert mn.bul.entries[CN].acked and not mn.ro_active and mn.xfrm.calls == []  # nothing installed at home
+    # away again: the home link goes, a care-of address on the foreign link, a first registration
+    from ilnp_lab.mipv6 import node
+    monkeypatch.setattr(mn, "care_of", lambda: (COA, 5))
+    monkeypatch.setattr(node.socket, "if_indextoname", lambda i: "eth-r3")
+    mn.rtnl.calls.clear()
+    mn.away, mn.coa = True, None
+    mn.handoff()
+    assert ("route", ("::", 0, 4), {"via": "fe80::2", "metric": 1, "delete": True}) in mn.rtnl.calls
+    src, dst, nh, _ = ipv6(sent["tx"][-1])
+    assert (src, dst, nh) == (COA, HA, mh.IPPROTO_DSTOPTS) and mn.bul.entries[HA].timeout == 1.5
+
+
+def test_correspondent_deletes_the_binding_from_home(monkeypatch):
+    """§9.5.1-9.5.3 at the CN: a BU without HAO has the source as home and care-of address; with
+    lifetime 0 and an authenticator from the home keygen token alone it deletes the binding cache
+    entry and the ro states (RH2 out, HAO in), and the BA goes straight to the home address."""
+    from ilnp_lab.mipv6 import node
+    sent = sent_packets(monkeypatch)
+    import types
+    cn = object.__new__(node.Correspondent)
+    cn.a, cn.log, cn.xfrm, cn.tx = types.SimpleNamespace(addr=CN), quiet, Rec(), None
+    cn.rr, cn.cache = rr.Correspondent(kcn=bytes(20)), binding.BindingCache()
+    cn.cache.update(HOA, COA, 3, 60, False)
+    i, ht = cn.rr.home_token(HOA)
+    kbm = rr.kbm(ht, None)
+    bu = mh.bu(4, 0, mh.BU_A, [mh.nonce_indices(i, 0), mh.auth_data(bytes(12))])
+    rr.authenticate(bu, kbm, HOA, CN)
+    data = bu.encode(HOA, CN)
+    bad = bytearray(data)
+    bad[-1] ^= 1
+    cn.on_bu(bytes(bad), mh.Message.decode(bytes(bad)), HOA, None)  # a forged authenticator: nothing changes
+    assert cn.cache.lookup(HOA) and not sent["unbind"] and not sent["tx"]
+    cn.on_bu(data, mh.Message.decode(data), HOA, None)
+    assert cn.cache.lookup(HOA) is None and sent["unbind"] == [(CN, HOA, "cn")]
+    src, dst, nh, m = ipv6(sent["tx"][-1])
+    assert (src, dst, nh, mh.Message.decode(m).status) == (CN, HOA, mh.IPPROTO_MH, 0) and rr.verify(m, kbm, HOA, CN)
+
+
+def test_moves_and_table_6_2():
+    """phases.moves: one handoff per registration away and per return home, from the roles'
+    events; thesis eqs. 17-18 reproduce every cell of Table 6.2 (A) and (B); the report's seed
+    column takes the 1 % old-link row for a lossless R1-R2."""
+    from ilnp_lab import mobility_report as rep
+    from ilnp_lab.mipv6 import phases
+    ev = lambda t, role, name, **kw: dict(t=100 + t, role=role, ev=name, **kw)  # noqa: E731
+    events = [ev(6.0, "mn", "movement_detected", coa=COA, iface="eth-r3"), ev(6.01, "mn", "bu_tx", peer=HA, seq=0),
+              ev(6.02, "ha", "bu_rx", seq=0), ev(7.52, "mn", "bu_tx", peer=HA, seq=1),
+              ev(8.55, "mn", "ba_rx", peer=HA, accepted=True, seq=1),
+              ev(9.1, "mn", "home_link_detected", iface="eth-r2"), ev(9.11, "mn", "bu_tx", peer=HA, seq=2),
+              ev(9.12, "ha", "bu_rx", seq=2), ev(9.13, "mn", "ba_rx", peer=HA, accepted=True, seq=2),
+              ev(18.0, "mn", "movement_detected", coa=COA, iface="eth-r3"), ev(18.01, "mn", "bu_tx", peer=HA, seq=3)]
+    m = phases.moves(events, HA, None, 100.0)
+    assert [(x["kind"], x["t_s"], x["attempts"], x["acked"], x["no_retransmission"], x["lu_reached_cn"], x["success"],
+             x["delay_ms"]) for x in m] == [("away", 6.0, 2, True, False, True, True, 2540.0),
+                                            ("home", 9.1, 1, True, True, True, True, 20.0),
+                                            ("away", 18.0, 1, False, False, False, False, None)]
+    for k, name in (("", "MIPv6 no RO"), ("ro", "MIPv6 RO")):
+        for old in rep.TABLE_6_2_LOSS:
+            got = [phases.analytic_single_shot("away", 1 - new / 100, 1 - old / 100, bool(k)) for new in rep.TABLE_6_2_LOSS]
+            assert [round(g, 2) for g in got] == pytest.approx(rep.PUBLISHED_SUCCESS[name][old], abs=0.011), (name, old)
+    assert phases.analytic_single_shot("home", 1.0, 0.9, False) == 1.0
+    hs = [{"new_loss_pct": 5.0, "old_loss_pct": 0.0}]
+    assert (rep.seed_success("mipv6", hs), rep.seed_success("mipv6-ro", hs), rep.seed_success("ilnp-soft", hs)) == \
+        ("88 % (old 1 %)", "62 % (old 1 %)", "90 %")
+    assert rep.seed_success("mipv6", [{"new_loss_pct": 0.0, "old_loss_pct": 0.0}]) == "—"

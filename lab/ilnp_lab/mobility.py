@@ -265,7 +265,10 @@ class Run:
             hs = analysis.handoffs(lus, marked, cn_pcaps, t0, mn_nid, self.duration)
             for h, e in zip(hs, joins):
                 h["analytic_single_shot"] = round(ex.path_delivery(cell.move, ex.mn, e["iface"]) ** 2, 6)
+                h["new_loss_pct"] = round(100 * (1 - ex.path_delivery(cell.move, ex.mn, e["iface"])), 3)
             res["handoffs"] = hs
+        elif (raw.get("extra") or {}).get("moves") is not None:
+            res["handoffs"] = self.mipv6_moves(raw["extra"], timeline)
         else:
             res["handoffs"] = None
         res["probe"] = analysis.probe_loss(d, ex)
@@ -282,6 +285,23 @@ class Run:
         res["notes"] = self.notes
         (d / "result.json").write_text(json.dumps(res, indent=1))
         return res
+
+    def mipv6_moves(self, extra: dict, timeline: list[dict]) -> list[dict]:
+        """Mobile IPv6's handoffs (mipv6.phases.moves: each registration away, each return home),
+        labelled by the timeline's latest event before each, with the thesis's analytic single-shot
+        success for this move's links (mipv6.phases.analytic_single_shot, thesis §6.2.1 eqs. 17-18)."""
+        from .mipv6.phases import analytic_single_shot
+        ex, move = self.ex, self.cell.move
+        home_if = SCHEME_CLASSES[self.cell.scheme].home(ex)[0]
+        out = []
+        for m in extra["moves"]:
+            before = [e for e in timeline if e["t_s"] <= m["t_s"] + 0.001]
+            new = ex.path_delivery(move, ex.mn, m.get("iface") or home_if)
+            old = ex.path_delivery(move, ex.mn, home_if)
+            out.append(dict(m, label=before[-1]["label"] if before else None,
+                            analytic_single_shot=analytic_single_shot(m["kind"], new, old, extra.get("cn") is not None),
+                            new_loss_pct=round(100 * (1 - new), 3), old_loss_pct=round(100 * (1 - old), 3)))
+        return out
 
 
 # The data sender's TCP recovery, from its kernel (nstat's TcpExt counters in the CN's

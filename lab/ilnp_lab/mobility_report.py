@@ -197,6 +197,34 @@ def sender_table(by_scheme: dict[str, list[dict]]) -> list[str]:
     return out
 
 
+# thesis Table 6.2 (§6.2.3, analytic single shot, eqs. 17-19): handoff success by the old link's loss
+# (R1-HA; rows) and the new link's (R1-R3; columns), percent
+TABLE_6_2_LOSS = (1, 2, 5, 10)
+PUBLISHED_SUCCESS = {
+    "MIPv6 no RO": {1: (.96, .94, .88, .79), 2: (.94, .92, .87, .78), 5: (.88, .87, .81, .73), 10: (.79, .78, .73, .66)},
+    "MIPv6 RO": {1: (.86, .80, .62, .40), 2: (.82, .75, .59, .38), 5: (.68, .63, .49, .32), 10: (.49, .45, .35, .23)},
+    "ILNPv6": {old: (.98, .96, .90, .81) for old in TABLE_6_2_LOSS},
+}
+
+
+def seed_success(scheme: str, hs: list[dict]) -> str:
+    """Table 6.2's success for this scheme at the handoffs' new-link loss (the seed's 1/2/5/10 %),
+    at their old-link loss or, below 1 % (this lab's moves leave R1-R2 lossless), the 1 % row,
+    said so; '—' where the table has no cell (a lossless new link: a move home)."""
+    name = {"mipv6": "MIPv6 no RO", "mipv6-ro": "MIPv6 RO"}.get(scheme, "ILNPv6" if scheme.startswith("ilnp") else None)
+    # ILNPv6's single shot is the new path's delivery squared (runs from before new_loss_pct was kept)
+    new = {h["new_loss_pct"] if "new_loss_pct" in h else
+           round(100 * (1 - h["analytic_single_shot"] ** 0.5), 3) if h.get("analytic_single_shot") is not None
+           and scheme.startswith("ilnp") else None for h in hs}
+    old = {h.get("old_loss_pct") or 0 for h in hs}
+    if name is None or len(new) != 1 or len(old) != 1 or (n := next(iter(new))) not in TABLE_6_2_LOSS:
+        return "—"
+    o = next(iter(old))
+    row = o if o in TABLE_6_2_LOSS else 1
+    v = PUBLISHED_SUCCESS[name][row][TABLE_6_2_LOSS.index(n)]
+    return f"{100 * v:.0f} %" + ("" if row == o or name == "ILNPv6" else f" (old {row} %)")  # ILNPv6's: any old row
+
+
 def handoff_table(by_scheme: dict[str, list[dict]]) -> list[str]:
     """The handoffs of the ILNP runs (analysis.handoffs), by scheme and by where the MN went:
     measured against the thesis's analytic single-shot success (Table 6.2)."""
@@ -212,7 +240,7 @@ def handoff_table(by_scheme: dict[str, list[dict]]) -> list[str]:
             pct = lambda x: "—" if x is None else f"{100 * x:.1f} %"  # noqa: E731
             lus = "—" if s["lus_per_handoff"] is None else f"{s['lus_per_handoff']:.2f}"
             rows.append(f"| {scheme} | {label} | {s['n']} | {pct(s['success'])} | {pct(s['no_retransmission'])} "
-                        f"| {pct(analytic['median'])} | {pct(s['lu_reached_cn'])} | {lus} | {fmt(s['delay_ms'])} "
+                        f"| {pct(analytic['median'])} | {seed_success(scheme, hs)} | {pct(s['lu_reached_cn'])} | {lus} | {fmt(s['delay_ms'])} "
                         f"| {fmt(s['delay_single_ms'])} | {fmt(s['delay_retried_ms'])} ({s['delay_retried_ms']['n']}) |")
     if not rows:
         return []
@@ -220,15 +248,24 @@ def handoff_table(by_scheme: dict[str, list[dict]]) -> list[str]:
             "locator before the next join; *one LU* = completed with no retransmission (the ack reached the MN "
             "before the timer fired: with no jitter, the first LU and its ack both arrived), beside *analytic "
             "single-shot* = P(LU) × P(ack) from the links' loss on the path (thesis §6.2.1 eqs. 3, 8, 9; Table 6.2 "
-            "gives .98 / .96 / .90 / .81 at 1 / 2 / 5 / 10 % on the new link); *LU at CN* = the first LU was "
-            "captured at the CN (before any retransmission); *LUs / handoff* = send instants of the handoff's LU "
-            "until acked, at the MN (thesis Fig. 3.15c); *delay* = first LU → first ack at the MN (thesis §3.3: "
-            "≥ 1 RTT, < 2 RTT), of all handoffs, of those with one LU and of those retried (the first LU or its "
-            "ack lost or late; thesis with its fixed 1 s timer: "
-            f"{PUBLISHED_LU_LOSS_MS['lan']} ms LAN / {PUBLISHED_LU_LOSS_MS['wan']} ms WAN), (n) retried handoffs.", "",
-            "| scheme | handoff | n | success | one LU | analytic single-shot | LU at CN | LUs / handoff "
+            "gives .98 / .96 / .90 / .81 at 1 / 2 / 5 / 10 % on the new link) and *seed* = Table 6.2 at this "
+            "new-link loss (its old-link loss is never below 1 %: for our lossless R1-R2 the 1 % row); *LU at CN* = "
+            "the first LU was captured at the CN (before any retransmission); *LUs / handoff* = send instants of "
+            "the handoff's LU until acked, at the MN (thesis Fig. 3.15c); *delay* = first LU → first ack at the MN "
+            "(thesis §3.3: ≥ 1 RTT, < 2 RTT), of all handoffs, of those with one LU and of those retried (the first "
+            "LU or its ack lost or late; thesis with its fixed 1 s timer: "
+            f"{PUBLISHED_LU_LOSS_MS['lan']} ms LAN / {PUBLISHED_LU_LOSS_MS['wan']} ms WAN), (n) retried handoffs. "
+            "Mobile IPv6 (mipv6, mipv6-ro; mipv6.phases.moves) has a handoff per registration away from home "
+            "(labelled by the event that made it: the home link's leave, or a join when the home link went first) "
+            "and per return home (the home prefix's RA, §11.5.5): *success* = the HA's BA (with RO also the CN's) "
+            "before the next movement; *one LU* = one BU to the HA (and one to the CN) acknowledged; *analytic* = "
+            "thesis eqs. 17-18 on this move's links (a return home keeps the BU/BA on the home link: 1, with RO "
+            "old-path⁴); *LU at CN* = the first BU reached the HA; *LUs* = BUs to the HA; *delay* = first BU → the "
+            "last BA (thesis Tables 6.5, 6.11: 1005 / 1024 ms LAN, 1400 / 2204 WAN; a BU or BA lost: 2505 / 2524 "
+            "and 2900 / 3704 ms).", "",
+            "| scheme | handoff | n | success | one LU | analytic single-shot | seed (Table 6.2) | LU at CN | LUs / handoff "
             "| delay (ms) | delay, one LU (ms) | delay, retried (ms) |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"] + rows
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"] + rows
 
 
 def path_rtts(rs: list[dict]) -> dict[str, float]:

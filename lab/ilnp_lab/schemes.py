@@ -30,6 +30,7 @@ from .bind import ZONE, Bind, Host, resolv_conf
 from .daemon import Ilnpd, Peer
 from .fixtures import DNS_ADDR, dns_server
 from .mipv6 import kernel as mip6_kernel
+from .mipv6 import phases as mip6_phases
 from .mipv6 import roles as mip6_roles
 from .testbed import Node, binary, stop_process, wait_for
 from .topology import SCHEMES
@@ -450,8 +451,11 @@ class Mipv6(Plain):
 
     def extra(self) -> dict:
         events, other = mip6_roles.read_events(self.paths)
-        out = mip6_roles.summary(events, self.ha_addr, self.cn_addr if self.ro else None, self.run.t0 or 0.0)
-        return out | {"role_stderr": other or None, "events": len(events)}
+        cn = self.cn_addr if self.ro else None
+        out = mip6_roles.summary(events, self.ha_addr, cn, self.run.t0 or 0.0)
+        # every registration and return home of the run (thesis-loss's handoffs: mobility.Run.mipv6_moves)
+        return out | {"role_stderr": other or None, "events": len(events), "ha": self.ha_addr, "cn": cn,
+                      "moves": mip6_phases.moves(events, self.ha_addr, cn, self.run.t0 or 0.0)}
 
     def stop(self) -> None:
         for p in self.procs.values():

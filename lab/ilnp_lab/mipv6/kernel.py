@@ -260,3 +260,32 @@ def ro_binding(x, local: str, peer_home: str, peer_coa: str, role: str) -> None:
     x.ro_state(peer_home, local, in_proto, peer_coa)
     x.ro_policy(local, peer_home, XFRM_POLICY_OUT, out_proto, optional=False)
     x.ro_policy(peer_home, local, XFRM_POLICY_IN, in_proto, optional=True)
+
+
+def ro_unbind(x, local: str, peer_home: str, role: str) -> None:
+    """Removes what `ro_binding` installed (the binding deleted: the MN back home, §11.5.5; the
+    CN's binding cache entry deleted, §9.5.3): the two policies, then the two states."""
+    out_proto, in_proto = ("route2", "hao") if role == "cn" else ("hao", "route2")
+    x.del_policy(local, peer_home, XFRM_POLICY_OUT)
+    x.del_policy(peer_home, local, XFRM_POLICY_IN)
+    x.del_state(local, peer_home, out_proto)
+    x.del_state(peer_home, local, in_proto)
+
+
+def unsolicited_na(ifname: str, addr: str) -> None:
+    """RFC 6275 §11.5.5's Neighbor Advertisement once the HA acknowledged the deregistration: to
+    all-nodes (ff02::1) from the home address, target the home address, S clear, O set, with the
+    Target Link-layer Address option (RFC 4861 §4.4, §7.2.6); hop limit 255, the kernel's
+    ICMPv6 checksum."""
+    with open(f"/sys/class/net/{ifname}/address") as f:
+        mac = bytes.fromhex(f.read().strip().replace(":", ""))
+    na = struct.pack("!BBHI", 136, 0, 0, 0x20000000) + a16(addr) + bytes([2, 1]) + mac  # O flag, TLLA
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, ifname.encode())
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, socket.if_nametoindex(ifname))
+        s.bind((addr, 0))
+        s.sendto(na, ("ff02::1", 0, 0, socket.if_nametoindex(ifname)))
+    finally:
+        s.close()

@@ -18,7 +18,11 @@ on its BA the xfrm ro states (HAO out, RH2 in) and a direct route. Correspondent
 from Kcn and nonces, BU verified (nonce indices, authenticator, sequence), binding cache, xfrm
 ro states (RH2 out, HAO in), BA with its own authenticator. Every step is a JSON event line on
 stdout (wall clock, one for all namespaces).
-Not done: returning home (deregistration), BRR, IPsec (the seeds ran without it).
+Returning home (§11.5.5): the home prefix's RA on the home link -> the data plane back on the
+home link, BU with lifetime 0 from the home address -> the HA deletes the binding, proxy NDP,
+host route and tunnel (§10.3.2) and answers -> the MN's unsolicited NA; with RO a home test and a
+BU with lifetime 0 delete the CN's binding (§11.7.2, §9.5.3). A later move registers afresh.
+Not done: BRR, binding refresh, retransmitting HoTI/CoTI, IPsec (the seeds ran without it).
 """
 
 from __future__ import annotations
@@ -74,8 +78,8 @@ class HomeAgent:
         alt = m.option(mh.OPT_ALT_COA)
         coa = alt.value()["coa"] if alt else coa_hao
         t = self.log("bu_rx", hoa=hoa, coa=coa, seq=m.seq, lifetime=m.lifetime * 4, flags=m.flags)
-        if coa is None or coa == hoa:
-            self.log("not_implemented", what="deregistration (returning home)")
+        if coa is None or coa == hoa or m.lifetime == 0:
+            self.deregister(m, hoa, t)
             return
         status, lifetime = mh.BA_ACCEPTED, min(m.lifetime * 4, binding.HOME_REG_LIFETIME)
         if not m.flags & mh.BU_H:
@@ -107,6 +111,31 @@ class HomeAgent:
         self.log("ba_tx", hoa=hoa, coa=coa, status=status, seq=seq, ms=round((time.time() - t) * 1e3, 1))
 
 
+    def deregister(self, m: mh.Message, hoa: str, t: float) -> None:
+        """§10.3.2, primary care-of address de-registration (the MN back home, §11.5.5: a BU with
+        the H flag, lifetime 0, from the home address, no HAO): refused with status 133 without a
+        home registration for it, 135 for an old sequence number; else the binding cache entry
+        deleted, proxy NDP for the home address stopped (§10.4.1), the tunnel's host route
+        removed and the tunnel down, and the BA (lifetime 0) sent to the home address on the
+        home link, no RH2 (the care-of address is the home address)."""
+        b = self.cache.lookup(hoa)
+        seq, status = m.seq, mh.BA_ACCEPTED
+        if not m.flags & mh.BU_H or b is None or not b.home_reg:
+            status = mh.BA_NOT_HA_FOR_MN
+        elif not self.cache.check_seq(hoa, m.seq):
+            status, seq = mh.BA_SEQ_OUT_OF_WINDOW, self.cache.last_seq(hoa)
+        else:
+            self.cache.update(hoa, hoa, m.seq, 0, True)  # lifetime 0: the entry deleted
+            name = self.tunnels[hoa]
+            idx = socket.if_nametoindex(name)
+            self.nl.proxy(self.home_idx, hoa, delete=True)
+            self.nl.route(hoa, 128, idx, delete=True)
+            self.nl.link_up(idx, False)
+            self.endpoints[name] = (self.endpoints[name][0], False)
+            self.log("deregistered", hoa=hoa, dev=name)
+        kernel.send_raw(self.tx, mh.Packet(mh.ba(status, seq, 0), self.a.ha, hoa).bytes())
+        self.log("ba_tx", hoa=hoa, coa=hoa, status=status, seq=seq, ms=round((time.time() - t) * 1e3, 1))
+
     def tunnel_for(self, hoa: str, coa: str, up: bool) -> int:
         """The home address's ip6ip6 tunnel to `coa` (made, or moved; netlink only when it changes)."""
         name = self.tunnels.setdefault(hoa, f"mip6h{len(self.tunnels)}")
@@ -123,6 +152,8 @@ class MobileNode:
         self.coa: str | None = None
         self.away = False
         self.registered = False
+        self.returning = False  # §11.5.5: the deregistration BU sent, its BA not yet in
+        self.ro_active = False
         self.router: dict[int, str] = {}   # ifindex -> router link-local from its RA
         self.prefixes: dict[int, list[str]] = {}
         self.rr: dict = {}
@@ -131,6 +162,7 @@ class MobileNode:
         self.ra = kernel.icmp6_socket([134])
         self.nl = kernel.link_socket()
         self.rtnl, self.xfrm = Rtnl(), Xfrm()
+        self.home_via: str | None = None
         self.home_idx = socket.if_nametoindex(a.home_if)
         # the tunnel to the HA exists from the start, down (UMIP makes it at start-up too); a
         # move gives it the care-of address as its local end
@@ -145,7 +177,7 @@ class MobileNode:
                 for idx, up in kernel.link_events(self.nl):
                     if idx == self.home_idx and not up and not self.away:
                         self.log("link_down", iface=self.a.home_if)  # the link-layer trigger
-                        self.away = True
+                        self.away, self.coa = True, None
                         self.handoff()
             if self.ra in r:
                 self.on_ra(*kernel.recv_icmp6(self.ra))
@@ -162,6 +194,10 @@ class MobileNode:
         new = [p["prefix"] for p in ra["prefixes"] if p["prefix"] not in self.prefixes.get(idx, [])]
         self.router[idx] = src
         self.prefixes.setdefault(idx, []).extend(new)
+        home = ipaddress.IPv6Network(self.a.home_prefix)
+        if idx == self.home_idx and self.away and any(ipaddress.IPv6Network(p["prefix"]) == home for p in ra["prefixes"]):
+            self.return_home()  # §11.5.1: the home subnet prefix on-link again
+            return
         if new:
             self.log("ra_new_prefix", iface=socket.if_indextoname(idx), prefixes=new, home_agent=ra["home_agent"])
             if self.away and not self.coa:
@@ -183,6 +219,9 @@ class MobileNode:
             return
         self.coa, self.coa_idx = c
         self.log("movement_detected", coa=self.coa, iface=socket.if_indextoname(self.coa_idx))
+        if self.home_via:  # the default route return_home put on the home link (gone with it if it went down)
+            self.rtnl.route("::", 0, self.home_idx, via=self.home_via, metric=1, delete=True)
+            self.home_via = None
         # BUs and the tunnel reach the HA over the new link, not through the tunnel; the home
         # address moves to the tunnel device, flagged as one (the kernel's RH2 check)
         self.rtnl.route(self.a.ha, 128, self.coa_idx, via=self.router[self.coa_idx])
@@ -197,19 +236,65 @@ class MobileNode:
 
     def send_bu(self, peer: str, retransmit: bool = False) -> None:
         home_reg = peer == self.a.ha
+        # at home (§11.5.5) the care-of address is the home address: lifetime 0, sent from the
+        # home address without the HAO (a node at home uses none) and without an alternate CoA
+        home = self.coa == self.a.hoa
         if retransmit:
             e = self.bul.retransmitted(peer)
         else:
-            e = self.bul.sent(peer, self.a.hoa, self.coa, self.a.lifetime if home_reg else 60,
+            e = self.bul.sent(peer, self.a.hoa, self.coa, 0 if home else self.a.lifetime if home_reg else 60,
                               home_reg, first_reg=not self.registered)
         if home_reg:
-            m = mh.bu(e.seq, e.lifetime, mh.BU_A | mh.BU_H, [mh.alt_coa(self.coa)])
+            m = mh.bu(e.seq, e.lifetime, mh.BU_A | mh.BU_H, [] if home else [mh.alt_coa(self.coa)])
         else:
             m = mh.bu(e.seq, min(e.lifetime, rr.MAX_RR_BINDING_LIFETIME), mh.BU_A,
                       [mh.nonce_indices(self.rr["hni"], self.rr["cni"]), mh.auth_data(bytes(12))])
             rr.authenticate(m, self.rr["kbm"], self.coa, peer)
-        kernel.send_raw(self.tx_direct, mh.Packet(m, self.coa, peer, hao=self.a.hoa).bytes())
-        self.log("bu_tx", peer=peer, seq=e.seq, coa=self.coa, retransmit=retransmit, timeout=e.timeout)
+        kernel.send_raw(self.tx_direct, mh.Packet(m, self.coa, peer, hao=None if home else self.a.hoa).bytes())
+        self.log("bu_tx", peer=peer, seq=e.seq, coa=self.coa, lifetime=e.lifetime, retransmit=retransmit,
+                 timeout=e.timeout)
+
+    def return_home(self) -> None:
+        """RFC 6275 §11.5.5: the home subnet prefix's RA on the home link. The data plane comes
+        back to the home link at once (the tunnel's default route replaced by one through the
+        home router, the HA's host route, and with RO the binding's xfrm states and the direct
+        route to the CN removed; the home address leaves the tunnel for the home interface, no
+        DAD: the HA still defends it), then a BU to the HA with the A and H bits, lifetime 0,
+        from the home address (the care-of address = the home address). The home address
+        answers Neighbor Solicitations from here on, not only after the BA as §11.5.5 asks: the
+        HA needs the MN's link-layer address for its BA, which the RFC lets it take from the
+        BU's frame, but a raw MH socket does not show it (the deviation costs nothing here:
+        nobody else on the home link asks while the HA still proxies)."""
+        self.log("home_link_detected", iface=self.a.home_if, router=self.router[self.home_idx])
+        self.away, self.returning = False, True
+        if self.coa and self.coa != self.a.hoa:
+            self.rtnl.route(self.a.ha, 128, self.coa_idx, via=self.router[self.coa_idx], delete=True)
+            if self.ro_active:
+                kernel.ro_unbind(self.xfrm, self.a.hoa, self.a.cn, "mn")
+                self.rtnl.route(self.a.cn, 128, self.coa_idx, via=self.router[self.coa_idx], src=self.a.hoa,
+                                delete=True)
+                self.ro_active = False
+        self.bul.entries.pop(self.a.cn, None)  # an unanswered BU to the CN from the foreign link: moot
+        self.home_via = self.router[self.home_idx]
+        self.rtnl.route("::", 0, self.home_idx, via=self.home_via, metric=1)  # replaces the tunnel's
+        self.rtnl.addr(False, self.tnl, self.a.hoa, 128)
+        self.rtnl.addr(True, self.home_idx, self.a.hoa, 64, IFA_F_NODAD)
+        self.rtnl.link_up(self.tnl, False)
+        self.coa, self.coa_idx = self.a.hoa, self.home_idx
+        self.tx_direct = kernel.raw_sender()
+        self.tx_direct.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, self.a.home_if.encode())
+        self.send_bu(self.a.ha)
+
+    def home_deregistered(self) -> None:
+        """§11.5.5 after the HA's BA: the unsolicited Neighbor Advertisement for the home address
+        (all-nodes, O set, the link-layer address), and with RO the CN's binding deleted the
+        same way (§11.7.2: a BU with lifetime 0 from home, after a home test only: Kbm from the
+        home keygen token alone, §5.2.5); a later move registers afresh (first registration)."""
+        self.returning, self.registered = False, False
+        kernel.unsolicited_na(self.a.home_if, self.a.hoa)
+        self.log("home", hoa=self.a.hoa)
+        if self.a.cn and self.a.ro:
+            self.start_rr(home=True)
 
     def on_mh(self, data: bytes, src: str, dst: str, _hao) -> None:
         m = mh.Message.decode(data)
@@ -220,11 +305,20 @@ class MobileNode:
                 self.log("ba_bad_authenticator", peer=peer)
                 return
             self.log("ba_rx", peer=peer, status=m.status, seq=m.seq, accepted=ok)
-            if ok and peer == self.a.ha:
+            if peer == self.a.ha and self.returning and m.status == mh.BA_NOT_HA_FOR_MN \
+                    and self.bul.entries[peer].seq == m.seq:
+                self.bul.entries[peer].acked = True  # §10.3.2: no home registration there (never bound): home anyway
+                self.home_deregistered()
+            elif ok and peer == self.a.ha and self.returning:
+                self.home_deregistered()
+            elif ok and peer == self.a.ha:
                 self.home_registered()
+            elif ok and self.coa == self.a.hoa:
+                self.log("ro_deregistered", cn=peer)  # the CN deleted its binding (§9.5.3)
             elif ok:
                 kernel.ro_binding(self.xfrm, self.a.hoa, peer, self.coa, "mn")
                 self.rtnl.route(peer, 128, self.coa_idx, via=self.router[self.coa_idx], src=self.a.hoa)
+                self.ro_active = True
                 self.log("ro_active", cn=peer)
         elif m.type in (mh.HOT, mh.COT):
             key = "hot" if m.type == mh.HOT else "cot"
@@ -233,7 +327,11 @@ class MobileNode:
                 return
             self.rr[key] = (m.nonce_index, m.token)
             self.log(key + "_rx", index=m.nonce_index)
-            if "hot" in self.rr and "cot" in self.rr:
+            if self.rr.get("home") and "hot" in self.rr:  # §5.2.5: a deregistration needs the home token only
+                (self.rr["hni"], ht), self.rr["cni"] = self.rr["hot"], 0
+                self.rr["kbm"] = rr.kbm(ht, None)
+                self.send_bu(self.a.cn)
+            elif "hot" in self.rr and "cot" in self.rr:
                 (self.rr["hni"], ht), (self.rr["cni"], ct) = self.rr["hot"], self.rr["cot"]
                 self.rr["kbm"] = rr.kbm(ht, ct)
                 self.send_bu(self.a.cn)
@@ -246,12 +344,14 @@ class MobileNode:
         if self.a.cn and self.a.ro:
             self.start_rr()
 
-    def start_rr(self) -> None:
-        """HoTI from the home address (through the tunnel), CoTI from the care-of address (direct)."""
-        self.rr = {"hoti_cookie": os.urandom(8), "coti_cookie": os.urandom(8)}
+    def start_rr(self, home: bool = False) -> None:
+        """HoTI from the home address (through the tunnel), CoTI from the care-of address (direct);
+        at home (`home`) the HoTI alone, on the home link (§5.2.5, §11.6.1)."""
+        self.rr = {"hoti_cookie": os.urandom(8), "coti_cookie": os.urandom(8), "home": home}
         kernel.send_raw(self.tx, mh.Packet(mh.hoti(self.rr["hoti_cookie"]), self.a.hoa, self.a.cn).bytes())
-        kernel.send_raw(self.tx_direct, mh.Packet(mh.coti(self.rr["coti_cookie"]), self.coa, self.a.cn).bytes())
-        self.log("rr_start", cn=self.a.cn)
+        if not home:
+            kernel.send_raw(self.tx_direct, mh.Packet(mh.coti(self.rr["coti_cookie"]), self.coa, self.a.cn).bytes())
+        self.log("rr_start", cn=self.a.cn, home=home)
 
 
 class Correspondent:
@@ -280,8 +380,11 @@ class Correspondent:
 
     def on_bu(self, data: bytes, m: mh.Message, hoa: str, coa: str | None) -> None:
         ni = m.option(mh.OPT_NONCE_IDX)
-        if coa is None or ni is None or m.option(mh.OPT_AUTH) is None:
-            self.log("bu_refused", hoa=hoa, why="no HAO, nonce indices or authorization data")
+        # §9.5.1: without a HAO the home address is the source and so is the care-of address:
+        # the MN at home deleting its binding (§11.7.2, care-of address = home address)
+        coa = coa or hoa
+        if ni is None or m.option(mh.OPT_AUTH) is None:
+            self.log("bu_refused", hoa=hoa, why="no nonce indices or authorization data")
             return
         v = ni.value()
         key, status = self.rr.kbm_for(hoa, coa, v["home_nonce_index"], v["careof_nonce_index"])
@@ -294,13 +397,17 @@ class Correspondent:
             if status == mh.BA_SEQ_OUT_OF_WINDOW:
                 seq = self.cache.last_seq(hoa)
         self.log("bu_rx", hoa=hoa, coa=coa, seq=m.seq, status=status)
-        if status == mh.BA_ACCEPTED:
+        dereg = coa == hoa or m.lifetime == 0
+        if status == mh.BA_ACCEPTED and dereg:
+            kernel.ro_unbind(self.xfrm, self.a.addr, hoa, "cn")  # §9.5.3: the entry deleted, RH2 out and HAO in go
+            self.log("deregistered", hoa=hoa)
+        elif status == mh.BA_ACCEPTED:
             kernel.ro_binding(self.xfrm, self.a.addr, hoa, coa, "cn")
         if m.flags & mh.BU_A or status:
             ba = mh.ba(status, seq, m.lifetime * 4 if status == 0 else 0, options=[mh.auth_data(bytes(12))])
             if key is not None:
                 rr.authenticate(ba, key, coa, self.a.addr)
-            kernel.send_raw(self.tx, mh.Packet(ba, self.a.addr, coa, rh2=hoa).bytes())
+            kernel.send_raw(self.tx, mh.Packet(ba, self.a.addr, coa, rh2=None if coa == hoa else hoa).bytes())
             self.log("ba_tx", hoa=hoa, coa=coa, status=status)
 
 

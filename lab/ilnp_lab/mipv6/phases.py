@@ -57,6 +57,53 @@ def split(events: list[dict], ha: str, cn: str | None = None) -> dict:
     return out
 
 
+def moves(events: list[dict], ha: str, cn: str | None, t0: float) -> list[dict]:
+    """Every movement of a run, each a registration away from home (`movement_detected`) or a
+    deregistration at home (`home_link_detected`, §11.5.5), up to the next movement; in the shape
+    of the ILNP handoffs (analysis.handoffs) so the thesis-loss report reads both: `t_s` (the
+    movement at the MN, s after t0), `attempts` (BUs to the HA: retransmissions count), `acked`
+    (the HA's BA accepted), `no_retransmission` (one BU to the HA and, with RO, one to the CN:
+    the thesis's single shot, every message of the handoff arrived the first time),
+    `lu_reached_cn` (here: the first BU reached the HA, its `bu_rx` with that sequence number),
+    `delay_ms` (first BU -> the last BA: the HA's, with RO the CN's), `success` (the binding done:
+    the HA's BA and with RO the CN's, before the next movement), `ro` (RO done or deleted)."""
+    ev = sorted(events, key=lambda e: e["t"])
+    starts = [e for e in ev if e["role"] == "mn" and e["ev"] in ("movement_detected", "home_link_detected")]
+    out = []
+    for i, s in enumerate(starts):
+        end = starts[i + 1]["t"] if i + 1 < len(starts) else float("inf")
+        win = [e for e in ev if s["t"] <= e["t"] < end]
+        mn = lambda name, **kw: [e for e in win if e["role"] == "mn" and e["ev"] == name  # noqa: E731
+                                 and all(e.get(k) == v for k, v in kw.items())]
+        bus, bas = mn("bu_tx", peer=ha), mn("ba_rx", peer=ha, accepted=True)
+        cbus, cbas = (mn("bu_tx", peer=cn), mn("ba_rx", peer=cn, accepted=True)) if cn else ([], [])
+        last = (cbas or [None])[0] if cn else (bas or [None])[0]
+        first_seq = bus[0]["seq"] if bus else None
+        at_ha = any(e["role"] == "ha" and e["ev"] == "bu_rx" and e.get("seq") == first_seq for e in win)
+        home = s["ev"] == "home_link_detected"
+        out.append({
+            "t_s": round(s["t"] - t0, 4), "kind": "home" if home else "away", "iface": s.get("iface"), "attempts": len(bus), "copies": len(bus),
+            "acked": bool(bas), "no_retransmission": bool(bas) and len(bus) == 1 and (not cn or (bool(cbas) and len(cbus) == 1)),
+            "lu_reached_cn": bool(bus) and at_ha,
+            "delay_ms": round((last["t"] - bus[0]["t"]) * 1e3, 1) if bus and last else None,
+            "success": bool(bas) and (not cn or bool(cbas)),
+            "ro": (bool(mn("ro_deregistered")) if home else bool(mn("ro_active"))) if cn else None,
+            "cn_attempts": len(cbus) if cn else None})
+    return out
+
+
+def analytic_single_shot(kind: str, new: float, old: float, ro: bool) -> float:
+    """Thesis §6.2.1's single-shot handoff success for MIPv6 from the one-way delivery of the
+    new link's path (`new`, CN <-> the foreign router) and the old one's (`old`, CN <-> the home
+    agent): eq. 17 (BU and BA, each over both) = (new·old)^2; eq. 18 adds HoTI and HoT (through
+    the HA: new·old^2 each) and CoTI, CoT, BU and BA to the CN (new each): new^8·old^6. Back
+    home (the thesis has no such case) the BU and BA stay on the home link (1), and with RO the
+    HoTI, HoT, BU and BA to the CN cross the old path: old^4."""
+    if kind == "home":
+        return round(old ** 4 if ro else 1.0, 6)
+    return round(new ** 8 * old ** 6 if ro else (new * old) ** 2, 6)
+
+
 def sizes(frames: list[dict], ha: str, cn: str | None) -> dict:
     """The first frame of each kind the MN's link carried, its length on the wire."""
     kinds = {}

@@ -13,7 +13,7 @@ from .mh import a16
 
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 1, 4, 0x100, 0x200, 0x400
 NLMSG_ERROR = 2
-RTM_NEWLINK, RTM_NEWADDR, RTM_DELADDR, RTM_NEWROUTE, RTM_NEWNEIGH = 16, 20, 21, 24, 28
+RTM_NEWLINK, RTM_NEWADDR, RTM_DELADDR, RTM_NEWROUTE, RTM_DELROUTE, RTM_NEWNEIGH, RTM_DELNEIGH = 16, 20, 21, 24, 25, 28, 29
 IFLA_IFNAME, IFLA_LINKINFO, IFLA_INFO_KIND, IFLA_INFO_DATA = 3, 18, 1, 2
 IFLA_IPTUN_LOCAL, IFLA_IPTUN_REMOTE, IFLA_IPTUN_ENCAP_LIMIT, IFLA_IPTUN_FLAGS, IFLA_IPTUN_PROTO = 2, 3, 6, 8, 9
 IP6_TNL_F_IGN_ENCAP_LIMIT = 0x1
@@ -52,8 +52,8 @@ class Rtnl:
                     return
                 i += (ln + 3) & ~3
 
-    def link_up(self, ifindex: int) -> None:
-        self.request(RTM_NEWLINK, 0, struct.pack("BxHiII", socket.AF_UNSPEC, 0, ifindex, IFF_UP, IFF_UP))
+    def link_up(self, ifindex: int, up: bool = True) -> None:
+        self.request(RTM_NEWLINK, 0, struct.pack("BxHiII", socket.AF_UNSPEC, 0, ifindex, IFF_UP if up else 0, IFF_UP))
 
     def tunnel(self, name: str, local: str, remote: str, up: bool = True) -> int:
         """An ip6ip6 tunnel without the encapsulation limit option (UMIP sets IGN_ENCAP_LIMIT:
@@ -86,7 +86,8 @@ class Rtnl:
             self.request(RTM_DELADDR, 0, body, ok_errnos=(99,))  # EADDRNOTAVAIL: already gone
 
     def route(self, dst: str, plen: int, oif: int, via: str | None = None, src: str | None = None,
-              metric: int | None = None, table: int = 254) -> None:
+              metric: int | None = None, table: int = 254, delete: bool = False) -> None:
+        """Adds (replaces) a route, or with `delete` removes it (gone already: no error)."""
         body = struct.pack("BBBBBBBBI", socket.AF_INET6, plen, 0, 0, min(table, 255), 3, 0, 1, 0)
         # family, dst_len, src_len, tos, table, protocol (boot), scope (universe), type (unicast), flags
         body += attr(RTA_OIF, struct.pack("i", oif)) + attr(RTA_TABLE, struct.pack("I", table))
@@ -98,11 +99,18 @@ class Rtnl:
             body += attr(RTA_PREFSRC, a16(src))
         if metric is not None:
             body += attr(RTA_PRIORITY, struct.pack("I", metric))
-        self.request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, body)
+        if delete:
+            self.request(RTM_DELROUTE, 0, body, ok_errnos=(3,))  # ESRCH: no such route
+        else:
+            self.request(RTM_NEWROUTE, NLM_F_CREATE | NLM_F_REPLACE, body)
 
-    def proxy(self, ifindex: int, address: str) -> None:
+    def proxy(self, ifindex: int, address: str, delete: bool = False) -> None:
+        """A proxy neighbour entry (the HA defending a home address, §10.4.1), or its removal."""
         body = struct.pack("BxxxiHBB", socket.AF_INET6, ifindex, NUD_PERMANENT, NTF_PROXY, 0) + attr(NDA_DST, a16(address))
-        self.request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body)
+        if delete:
+            self.request(RTM_DELNEIGH, 0, body, ok_errnos=(2,))  # ENOENT: none there
+        else:
+            self.request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body)
 
 
 def addresses() -> list[tuple[str, int, int, int]]:

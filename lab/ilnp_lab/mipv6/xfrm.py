@@ -13,7 +13,7 @@ import struct
 from .mh import a16
 
 NETLINK_XFRM = 6
-XFRM_MSG_NEWSA, XFRM_MSG_DELSA, XFRM_MSG_UPDPOLICY = 0x10, 0x11, 0x19
+XFRM_MSG_NEWSA, XFRM_MSG_DELSA, XFRM_MSG_DELPOLICY, XFRM_MSG_UPDPOLICY = 0x10, 0x11, 0x14, 0x19
 XFRMA_TMPL, XFRMA_SRCADDR, XFRMA_COADDR, XFRMA_POLICY_TYPE = 5, 13, 14, 16
 XFRM_MODE_ROUTEOPTIMIZATION = 2
 XFRM_POLICY_IN, XFRM_POLICY_OUT = 0, 1
@@ -59,13 +59,25 @@ class Xfrm:
         """`ip xfrm state add src S dst D proto P mode ro coa C sel src S/128 dst D/128`, after
         removing one with the same (src, dst, proto)."""
         p = PROTO[proto]
-        self._req(XFRM_MSG_DELSA, 0, struct.pack("=16sIHBx", a16(dst), 0, socket.AF_INET6, p)
-                  + _attr(XFRMA_SRCADDR, a16(src)), ok=(2, 3))  # ENOENT, ESRCH: none there
+        self.del_state(src, dst, proto)
         xid = struct.pack("=16sIB3x", a16(dst), 0, p)
         info = (selector(src, dst) + xid + a16(src) + lifetime_cfg() + bytes(32) + bytes(12)
                 + struct.pack("=IIHBBB7x", 0, 0, socket.AF_INET6, XFRM_MODE_ROUTEOPTIMIZATION, 0, 0))
         assert len(info) == 224
         self._req(XFRM_MSG_NEWSA, NLM_F_CREATE, info + _attr(XFRMA_COADDR, a16(coa)))
+
+    def del_state(self, src: str, dst: str, proto: str) -> None:
+        """`ip xfrm state delete src S dst D proto P` (none there: no error)."""
+        self._req(XFRM_MSG_DELSA, 0, struct.pack("=16sIHBx", a16(dst), 0, socket.AF_INET6, PROTO[proto])
+                  + _attr(XFRMA_SRCADDR, a16(src)), ok=(2, 3))  # ENOENT, ESRCH: none there
+
+    def del_policy(self, src: str, dst: str, direction: int) -> None:
+        """`ip xfrm policy delete src S/128 dst D/128 dir in|out ptype sub` (none there: no error);
+        xfrm_userpolicy_id is the selector, an index (0: by selector) and the direction."""
+        pid = selector(src, dst) + struct.pack("=IB3x", 0, direction)
+        assert len(pid) == 64
+        ptype = struct.pack("=BxHBx", XFRM_POLICY_TYPE_SUB, 0, 0)
+        self._req(XFRM_MSG_DELPOLICY, 0, pid + _attr(XFRMA_POLICY_TYPE, ptype), ok=(2, 3))
 
     def ro_policy(self, src: str, dst: str, direction: int, proto: str, optional: bool) -> None:
         """`ip xfrm policy update src S/128 dst D/128 dir in|out ptype sub tmpl [src S dst D]
