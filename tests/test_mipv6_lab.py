@@ -577,3 +577,57 @@ def test_moves_and_table_6_2():
     assert (rep.seed_success("mipv6", hs), rep.seed_success("mipv6-ro", hs), rep.seed_success("ilnp-soft", hs)) == \
         ("88 % (old 1 %)", "62 % (old 1 %)", "90 %")
     assert rep.seed_success("mipv6", [{"new_loss_pct": 0.0, "old_loss_pct": 0.0}]) == "—"
+
+
+def test_return_routability_is_retransmitted(monkeypatch):
+    """§11.8: a HoTI or CoTI whose answer is missing is sent again after InitialBindackTimeout
+    (1 s), then 2 s, ..., with the same cookie; only the missing one (here the CoT came)."""
+    from ilnp_lab.mipv6 import node
+    sent = sent_packets(monkeypatch)
+    now = [100.0]
+    monkeypatch.setattr(node.time, "monotonic", lambda: now[0])
+    mn = mobile_node(monkeypatch, ro=True)
+    mn.start_rr()
+    assert [mh.Message.decode(ipv6(p)[3]).name for p in sent["tx"]] == ["HoTI", "CoTI"]
+    cor = rr.Correspondent(kcn=bytes(20))
+    i, tok = cor.careof_token(COA)
+    mn.on_mh(mh.cot(i, mn.rr["coti_cookie"], tok).encode(), CN, COA, None)
+    now[0] += 0.99
+    assert not mn.rr_due()
+    now[0] += 0.01
+    assert mn.rr_due()
+    mn.send_rr(retransmit=True)
+    again = mh.Message.decode(ipv6(sent["tx"][-1])[3])
+    assert len(sent["tx"]) == 3 and again.name == "HoTI" and again.cookie == mn.rr["hoti_cookie"]
+    now[0] += 1.99
+    assert not mn.rr_due() and mn.rr["timeout"] == 2.0
+    i, tok = cor.home_token(HOA)
+    mn.on_mh(mh.hot(i, mn.rr["hoti_cookie"], tok).encode(), CN, HOA, None)  # both in: the BU to the CN
+    assert mh.Message.decode(ipv6(sent["tx"][-1])[3][len(mh.hao_dstopts(HOA)):]).name == "BU"
+    now[0] += 10
+    assert not mn.rr_due()
+
+
+def test_raw_sender_bypasses_xfrm_policies():
+    """The roles' raw sockets carry a socket policy that allows without a template: a global
+    out policy (here one that blocks, as a binding's ro policy would rewrite) does not touch what
+    they send; an ordinary raw socket is stopped by it (the check that the test can fail)."""
+    from ilnp_lab.mipv6 import kernel
+    ns = f"mip6bp{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        x = lambda *a: subprocess.run(["ip", "-n", ns, *a], check=True, capture_output=True)  # noqa: E731
+        x("link", "set", "lo", "up")
+        x("addr", "add", "2001:db8:77::1/64", "dev", "lo", "nodad")
+        x("xfrm", "policy", "add", "dst", "2001:db8:77::2/128", "dir", "out", "action", "block")
+        code = ("import socket, sys; sys.path.insert(0, %r); from ilnp_lab.mipv6 import kernel, mh\n"
+                "pkt = mh.Packet(mh.hoti(bytes(8)), '2001:db8:77::1', '2001:db8:77::2').bytes()\n"
+                "for s in (socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW), kernel.raw_sender()):\n"
+                "    try:\n        kernel.send_raw(s, pkt); print('sent')\n"
+                "    except OSError as e:\n        print('refused', e.errno)\n") % LAB
+        r = subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=30)
+        assert r.stdout.split("\n")[:2] == ["refused 1", "sent"], (r.stdout, r.stderr)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+    assert kernel.IPV6_XFRM_POLICY == 35

@@ -463,6 +463,15 @@ def lab(args):
             check(ms is not None and lo <= ms <= hi and e.get("ha_ba_accepted") and e.get("ro_active") is not False,
                   f"{what}: handoff {ms} ms (thesis {THESIS_MS[s]}, accepted {lo}..{hi}), BA from the HA accepted "
                   f"{e.get('ha_ba_accepted')}, RO {e.get('ro_active')}; phases {e.get('phases')}")
+        if s.startswith("mipv6") and any(h.get("kind") == "home" for h in x.get("handoffs") or []):
+            # thesis-loss: back home every other move (RFC 6275 §11.5.5), away again afterwards
+            hs = x["handoffs"]
+            home, away = [h for h in hs if h["kind"] == "home"], [h for h in hs if h["kind"] == "away"]
+            again = [h for h in away if h["t_s"] > home[0]["t_s"]]
+            check(bool(home) and all(h["success"] for h in home) and any(h["success"] for h in again),
+                  f"{what}: {len(home)} returns home, deregistered {sum(h['success'] for h in home)}; "
+                  f"{len(away)} registrations, done {sum(h['success'] for h in away)}; "
+                  + ", ".join(f"{h['label']} {h['delay_ms']} ms x{h['attempts']}" for h in hs))
     subprocess.run(["dmesg", "-n", "1"], check=False)  # no kernel lines inside the block
     tar = subprocess.run(["tar", "czf", "-", "--exclude=*.pcap", "-C", out, "."], capture_output=True).stdout
     b64 = __import__("base64").encodebytes(tar).decode()

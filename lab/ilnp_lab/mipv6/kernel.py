@@ -130,9 +130,23 @@ def recv_mh(s: socket.socket) -> tuple[bytes, str, str, str | None]:
     return data, addr[0].split("%")[0], dst, coa
 
 
+IPV6_XFRM_POLICY = 35
+
+
 def raw_sender() -> socket.socket:
-    """IPPROTO_RAW: the packet is sent as built (IPv6 header, HAO, RH2 and MH checksum ours)."""
-    return socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    """IPPROTO_RAW: the packet is sent as built (IPv6 header, HAO, RH2 and MH checksum ours), past
+    every xfrm policy (a socket policy that allows without a template, as IKE daemons bypass
+    IPsec): else a binding's ro policy would add its RH2 or HAO to packets that carry their own
+    or must not have one (the CN's HoT goes to the home address through the HA, §5.2.5, even
+    while the CN holds a binding for it)."""
+    from .xfrm import XFRM_POLICY_OUT, lifetime_cfg, selector
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    pol = selector("::", "::", 0) + lifetime_cfg() + bytes(32) + struct.pack("=IIBBBB4x", 0, 0, XFRM_POLICY_OUT, 0, 0, 0)
+    try:
+        s.setsockopt(socket.IPPROTO_IPV6, IPV6_XFRM_POLICY, pol)
+    except OSError:
+        pass  # a kernel without xfrm: nothing to bypass
+    return s
 
 
 def send_raw(s: socket.socket, pkt: bytes, ifindex: int = 0) -> None:

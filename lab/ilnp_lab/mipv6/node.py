@@ -188,6 +188,8 @@ class MobileNode:
             for peer in list(self.bul.entries):
                 if self.bul.due(peer):
                     self.send_bu(peer, retransmit=True)
+            if self.rr_due():
+                self.send_rr(retransmit=True)
 
     def on_ra(self, data: bytes, src: str, idx: int) -> None:
         ra = kernel.parse_ra(data)
@@ -218,6 +220,7 @@ class MobileNode:
             self.log("no_care_of_address_yet")
             return
         self.coa, self.coa_idx = c
+        self.rr = {}  # a home test of the last return home, if still unanswered: moot
         self.log("movement_detected", coa=self.coa, iface=socket.if_indextoname(self.coa_idx))
         if self.home_via:  # the default route return_home put on the home link (gone with it if it went down)
             self.rtnl.route("::", 0, self.home_idx, via=self.home_via, metric=1, delete=True)
@@ -275,6 +278,7 @@ class MobileNode:
                                 delete=True)
                 self.ro_active = False
         self.bul.entries.pop(self.a.cn, None)  # an unanswered BU to the CN from the foreign link: moot
+        self.rr = {}  # and a return routability still under way there
         self.home_via = self.router[self.home_idx]
         self.rtnl.route("::", 0, self.home_idx, via=self.home_via, metric=1)  # replaces the tunnel's
         self.rtnl.addr(False, self.tnl, self.a.hoa, 128)
@@ -347,11 +351,27 @@ class MobileNode:
     def start_rr(self, home: bool = False) -> None:
         """HoTI from the home address (through the tunnel), CoTI from the care-of address (direct);
         at home (`home`) the HoTI alone, on the home link (§5.2.5, §11.6.1)."""
-        self.rr = {"hoti_cookie": os.urandom(8), "coti_cookie": os.urandom(8), "home": home}
-        kernel.send_raw(self.tx, mh.Packet(mh.hoti(self.rr["hoti_cookie"]), self.a.hoa, self.a.cn).bytes())
-        if not home:
-            kernel.send_raw(self.tx_direct, mh.Packet(mh.coti(self.rr["coti_cookie"]), self.coa, self.a.cn).bytes())
+        self.rr = {"hoti_cookie": os.urandom(8), "coti_cookie": os.urandom(8), "home": home,
+                   "timeout": binding.INITIAL_BINDACK_TIMEOUT / 2}
         self.log("rr_start", cn=self.a.cn, home=home)
+        self.send_rr()
+
+    def rr_due(self) -> bool:
+        """A HoTI / CoTI sent, its answer missing past the timer?"""
+        return self.rr.get("sent") is not None and "kbm" not in self.rr \
+            and time.monotonic() - self.rr["sent"] >= self.rr["timeout"]
+
+    def send_rr(self, retransmit: bool = False) -> None:
+        """The HoTI and (away) CoTI whose answer is still missing; §11.8: retransmitted from
+        InitialBindackTimeout (1 s) on, doubling up to MAX_BINDACK_TIMEOUT, the same cookies."""
+        self.rr["sent"], self.rr["timeout"] = time.monotonic(), min(self.rr["timeout"] * 2, binding.MAX_BINDACK_TIMEOUT)
+        if "hot" not in self.rr:
+            kernel.send_raw(self.tx, mh.Packet(mh.hoti(self.rr["hoti_cookie"]), self.a.hoa, self.a.cn).bytes())
+        if not self.rr["home"] and "cot" not in self.rr:
+            kernel.send_raw(self.tx_direct, mh.Packet(mh.coti(self.rr["coti_cookie"]), self.coa, self.a.cn).bytes())
+        if retransmit:
+            self.log("rr_retransmit", hoti="hot" not in self.rr, coti=not self.rr["home"] and "cot" not in self.rr,
+                     timeout=self.rr["timeout"])
 
 
 class Correspondent:

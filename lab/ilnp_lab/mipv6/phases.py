@@ -19,9 +19,9 @@ THESIS_BYTES = {"BU_HA": 110, "BAck_HA": 94, "HoTI": 110, "HoT": 118, "CoTI": 70
                 "BU_CN": 110, "BAck_CN": 110}
 
 
-def _first(events, role, ev, after=0.0, **match):
+def _first(events, role, ev, after=0.0, before=float("inf"), **match):
     for e in sorted(events, key=lambda e: e["t"]):
-        if e["role"] == role and e["ev"] == ev and e["t"] >= after and all(e.get(k) == v for k, v in match.items()):
+        if e["role"] == role and e["ev"] == ev and after <= e["t"] < before and all(e.get(k) == v for k, v in match.items()):
             return e
     return None
 
@@ -30,27 +30,31 @@ def split(events: list[dict], ha: str, cn: str | None = None) -> dict:
     ms = lambda a, b: round((b["t"] - a["t"]) * 1e3, 1) if a and b else None  # noqa: E731
     down = _first(events, "mn", "link_down")
     t = down["t"] if down else 0.0
-    md = _first(events, "mn", "movement_detected", t)
-    moved = _first(events, "mn", "home_address_moved", t)
-    bu = _first(events, "mn", "bu_tx", t, peer=ha)
-    ba = _first(events, "mn", "ba_rx", t, peer=ha, accepted=True)
-    dad = _first(events, "ha", "dad_done", t)
-    ha_ba = _first(events, "ha", "ba_tx", t, status=0)
-    tun = _first(events, "mn", "tunnel", t)
+    # the first registration only: up to the MN's return home, if it came back (thesis-loss)
+    home = _first(events, "mn", "home_link_detected", t)
+    end = home["t"] if home else float("inf")
+    _f = lambda role, ev, after, **kw: _first(events, role, ev, after, end, **kw)  # noqa: E731
+    md = _f("mn", "movement_detected", t)
+    moved = _f("mn", "home_address_moved", t)
+    bu = _f("mn", "bu_tx", t, peer=ha)
+    ba = _f("mn", "ba_rx", t, peer=ha, accepted=True)
+    dad = _f("ha", "dad_done", t)
+    ha_ba = _f("ha", "ba_tx", t, status=0)
+    tun = _f("mn", "tunnel", t)
     out = {"movement_detection_ms": ms(down, md), "home_address_move_ms": ms(md, moved),
            "bu_ba_ha_ms": ms(bu, ba), "ha_dad_ms": dad["ms"] if dad else None,
            "ha_processing_ms": round(ha_ba["ms"] - (dad["ms"] if dad else 0), 1) if ha_ba else None,
            "bu_retransmissions": sum(1 for e in events if e["role"] == "mn" and e["ev"] == "bu_tx"
-                                     and e.get("retransmit") and e.get("peer") == ha),
+                                     and e.get("retransmit") and e.get("peer") == ha and e["t"] < end),
            "tunnel_route_ms": ms(ba, tun)}
     last = ba
     if cn:
-        rr0 = _first(events, "mn", "rr_start", t)
-        hot, cot = _first(events, "mn", "hot_rx", t), _first(events, "mn", "cot_rx", t)
+        rr0 = _f("mn", "rr_start", t)
+        hot, cot = _f("mn", "hot_rx", t), _f("mn", "cot_rx", t)
         rr1 = max((x for x in (hot, cot) if x), key=lambda x: x["t"], default=None) if hot and cot else None
-        bucn = _first(events, "mn", "bu_tx", t, peer=cn)
-        bacn = _first(events, "mn", "ba_rx", t, peer=cn, accepted=True)
-        roa = _first(events, "mn", "ro_active", t)
+        bucn = _f("mn", "bu_tx", t, peer=cn)
+        bacn = _f("mn", "ba_rx", t, peer=cn, accepted=True)
+        roa = _f("mn", "ro_active", t)
         out.update({"return_routability_ms": ms(rr0, rr1), "bu_ba_cn_ms": ms(bucn, bacn), "ro_route_ms": ms(bacn, roa)})
         last = bacn
     out["handoff_delay_ms"] = ms(bu, last)
@@ -62,8 +66,8 @@ def moves(events: list[dict], ha: str, cn: str | None, t0: float) -> list[dict]:
     deregistration at home (`home_link_detected`, §11.5.5), up to the next movement; in the shape
     of the ILNP handoffs (analysis.handoffs) so the thesis-loss report reads both: `t_s` (the
     movement at the MN, s after t0), `attempts` (BUs to the HA: retransmissions count), `acked`
-    (the HA's BA accepted), `no_retransmission` (one BU to the HA and, with RO, one to the CN:
-    the thesis's single shot, every message of the handoff arrived the first time),
+    (the HA's BA accepted), `no_retransmission` (one BU to the HA and, with RO, one to the CN and no
+    HoTI/CoTI retransmitted: the thesis's single shot, every message of the handoff arrived the first time),
     `lu_reached_cn` (here: the first BU reached the HA, its `bu_rx` with that sequence number),
     `delay_ms` (first BU -> the last BA: the HA's, with RO the CN's), `success` (the binding done:
     the HA's BA and with RO the CN's, before the next movement), `ro` (RO done or deleted)."""
@@ -83,12 +87,13 @@ def moves(events: list[dict], ha: str, cn: str | None, t0: float) -> list[dict]:
         home = s["ev"] == "home_link_detected"
         out.append({
             "t_s": round(s["t"] - t0, 4), "kind": "home" if home else "away", "iface": s.get("iface"), "attempts": len(bus), "copies": len(bus),
-            "acked": bool(bas), "no_retransmission": bool(bas) and len(bus) == 1 and (not cn or (bool(cbas) and len(cbus) == 1)),
+            "acked": bool(bas), "no_retransmission": bool(bas) and len(bus) == 1
+            and (not cn or (bool(cbas) and len(cbus) == 1 and not mn("rr_retransmit"))),
             "lu_reached_cn": bool(bus) and at_ha,
             "delay_ms": round((last["t"] - bus[0]["t"]) * 1e3, 1) if bus and last else None,
             "success": bool(bas) and (not cn or bool(cbas)),
             "ro": (bool(mn("ro_deregistered")) if home else bool(mn("ro_active"))) if cn else None,
-            "cn_attempts": len(cbus) if cn else None})
+            "cn_attempts": len(cbus) if cn else None, "rr_retransmissions": len(mn("rr_retransmit")) if cn else None})
     return out
 
 
