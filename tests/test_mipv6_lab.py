@@ -568,6 +568,12 @@ def test_moves_and_table_6_2():
              x["delay_ms"]) for x in m] == [("away", 6.0, 2, True, False, True, True, 2540.0),
                                             ("home", 9.1, 1, True, True, True, True, 20.0),
                                             ("away", 18.0, 1, False, False, False, False, None)]
+    # back home when the HA never bound the home address (every BU away lost): status 133, home all the same
+    lost = events[:1] + [ev(9.1, "mn", "home_link_detected", iface="eth-r2"), ev(9.11, "mn", "bu_tx", peer=HA, seq=2),
+                         ev(9.13, "mn", "ba_rx", peer=HA, accepted=False, status=133, seq=2), ev(9.14, "mn", "home")]
+    back = phases.moves(lost, HA, None, 100.0)[1]
+    assert (back["kind"], back["success"], back["delay_ms"]) == ("home", True, 20.0)
+    assert not phases.moves(lost[:-1], HA, None, 100.0)[1]["success"]  # no "home": not back
     for k, name in (("", "MIPv6 no RO"), ("ro", "MIPv6 RO")):
         for old in rep.TABLE_6_2_LOSS:
             got = [phases.analytic_single_shot("away", 1 - new / 100, 1 - old / 100, bool(k)) for new in rep.TABLE_6_2_LOSS]

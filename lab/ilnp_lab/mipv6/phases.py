@@ -79,12 +79,14 @@ def moves(events: list[dict], ha: str, cn: str | None, t0: float) -> list[dict]:
         win = [e for e in ev if s["t"] <= e["t"] < end]
         mn = lambda name, **kw: [e for e in win if e["role"] == "mn" and e["ev"] == name  # noqa: E731
                                  and all(e.get(k) == v for k, v in kw.items())]
+        home = s["ev"] == "home_link_detected"
         bus, bas = mn("bu_tx", peer=ha), mn("ba_rx", peer=ha, accepted=True)
+        if home and not bas:  # status 133, no home registration there (never bound): home all the same
+            bas = [e for e in mn("ba_rx", peer=ha, status=133) if any(x["ev"] == "home" for x in mn("home"))]
         cbus, cbas = (mn("bu_tx", peer=cn), mn("ba_rx", peer=cn, accepted=True)) if cn else ([], [])
         last = (cbas or [None])[0] if cn else (bas or [None])[0]
         first_seq = bus[0]["seq"] if bus else None
         at_ha = any(e["role"] == "ha" and e["ev"] == "bu_rx" and e.get("seq") == first_seq for e in win)
-        home = s["ev"] == "home_link_detected"
         out.append({
             "t_s": round(s["t"] - t0, 4), "kind": "home" if home else "away", "iface": s.get("iface"), "attempts": len(bus), "copies": len(bus),
             "acked": bool(bas), "no_retransmission": bool(bas) and len(bus) == 1
