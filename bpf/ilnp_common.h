@@ -54,7 +54,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, ILNP_ILCC_DEFAULT_MAX);
-	__type(key, __u64);
+	__type(key, struct ilnp_ilcc_key);
 	__type(value, struct ilnp_ilcc_val);
 	ILNP_PINNING
 } ilnp_ilcc SEC(".maps");
@@ -70,7 +70,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, ILNP_ILCC_DEFAULT_MAX);
-	__type(key, __u64);
+	__type(key, struct ilnp_ilcc_key);
 	__type(value, struct ilnp_balance_val);
 	__uint(map_flags, BPF_F_NO_PREALLOC); /* 536 B each: only peers that balance use memory */
 	ILNP_PINNING
@@ -168,6 +168,14 @@ static __always_inline struct ilnp_cfg *get_cfg(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&ilnp_cfg, &zero);
+}
+
+/* The ILCC key of a packet between the correspondent `remote` and our NID `ours`. */
+static __always_inline struct ilnp_ilcc_key ilcc_key(const struct ilnp_cfg *cfg, __u64 remote, __u64 ours)
+{
+	struct ilnp_ilcc_key k = { .remote_nid = remote, .local_nid = ours == cfg->local_nid ? 0 : ours };
+
+	return k;
 }
 
 /* The NID of ours a correspondent's entry uses (ilnp_ilcc_val.local_nid; 0 = the stable one). */

@@ -18,6 +18,7 @@
 struct egress_ctx {
 	struct ipv6hdr ip6;
 	struct ilnp_ilcc_val *e;
+	struct ilnp_ilcc_key key; /* the entry's: peer NID, our source NID */
 	__u64 peer_nid;
 	__u64 local_nid;  /* ours the entry uses (the packet's source NID) */
 	__u64 local_loc;  /* the pair this packet takes (wire order): the ILCC's, */
@@ -255,7 +256,7 @@ static __always_inline void eg_balance(struct __sk_buff *skb, struct ilnp_cfg *c
 
 	if (!(c->e->flags & ILNP_ILCC_F_BALANCED))
 		return;
-	b = bpf_map_lookup_elem(&ilnp_balance, &c->peer_nid);
+	b = bpf_map_lookup_elem(&ilnp_balance, &c->key);
 	if (!b || b->n_slots == 0 || b->n_pairs == 0)
 		return;
 	n = b->n_slots;
@@ -466,9 +467,9 @@ static __always_inline int eg_push_l2(struct __sk_buff *skb, __u16 proto)
  * its header, ILCC entry and the ILCC's locator pair. 0 = the fast path may
  * send it; else the reason it goes to ilnpd, or ILNP_R_MAX for a packet that is
  * not an identifier-form one (a wire packet ingress punted, on its way to
- * ilnpd: not counted). The source NID must be the one of ours the peer's entry
- * uses (the stable one, or a temporary one: ilnp_ilcc_val.local_nid); without an
- * entry, the stable one (a temporary NID's first packet is ilnpd's: egress_punt_src).
+ * ilnpd: not counted). The entry is the one of the packet's pair of NIDs
+ * (ilnp_ilcc_key); without one the source must be the stable NID (a temporary
+ * NID's first packet, or a NID not ours, is ilnpd's: egress_punt_src).
  */
 static __always_inline int eg_checks(struct __sk_buff *skb, struct ilnp_cfg *cfg, struct egress_ctx *c)
 {
@@ -483,9 +484,10 @@ static __always_inline int eg_checks(struct __sk_buff *skb, struct ilnp_cfg *cfg
 	if (cfg->mode != ILNP_MODE_EBPF)
 		return ILNP_R_EGRESS_PUNT_USERSPACE;
 	c->peer_nid = lo64(&c->ip6.daddr);
-	c->e = bpf_map_lookup_elem(&ilnp_ilcc, &c->peer_nid);
-	c->local_nid = c->e ? ilcc_local_nid(cfg, c->e) : cfg->local_nid;
-	if (hi64(&c->ip6.saddr) != cfg->id_prefix || lo64(&c->ip6.saddr) != c->local_nid)
+	c->local_nid = lo64(&c->ip6.saddr);
+	c->key = ilcc_key(cfg, c->peer_nid, c->local_nid);
+	c->e = bpf_map_lookup_elem(&ilnp_ilcc, &c->key);
+	if (hi64(&c->ip6.saddr) != cfg->id_prefix || c->local_nid != (c->e ? ilcc_local_nid(cfg, c->e) : cfg->local_nid))
 		return ILNP_R_EGRESS_PUNT_SRC;
 	c->proto = c->ip6.nexthdr;
 	c->l4_off = IPV6_HLEN;

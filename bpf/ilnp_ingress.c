@@ -333,10 +333,10 @@ static __always_inline int in_verify(struct __sk_buff *skb, struct ilnp_cfg *cfg
 }
 
 /*
- * After in_verify: is the packet's destination NID the one of ours its sender's
- * entry uses (the stable one or a temporary one, ilnp_ilcc_val.local_nid)? A
- * correspondent talks to one of our NIDs at a time: the rest is ilnpd's, which
- * drops it (ilnp-core's OtherLocalNid). 0 = yes, else the punt reason.
+ * After in_verify: does the entry found by the packet's pair of NIDs say the
+ * same NID of ours (ilnp_ilcc_val.local_nid)? Always, unless ilnpd wrote an
+ * entry under another's key: a mismatch is ilnpd's to judge. 0 = yes, else the
+ * punt reason.
  */
 static __always_inline int in_verify_nid(struct ilnp_cfg *cfg, const struct ilnp_ilcc_val *e, __u64 nid_d)
 {
@@ -442,11 +442,12 @@ static __always_inline int in_nonce_omitted(struct __sk_buff *skb, struct ilnp_c
 {
 	struct ilnp_local_val *lv;
 	struct ilnp_ilcc_val *e = NULL;
-	__u64 nid_s = lo64(&c->ip6.saddr), loc_d = hi64(&c->ip6.daddr);
+	struct ilnp_ilcc_key k = ilcc_key(cfg, lo64(&c->ip6.saddr), lo64(&c->ip6.daddr));
+	__u64 loc_d = hi64(&c->ip6.daddr);
 
 	if (cfg->mode != ILNP_MODE_EBPF || (c->ip6.nexthdr != IPPROTO_TCP && c->ip6.nexthdr != IPPROTO_UDP))
 		return -1;
-	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
+	e = bpf_map_lookup_elem(&ilnp_ilcc, &k);
 	if (!e || e->nonce_rx_len == 0 || !in_src_loc_known(e, hi64(&c->ip6.saddr)))
 		return -1;
 	lv = bpf_map_lookup_elem(&ilnp_locals, &loc_d);
@@ -482,7 +483,8 @@ int ilnp_ingress(struct __sk_buff *skb)
 	struct ilnp_ilcc_val *e = NULL;
 	struct ilnp_local_val *lv;
 	struct ingress_ctx c = {};
-	__u64 nid_s, nid_d;
+	struct ilnp_ilcc_key k;
+	__u64 nid_d;
 	int r, temp = 0;
 
 	if (skb->protocol == bpf_htons(ETH_P_IP))
@@ -516,9 +518,9 @@ int ilnp_ingress(struct __sk_buff *skb)
 	 * (FreeBSD ILNP6 puts it there, ip6po_dest2), and later fragments carry none:
 	 * a known correspondent's fragments go to ilnpd, which checks the first one's
 	 * nonce and the others' locators and hands them to the kernel to reassemble */
+	k = ilcc_key(cfg, lo64(&c.ip6.saddr), nid_d);
 	if (c.ip6.nexthdr == NEXTHDR_FRAGMENT) {
-		nid_s = lo64(&c.ip6.saddr);
-		if (bpf_map_lookup_elem(&ilnp_ilcc, &nid_s))
+		if (bpf_map_lookup_elem(&ilnp_ilcc, &k))
 			return in_punt(cfg, ILNP_R_INGRESS_PUNT_FRAGMENT);
 		return in_plain(skb, cfg, &c);
 	}
@@ -531,8 +533,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 		return temp ? in_punt(cfg, ILNP_R_INGRESS_PUNT_TEMP_NID) : in_plain(skb, cfg, &c);
 	if (r != OPTS_NONCE)
 		return in_opts_refused(cfg, r);
-	nid_s = lo64(&c.ip6.saddr);
-	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
+	e = bpf_map_lookup_elem(&ilnp_ilcc, &k);
 	/* a temporary NID's packet without an entry: ilnpd's (admission looks up
 	 * sockets on the stable NID's address only) */
 	if (temp && !e)
@@ -543,7 +544,7 @@ int ilnp_ingress(struct __sk_buff *skb)
 	if ((cfg->flags & ILNP_CFG_F_ADMIT_SOCKET) && (c.next == IPPROTO_TCP || c.next == IPPROTO_UDP) && !e) {
 		if (in_socket_exists(skb, cfg, &c))
 			return in_punt(cfg, ILNP_R_INGRESS_ADMIT_SOCKET);
-		in_note_answer_hint(skb, &c, nid_s, 0, 0);
+		in_note_answer_hint(skb, &c, k.remote_nid, 0, 0);
 		if (in_rewrite(skb, cfg, &c))
 			return in_drop(ILNP_R_INGRESS_DROP_ERROR);
 		count(ILNP_R_INGRESS_NO_SOCKET);

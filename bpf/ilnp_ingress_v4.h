@@ -104,7 +104,8 @@ __attribute__((noinline)) int ilnp_in_v4(struct __sk_buff *skb)
 		struct iphdr ip;
 		struct udphdr udp;
 	} o;
-	__u64 loc_d, nid_s, nid_d;
+	struct ilnp_ilcc_key k;
+	__u64 loc_d, nid_d;
 	int r, temp;
 
 	if (!cfg || !cfg->v4_port || bpf_skb_load_bytes(skb, ETH_HLEN, &o, sizeof(o)) < 0)
@@ -128,8 +129,8 @@ __attribute__((noinline)) int ilnp_in_v4(struct __sk_buff *skb)
 		return temp ? TC_ACT_OK : in_punt(cfg, ILNP_R_INGRESS_PUNT_V4_PLAIN);
 	if (r != OPTS_NONCE)
 		return in_opts_refused(cfg, r);
-	nid_s = lo64(&c.ip6.saddr);
-	e = bpf_map_lookup_elem(&ilnp_ilcc, &nid_s);
+	k = ilcc_key(cfg, lo64(&c.ip6.saddr), nid_d);
+	e = bpf_map_lookup_elem(&ilnp_ilcc, &k);
 	if (temp && !e)
 		return TC_ACT_OK;
 	/* admission, as for ILNPv6 over IPv6 (ilnp_ingress): no state for a new NID

@@ -51,7 +51,14 @@ struct ilnp_cfg {
  * up in identifier form without state, so the stack answers as plain IPv6 would. */
 #define ILNP_CFG_F_ADMIT_SOCKET 1
 
-/* ilnp_ilcc: HASH, key = remote NID (__u64, wire order). */
+/* ilnp_ilcc: HASH, key = struct ilnp_ilcc_key: the correspondent's NID and the
+ * one of ours it talks to (ilnp-core's IlccKey: a correspondent talking to the
+ * stable NID and to a temporary one has two entries, issue #44 item 2). */
+struct ilnp_ilcc_key {
+	__u64 remote_nid; /* wire order */
+	__u64 local_nid;  /* wire order; 0 = the stable one (ilnp_cfg's), else a temporary one */
+};
+
 #define ILNP_ILCC_F_NONE 0 /* flags */
 #define ILNP_ILCC_F_FULL_CSUM 1 /* the peer's TCP/UDP checksums cover the full addresses
 				 * (ChecksumRule::FullAddress): its packets take the slow path */
@@ -82,10 +89,9 @@ struct ilnp_ilcc_val {
 	__u8 remote_v4_addr[4];
 	__u16 remote_v4_port;
 	__u8 _pad2[2];
-	/* which of our NIDs the peer talks to (wire order; ilnp-core's
-	 * IlccEntry::local_nid, issue #44 item 2): 0 = the stable one (ilnp_cfg's),
-	 * else a temporary one (ilnp_temp_nids). The egress program sends only from
-	 * it, the ingress program delivers only packets to it (ilcc_local_nid). */
+	/* which of our NIDs the peer talks to: the key's local_nid again (ilnp-core's
+	 * IlccEntry::local_nid; 0 = the stable one). The programs check that the two
+	 * agree (in_verify_nid, eg_checks): a mismatch is ilnpd's to judge. */
 	__u64 local_nid;
 };
 
@@ -116,7 +122,7 @@ struct ilnp_local_val {
 };
 
 /*
- * ilnp_balance: HASH, key = remote NID (__u64, wire order), same bound as
+ * ilnp_balance: HASH, key = struct ilnp_ilcc_key (the entry's), same bound as
  * ilnp_ilcc. Present only for correspondents whose balancing policy is not
  * failover (ilnp-core's balance.rs builds the table; without an entry the
  * ILCC's local_loc/remote_loc are used), and looked up only for an ILCC entry

@@ -47,7 +47,7 @@ int ilnp_route_xmit(struct __sk_buff *skb)
 	}
 	if (eg_checks(skb, cfg, &c))
 		return BPF_OK;
-	b = bpf_map_lookup_elem(&ilnp_balance, &c.peer_nid);
+	b = bpf_map_lookup_elem(&ilnp_balance, &c.key);
 	if (b && b->n_slots && b->n_pairs &&
 	    (b->policy == ILNP_POLICY_PER_PACKET || b->policy == ILNP_POLICY_PER_FLOW))
 		return BPF_OK;

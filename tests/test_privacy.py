@@ -91,8 +91,8 @@ def test_outgoing_sessions_use_rotating_temporary_nids_and_the_stable_one_still_
     assert addrs[first]["preferred_life_time"] == 0, addrs
     fresh = [n for n, a in addrs.items() if a["preferred_life_time"] > 0]
     assert len(fresh) == 1 and fresh[0] not in (first, stable), addrs
-    # a correspondent in a session with the first one stays on it (the ILCC holds one
-    # entry per correspondent): pinned, new connections to it take the first one too
+    # a correspondent in a session with the first one stays on it (pinned: it keeps
+    # seeing a NID it knows, not a new one beside it), new connections take the first too
     assert seen_by_cn(cn, mn) == first
     out, _ = sess.communicate(timeout=30)
     got = out.decode().split()
@@ -134,6 +134,44 @@ def test_a_restart_keeps_the_temporary_nids_and_their_sessions(bed):
     out, _ = sess.communicate(timeout=30)
     assert out.decode().split() == [f"line{i}" for i in range(8)], f"the session on {temp} broke: {out}"
     assert seen_by_cn(cn, mn) == temp, "a restart drew another temporary NID"
+    assert dmn.stop() == 0 and dcn.stop() == 0
+
+
+def test_a_correspondent_reaches_the_stable_nid_while_it_has_a_session_on_a_temporary_one(bed):
+    """The ILCC is keyed by the pair of NIDs (docs/design/privacy.md): while the MN's
+    outgoing session to the CN runs on a temporary NID, the CN connects to the MN's name
+    (its stable NID) and is answered; each end holds two entries, one per NID of the MN,
+    with nonces of their own. On the code keyed by the remote NID alone, the MN refused the
+    CN's SYNs to the stable NID (`other_local_nid`) and the CN, hearing nothing, fell back to
+    plain IPv6 for it after its probe (no ILNPv6, so no mobility for that session)."""
+    cn, r1, mn = three_node(bed)
+    dmn = Ilnpd(mn, ["eth0"], peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
+                extra={"privacy": {"period_s": 600}}).start()
+    stable = dmn.status()["nid"]
+    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", stable, [(MN_L64, 10)])]).start()
+    time.sleep(1.5)
+    cn.spawn("socat", "TCP6-LISTEN:7405,reuseaddr,fork", "EXEC:cat")
+    cn.wait_listening(7405)
+    lines = 12
+    sess = long_session(mn, 7405, lines=lines, gap_s=0.5)
+    temp = nid_of(sess.stdout.readline().decode())
+    assert temp != stable
+    assert sess.stdout.readline().decode().strip() == "line0"
+    # the CN to the MN's name while the session on the temporary NID runs
+    assert echo(cn, mn, identifier_address(stable), port=7406) == "ilnp-hello\n"
+    assert dcn.ctl("stats")["core"].get("fallback_started", 0) == 0, "the CN fell back to plain IPv6"
+    assert dmn.ctl("stats")["core"].get("other_local_nid", 0) == 0
+    mine = sorted((e.get("local_nid") or "stable") for e in dmn.ctl("ilcc", "show") if e["nid"] == CN_NID)
+    assert mine == sorted([temp, "stable"]), dmn.ctl("ilcc", "show")
+    theirs = sorted(e["nid"] for e in dcn.ctl("ilcc", "show"))
+    assert theirs == sorted([temp, stable]), theirs
+    # one nonce per entry: the CN's two entries share none
+    tx = [e["nonce_tx"] for e in dcn.ctl("ilcc", "show")]
+    assert len(set(tx)) == 2 and None not in tx, tx
+    out, _ = sess.communicate(timeout=30)
+    assert out.decode().split() == [f"line{i}" for i in range(1, lines)], out
+    # new connections to the CN still take the preferred temporary NID
+    assert seen_by_cn(cn, mn) == temp
     assert dmn.stop() == 0 and dcn.stop() == 0
 
 

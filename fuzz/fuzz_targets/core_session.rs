@@ -199,7 +199,7 @@ fuzz_target!(|data: &[u8]| {
                 }
                 timers(&mut c, now);
             }
-            4 => c.note_activity(if op & 8 != 0 { STRANGER } else { NA }, now),
+            4 => c.note_activity(ilnp_core::IlccKey::stable(if op & 8 != 0 { STRANGER } else { NA }), now),
             5 => {
                 locs = (op >> 3) & 31;
                 let _ = c.set_local_locators(now, locators(locs));

@@ -275,6 +275,10 @@ pub struct LocatorInfo {
 #[serde(default)]
 pub struct IlccEntry {
     pub nid: Nid,
+    /// which of our NIDs the peer talks to: a temporary one (`[privacy]`); absent
+    /// for the stable one. A peer talking to both has two entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_nid: Option<Nid>,
     /// best first
     pub remote_locators: Vec<RemoteLocator>,
     /// our source locator towards the peer

@@ -3,6 +3,7 @@
 
 use crate::balance_table::BalanceChange;
 use crate::event::{DropReason, Event, Stats};
+use crate::ilcc_key::IlccKey;
 use crate::locator::LocalLocator;
 use ilnp_wire::{Locator, Nid, Nonce};
 
@@ -33,6 +34,13 @@ pub struct IlccSnapshot {
     pub local_nid: Option<Nid>,
 }
 
+impl IlccSnapshot {
+    /// The entry's key (the fast path's `ilnp_ilcc` key).
+    pub fn key(&self) -> IlccKey {
+        IlccKey { remote: self.nid, local: self.local_nid }
+    }
+}
+
 /// Something the shell must do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -52,7 +60,7 @@ pub enum Action {
     DeliverLocal(Vec<u8>),
     /// write/refresh the fast-path entry of this peer
     IlccUpsert(IlccSnapshot),
-    IlccRemove(Nid),
+    IlccRemove(IlccKey),
     /// the fast path must punt this peer's plain packets (no nonce) from
     /// `remote_loc:nid` to the slow path: it is reached as plain IPv6 (fallback)
     /// or being probed

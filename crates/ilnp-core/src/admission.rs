@@ -43,7 +43,7 @@ use crate::action::{drop_packet, Action, IlccSnapshot};
 pub use crate::admission_terms::{Admission, AnswerHint, ANSWER_HINT_MAX_AGE};
 use crate::config::CoreConfig;
 use crate::event::{DropReason, Event, Outcome, Stats};
-use crate::ilcc::{Ilcc, IlccEntry, RemoteLocator, Tier};
+use crate::ilcc::{Ilcc, IlccEntry, IlccKey, RemoteLocator, Tier};
 use crate::local::LocalLocators;
 use crate::locator::LocatorState;
 use crate::nonce_key::NonceKey;
@@ -112,7 +112,7 @@ pub const SPARSE_LOCATOR_MAX: usize = 2;
 /// stays O(bound) and every operation O(log n).
 #[derive(Debug, Default)]
 pub struct EmbryonicOrder {
-    by_loc: HashMap<Locator, BTreeMap<u64, Nid>>,
+    by_loc: HashMap<Locator, BTreeMap<u64, IlccKey>>,
     /// (items, oldest item's sequence reversed, locator): the last is the victim's
     rank: BTreeSet<(usize, Reverse<u64>, Locator)>,
     items: usize,
@@ -125,29 +125,29 @@ impl EmbryonicOrder {
         m.first_key_value().map(|(s, _)| (m.len(), Reverse(*s), loc))
     }
 
-    fn push(&mut self, loc: Locator, nid: Nid) -> u64 {
+    fn push(&mut self, loc: Locator, key: IlccKey) -> u64 {
         self.next += 1;
         if let Some(k) = self.rank_key(loc) {
             self.rank.remove(&k);
         }
-        self.by_loc.entry(loc).or_default().insert(self.next, nid);
+        self.by_loc.entry(loc).or_default().insert(self.next, key);
         self.rank.extend(self.rank_key(loc));
         self.items += 1;
         self.next
     }
 
     /// Takes the oldest item of the locator holding the most items.
-    fn pop_victim(&mut self) -> Option<(u64, Nid)> {
+    fn pop_victim(&mut self) -> Option<(u64, IlccKey)> {
         let k = *self.rank.last()?;
         self.rank.remove(&k);
         let m = self.by_loc.get_mut(&k.2)?;
-        let (seq, nid) = m.pop_first()?;
+        let (seq, key) = m.pop_first()?;
         if m.is_empty() {
             self.by_loc.remove(&k.2);
         }
         self.rank.extend(self.rank_key(k.2));
         self.items -= 1;
-        Some((seq, nid))
+        Some((seq, key))
     }
 
     fn len(&self) -> usize {
@@ -160,7 +160,7 @@ impl EmbryonicOrder {
     }
 
     /// Keeps the items `live` accepts (and rebuilds the ranking).
-    fn retain(&mut self, mut live: impl FnMut(u64, Nid) -> bool) {
+    fn retain(&mut self, mut live: impl FnMut(u64, IlccKey) -> bool) {
         for m in self.by_loc.values_mut() {
             m.retain(|s, n| live(*s, *n));
         }
@@ -290,7 +290,7 @@ impl AdmissionState {
         e.local_nid = (meta.dst_nid != cx.cfg.local_nid).then_some(meta.dst_nid);
         cx.cfg.apply_peer_settings(&mut e);
         if tier == Tier::Embryonic {
-            e.emb_seq = self.order.push(meta.src_loc, nid);
+            e.emb_seq = self.order.push(meta.src_loc, e.key());
             self.sweep_order(cx.ilcc);
         }
         let snap = e.snapshot();
@@ -336,7 +336,7 @@ impl AdmissionState {
             &nonce_tx,
         );
         cx.stats.bump(Outcome::HelloSent);
-        if let Some(e) = cx.ilcc.get_mut(&nid) {
+        if let Some(e) = cx.ilcc.get_mut(&IlccKey::new(nid, meta.dst_nid, cx.cfg.local_nid)) {
             e.answered = true;
             if e.tier == Tier::Embryonic {
                 cx.stats.bump(Outcome::TxToEmbryonic);
@@ -409,29 +409,29 @@ impl AdmissionState {
     /// A packet with the right nonce from `nid`'s embryonic entry: promoted if we
     /// answered it before (the peer received what we sent to its locator). Its
     /// order item goes stale, swept later (`sweep_order`).
-    pub(crate) fn maybe_promote(&self, ilcc: &mut Ilcc, stats: &mut Stats, nid: Nid, out: &mut Vec<Action>) {
-        let Some(e) = ilcc.get(&nid) else { return };
+    pub(crate) fn maybe_promote(&self, ilcc: &mut Ilcc, stats: &mut Stats, key: IlccKey, out: &mut Vec<Action>) {
+        let Some(e) = ilcc.get(&key) else { return };
         if e.tier != Tier::Embryonic || !e.answered {
             return;
         }
-        if ilcc.promote(&nid).is_err() {
+        if ilcc.promote(&key).is_err() {
             stats.bump(Outcome::PromoteRefusedFull);
             return;
         }
         stats.bump(Outcome::Promoted);
-        let e = ilcc.get_mut(&nid).expect("present");
+        let e = ilcc.get_mut(&key).expect("present");
         out.extend(e.snapshot().map(Action::IlccUpsert));
     }
 
     /// Removes the oldest embryonic entry of the source locator holding the most.
     /// False if there is none.
     fn evict_oldest_embryonic(&mut self, ilcc: &mut Ilcc, stats: &mut Stats, out: &mut Vec<Action>) -> bool {
-        while let Some((seq, nid)) = self.order.pop_victim() {
-            let live = ilcc.get(&nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq);
+        while let Some((seq, key)) = self.order.pop_victim() {
+            let live = ilcc.get(&key).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq);
             if live {
-                ilcc.remove(&nid);
+                ilcc.remove(&key);
                 stats.bump(Outcome::EmbryonicEvicted);
-                out.push(Action::Event(Event::PeerRemoved { nid, reason: "embryonic_evicted" }));
+                out.push(Action::Event(Event::PeerRemoved { nid: key.remote, reason: "embryonic_evicted" }));
                 return true;
             }
         }
@@ -445,7 +445,7 @@ impl AdmissionState {
         if self.order.len() <= 2 * live + 16 {
             return;
         }
-        self.order.retain(|seq, nid| ilcc.get(&nid).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq));
+        self.order.retain(|seq, key| ilcc.get(&key).is_some_and(|e| e.tier == Tier::Embryonic && e.emb_seq == seq));
     }
 }
 
@@ -504,13 +504,13 @@ mod tests {
         let mut b = responder(4, 10);
         let (mut a, p1) = from(NA, 1, now);
         let out = b.handle_inbound(now, &p1, Csum::Complete);
-        let e = b.ilcc.get(&NA).unwrap();
+        let e = b.ilcc.get(&IlccKey::stable(NA)).unwrap();
         assert_eq!((e.tier, e.answered), (Tier::Embryonic, true));
         assert!(!out.iter().any(|x| matches!(x, Action::IlccUpsert(_))), "embryonic stays out of the fast path");
         assert_eq!(wire(&out).len(), 1, "one hello");
         let p2 = wire(&a.handle_outbound(now, &udp(NA, NB, b"y"), Csum::Complete)).pop().unwrap();
         let out = b.handle_inbound(now + ms(1), &p2, Csum::Complete);
-        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Established);
+        assert_eq!(b.ilcc.get(&IlccKey::stable(NA)).unwrap().tier, Tier::Established);
         assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.nid == NA)), "now in the fast path");
         assert_eq!(b.stats().outcome(Outcome::Promoted), 1);
         assert_eq!(b.tier_counts().established, 1);
@@ -543,12 +543,16 @@ mod tests {
         b.handle_inbound(now, &q, Csum::Complete);
         assert_eq!(b.stats().outcome(Outcome::HelloRateLimited), 1);
         b.handle_inbound(now, &q, Csum::Complete);
-        assert_eq!(b.ilcc.get(&Nid(0x0200_00ff_fe00_0c0c)).unwrap().tier, Tier::Embryonic, "never answered");
+        assert_eq!(
+            b.ilcc.get(&IlccKey::stable(Nid(0x0200_00ff_fe00_0c0c))).unwrap().tier,
+            Tier::Embryonic,
+            "never answered"
+        );
         // a different core with NA's NID has another nonce: dropped, not promoted
         let (_x, forged) = from(NA, 99, now);
         b.handle_inbound(now, &forged, Csum::Complete);
         assert_eq!(b.stats().dropped(DropReason::BadNonce), 1);
-        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Embryonic);
+        assert_eq!(b.ilcc.get(&IlccKey::stable(NA)).unwrap().tier, Tier::Embryonic);
     }
 
     #[test]
@@ -567,9 +571,9 @@ mod tests {
         }
         // 5 admitted into 3 slots: the two oldest went, in order
         assert_eq!(b.stats().outcome(Outcome::EmbryonicEvicted), 2);
-        assert!(b.ilcc.get(&nids[0]).is_none() && b.ilcc.get(&nids[1]).is_none());
-        assert!(nids[2..].iter().all(|n| b.ilcc.get(n).is_some()));
-        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Established, "established untouched");
+        assert!(b.ilcc.get(&IlccKey::stable(nids[0])).is_none() && b.ilcc.get(&IlccKey::stable(nids[1])).is_none());
+        assert!(nids[2..].iter().all(|n| b.ilcc.get(&IlccKey::stable(*n)).is_some()));
+        assert_eq!(b.ilcc.get(&IlccKey::stable(NA)).unwrap().tier, Tier::Established, "established untouched");
         assert_eq!(
             b.tier_counts(),
             TierCounts { established: 1, embryonic: 3, max_established: 65536, max_embryonic: 3 }
@@ -585,14 +589,18 @@ mod tests {
             let (_c, p) = from(n(i), 20 + i, now);
             b.handle_inbound(now, &p, Csum::Complete);
         }
-        b.ilcc.remove(&n(0)); // e.g. idle expiry
+        b.ilcc.remove(&IlccKey::stable(n(0))); // e.g. idle expiry
         for i in 2..4 {
             let (_c, p) = from(n(i), 20 + i, now);
             b.handle_inbound(now, &p, Csum::Complete);
         }
         // n(2) took n(0)'s free slot; n(3) evicted n(1), the oldest live one
         assert_eq!(b.stats().outcome(Outcome::EmbryonicEvicted), 1);
-        assert!(b.ilcc.get(&n(1)).is_none() && b.ilcc.get(&n(2)).is_some() && b.ilcc.get(&n(3)).is_some());
+        assert!(
+            b.ilcc.get(&IlccKey::stable(n(1))).is_none()
+                && b.ilcc.get(&IlccKey::stable(n(2))).is_some()
+                && b.ilcc.get(&IlccKey::stable(n(3))).is_some()
+        );
         // many admissions keep the order bounded
         for i in 4..200 {
             let (_c, p) = from(n(i), 20 + i, now);
@@ -625,7 +633,7 @@ mod tests {
         b.cfg.admission = Admission::Open;
         let (_a, p) = from(NA, 1, now);
         let out = b.handle_inbound(now, &p, Csum::Complete);
-        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Established);
+        assert_eq!(b.ilcc.get(&IlccKey::stable(NA)).unwrap().tier, Tier::Established);
         assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(_))));
         assert_eq!(b.stats().outcome(Outcome::AdmittedOpen), 1);
     }
@@ -656,7 +664,7 @@ mod tests {
         let out = b.handle_outbound(now, &rst, Csum::Complete);
         assert!(wire(&out).is_empty());
         assert_eq!(b.stats().dropped(DropReason::AnswerUnadmitted), 1);
-        assert!(b.ilcc.get(&NA).is_none(), "no state");
+        assert!(b.ilcc.get(&IlccKey::stable(NA)).is_none(), "no state");
         // open admission: as before (unknown peer, the application hears)
         b.cfg.admission = Admission::Open;
         b.handle_outbound(now, &rst, Csum::Complete);
@@ -701,19 +709,19 @@ mod tests {
         );
         let nb = crate::tests::nonce_of(&w[0]);
         assert_eq!(nb, responder_nonce(&mut b, NA, LA, &na), "the derived responder nonce");
-        assert!(b.ilcc.get(&NA).is_none(), "no state");
+        assert!(b.ilcc.get(&IlccKey::stable(NA)).is_none(), "no state");
         assert_eq!(b.stats().outcome(Outcome::AnswerSent), 1);
         // A takes it: its stack gets the RST (ECONNREFUSED), its core learns B's nonce
         let got = a.handle_inbound(now + ms(2), &w[0], Csum::Complete);
         let d = delivered(&got);
         assert_eq!(d.len(), 1, "{got:?}");
         assert_eq!(d[0][40 + 13], 0x14, "the RST reaches A's stack");
-        assert_eq!(a.ilcc.get(&NB).unwrap().nonce_rx, Some(nb));
+        assert_eq!(a.ilcc.get(&IlccKey::stable(NB)).unwrap().nonce_rx, Some(nb));
         // the port opens; A connects again on the same entry: B admits it with the
         // nonce the RST carried, so A's core sees no change (no restart challenge)
         let (syn2, _) = syn_from_a(&mut a, now + ms(10));
         b.handle_inbound(now + ms(11), &syn2, Csum::Complete);
-        assert_eq!(b.ilcc.get(&NA).unwrap().nonce_tx, nb);
+        assert_eq!(b.ilcc.get(&IlccKey::stable(NA)).unwrap().nonce_tx, nb);
         let synack = wire(&b.handle_outbound(now + ms(12), &tcp_seg(NB, NA, 80, 4000, 0x12), Csum::Complete));
         let got = a.handle_inbound(now + ms(13), &synack[0], Csum::Complete);
         assert_eq!(delivered(&got).len(), 1, "A's stack gets the SYN-ACK: {got:?}");
@@ -745,7 +753,7 @@ mod tests {
         assert_eq!(a.stats().outcome(Outcome::IcmpErrorTranslated), 1, "A believes it: {got:?}");
         let d = delivered(&got);
         assert_eq!((d.len(), d[0][40], d[0][41]), (1, 1, 4), "port unreachable for A's stack");
-        assert!(b.ilcc.get(&NA).is_none());
+        assert!(b.ilcc.get(&IlccKey::stable(NA)).is_none());
     }
 
     #[test]
@@ -828,11 +836,11 @@ mod tests {
             b.handle_inbound(now, &p, Csum::Complete);
         }
         assert_eq!(b.stats().outcome(Outcome::EmbryonicEvicted), 47);
-        assert_eq!(b.ilcc.get(&c_nid).map(|e| e.tier), Some(Tier::Embryonic), "C kept");
+        assert_eq!(b.ilcc.get(&IlccKey::stable(c_nid)).map(|e| e.tier), Some(Tier::Embryonic), "C kept");
         // and C's next packet (after our hello) still promotes it
         let pc2 = wire(&c.handle_outbound(now, &udp(c_nid, NB, b"c2"), Csum::Complete)).pop().unwrap();
         b.handle_inbound(now, &pc2, Csum::Complete);
-        assert_eq!(b.ilcc.get(&c_nid).map(|e| e.tier), Some(Tier::Established));
+        assert_eq!(b.ilcc.get(&IlccKey::stable(c_nid)).map(|e| e.tier), Some(Tier::Established));
     }
 
     #[test]
@@ -846,7 +854,7 @@ mod tests {
         });
         let (_a, p) = from(NA, 1, now);
         let out = b.handle_inbound(now, &p, Csum::Complete);
-        assert_eq!(b.ilcc.get(&NA).unwrap().tier, Tier::Established);
+        assert_eq!(b.ilcc.get(&IlccKey::stable(NA)).unwrap().tier, Tier::Established);
         assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(_))));
         assert_eq!(b.stats().outcome(Outcome::AdmittedKnownPeer), 1);
         // the same NID from a locator the record does not list would be embryonic
@@ -857,6 +865,6 @@ mod tests {
             locators: vec![crate::peers::PeerLocator { loc: LB2, pref: 10 }],
         });
         c.handle_inbound(now, &p, Csum::Complete);
-        assert_eq!(c.ilcc.get(&NA).unwrap().tier, Tier::Embryonic);
+        assert_eq!(c.ilcc.get(&IlccKey::stable(NA)).unwrap().tier, Tier::Embryonic);
     }
 }

@@ -33,7 +33,7 @@
 use crate::action::Action;
 pub use crate::balance_table::{BalanceChange, BalanceTable};
 use crate::config::CoreConfig;
-use crate::ilcc::{Ilcc, IlccEntry};
+use crate::ilcc::{Ilcc, IlccEntry, IlccKey};
 use crate::local::LocalLocators;
 use crate::locator::LocatorState;
 use ilnp_wire::l4::FlowPorts;
@@ -194,14 +194,14 @@ pub fn candidate_pairs(
 }
 
 /// Build the table for a policy over candidate pairs.
-pub fn build_table(nid: Nid, policy: Policy, cands: &[((Locator, Locator), u32)], seed: u64) -> BalanceTable {
+pub fn build_table(key: IlccKey, policy: Policy, cands: &[((Locator, Locator), u32)], seed: u64) -> BalanceTable {
     let pairs: Vec<(Locator, Locator)> = cands.iter().map(|c| c.0).collect();
     let weights = reduce_weights(&cands.iter().map(|c| c.1).collect::<Vec<_>>());
     let slots = match policy {
         Policy::PerPacket => swrr_schedule(&weights),
         _ => flow_slots(&pairs, &weights, seed),
     };
-    BalanceTable { nid, policy, pairs, weights, slots, flow_seed: seed, seq: 0 }
+    BalanceTable { key, policy, pairs, weights, slots, flow_seed: seed, seq: 0 }
 }
 
 /// The core's balancing configuration and per-correspondent tables: the
@@ -215,8 +215,8 @@ pub struct Balancer {
     /// configured weight per uplink ifindex (absent: 1)
     pub weights: BTreeMap<u32, u32>,
     pub flow_seed: u64,
-    /// current table per correspondent whose policy is not failover
-    pub tables: HashMap<Nid, BalanceTable>,
+    /// current table per ILCC entry whose correspondent's policy is not failover
+    pub tables: HashMap<IlccKey, BalanceTable>,
 }
 
 impl Balancer {
@@ -228,11 +228,12 @@ impl Balancer {
         self.peer_policy.get(&nid).copied().unwrap_or(self.default_policy)
     }
 
-    /// The pair for the next packet to `nid` (None: failover, use the entry's pair).
-    /// Per-packet advances the correspondent's sequence.
-    pub fn choose(&mut self, nid: Nid, local_nid: Nid, f: FlowPorts) -> Option<(Locator, Locator)> {
-        let t = self.tables.get_mut(&nid)?;
-        let h = if t.policy == Policy::PerFlow { flow_hash(t.flow_seed, local_nid, nid, f) } else { 0 };
+    /// The pair for the next packet of the entry `key` (None: failover, use the
+    /// entry's pair); `local_nid`: the packet's source NID. Per-packet advances the
+    /// entry's sequence.
+    pub fn choose(&mut self, key: IlccKey, local_nid: Nid, f: FlowPorts) -> Option<(Locator, Locator)> {
+        let t = self.tables.get_mut(&key)?;
+        let h = if t.policy == Policy::PerFlow { flow_hash(t.flow_seed, local_nid, key.remote, f) } else { 0 };
         let pair = t.pick(t.seq, h);
         if t.policy == Policy::PerPacket {
             t.seq = t.seq.wrapping_add(1);
@@ -240,22 +241,22 @@ impl Balancer {
         Some(pair)
     }
 
-    /// Recompute `nid`'s table; returns the change for the fast path, if any.
-    pub fn refresh(&mut self, nid: Nid, local: &LocalLocators, e: Option<&IlccEntry>) -> Option<BalanceChange> {
-        let policy = self.policy_of(nid);
+    /// Recompute the table of the entry `key`; returns the change for the fast path, if any.
+    pub fn refresh(&mut self, key: IlccKey, local: &LocalLocators, e: Option<&IlccEntry>) -> Option<BalanceChange> {
+        let policy = self.policy_of(key.remote);
         let cands = match e {
             Some(e) if policy != Policy::Failover => candidate_pairs(local, e, &self.weights),
             _ => Vec::new(),
         };
         if cands.is_empty() {
-            return self.tables.remove(&nid).map(|_| BalanceChange::Remove(nid));
+            return self.tables.remove(&key).map(|_| BalanceChange::Remove(key));
         }
-        let mut t = build_table(nid, policy, &cands, self.flow_seed);
-        match self.tables.get(&nid) {
+        let mut t = build_table(key, policy, &cands, self.flow_seed);
+        match self.tables.get(&key) {
             Some(old) if old.pairs == t.pairs && old.slots == t.slots && old.policy == t.policy => None,
             old => {
                 t.seq = old.map_or(0, |o| o.seq);
-                self.tables.insert(nid, t.clone());
+                self.tables.insert(key, t.clone());
                 Some(BalanceChange::Upsert(t))
             }
         }
@@ -296,35 +297,35 @@ impl Balancer {
     /// After a public entry point: tables follow entries that changed (upserted),
     /// all of them when our locator set was reported, and removed entries lose theirs.
     pub(crate) fn follow(&mut self, cx: &BalanceCx<'_>, out: &mut Vec<Action>) {
-        let mut nids: BTreeSet<Nid> = BTreeSet::new();
+        let mut keys: BTreeSet<IlccKey> = BTreeSet::new();
         let mut all = false;
         for a in out.iter() {
             match a {
                 Action::IlccUpsert(s) => {
-                    nids.insert(s.nid);
+                    keys.insert(s.key());
                 }
-                Action::IlccRemove(n) => {
-                    nids.insert(*n);
+                Action::IlccRemove(k) => {
+                    keys.insert(*k);
                 }
                 Action::LocalLocators(_) => all = true,
                 _ => {}
             }
         }
         if all {
-            nids.extend(cx.ilcc.iter().map(|e| e.nid));
-            nids.extend(self.tables.keys().copied());
+            keys.extend(cx.ilcc.iter().map(|e| e.key()));
+            keys.extend(self.tables.keys().copied());
         }
-        self.refresh_each(cx, nids, out);
+        self.refresh_each(cx, keys, out);
     }
 
-    /// `refresh` of each of `nids`, the changes into `out`.
-    fn refresh_each(&mut self, cx: &BalanceCx<'_>, nids: impl IntoIterator<Item = Nid>, out: &mut Vec<Action>) {
-        for nid in nids {
+    /// `refresh` of each of `keys`, the changes into `out`.
+    fn refresh_each(&mut self, cx: &BalanceCx<'_>, keys: impl IntoIterator<Item = IlccKey>, out: &mut Vec<Action>) {
+        for key in keys {
             // failover and no table: nothing to do, O(1) per entry
-            if self.policy_of(nid) == Policy::Failover && !self.tables.contains_key(&nid) {
+            if self.policy_of(key.remote) == Policy::Failover && !self.tables.contains_key(&key) {
                 continue;
             }
-            if let Some(c) = self.refresh(nid, cx.local, cx.ilcc.get(&nid)) {
+            if let Some(c) = self.refresh(key, cx.local, cx.ilcc.get(&key)) {
                 out.push(Action::Balance(c));
             }
         }
@@ -333,26 +334,26 @@ impl Balancer {
     /// `refresh` of every ILCC entry, the changes returned.
     fn refresh_entries(&mut self, cx: &BalanceCx<'_>) -> Vec<Action> {
         let mut out = Vec::new();
-        let nids: Vec<Nid> = cx.ilcc.iter().map(|e| e.nid).collect();
-        self.refresh_each(cx, nids, &mut out);
+        let keys: Vec<IlccKey> = cx.ilcc.iter().map(|e| e.key()).collect();
+        self.refresh_each(cx, keys, &mut out);
         out
     }
 
-    /// The pair the next packet `pkt` to `nid` takes under its policy (None:
-    /// failover); its table is refreshed first.
+    /// The pair the next packet `pkt` of the entry `key` takes under its policy
+    /// (None: failover); its table is refreshed first.
     pub(crate) fn choose_for(
         &mut self,
         cx: &BalanceCx<'_>,
-        nid: Nid,
+        key: IlccKey,
         pkt: &[u8],
         out: &mut Vec<Action>,
     ) -> Option<(Locator, Locator)> {
-        if self.policy_of(nid) == Policy::Failover && !self.tables.contains_key(&nid) {
+        if self.policy_of(key.remote) == Policy::Failover && !self.tables.contains_key(&key) {
             return None;
         }
-        self.refresh_each(cx, [nid], out);
+        self.refresh_each(cx, [key], out);
         let f = ilnp_wire::l4::flow_ports(pkt);
-        self.choose(nid, cx.cfg.local_nid, f)
+        self.choose(key, key.local.unwrap_or(cx.cfg.local_nid), f)
     }
 
     /// Sets the policy of one correspondent (`listed`: it has a peer record; else it
@@ -366,10 +367,10 @@ impl Balancer {
     ) -> Result<Vec<Action>, BalanceError> {
         let mut out = Vec::new();
         match peer {
-            Some(n) if !listed && cx.ilcc.get(&n).is_none() => return Err(BalanceError::UnknownPeer(n)),
+            Some(n) if !listed && !cx.ilcc.knows(n) => return Err(BalanceError::UnknownPeer(n)),
             Some(n) => {
                 self.peer_policy.insert(n, policy);
-                self.refresh_each(cx, [n], &mut out);
+                self.refresh_each(cx, cx.ilcc.keys_of(n), &mut out);
             }
             None => {
                 self.default_policy = policy;
@@ -410,7 +411,7 @@ impl Balancer {
             .tables
             .values()
             .map(|t| BalancePeerView {
-                nid: t.nid,
+                nid: t.key.remote,
                 policy: t.policy,
                 pairs: t.pairs.iter().zip(&t.weights).map(|((l, r), w)| (format!("{l}>{r}"), *w)).collect(),
                 seq: t.seq,
@@ -539,7 +540,7 @@ mod tests {
         assert_eq!(on1, 800, "exact over 1000 packets");
         assert!(sent.iter().all(|s| s.2 == Some(if s.0 == L1 { 2 } else { 3 }) && s.1 == LB1), "{:?}", &sent[..5]);
         // the table went to the fast path with the counter where the slow path stands
-        assert_eq!(a.balance.tables.get(&NB).unwrap().seq, 1000);
+        assert_eq!(a.balance.tables.get(&IlccKey::stable(NB)).unwrap().seq, 1000);
         // an uplink goes: at once everything on the other, and the fast path hears
         let mk = |loc, ifindex| LocalLocator { ifindex, ..crate::tests::local(loc) };
         let out = a.set_local_locators(now, vec![mk(L2, 3)]);
@@ -549,7 +550,7 @@ mod tests {
         assert!(send(&mut a, now, 10, |_| 4000).iter().all(|s| s.0 == L2));
         // back to failover: the table is removed and the entry's pair used
         let out = a.set_policy(None, Policy::Failover).unwrap();
-        assert_eq!(out, vec![Action::Balance(BalanceChange::Remove(NB))]);
+        assert_eq!(out, vec![Action::Balance(BalanceChange::Remove(IlccKey::stable(NB)))]);
     }
 
     #[test]
@@ -584,7 +585,7 @@ mod tests {
         two_uplinks(&mut a, now);
         a.set_policy(Some(NB), Policy::PerPacket).unwrap();
         let sent = send(&mut a, now, 160, |_| 1);
-        let t = a.balance.tables.get(&NB).unwrap();
+        let t = a.balance.tables.get(&IlccKey::stable(NB)).unwrap();
         assert_eq!((t.pairs.len(), t.slots.len()), (16, 16));
         let mut dsts: Vec<Locator> = sent.iter().map(|s| s.1).collect();
         dsts.sort();

@@ -1,12 +1,14 @@
 //! What the fast path holds of one correspondent's balancing (`ilnp_balance`) and
 //! the change an `Action::Balance` carries: below `action.rs` and `balance.rs`.
 
-use ilnp_wire::{Locator, Nid, Policy};
+use crate::ilcc_key::IlccKey;
+use ilnp_wire::{Locator, Policy};
 
 /// One correspondent's balancing state as the fast path holds it (`ilnp_balance`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BalanceTable {
-    pub nid: Nid,
+    /// the ILCC entry it balances (the `ilnp_balance` key)
+    pub key: IlccKey,
     pub policy: Policy,
     /// (local, remote) locator pairs, at most `balance::MAX_PAIRS`
     pub pairs: Vec<(Locator, Locator)>,
@@ -37,5 +39,5 @@ impl BalanceTable {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BalanceChange {
     Upsert(BalanceTable),
-    Remove(Nid),
+    Remove(IlccKey),
 }

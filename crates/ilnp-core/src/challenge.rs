@@ -25,11 +25,11 @@
 use crate::action::Action;
 use crate::config::CoreConfig;
 use crate::event::{Event, Outcome, Stats};
-use crate::ilcc::{Ilcc, RemoteLocator};
+use crate::ilcc::{Ilcc, IlccKey, RemoteLocator};
 use crate::local::LocalLocators;
 use crate::locator::LocatorState;
 use ilnp_wire::icmpv6::{Icmpv6Type, Repr};
-use ilnp_wire::{ilnp_addr, Locator, Nid, Nonce};
+use ilnp_wire::{ilnp_addr, Locator, Nonce};
 use rand_core::RngCore;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -76,8 +76,8 @@ pub(crate) struct Challenge {
 /// (`ChallengeCx`).
 #[derive(Debug, Default)]
 pub(crate) struct Challenges {
-    open: HashMap<Nid, Challenge>,
-    holdoff: HashMap<Nid, Instant>,
+    open: HashMap<IlccKey, Challenge>,
+    holdoff: HashMap<IlccKey, Instant>,
     tokens: u32,
     refilled: Option<Instant>,
 }
@@ -93,8 +93,8 @@ pub(crate) struct ChallengeCx<'a> {
 }
 
 impl Challenges {
-    pub(crate) fn is_open(&self, nid: &Nid) -> bool {
-        self.open.contains_key(nid)
+    pub(crate) fn is_open(&self, key: &IlccKey) -> bool {
+        self.open.contains_key(key)
     }
 
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
@@ -108,17 +108,17 @@ impl Challenges {
         }
         for a in out {
             if let Action::IlccUpsert(s) = a {
-                if self.open.contains_key(&s.nid) {
+                if self.open.contains_key(&s.key()) {
                     s.nonce_rx = None;
                 }
             }
         }
     }
 
-    /// Per-NID hold-off, bound on open ones, then the global bucket.
-    pub(crate) fn admit(&mut self, now: Instant, nid: Nid) -> bool {
+    /// Per-entry hold-off, bound on open ones, then the global bucket.
+    pub(crate) fn admit(&mut self, now: Instant, key: IlccKey) -> bool {
         self.holdoff.retain(|_, until| *until > now);
-        if self.holdoff.contains_key(&nid) || self.open.len() >= CHALLENGE_MAX_OPEN {
+        if self.holdoff.contains_key(&key) || self.open.len() >= CHALLENGE_MAX_OPEN {
             return false;
         }
         let per = Duration::from_millis(1000 / CHALLENGE_RATE as u64);
@@ -142,7 +142,7 @@ impl Challenges {
         true
     }
 
-    /// A packet from `nid` with `nonce`, not the one its entry knows (already counted
+    /// A packet for the entry `key` with `nonce`, not the one the entry knows (already counted
     /// as `bad_nonce` and not delivered): open a challenge if none is open and the
     /// limits allow, else keep the open one.
     #[allow(clippy::too_many_arguments)]
@@ -150,20 +150,20 @@ impl Challenges {
         &mut self,
         cx: &mut ChallengeCx<'_>,
         now: Instant,
-        nid: Nid,
+        key: IlccKey,
         nonce: Nonce,
         src: Locator,
         ident: Vec<u8>,
         out: &mut Vec<Action>,
     ) {
-        if let Some(c) = self.open.get_mut(&nid) {
+        if let Some(c) = self.open.get_mut(&key) {
             if c.old_locs.contains(&src) && is_echo_reply(&ident, c.echo_word, &c.echo_body) {
                 // the node at an old locator answered with a new nonce: it restarted,
                 // and this is its nonce (whoever sent the packet that opened the
                 // challenge: a forger racing a real restart does not win)
                 c.new_nonce = nonce;
                 c.new_src = src;
-                self.replace(cx.ilcc, cx.stats, now, nid, "answered with a new nonce: peer restarted", out);
+                self.replace(cx.ilcc, cx.stats, now, key, "answered with a new nonce: peer restarted", out);
                 return;
             }
             if c.new_nonce == nonce && carries_data(&ident) {
@@ -171,11 +171,11 @@ impl Challenges {
             }
             return;
         }
-        if !self.admit(now, nid) {
+        if !self.admit(now, key) {
             cx.stats.bump(Outcome::PeerChallengeRateLimited);
             return;
         }
-        let Some(e) = cx.ilcc.get(&nid) else { return };
+        let Some(e) = cx.ilcc.get(&key) else { return };
         let src_addr = ilnp_addr(e.local_locator, e.ours(cx.cfg.local_nid));
         let echo_word = cx.rng.next_u32();
         let mut echo_body = ECHO_MARK.to_vec();
@@ -190,7 +190,7 @@ impl Challenges {
         // LAN the answer is back in tens of microseconds (masked by `mask`)
         out.extend(e.snapshot().map(Action::IlccUpsert));
         for l in &old_locs {
-            let pkt = echo.packet(src_addr, ilnp_addr(*l, nid), 64, Some(&e.nonce_tx));
+            let pkt = echo.packet(src_addr, ilnp_addr(*l, key.remote), 64, Some(&e.nonce_tx));
             out.push(Action::SendWire { pkt, uplink });
         }
         let deadline = now + challenge_timeout(e.srtt_us);
@@ -203,27 +203,34 @@ impl Challenges {
             deadline,
             held: carries_data(&ident).then_some(ident),
         };
-        self.open.insert(nid, c);
+        self.open.insert(key, c);
         cx.stats.bump(Outcome::PeerChallengeSent);
-        out.push(Action::Event(Event::PeerChallenge { nid, outcome: "sent" }));
+        out.push(Action::Event(Event::PeerChallenge { nid: key.remote, outcome: "sent" }));
     }
 
     /// A packet with the entry's own nonce arrived: if a challenge was open, the old
     /// peer is alive and the new nonce was a forgery.
-    pub(crate) fn answered(&mut self, ilcc: &Ilcc, stats: &mut Stats, now: Instant, nid: Nid, out: &mut Vec<Action>) {
-        if self.open.remove(&nid).is_none() {
+    pub(crate) fn answered(
+        &mut self,
+        ilcc: &Ilcc,
+        stats: &mut Stats,
+        now: Instant,
+        key: IlccKey,
+        out: &mut Vec<Action>,
+    ) {
+        if self.open.remove(&key).is_none() {
             return;
         }
-        self.holdoff.insert(nid, now + CHALLENGE_HOLDOFF);
+        self.holdoff.insert(key, now + CHALLENGE_HOLDOFF);
         stats.bump(Outcome::PeerChallengeAnswered);
-        out.push(Action::Event(Event::PeerChallenge { nid, outcome: "answered: new nonce was forged" }));
-        out.extend(ilcc.get(&nid).and_then(|e| e.snapshot()).map(Action::IlccUpsert));
+        out.push(Action::Event(Event::PeerChallenge { nid: key.remote, outcome: "answered: new nonce was forged" }));
+        out.extend(ilcc.get(&key).and_then(|e| e.snapshot()).map(Action::IlccUpsert));
     }
 
     /// Whether an identifier-form packet from `src` is the Echo Reply to the open
-    /// challenge for `nid` (our random bits, from one of the locators the echo went to).
-    pub(crate) fn answers(&self, nid: &Nid, src: Locator, ident: &[u8]) -> bool {
-        self.open.get(nid).is_some_and(|c| c.old_locs.contains(&src) && is_echo_reply(ident, c.echo_word, &c.echo_body))
+    /// challenge for `key` (our random bits, from one of the locators the echo went to).
+    pub(crate) fn answers(&self, key: &IlccKey, src: Locator, ident: &[u8]) -> bool {
+        self.open.get(key).is_some_and(|c| c.old_locs.contains(&src) && is_echo_reply(ident, c.echo_word, &c.echo_body))
     }
 
     /// Challenges nobody answered. Silence proves nothing (the peer may be behind a
@@ -231,16 +238,16 @@ impl Challenges {
     /// the newcomer's held packet is discarded, the fast path gets the entry back,
     /// and the NID is not challenged again for the hold-off.
     pub(crate) fn due(&mut self, ilcc: &Ilcc, stats: &mut Stats, now: Instant, out: &mut Vec<Action>) {
-        let due: Vec<Nid> = self.open.iter().filter(|(_, c)| c.deadline <= now).map(|(n, _)| *n).collect();
-        for nid in due {
-            self.open.remove(&nid);
-            self.holdoff.insert(nid, now + CHALLENGE_HOLDOFF);
+        let due: Vec<IlccKey> = self.open.iter().filter(|(_, c)| c.deadline <= now).map(|(n, _)| *n).collect();
+        for key in due {
+            self.open.remove(&key);
+            self.holdoff.insert(key, now + CHALLENGE_HOLDOFF);
             stats.bump(Outcome::PeerChallengeUnanswered);
             out.push(Action::Event(Event::PeerChallenge {
-                nid,
+                nid: key.remote,
                 outcome: "unanswered: session kept, new nonce refused",
             }));
-            out.extend(ilcc.get(&nid).and_then(|e| e.snapshot()).map(Action::IlccUpsert));
+            out.extend(ilcc.get(&key).and_then(|e| e.snapshot()).map(Action::IlccUpsert));
         }
     }
 
@@ -251,12 +258,12 @@ impl Challenges {
         ilcc: &mut Ilcc,
         stats: &mut Stats,
         now: Instant,
-        nid: Nid,
+        key: IlccKey,
         why: &'static str,
         out: &mut Vec<Action>,
     ) {
-        let Some(c) = self.open.remove(&nid) else { return };
-        let Some(e) = ilcc.get_mut(&nid) else { return };
+        let Some(c) = self.open.remove(&key) else { return };
+        let Some(e) = ilcc.get_mut(&key) else { return };
         let pref = e.remote_locators.iter().find(|r| r.loc == c.new_src).map_or(10, |r| r.pref);
         e.nonce_rx = Some(c.new_nonce);
         e.remote_locators = vec![RemoteLocator::new(c.new_src, pref, LocatorState::Active, Some(now))];
@@ -265,7 +272,7 @@ impl Challenges {
         e.last_used = now;
         out.extend(e.snapshot().map(Action::IlccUpsert));
         stats.bump(Outcome::PeerRestartReplaced);
-        out.push(Action::Event(Event::PeerChallenge { nid, outcome: why }));
+        out.push(Action::Event(Event::PeerChallenge { nid: key.remote, outcome: why }));
         out.extend(c.held.map(Action::DeliverLocal));
     }
 }
@@ -299,6 +306,7 @@ mod tests {
     use crate::event::DropReason;
     use crate::tests::{core, delivered, echo_reply_for, events, session, udp, wire, LA, LB, NA, NB};
     use ilnp_wire::translate::Csum;
+    use ilnp_wire::Nid;
     use ilnp_wire::{classify, Packet};
 
     fn ms(n: u64) -> Duration {
@@ -320,7 +328,7 @@ mod tests {
     fn an_unanswered_challenge_keeps_the_session_and_refuses_the_newcomer() {
         let (mut a, mut b, _, _) = session();
         let t0 = Instant::now();
-        let before = b.ilcc.get(&NA).unwrap().clone();
+        let before = b.ilcc.get(&IlccKey::stable(NA)).unwrap().clone();
         let (mut a2, w) = restarted_a(t0);
         let out = b.handle_inbound(t0, &w, Csum::Complete);
         assert_eq!(b.stats().dropped(DropReason::BadNonce), 1);
@@ -344,7 +352,7 @@ mod tests {
         assert!(delivered(&out).is_empty(), "the held packet is not delivered");
         // the fast path gets the entry back, with its old nonce
         assert!(out.iter().any(|x| matches!(x, Action::IlccUpsert(s) if s.nid == NA && s.nonce_rx == before.nonce_rx)));
-        let e = b.ilcc.get(&NA).unwrap();
+        let e = b.ilcc.get(&IlccKey::stable(NA)).unwrap();
         assert_eq!((e.nonce_rx, e.best_remote().map(|r| r.loc)), (before.nonce_rx, Some(LA)), "session kept");
         // an attacker's datagram a second for a minute, the peer silent: never taken
         for i in 1..=60u64 {
@@ -353,7 +361,7 @@ mod tests {
             b.handle_timeout(t + CHALLENGE_MAX);
         }
         assert_eq!(b.stats().outcome(Outcome::PeerRestartReplaced), 0);
-        assert_eq!(b.ilcc.get(&NA).unwrap().nonce_rx, before.nonce_rx);
+        assert_eq!(b.ilcc.get(&IlccKey::stable(NA)).unwrap().nonce_rx, before.nonce_rx);
         // bounded: at most one echo per hold-off and challenge (≤ one a second here)
         assert!(
             b.stats().outcome(Outcome::PeerChallengeSent) <= 61,
@@ -430,16 +438,16 @@ mod tests {
         let t0 = Instant::now();
         let mut admitted = 0;
         for i in 0..100u64 {
-            if c.admit(t0, Nid(i)) {
+            if c.admit(t0, IlccKey::stable(Nid(i))) {
                 admitted += 1;
             }
         }
         assert_eq!(admitted, CHALLENGE_BURST);
         // refills at CHALLENGE_RATE per second
         let later = t0 + Duration::from_millis(1000 / CHALLENGE_RATE as u64 * 2);
-        assert!(c.admit(later, Nid(500)));
-        assert!(c.admit(later, Nid(501)));
-        assert!(!c.admit(later, Nid(502)));
+        assert!(c.admit(later, IlccKey::stable(Nid(500))));
+        assert!(c.admit(later, IlccKey::stable(Nid(501))));
+        assert!(!c.admit(later, IlccKey::stable(Nid(502))));
         // a repeated bad nonce while open sends nothing new
         let (_a, mut b, _, _) = session();
         let (_x, w) = restarted_a(t0);

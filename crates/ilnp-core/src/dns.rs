@@ -121,7 +121,7 @@ impl Core {
         let mut name = peer.name.clone();
         let mut expires = now + hold;
         if let Some(p) = old.filter(|p| p.record.name != peer.name) {
-            let held = p.expires.is_some_and(|t| t > now) || self.ilcc.get(&peer.nid).is_some();
+            let held = p.expires.is_some_and(|t| t > now) || self.ilcc.knows(peer.nid);
             let same = |l: &[PeerLocator]| {
                 let mut v: Vec<_> = l.iter().map(|l| l.loc).collect();
                 v.sort();
@@ -156,7 +156,7 @@ impl Core {
                 lu_failed,
             },
         );
-        if self.ilcc.get(&peer.nid).is_some() {
+        if self.ilcc.knows(peer.nid) {
             DnsPeerResult::SessionKept
         } else {
             DnsPeerResult::Learned
@@ -179,24 +179,33 @@ impl Core {
         if !self.peers.get(&peer.nid).is_some_and(|p| p.lu_failed) {
             return (None, out);
         }
-        let Some(e) = self.ilcc.get_mut(&peer.nid) else { return (None, out) };
-        if e.pending_lu.is_some() || peer.locators.is_empty() {
-            return (None, out);
+        // each of the peer's entries (one per NID of ours it talks to) on its own
+        let (mut stale, mut due) = (false, Vec::new());
+        for key in self.ilcc.keys_of(peer.nid) {
+            let Some(e) = self.ilcc.get_mut(&key) else { continue };
+            if e.pending_lu.is_some() || peer.locators.is_empty() {
+                continue;
+            }
+            let known: Vec<_> = e.remote_locators.iter().map(|r| r.loc).collect();
+            if peer.locators.iter().all(|l| known.contains(&l.loc)) {
+                stale = true;
+                continue;
+            }
+            let mut candidates: Vec<RemoteLocator> =
+                peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
+            candidates.sort_by_key(|r| r.pref);
+            candidates.truncate(self.cfg.max_remote_locators.max(1));
+            e.pending_lu = Some(PendingLu { candidates, ..PendingLu::due_now(now) });
+            due.push(key);
         }
-        let known: Vec<_> = e.remote_locators.iter().map(|r| r.loc).collect();
-        if peer.locators.iter().all(|l| known.contains(&l.loc)) {
-            return (Some(false), out);
+        if due.is_empty() {
+            return (stale.then_some(false), out);
         }
-        let mut candidates: Vec<RemoteLocator> =
-            peer.locators.iter().map(|l| RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None)).collect();
-        candidates.sort_by_key(|r| r.pref);
-        candidates.truncate(self.cfg.max_remote_locators.max(1));
-        e.pending_lu = Some(PendingLu { candidates, ..PendingLu::due_now(now) });
         if let Some(p) = self.peers.get_mut(&peer.nid) {
             p.lu_failed = false;
         }
         self.stats.bump(Outcome::DnsRecoveryLuSent);
-        out.extend(self.send_due_lus(now, &[peer.nid]));
+        out.extend(self.send_due_lus(now, &due));
         self.ilcc.tidy();
         self.finish(&mut out);
         (Some(true), out)
@@ -216,7 +225,7 @@ impl Core {
         let ilcc = &self.ilcc;
         self.peers.retain(|nid, p| {
             let expired = p.expires.is_some_and(|t| t <= now);
-            p.source != PeerSource::Dns || !expired || ilcc.get(nid).is_some()
+            p.source != PeerSource::Dns || !expired || ilcc.knows(*nid)
         });
         self.stats.add(Outcome::DnsPeerExpired, (before - self.peers.len()) as u64);
         if held(&self.peers) < DNS_MAX_RECORDS {
@@ -225,7 +234,7 @@ impl Core {
         let victim = self
             .peers
             .iter()
-            .filter(|(nid, p)| p.source == PeerSource::Dns && self.ilcc.get(nid).is_none())
+            .filter(|(nid, p)| p.source == PeerSource::Dns && !self.ilcc.knows(**nid))
             .min_by_key(|(_, p)| p.expires)
             .map(|(nid, _)| *nid);
         match victim {
@@ -259,6 +268,7 @@ impl Core {
 mod tests {
     use super::*;
     use crate::event::DropReason;
+    use crate::ilcc::IlccKey;
     use crate::tests::{core, delivered, parse_lu, udp, wire, LA, LB, LB2, NA, NB};
     use ilnp_wire::translate::{self, Csum};
     use ilnp_wire::{ilnp_addr, ipv6, split_addr, Locator, Nonce};
@@ -436,7 +446,7 @@ mod tests {
         let out = a.handle_outbound(t, &udp(NA, NB, b"y"), Csum::Complete);
         assert_eq!(dst_locator(&wire(&out)[0]), LB);
         assert_eq!(a.stats().get("dns_peer_recovered"), 0);
-        let e = a.ilcc.get(&NB).unwrap();
+        let e = a.ilcc.get(&IlccKey::stable(NB)).unwrap();
         let (nb, na) = (e.nonce_rx.expect("the peer's nonce"), e.nonce_tx);
         let lu = parse_lu(&lus[0]).lu;
         let ours = a.local.best().unwrap();
@@ -449,7 +459,7 @@ mod tests {
         a.handle_inbound(t, &ack(LB2, &guessed), Csum::Complete);
         a.handle_inbound(t, &ack(LB2, &na), Csum::Complete);
         assert_eq!(a.stats().get("dns_peer_recovered"), 0);
-        assert_eq!(a.ilcc.get(&NB).unwrap().best_remote().unwrap().loc, LB);
+        assert_eq!(a.ilcc.get(&IlccKey::stable(NB)).unwrap().best_remote().unwrap().loc, LB);
         // the peer's own nonce, from the re-resolved locator: the session moves there
         let out = a.handle_inbound(t, &ack(LB2, &nb), Csum::Complete);
         assert_eq!(a.stats().get("dns_peer_recovered"), 1, "{:?}", a.stats());

@@ -90,10 +90,6 @@ named_enum! {
         /// not come from one of its known locators to one of ours, or before its nonce
         /// is known
         FragmentUnverified = "fragment_unverified",
-        /// a packet between a correspondent and one of our NIDs while its ILCC entry
-        /// is on another of ours (a temporary NID, `nids.rs`): not carried under the
-        /// other NID or its nonce, which would join the two up
-        OtherLocalNid = "other_local_nid",
         /// an identifier-form packet from the stack whose source NID is not ours
         /// (an expired temporary NID's socket)
         OutSrcNotOurs = "out_src_not_ours",

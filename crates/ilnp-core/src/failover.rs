@@ -17,10 +17,11 @@
 
 use crate::action::Action;
 use crate::event::{Event, Outcome};
+use crate::ilcc::IlccKey;
 use crate::locator::LocatorState;
 use crate::machine::Core;
 use ilnp_wire::icmpv6::{self, Icmpv6Type};
-use ilnp_wire::{Locator, Nid};
+use ilnp_wire::Locator;
 use std::time::Instant;
 
 /// Destination Unreachable codes that say the destination locator cannot be
@@ -33,18 +34,18 @@ pub(crate) fn says_locator_unreachable(icmp_type: Icmpv6Type, code: u8) -> bool 
 }
 
 impl Core {
-    /// A verified unreachable (it quotes our nonce for `nid`) about our packet to
+    /// A verified unreachable (it quotes our nonce for the entry `key`) about our packet to
     /// `dead`, sent by someone other than the peer. Returns whether the session
     /// moved (the error is then not handed to the application: its path is gone
     /// and the transport is nudged to retransmit on the new one).
     pub(crate) fn failover_on_unreachable(
         &mut self,
         now: Instant,
-        nid: Nid,
+        key: IlccKey,
         dead: Locator,
         out: &mut Vec<Action>,
     ) -> bool {
-        let Some(e) = self.ilcc.get_mut(&nid) else { return false };
+        let Some(e) = self.ilcc.get_mut(&key) else { return false };
         if e.tier == crate::ilcc::Tier::Embryonic || e.nonce_rx.is_none() {
             return false;
         }
@@ -65,13 +66,13 @@ impl Core {
         };
         e.activate_remote(to);
         e.last_used = now;
-        self.fit_local(nid);
-        let Some(e) = self.ilcc.get_mut(&nid) else { return false };
+        self.fit_local(key);
+        let Some(e) = self.ilcc.get_mut(&key) else { return false };
         out.extend(e.snapshot().map(Action::IlccUpsert));
         self.stats.bump(Outcome::RemoteLocatorFailover);
-        out.push(Action::Event(Event::RemoteLocatorFailover { nid, from: dead, to }));
+        out.push(Action::Event(Event::RemoteLocatorFailover { nid: key.remote, from: dead, to }));
         // what the transport sent to the dead locator may sit in backoff
-        out.push(Action::NudgeTransport(nid));
+        out.push(Action::NudgeTransport(key.remote));
         self.stats.bump(Outcome::TransportNudge);
         true
     }

@@ -23,7 +23,7 @@
 use crate::action::{drop_packet, Action};
 use crate::config::CoreConfig;
 use crate::event::{DropReason, Event, Outcome, Stats};
-use crate::ilcc::Ilcc;
+use crate::ilcc::{Ilcc, IlccKey};
 use crate::local::LocalLocators;
 use ilnp_wire::classify::Plain;
 use ilnp_wire::icmpv6;
@@ -248,8 +248,10 @@ impl Fallback {
         let remote = match state {
             State::Plain { remote, .. } | State::Probing { remote, .. } => remote,
         };
-        let ours = cx.ilcc.get(&nid).map_or(cx.cfg.local_nid, |e| e.ours(cx.cfg.local_nid));
-        if dst_nid != ours || src_loc != remote || cx.local.accepts(dst_loc).is_err() {
+        // to the stable NID, or to the NID of ours a probing entry talks from
+        let stable = cx.cfg.local_nid;
+        let ours = dst_nid == stable || cx.ilcc.get(&IlccKey::new(nid, dst_nid, stable)).is_some();
+        if !ours || src_loc != remote || cx.local.accepts(dst_loc).is_err() {
             drop_packet(cx.stats, out, DropReason::FallbackUnexpected, summary());
             return Inbound::Taken;
         }
@@ -274,14 +276,16 @@ impl Fallback {
         Inbound::Taken
     }
 
-    /// After an ILNP packet to `nid` left: if the session is old enough and the peer
-    /// never showed its nonce, ask its `L64:NID` over plain IPv6 whether it is there.
-    pub(crate) fn maybe_probe(&mut self, cx: &mut FallbackCx<'_>, now: Instant, nid: Nid, out: &mut Vec<Action>) {
+    /// After an ILNP packet of the entry `key` left: if the session is old enough and
+    /// the peer never showed its nonce, ask its `L64:NID` over plain IPv6 whether it
+    /// is there.
+    pub(crate) fn maybe_probe(&mut self, cx: &mut FallbackCx<'_>, now: Instant, key: IlccKey, out: &mut Vec<Action>) {
         let after = cx.cfg.fallback_probe_after;
         if !probing_on(cx.cfg) {
             return;
         }
-        let Some(e) = cx.ilcc.get(&nid) else { return };
+        let nid = key.remote;
+        let Some(e) = cx.ilcc.get(&key) else { return };
         if !e.initiator || e.nonce_rx.is_some() || now.saturating_duration_since(e.created) < after {
             return;
         }
@@ -361,7 +365,7 @@ mod tests {
         let mut a = core(NA, LA, 1, Some((NB, LB)));
         let syn = udp(NA, NB, b"syn");
         let out = rejected(&mut a, now, &syn);
-        assert!(out.contains(&Action::IlccRemove(NB)));
+        assert!(out.contains(&Action::IlccRemove(IlccKey::stable(NB))));
         assert_eq!(plain_ups(&out), [(NB, LB)], "the fast path punts B's plain packets");
         assert!(delivered(&out).is_empty(), "the application is not failed");
         // the rejected packet itself goes again, plain
@@ -479,7 +483,7 @@ mod tests {
             icmpv6::Repr { msg_type: icmpv6::Icmpv6Type::ECHO_REPLY, code: 0, data_word: word, body: PROBE_BODY }
                 .packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), 64, None);
         let out = a.handle_inbound(t0 + ms(1220), &reply, Csum::Complete);
-        assert!(out.contains(&Action::IlccRemove(NB)));
+        assert!(out.contains(&Action::IlccRemove(IlccKey::stable(NB))));
         assert_eq!(a.peer_state(NB), PeerState::Fallback);
         assert_eq!(a.fallback.view(NB, t0 + ms(1220)).unwrap().reason, FallbackReason::NoAnswer);
         let w = wire(&a.handle_outbound(t0 + ms(1300), &syn, Csum::Complete)).pop().unwrap();

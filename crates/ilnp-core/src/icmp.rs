@@ -4,6 +4,7 @@
 use crate::action::Action;
 use crate::event::{DropReason, Event, Outcome};
 use crate::fallback::FallbackReason;
+use crate::ilcc::IlccKey;
 use crate::machine::Core;
 use ilnp_wire::classify::IcmpError;
 use ilnp_wire::icmpv6;
@@ -30,9 +31,11 @@ impl Core {
         // Problem, which cannot carry one) the quoted nonce check below is all we have.
         // From anyone else (routers) an outer nonce cannot be verified and is ignored.
         let (_, sender) = split_addr(err.ip.src);
+        let stable = self.cfg.local_nid;
+        let sender_key = IlccKey::new(sender, split_addr(err.ip.dst).1, stable);
         // A shared-nonce peer reflects the nonce of the packet it answers: ours (an
         // error answers what we sent; its quote is checked below as for anyone's).
-        if let Some(e) = self.ilcc.get(&sender).filter(|e| e.nonce_rx.is_some()) {
+        if let Some(e) = self.ilcc.get(&sender_key).filter(|e| e.nonce_rx.is_some()) {
             match err.nonce.map(|n| n.nonce) {
                 None => return self.drop(out, DropReason::IcmpMissingNonce, summary()),
                 Some(n) if !e.accepts_reply_nonce(&n) => return self.drop(out, DropReason::IcmpBadNonce, summary()),
@@ -41,9 +44,8 @@ impl Core {
         }
         // Only errors that quote our own nonce for a current correspondent are
         // believed: an off-path forger does not know it (RFC 6741 §11.1).
-        let stable = self.cfg.local_nid;
-        let ours =
-            self.ilcc.get(&meta.peer_nid).is_some_and(|e| e.nonce_tx == meta.nonce && e.ours(stable) == meta.local_nid);
+        let key = IlccKey::new(meta.peer_nid, meta.local_nid, stable);
+        let ours = self.ilcc.get(&key).is_some_and(|e| e.nonce_tx == meta.nonce);
         if !ours {
             self.drop(out, DropReason::IcmpErrorUnverified, summary());
             return;
@@ -57,7 +59,7 @@ impl Core {
             // its nonce: the session moves there (failover.rs)
             if sender != meta.peer_nid
                 && crate::failover::says_locator_unreachable(meta.icmp_type, meta.icmp_code)
-                && self.failover_on_unreachable(now, meta.peer_nid, meta.peer_loc, out)
+                && self.failover_on_unreachable(now, key, meta.peer_loc, out)
             {
                 return;
             }
@@ -84,12 +86,12 @@ impl Core {
             }
             return;
         }
-        self.ilcc.remove(&nid);
+        self.ilcc.remove(&key);
         if let Some(p) = self.peers.get_mut(&nid) {
             p.non_ilnp = true;
         }
         self.stats.bump(Outcome::NonIlnpPeer);
-        out.push(Action::IlccRemove(nid));
+        out.push(Action::IlccRemove(key));
         out.push(Action::Event(Event::NonIlnpPeer { nid }));
         let quoted = ipv6::Packet::new_checked(&translated[..])
             .ok()

@@ -1,7 +1,9 @@
-//! ILNP Communication Cache (RFC 6741 §5): one entry per correspondent.
+//! ILNP Communication Cache (RFC 6741 §5): one entry per correspondent and NID of
+//! ours it talks to (`IlccKey`).
 
 use crate::action::IlccSnapshot;
 use crate::event::ser_display;
+pub use crate::ilcc_key::IlccKey;
 use crate::locator::LocatorState;
 use crate::timers::{DeadlineIndex, LiveItems, TopItem};
 use ilnp_wire::checksum::ChecksumRule;
@@ -230,6 +232,11 @@ impl IlccEntry {
         }
     }
 
+    /// The entry's key in the ILCC.
+    pub fn key(&self) -> IlccKey {
+        IlccKey { remote: self.nid, local: self.local_nid }
+    }
+
     /// Which of our NIDs the correspondent talks to, given the stable one.
     pub fn ours(&self, stable: Nid) -> Nid {
         self.local_nid.unwrap_or(stable)
@@ -398,21 +405,25 @@ impl std::ops::Deref for IlccView {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Full;
 
-/// The cache: bounded per tier, keyed by remote NID (see docs/architecture.md on
-/// keying), with an index of the entries' timer deadlines. Both tiers share the map
+/// The cache: bounded per tier, keyed by ⟨remote NID, our NID⟩ (`IlccKey`; see
+/// docs/architecture.md on keying), with an index of the entries' timer deadlines. Both tiers share the map
 /// (one lookup per packet); `max_entries` bounds the established tier,
 /// `max_embryonic` the embryonic one (its eviction order is admission.rs's).
 #[derive(Debug, Default)]
 pub struct Ilcc {
-    entries: HashMap<Nid, IlccEntry>,
+    entries: HashMap<IlccKey, IlccEntry>,
+    /// each correspondent's entries: which of our NIDs (`IlccKey::local`) it talks
+    /// to, so that a question about a correspondent (`knows`, `keys_of`) costs one
+    /// lookup, not a walk (the DNS cache asks it for every record it sweeps)
+    remotes: HashMap<Nid, Vec<Option<Nid>>>,
     max_entries: usize,
     max_embryonic: usize,
     /// entries per tier: [established, embryonic]
     counts: [usize; 2],
     idle: Duration,
-    deadlines: DeadlineIndex,
+    deadlines: DeadlineIndex<IlccKey>,
     /// entries handed out for change since the last `tidy` (their deadline may have moved)
-    dirty: Vec<Nid>,
+    dirty: Vec<IlccKey>,
 }
 
 impl Ilcc {
@@ -420,6 +431,7 @@ impl Ilcc {
     pub fn new(max_entries: usize, max_embryonic: usize, idle: Duration) -> Ilcc {
         Ilcc {
             entries: HashMap::new(),
+            remotes: HashMap::new(),
             max_entries,
             max_embryonic,
             counts: [0; 2],
@@ -428,14 +440,22 @@ impl Ilcc {
             dirty: Vec::new(),
         }
     }
-    pub fn get(&self, nid: &Nid) -> Option<&IlccEntry> {
-        self.entries.get(nid)
+    pub fn get(&self, key: &IlccKey) -> Option<&IlccEntry> {
+        self.entries.get(key)
     }
     /// The entry for change; its deadline is re-indexed at the next `tidy`.
-    pub fn get_mut(&mut self, nid: &Nid) -> Option<&mut IlccEntry> {
-        let e = self.entries.get_mut(nid)?;
-        self.dirty.push(*nid);
+    pub fn get_mut(&mut self, key: &IlccKey) -> Option<&mut IlccEntry> {
+        let e = self.entries.get_mut(key)?;
+        self.dirty.push(*key);
         Some(e)
+    }
+    /// The keys of the correspondent's entries (one per NID of ours it talks to).
+    pub fn keys_of(&self, remote: Nid) -> Vec<IlccKey> {
+        self.remotes.get(&remote).map_or_else(Vec::new, |l| l.iter().map(|&local| IlccKey { remote, local }).collect())
+    }
+    /// Whether the correspondent has an entry (to any NID of ours).
+    pub fn knows(&self, remote: Nid) -> bool {
+        self.remotes.contains_key(&remote)
     }
     /// The established tier is at its bound.
     pub fn is_full(&self) -> bool {
@@ -456,23 +476,24 @@ impl Ilcc {
     /// new NIDs must not push out established sessions; the embryonic tier's
     /// eviction is the caller's decision).
     pub fn insert(&mut self, mut e: IlccEntry) -> Result<&mut IlccEntry, Full> {
-        if self.tier_is_full(e.tier) && !self.entries.contains_key(&e.nid) {
+        let key = e.key();
+        if self.tier_is_full(e.tier) && !self.entries.contains_key(&key) {
             return Err(Full);
         }
         // a copy of an entry (or one removed and put back) has no live item yet
         e.indexed = None;
-        let nid = e.nid;
         self.counts[e.tier as usize] += 1;
-        if let Some(old) = self.entries.insert(nid, e) {
-            self.counts[old.tier as usize] -= 1;
+        match self.entries.insert(key, e) {
+            Some(old) => self.counts[old.tier as usize] -= 1,
+            None => self.remotes.entry(key.remote).or_default().push(key.local),
         }
-        self.dirty.push(nid);
-        Ok(self.entries.get_mut(&nid).expect("just inserted"))
+        self.dirty.push(key);
+        Ok(self.entries.get_mut(&key).expect("just inserted"))
     }
     /// Moves an embryonic entry to the established tier, unless that is full.
-    pub fn promote(&mut self, nid: &Nid) -> Result<(), Full> {
+    pub fn promote(&mut self, key: &IlccKey) -> Result<(), Full> {
         let full = self.is_full();
-        let Some(e) = self.entries.get_mut(nid) else { return Ok(()) };
+        let Some(e) = self.entries.get_mut(key) else { return Ok(()) };
         if e.tier == Tier::Established {
             return Ok(());
         }
@@ -484,10 +505,16 @@ impl Ilcc {
         self.counts[Tier::Established as usize] += 1;
         Ok(())
     }
-    pub fn remove(&mut self, nid: &Nid) -> Option<IlccEntry> {
+    pub fn remove(&mut self, key: &IlccKey) -> Option<IlccEntry> {
         // (its live item leaves with it: the heap items go stale)
-        let e = self.entries.remove(nid)?;
+        let e = self.entries.remove(key)?;
         self.counts[e.tier as usize] -= 1;
+        if let Some(l) = self.remotes.get_mut(&key.remote) {
+            l.retain(|x| *x != key.local);
+            if l.is_empty() {
+                self.remotes.remove(&key.remote);
+            }
+        }
         Some(e)
     }
     pub fn len(&self) -> usize {
@@ -499,10 +526,11 @@ impl Ilcc {
     pub fn iter(&self) -> impl Iterator<Item = &IlccEntry> {
         self.entries.values()
     }
-    pub fn clear(&mut self) -> Vec<Nid> {
+    pub fn clear(&mut self) -> Vec<IlccKey> {
         self.deadlines.clear();
         self.dirty.clear();
         self.counts = [0; 2];
+        self.remotes.clear();
         self.entries.drain().map(|(k, _)| k).collect()
     }
 
@@ -512,12 +540,12 @@ impl Ilcc {
         let idle = self.idle;
         let mut pushed = false;
         let mut last = None;
-        for nid in &self.dirty {
+        for key in &self.dirty {
             // (an entry handed out twice in a row is looked at once)
-            if last.replace(*nid) == Some(*nid) {
+            if last.replace(*key) == Some(*key) {
                 continue;
             }
-            let Some(e) = self.entries.get_mut(nid) else { continue };
+            let Some(e) = self.entries.get_mut(key) else { continue };
             // `DeadlineIndex::schedule_in`, with the entry at hand
             match (e.next_deadline(idle), e.indexed) {
                 // later: the live item stays, a lower bound (fix_top below)
@@ -525,7 +553,7 @@ impl Ilcc {
                 (None, _) => e.indexed = None,
                 (Some(t), _) => {
                     e.indexed = Some(t);
-                    self.deadlines.push(t, *nid);
+                    self.deadlines.push(t, *key);
                     pushed = true;
                 }
             }
@@ -535,7 +563,7 @@ impl Ilcc {
             self.deadlines.compact_in(&self.entries);
         }
         let entries = &mut self.entries;
-        self.deadlines.fix_top_with(|t, nid| match entries.get_mut(nid) {
+        self.deadlines.fix_top_with(|t, key| match entries.get_mut(key) {
             Some(e) if e.indexed == Some(t) => match e.next_deadline(idle) {
                 d if d == Some(t) => TopItem::Exact,
                 d => {
@@ -554,9 +582,9 @@ impl Ilcc {
 
     /// Entries whose indexed deadline is due at `now` (a deadline may be a lower
     /// bound: the caller checks each timer); they are re-indexed at the next `tidy`.
-    pub fn take_due(&mut self, now: Instant) -> Vec<Nid> {
+    pub fn take_due(&mut self, now: Instant) -> Vec<IlccKey> {
         self.tidy();
-        // (a live item is an entry's: every NID due has an entry, its item now None)
+        // (a live item is an entry's: every key due has an entry, its item now None)
         let due = self.deadlines.take_due_in(&mut self.entries, now);
         self.dirty.extend(&due);
         due
@@ -569,20 +597,20 @@ impl Ilcc {
 }
 
 /// The ILCC's live items are its entries' `indexed`.
-impl LiveItems for HashMap<Nid, IlccEntry> {
-    fn live_item(&self, nid: &Nid) -> Option<Instant> {
-        self.get(nid).and_then(|e| e.indexed)
+impl LiveItems<IlccKey> for HashMap<IlccKey, IlccEntry> {
+    fn live_item(&self, key: &IlccKey) -> Option<Instant> {
+        self.get(key).and_then(|e| e.indexed)
     }
-    fn set_live_item(&mut self, nid: &Nid, at: Option<Instant>) {
-        if let Some(e) = self.get_mut(nid) {
+    fn set_live_item(&mut self, key: &IlccKey, at: Option<Instant>) {
+        if let Some(e) = self.get_mut(key) {
             e.indexed = at;
         }
     }
     fn live_bound(&self) -> usize {
         self.len()
     }
-    fn live_items(&self) -> Vec<(Instant, Nid)> {
-        self.values().filter_map(|e| Some((e.indexed?, e.nid))).collect()
+    fn live_items(&self) -> Vec<(Instant, IlccKey)> {
+        self.values().filter_map(|e| Some((e.indexed?, e.key()))).collect()
     }
 }
 
@@ -594,7 +622,9 @@ mod tests {
 
     /// An entry's live item (`indexed`) always has its item in the index's heap,
     /// and after `tidy` the earliest deadline is exact, whatever mix of
-    /// deadlines moving later, earlier, entries removed, re-inserted and timers due.
+    /// deadlines moving later, earlier, entries removed, re-inserted and timers due;
+    /// and the per-correspondent index (`keys_of`, `knows`) always says what the
+    /// entries say, with correspondents holding up to three of our NIDs.
     #[test]
     fn cached_index_items_agree_with_the_index() {
         let t0 = Instant::now();
@@ -611,21 +641,23 @@ mod tests {
         let (mut skipped, mut due_total) = (0, 0);
         for _ in 0..20_000 {
             let nid = Nid(rnd(200) + 1);
+            let key = IlccKey { remote: nid, local: [None, Some(Nid(0xa1)), Some(Nid(0xa2))][rnd(3) as usize] };
             match rnd(6) {
                 0 => {
-                    ilcc.remove(&nid);
+                    ilcc.remove(&key);
                 }
-                1 | 2 if ilcc.get(&nid).is_none() => {
-                    let e = IlccEntry::new(nid, vec![], LA, Nonce::N32([1, 2, 3, 4]), None, false, now);
+                1 | 2 if ilcc.get(&key).is_none() => {
+                    let mut e = IlccEntry::new(nid, vec![], LA, Nonce::N32([1, 2, 3, 4]), None, false, now);
+                    e.local_nid = key.local;
                     ilcc.insert(e).unwrap();
                 }
                 1 => {
                     // a copy put back (its `indexed` must not be trusted)
-                    let e = ilcc.remove(&nid).unwrap();
+                    let e = ilcc.remove(&key).unwrap();
                     ilcc.insert(e).unwrap();
                 }
                 2 | 3 => {
-                    if let Some(e) = ilcc.get_mut(&nid) {
+                    if let Some(e) = ilcc.get_mut(&key) {
                         // mostly later (traffic), sometimes earlier
                         e.last_used = if rnd(4) == 0 { e.last_used - ms(rnd(500)).min(e.last_used - t0) } else { now };
                     }
@@ -638,12 +670,18 @@ mod tests {
             ilcc.tidy();
             for e in ilcc.iter() {
                 if let Some(i) = e.indexed {
-                    assert!(ilcc.deadlines.holds(i, e.nid), "{:?}", e.nid);
+                    assert!(ilcc.deadlines.holds(i, e.key()), "{:?}", e.nid);
                     skipped += 1;
                 }
             }
             let exact = ilcc.iter().filter_map(|e| e.next_deadline(ilcc.idle)).min();
             assert_eq!(ilcc.next_deadline(), exact);
+            let mut walked: Vec<IlccKey> = ilcc.iter().map(|e| e.key()).filter(|k| k.remote == nid).collect();
+            let mut indexed = ilcc.keys_of(nid);
+            walked.sort();
+            indexed.sort();
+            assert_eq!(indexed, walked);
+            assert_eq!(ilcc.knows(nid), !walked.is_empty());
         }
         assert!(skipped > 1000 && due_total > 100, "{skipped} {due_total}");
     }

@@ -4,7 +4,7 @@
 
 use crate::action::Action;
 use crate::event::{packet_summary, DropReason, Event, Outcome};
-use crate::ilcc::RemoteLocator;
+use crate::ilcc::{IlccKey, RemoteLocator};
 use crate::locator::LocatorState;
 use crate::lu::lu_malformed_kind;
 use crate::machine::Core;
@@ -46,10 +46,11 @@ impl Core {
             }
         };
         let summary = || format!("{} -> {}", data.ip.src, data.ip.dst);
+        let (src_nid, dst_nid) = (ilnp_wire::split_addr(data.ip.src).1, ilnp_wire::split_addr(data.ip.dst).1);
         let rule = self
             .ilcc
-            .get(&ilnp_wire::split_addr(data.ip.src).1)
-            .map_or_else(|| self.cfg.checksum_rule(ilnp_wire::split_addr(data.ip.src).1), |e| e.checksum_rule);
+            .get(&IlccKey::new(src_nid, dst_nid, self.cfg.local_nid))
+            .map_or_else(|| self.cfg.checksum_rule(src_nid), |e| e.checksum_rule);
         let (ident, meta) = match data.to_identifier_rule(self.cfg.id_prefix, csum, rule) {
             Ok(x) => x,
             Err(e) => {
@@ -61,30 +62,28 @@ impl Core {
             self.drop(out, DropReason::NotForUs, summary());
             return;
         }
-        // a correspondent talks to one of our NIDs at a time (nids.rs)
-        if self.ilcc.get(&meta.src_nid).is_some_and(|e| e.ours(self.cfg.local_nid) != meta.dst_nid) {
-            self.drop(out, DropReason::OtherLocalNid, summary());
-            return;
-        }
         // soft handoff: a retired locator still accepts late packets (RFC 6740 §6)
         if let Err(reason) = self.local.accepts(meta.dst_loc) {
             self.drop(out, reason, summary());
             return;
         }
-        let nid = meta.src_nid;
+        // the entry of this pair of NIDs (a correspondent talking to two of ours has
+        // two: nids.rs)
+        let key = IlccKey::new(meta.src_nid, meta.dst_nid, self.cfg.local_nid);
+        let nid = key.remote;
         let mut answered = false;
-        if self.ilcc.get(&nid).is_none() {
+        if self.ilcc.get(&key).is_none() {
             if !self.admit_responder(now, &meta, out) {
                 self.drop(out, DropReason::IlccFull, summary());
                 return;
             }
         } else {
-            let e = self.ilcc.get_mut(&nid).expect("checked");
+            let e = self.ilcc.get_mut(&key).expect("checked");
             match e.nonce_rx {
-                Some(_) if e.accepts_nonce(&meta.nonce) => answered = self.challenges.is_open(&nid),
+                Some(_) if e.accepts_nonce(&meta.nonce) => answered = self.challenges.is_open(&key),
                 // ours reflected by a shared-nonce peer: only as its answer to our
                 // open challenge (the live old peer), never on data it sends unasked
-                Some(_) if e.is_reflected(&meta.nonce) && self.challenges.answers(&nid, meta.src_loc, &ident) => {
+                Some(_) if e.is_reflected(&meta.nonce) && self.challenges.answers(&key, meta.src_loc, &ident) => {
                     self.stats.bump(Outcome::NonceReflectedAccepted);
                     answered = true;
                 }
@@ -98,7 +97,7 @@ impl Core {
                     self.drop(out, DropReason::BadNonce, summary());
                     // the peer may have restarted: ask the old one (`challenge.rs`)
                     let (challenges, mut cx) = self.challenge_parts();
-                    challenges.bad_nonce(&mut cx, now, nid, meta.nonce, meta.src_loc, ident, out);
+                    challenges.bad_nonce(&mut cx, now, key, meta.nonce, meta.src_loc, ident, out);
                     return;
                 }
                 None => {
@@ -123,22 +122,22 @@ impl Core {
                 out.extend(e.snapshot().map(Action::IlccUpsert));
             }
             // the right nonce again after our answer: the peer is there
-            self.admission.maybe_promote(&mut self.ilcc, &mut self.stats, nid, out);
+            self.admission.maybe_promote(&mut self.ilcc, &mut self.stats, key, out);
         }
         if answered {
-            self.challenges.answered(&self.ilcc, &mut self.stats, now, nid, out);
+            self.challenges.answered(&self.ilcc, &mut self.stats, now, key, out);
         }
         // the peer speaks ILNPv6: a fallback probe for it is moot
         self.fallback.cancel_probe(nid, out);
         // over UDP/IPv4: the path it came on (learned, or a rebinding checked)
         let (v4, mut cx) = self.v4_parts();
-        v4.observe(&mut cx, now, nid, meta.src_loc, out);
+        v4.observe(&mut cx, now, key, meta.src_loc, out);
         // a verified packet arrived on this locator: it is not quiet
         self.local.note_rx(meta.dst_loc, now);
         if self.local.is_retired(meta.dst_loc) {
             self.stats.bump(Outcome::RetiredLocalLocatorRx);
         }
-        let e = self.ilcc.get_mut(&nid).expect("present");
+        let e = self.ilcc.get_mut(&key).expect("present");
         e.last_used = now;
         e.slow_pkts_in += 1;
         e.slow_bytes_in += pkt.len() as u64;
@@ -160,7 +159,7 @@ impl Core {
             return;
         }
         let (v4, mut cx) = self.v4_parts();
-        if v4.challenge_answer(&mut cx, now, nid, &ident, out) {
+        if v4.challenge_answer(&mut cx, now, key, &ident, out) {
             return;
         }
         out.push(Action::DeliverLocal(ident));
@@ -181,12 +180,8 @@ impl Core {
         if let Err(reason) = self.local.accepts(dst_loc) {
             return self.drop(out, reason, summary);
         }
-        let stable = self.cfg.local_nid;
-        let Some(e) = self
-            .ilcc
-            .get_mut(&nid)
-            .filter(|e| e.nonce_rx.is_some() && e.has_remote(src_loc) && e.ours(stable) == dst_nid)
-        else {
+        let key = IlccKey::new(nid, dst_nid, self.cfg.local_nid);
+        let Some(e) = self.ilcc.get_mut(&key).filter(|e| e.nonce_rx.is_some() && e.has_remote(src_loc)) else {
             return self.drop(out, DropReason::FragmentUnverified, summary);
         };
         match p.later_fragment_to_identifier(self.cfg.id_prefix) {

@@ -14,6 +14,7 @@ mod failover;
 pub mod fallback;
 mod icmp;
 pub mod ilcc;
+mod ilcc_key;
 mod inbound;
 pub mod local;
 mod locator;
@@ -36,6 +37,7 @@ pub use dns::{DnsPeer, DnsPeerResult};
 pub use event::{DropReason, Event, Outcome, Stats};
 pub use fallback::{FallbackReason, FallbackView, PeerState};
 pub use ilcc::{IlccEntry, IlccView, RemoteLocator, Tier};
+pub use ilcc_key::IlccKey;
 pub use ilnp_wire::checksum::ChecksumRule;
 pub use ilnp_wire::{Locator, Nid, Nonce};
 pub use local::{

@@ -4,19 +4,19 @@
 use crate::action::Action;
 use crate::config::HandoffMode;
 use crate::event::{DropReason, Event, Outcome};
-use crate::ilcc::RemoteLocator;
+use crate::ilcc::{IlccKey, RemoteLocator};
 use crate::locator::LocatorState;
 use crate::machine::Core;
 use ilnp_wire::classify::{endpoints, Lu};
 use ilnp_wire::icmpv6::{linux49, LocatorUpdate, LuEntry, LuFormat, LuOperation};
 use ilnp_wire::translate;
-use ilnp_wire::{ilnp_addr, Error as WireError, Locator, Nid};
+use ilnp_wire::{ilnp_addr, Error as WireError, Locator};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 impl Core {
-    /// Sends (or gives up) the pending LUs among `nids` that are due at `now`.
-    pub(crate) fn send_due_lus(&mut self, now: Instant, nids: &[Nid]) -> Vec<Action> {
+    /// Sends (or gives up) the pending LUs among the entries `keys` that are due at `now`.
+    pub(crate) fn send_due_lus(&mut self, now: Instant, keys: &[IlccKey]) -> Vec<Action> {
         let mut out = Vec::new();
         let entries = self.local.lu_entries(self.cfg.lu_lifetime_s);
         let lu_timers = self.cfg.lu;
@@ -25,8 +25,8 @@ impl Core {
             // an LU left due would keep the timer due at `now` (the shell's loop would
             // spin). Wait one retransmission interval, without counting an attempt; a
             // locator that comes back starts its own LU (`apply_local_update`)
-            for nid in nids {
-                let Some(e) = self.ilcc.get_mut(nid) else { continue };
+            for key in keys {
+                let Some(e) = self.ilcc.get_mut(key) else { continue };
                 let srtt = e.srtt_us.map(Duration::from_micros);
                 if let Some(p) = e.pending_lu.as_mut().filter(|p| p.next_at <= now) {
                     p.next_at = now + lu_timers.rto(p.attempts.max(1), srtt);
@@ -37,8 +37,8 @@ impl Core {
         let local_nid = self.cfg.local_nid;
         let hard = self.cfg.handoff == HandoffMode::Hard;
         let mut failed = Vec::new();
-        for nid in nids {
-            let Some(e) = self.ilcc.get_mut(nid) else { continue };
+        for key in keys {
+            let Some(e) = self.ilcc.get_mut(key) else { continue };
             let Some(p) = e.pending_lu.as_ref() else { continue };
             if p.next_at > now {
                 continue;
@@ -109,14 +109,12 @@ impl Core {
             return;
         }
         let stable = self.cfg.local_nid;
-        let Some(e) = self.ilcc.get_mut(&nid) else {
+        // the entry of the NID of ours it was sent to (none for another of ours)
+        let key = IlccKey::new(nid, dst_nid, stable);
+        let Some(e) = self.ilcc.get_mut(&key) else {
             self.drop(out, DropReason::LuUnknownPeer, summary());
             return;
         };
-        if e.ours(stable) != dst_nid {
-            self.drop(out, DropReason::OtherLocalNid, summary());
-            return;
-        }
         if e.tier == crate::ilcc::Tier::Embryonic {
             self.drop(out, DropReason::LuEmbryonic, summary());
             return;
@@ -176,9 +174,9 @@ impl Core {
                 // a v4 path to answer on (v4path.rs), and a local locator of the
                 // advertised locators' family
                 let (v4, mut cx) = self.v4_parts();
-                v4.observe(&mut cx, now, nid, src_loc, out);
-                self.fit_local(nid);
-                let Some(e) = self.ilcc.get_mut(&nid) else { return };
+                v4.observe(&mut cx, now, key, src_loc, out);
+                self.fit_local(key);
+                let Some(e) = self.ilcc.get_mut(&key) else { return };
                 let best = e.best_remote().map(|r| r.loc).unwrap_or(src_loc);
                 e.activate_remote(best);
                 let ack = lu.ack();
@@ -228,13 +226,13 @@ impl Core {
                     }
                     e.activate_remote(src_loc);
                     self.stats.bump(Outcome::DnsPeerRecovered);
-                    self.fit_local(nid);
-                    let Some(e) = self.ilcc.get_mut(&nid) else { return };
+                    self.fit_local(key);
+                    let Some(e) = self.ilcc.get_mut(&key) else { return };
                     out.extend(e.snapshot().map(Action::IlccUpsert));
                     out.push(Action::NudgeTransport(nid));
                     self.stats.bump(Outcome::TransportNudge);
                 }
-                let Some(e) = self.ilcc.get_mut(&nid) else { return };
+                let Some(e) = self.ilcc.get_mut(&key) else { return };
                 let rtt = now.saturating_duration_since(p.first_sent);
                 // a sample only when unambiguous (Karn): the first transmission was acked
                 if p.attempts == 1 {
@@ -245,7 +243,7 @@ impl Core {
                 self.stats.bump(Outcome::LuAcked);
                 out.push(Action::Event(Event::LuAcked { nid, rtt_us: rtt.as_micros() as u64, attempts: p.attempts }));
                 let (v4, mut cx) = self.v4_parts();
-                v4.observe(&mut cx, now, nid, src_loc, out);
+                v4.observe(&mut cx, now, key, src_loc, out);
             }
         }
     }

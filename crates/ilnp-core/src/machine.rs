@@ -8,7 +8,7 @@ use crate::challenge;
 use crate::config::CoreConfig;
 use crate::event::{DropReason, Event, Stats};
 use crate::fallback;
-use crate::ilcc::{self, IlccView};
+use crate::ilcc::{self, IlccKey, IlccView};
 use crate::local::LocalLocators;
 use crate::nids;
 use crate::nonce_key::random_nonce;
@@ -151,9 +151,9 @@ impl Core {
         self.finish(out);
     }
 
-    /// The fast path saw traffic for `nid`: keep the entry alive.
-    pub fn note_activity(&mut self, nid: Nid, now: Instant) {
-        if let Some(e) = self.ilcc.get_mut(&nid) {
+    /// The fast path saw traffic for the entry `key`: keep it alive.
+    pub fn note_activity(&mut self, key: IlccKey, now: Instant) {
+        if let Some(e) = self.ilcc.get_mut(&key) {
             e.last_used = now;
         }
         self.ilcc.tidy();
@@ -161,7 +161,7 @@ impl Core {
 
     // ---------------------------------------------------------------- inspection
 
-    /// The ILCC, read-only: its entries (`Ilcc::iter`), one correspondent's in O(1)
+    /// The ILCC, read-only: its entries (`Ilcc::iter`), one entry in O(1)
     /// (`Ilcc::get`: what the fast path's `ilnp_ilcc` lookup answers, for shells that
     /// model it; the simulator's admission check, like the ingress program's, applies
     /// only without an entry).
@@ -190,15 +190,17 @@ impl Core {
     /// ILCC entries with their idle time and age at `now`, for display.
     pub fn ilcc_view(&self, now: Instant) -> Vec<IlccView> {
         let mut v: Vec<IlccView> = self.ilcc.iter().map(|e| IlccView::new(e, now)).collect();
-        v.sort_by_key(|e| e.nid);
+        v.sort_by_key(|e| e.key());
         v
     }
 
     pub fn flush_ilcc(&mut self) -> Vec<Action> {
-        let nids = self.ilcc.clear();
-        let mut out = nids
+        let keys = self.ilcc.clear();
+        let mut out = keys
             .into_iter()
-            .flat_map(|nid| [Action::IlccRemove(nid), Action::Event(Event::PeerRemoved { nid, reason: "flushed" })])
+            .flat_map(|k| {
+                [Action::IlccRemove(k), Action::Event(Event::PeerRemoved { nid: k.remote, reason: "flushed" })]
+            })
             .collect();
         self.finish(&mut out);
         out
@@ -215,6 +217,6 @@ impl Core {
         self.challenges.mask(out);
         let (balance, cx) = self.balance_parts();
         balance.follow(&cx, out);
-        v4path::route(&self.ilcc, out);
+        v4path::route(&self.ilcc, self.cfg.local_nid, out);
     }
 }

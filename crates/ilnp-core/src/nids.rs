@@ -7,10 +7,11 @@
 //! nonce-only, fallback probe) comes from that NID, never from another of ours, so
 //! no packet joins two of our NIDs up.
 //!
-//! The ILCC is keyed by the remote NID alone (docs/architecture.md § ILCC): a
-//! correspondent talks to one of our NIDs at a time. A new session to it from
-//! another of our NIDs while its entry lives is refused (`DropReason::OtherLocalNid`),
-//! not carried under the entry's NID or nonce, which would link the two.
+//! The ILCC is keyed by ⟨remote NID, our NID⟩ (`IlccKey`; docs/architecture.md
+//! § ILCC): a correspondent talking to two of our NIDs (a session on a temporary
+//! one, another to the stable one in DNS) has two entries, each with its own
+//! nonces, locators, LUs and fast-path entry, so nothing it receives joins the
+//! two NIDs up beyond what their concurrent use from one locator already shows.
 
 use ilnp_wire::Nid;
 use std::collections::BTreeMap;
@@ -89,6 +90,7 @@ mod tests {
     use crate::action::Action;
     use crate::event::DropReason;
     use crate::event::Outcome;
+    use crate::ilcc::IlccKey;
     use crate::machine::Core;
     use crate::tests::{core, delivered, local, parse_lu, udp, wire, LA, LB, NA, NB};
     use ilnp_wire::translate::Csum;
@@ -99,6 +101,8 @@ mod tests {
     const T1: Nid = Nid(0x1c2e_77a0_5b19_d403);
     const T2: Nid = Nid(0x3a01_9e42_c7d8_0f11);
     const LA2: Locator = Locator(0x2001_0db8_000a_0002);
+    /// A's entry for B's session with T1
+    const K1: IlccKey = IlccKey { remote: NB, local: Some(T1) };
 
     fn src_nid(w: &[u8]) -> Nid {
         split_addr(ipv6::Packet::new_checked(w).unwrap().src()).1
@@ -121,7 +125,7 @@ mod tests {
     #[test]
     fn a_session_on_a_temporary_nid_keeps_it_across_a_move() {
         let (mut a, mut b, now) = temp_session();
-        assert_eq!(a.ilcc.get(&NB).unwrap().local_nid, Some(T1));
+        assert_eq!(a.ilcc.get(&K1).unwrap().local_nid, Some(T1));
         assert_eq!(a.sessions_on(T1), 1);
         assert_eq!(a.sessions_on(NA), 0);
         let out = a.set_local_locators(now, vec![local(LA2)]);
@@ -162,8 +166,8 @@ mod tests {
         assert_eq!(delivered(&a.handle_inbound(now, &ba, Csum::Complete)).len(), 1);
         let mut out = Vec::new();
         assert_eq!(a.remove_temporary_nid(T1, &mut out), Some(1));
-        assert!(out.iter().any(|x| matches!(x, Action::IlccRemove(n) if *n == NB)));
-        assert!(a.ilcc.get(&NB).is_none());
+        assert!(out.iter().any(|x| matches!(x, Action::IlccRemove(n) if *n == K1)));
+        assert!(a.ilcc.get(&K1).is_none());
         // what a packet to a NID we never had gets
         let out = a.handle_inbound(now, &ba, Csum::Complete);
         assert!(delivered(&out).is_empty());
@@ -175,23 +179,63 @@ mod tests {
         assert_eq!(a.remove_temporary_nid(T1, &mut out), None);
     }
 
+    fn nonce_of(w: &[u8]) -> ilnp_wire::Nonce {
+        match ilnp_wire::classify(w).expect("ILNPv6") {
+            ilnp_wire::Packet::Data(d) | ilnp_wire::Packet::NonceOnly(d) => d.nonce.nonce,
+            ilnp_wire::Packet::Lu(lu) => lu.nonce.expect("nonce").nonce,
+            p => panic!("{}", p.summary()),
+        }
+    }
+
     #[test]
-    fn one_correspondent_talks_to_one_of_our_nids_at_a_time() {
+    fn a_correspondent_holds_a_temporary_and_the_stable_nid_at_once() {
         let (mut a, mut b, now) = temp_session();
-        // from the stable NID to the same correspondent: not carried under T1's
-        // entry (its nonce would join the two NIDs up); the application hears at once
-        let out = a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete);
-        assert!(wire(&out).is_empty());
-        assert_eq!(delivered(&out).len(), 1, "ICMPv6 unreachable to the application");
-        assert_eq!(a.stats().dropped(DropReason::OtherLocalNid), 1);
-        // B writing to the stable NID while its session is on T1: likewise
-        let mut b2 = core(NB, LB, 7, Some((NA, LA)));
-        let w = wire(&b2.handle_outbound(now, &udp(NB, NA, b"y"), Csum::Complete)).pop().unwrap();
-        assert!(delivered(&a.handle_inbound(now, &w, Csum::Complete)).is_empty());
-        assert_eq!(a.stats().dropped(DropReason::OtherLocalNid), 2);
-        // the T1 session itself is untouched
-        let ba = wire(&b.handle_outbound(now, &udp(NB, T1, b"ok"), Csum::Complete)).pop().unwrap();
-        assert_eq!(delivered(&a.handle_inbound(now, &ba, Csum::Complete)).len(), 1);
+        // A to B from the stable NID while B's session with T1 lives: a second entry,
+        // with a nonce of its own (T1's would join the two NIDs up)
+        let ab = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().expect("carried");
+        assert_eq!(src_nid(&ab), NA);
+        assert_eq!(delivered(&b.handle_inbound(now, &ab, Csum::Complete)), vec![udp(NA, NB, b"x")]);
+        let stable = IlccKey::stable(NB);
+        let (e1, e0) = (a.ilcc.get(&K1).unwrap(), a.ilcc.get(&stable).unwrap());
+        assert_ne!(e1.nonce_tx, e0.nonce_tx, "one nonce per entry");
+        assert_eq!(nonce_of(&ab), e0.nonce_tx);
+        // B answers each NID, each answer delivered to it
+        let ba0 = wire(&b.handle_outbound(now, &udp(NB, NA, b"0"), Csum::Complete)).pop().unwrap();
+        let ba1 = wire(&b.handle_outbound(now, &udp(NB, T1, b"1"), Csum::Complete)).pop().unwrap();
+        assert_eq!(delivered(&a.handle_inbound(now, &ba0, Csum::Complete)), vec![udp(NB, NA, b"0")]);
+        assert_eq!(delivered(&a.handle_inbound(now, &ba1, Csum::Complete)), vec![udp(NB, T1, b"1")]);
+        // B's nonce for one NID is refused on the other's (a packet to NA with the
+        // nonce B uses towards T1: a bad nonce there, never delivered)
+        let mut forged = ba1.clone();
+        forged[24..40].copy_from_slice(&ba0[24..40]);
+        assert!(delivered(&a.handle_inbound(now, &forged, Csum::Complete)).is_empty());
+        assert_eq!(a.stats().dropped(DropReason::BadNonce), 1);
+        assert_eq!((a.sessions_on(T1), a.sessions_on(NA), a.ilcc.len()), (1, 1, 2));
+        // A moves: one LU per entry, each from its own NID with its own nonce
+        let out = a.set_local_locators(now, vec![local(LA2)]);
+        let lus = wire(&out);
+        let mut from: Vec<Nid> = lus.iter().map(|w| src_nid(w)).collect();
+        from.dedup();
+        assert_eq!(from.len(), 2, "{from:?}");
+        for w in &lus {
+            let key = if src_nid(w) == T1 { K1 } else { stable };
+            assert_eq!(nonce_of(w), a.ilcc.get(&key).unwrap().nonce_tx, "each LU carries its entry's nonce");
+        }
+        for w in &lus {
+            for ack in wire(&b.handle_inbound(now, w, Csum::Complete)) {
+                a.handle_inbound(now, &ack, Csum::Complete);
+            }
+        }
+        for (ours, body) in [(NA, b"m0"), (T1, b"m1")] {
+            let w = wire(&b.handle_outbound(now, &udp(NB, ours, body), Csum::Complete)).pop().unwrap();
+            assert_eq!(split_addr(ipv6::Packet::new_checked(&w[..]).unwrap().dst()), (LA2, ours));
+            assert_eq!(delivered(&a.handle_inbound(now, &w, Csum::Complete)), vec![udp(NB, ours, body)]);
+        }
+        // T1 going ends only its own session
+        let mut out = Vec::new();
+        assert_eq!(a.remove_temporary_nid(T1, &mut out), Some(1));
+        assert_eq!(out, vec![Action::IlccRemove(K1)]);
+        assert!(a.ilcc.get(&stable).is_some());
     }
 
     #[test]
@@ -202,7 +246,7 @@ mod tests {
         let mut b = core(NB, LB, 2, Some((NA, LA)));
         let w = wire(&b.handle_outbound(now, &udp(NB, NA, b"to the name"), Csum::Complete)).pop().unwrap();
         assert_eq!(delivered(&a.handle_inbound(now, &w, Csum::Complete)), vec![udp(NB, NA, b"to the name")]);
-        assert_eq!(a.ilcc.get(&NB).unwrap().local_nid, None);
+        assert_eq!(a.ilcc.get(&IlccKey::stable(NB)).unwrap().local_nid, None);
         let back = wire(&a.handle_outbound(now, &udp(NA, NB, b"r"), Csum::Complete)).pop().unwrap();
         assert_eq!(src_nid(&back), NA);
     }
@@ -220,7 +264,7 @@ mod tests {
         for p in wire(&out) {
             assert_eq!(src_nid(&p), T1, "the hello comes from T1");
         }
-        assert_eq!(a.ilcc.get(&NB).unwrap().local_nid, Some(T1));
+        assert_eq!(a.ilcc.get(&K1).unwrap().local_nid, Some(T1));
     }
 
     #[test]
@@ -234,7 +278,7 @@ mod tests {
         let mut a2 = core(NA, LA, 9, Some((NB, LB)));
         a2.restore(now, &back).unwrap();
         assert!(a2.is_local_nid(T1));
-        assert_eq!(a2.ilcc.get(&NB).unwrap().local_nid, Some(T1));
+        assert_eq!(a2.ilcc.get(&K1).unwrap().local_nid, Some(T1));
         let ba = wire(&b.handle_outbound(now, &udp(NB, T1, b"after"), Csum::Complete)).pop().unwrap();
         assert_eq!(delivered(&a2.handle_inbound(now, &ba, Csum::Complete)).len(), 1);
         let ab = wire(&a2.handle_outbound(now, &udp(T1, NB, b"x"), Csum::Complete)).pop().unwrap();

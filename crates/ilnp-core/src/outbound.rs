@@ -6,7 +6,7 @@ use crate::admission::{Admission, AnswerHint};
 use crate::event::{packet_summary, DropReason, Event, Outcome};
 use crate::fallback;
 use crate::icmp::unreachable_to_app;
-use crate::ilcc::{IlccEntry, RemoteLocator, Tier};
+use crate::ilcc::{IlccEntry, IlccKey, RemoteLocator, Tier};
 use crate::locator::LocatorState;
 use crate::machine::Core;
 use ilnp_wire::classify::is_icmp_error;
@@ -52,7 +52,10 @@ impl Core {
         if fallback.outbound(&mut cx, dn, pkt, csum, out) {
             return;
         }
-        if self.ilcc.get(&dn).is_none() {
+        // the entry of this pair of NIDs: a correspondent talking to two of ours has
+        // two, nothing shared between them (nids.rs)
+        let key = IlccKey::new(dn, sn, self.cfg.local_nid);
+        if self.ilcc.get(&key).is_none() {
             if self.cfg.admission == Admission::Socket && (icmp_error || p.is_tcp_rst()) {
                 // our stack's answer to a packet the fast path passed up without
                 // state (no socket took it): to the hinted locator, under the budget
@@ -67,17 +70,9 @@ impl Core {
                 return;
             }
         }
-        // a correspondent talks to one of our NIDs at a time: a session from another
-        // is not carried under this one's NID or nonce (nids.rs)
-        if self.ilcc.get(&dn).is_some_and(|e| e.ours(self.cfg.local_nid) != sn) {
-            self.stats.drop(DropReason::OtherLocalNid);
-            out.push(Action::Event(Event::drop(DropReason::OtherLocalNid, format!("packet to {}", p.dst()))));
-            unreachable_to_app(pkt, icmp_error, out);
-            return;
-        }
         // the entry's source locator must still be ours and usable (it is moved to the
         // best one by set_local_locators; with none left the application hears at once)
-        let usable = self.ilcc.get(&dn).is_some_and(|e| self.local.is_usable(e.local_locator));
+        let usable = self.ilcc.get(&key).is_some_and(|e| self.local.is_usable(e.local_locator));
         if !usable {
             self.stats.drop(DropReason::NoLocalLocator);
             out.push(Action::Event(Event::drop(DropReason::NoLocalLocator, format!("packet to {}", p.dst()))));
@@ -90,9 +85,9 @@ impl Core {
             None
         } else {
             let (balance, cx) = self.balance_parts();
-            balance.choose_for(&cx, dn, pkt, out)
+            balance.choose_for(&cx, key, pkt, out)
         };
-        let Some(e) = self.ilcc.get_mut(&dn) else { return };
+        let Some(e) = self.ilcc.get_mut(&key) else { return };
         e.last_used = now;
         e.slow_pkts_out += 1;
         e.slow_bytes_out += pkt.len() as u64;
@@ -132,7 +127,7 @@ impl Core {
         }
         // still no word from the correspondent: is it there without ILNP?
         let (fallback, mut cx) = self.fallback_parts();
-        fallback.maybe_probe(&mut cx, now, dn, out);
+        fallback.maybe_probe(&mut cx, now, key, out);
     }
 
     fn create_initiator_entry(
@@ -165,7 +160,7 @@ impl Core {
         // a source locator of a family the peer has (IPv6 or v4 path)
         let local = self.local.fitting(local, &remote).unwrap_or(local);
         let mut e = IlccEntry::new(nid, remote, local, nonce_tx, None, true, now);
-        e.local_nid = self.entry_nid_field(ours);
+        e.local_nid = IlccKey::new(nid, ours, self.cfg.local_nid).local;
         self.cfg.apply_peer_settings(&mut e);
         let best = e.best_remote().map(|r| r.loc).ok_or(DropReason::NoRemoteLocator)?;
         e.activate_remote(best);

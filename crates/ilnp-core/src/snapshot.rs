@@ -342,7 +342,7 @@ impl Core {
         if self.cfg.fallback {
             for f in &snap.fallback {
                 let nid = Nid(f.nid);
-                if self.ilcc.get(&nid).is_none() {
+                if !self.ilcc.knows(nid) {
                     self.fallback.restore(now, nid, Locator(f.remote_locator), f.reason, &mut out);
                 }
             }

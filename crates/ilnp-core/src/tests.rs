@@ -8,6 +8,7 @@ use crate::dns::DnsPeerResult;
 use crate::event::{DropReason, Event, Outcome};
 use crate::fallback::{FallbackReason, PeerState};
 use crate::ilcc;
+use crate::ilcc::IlccKey;
 use crate::local::locator_preference;
 use crate::locator::{LocalLocator, LocatorState, RouterPreference};
 use crate::machine::Core;
@@ -167,9 +168,9 @@ fn nonces_differ_per_direction_and_stay_constant() {
 #[test]
 fn ilcc_entry_looks_up_one_correspondent() {
     let (a, b, _, _) = session();
-    assert_eq!(a.ilcc.get(&NB).map(|e| (e.nid, e.initiator)), Some((NB, true)));
-    assert_eq!(b.ilcc.get(&NA).map(|e| (e.nid, e.initiator)), Some((NA, false)));
-    assert!(a.ilcc.get(&NA).is_none(), "no entry for ourselves");
+    assert_eq!(a.ilcc.get(&IlccKey::stable(NB)).map(|e| (e.nid, e.initiator)), Some((NB, true)));
+    assert_eq!(b.ilcc.get(&IlccKey::stable(NA)).map(|e| (e.nid, e.initiator)), Some((NA, false)));
+    assert!(a.ilcc.get(&IlccKey::stable(NA)).is_none(), "no entry for ourselves");
 }
 
 #[test]
@@ -284,7 +285,7 @@ fn parameter_problem_on_nonce_means_non_ilnp_peer() {
     let (s, d) = (ilnp_addr(LB, NB), ilnp_addr(LA, NA));
     let pp = ts::icmp_error(s, d, Icmpv6Type::PARAM_PROBLEM, 2, 42, &w);
     let out = a.handle_inbound(now, &pp, Csum::Complete);
-    assert!(out.contains(&Action::IlccRemove(NB)));
+    assert!(out.contains(&Action::IlccRemove(IlccKey::stable(NB))));
     let d = delivered(&out);
     assert_eq!(d.len(), 1);
     assert_eq!(&d[0][40..42], &[1, 3], "Destination Unreachable / address unreachable");
@@ -325,10 +326,10 @@ fn idle_entries_age_out_unless_active() {
     let (mut a, _b, _, _) = session();
     let t0 = Instant::now();
     let idle = a.config().idle_timeout;
-    a.note_activity(NB, t0 + idle / 2);
+    a.note_activity(IlccKey::stable(NB), t0 + idle / 2);
     assert!(a.handle_timeout(t0 + idle).iter().all(|x| !matches!(x, Action::IlccRemove(_))));
     let out = a.handle_timeout(t0 + idle * 2);
-    assert!(out.contains(&Action::IlccRemove(NB)));
+    assert!(out.contains(&Action::IlccRemove(IlccKey::stable(NB))));
     assert_eq!(a.ilcc.iter().count(), 0);
 }
 
@@ -717,7 +718,7 @@ fn flush_and_peer_deletion() {
     // the live session outlives the static record
     assert_eq!(wire(&a.handle_outbound(Instant::now(), &udp(NA, NB, b"x"), Csum::Complete)).len(), 1);
     let out = a.flush_ilcc();
-    assert!(out.contains(&Action::IlccRemove(NB)));
+    assert!(out.contains(&Action::IlccRemove(IlccKey::stable(NB))));
     assert_eq!(a.ilcc.iter().count(), 0);
     // without the record a new session cannot start
     let out = a.handle_outbound(Instant::now(), &udp(NA, NB, b"x"), Csum::Complete);
@@ -1174,6 +1175,7 @@ fn zero_quiet_period_keeps_todays_behaviour() {
 mod shared_nonce {
     use super::*;
     use crate::challenge::CHALLENGE_MAX;
+    use crate::ilcc::IlccKey;
     use ilnp_wire::checksum;
 
     const LA2: Locator = Locator(0x2001_0db8_000d_0000);
@@ -1209,7 +1211,7 @@ mod shared_nonce {
             c.peer_shared_nonce.insert(NB);
         });
         a2.restore(now, &snap).unwrap();
-        assert!(a2.ilcc.get(&NB).unwrap().shared_nonce);
+        assert!(a2.ilcc.get(&IlccKey::stable(NB)).unwrap().shared_nonce);
         a2
     }
 
@@ -1247,11 +1249,11 @@ mod shared_nonce {
         let pkt = translate::lu_packet(ilnp_addr(LB2, NB), ilnp_addr(LA, NA), &na, &lu).unwrap();
         assert!(wire(&a.handle_inbound(now, &pkt, Csum::Complete)).is_empty(), "no ack");
         assert_eq!(a.stats().dropped(DropReason::LuReflectedNonce), 1);
-        assert_eq!(a.ilcc.get(&NB).unwrap().best_remote().unwrap().loc, LB);
+        assert_eq!(a.ilcc.get(&IlccKey::stable(NB)).unwrap().best_remote().unwrap().loc, LB);
         // the peer's own nonce moves it
         let pkt = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &nb, &lu).unwrap();
         a.handle_inbound(now, &pkt, Csum::Complete);
-        assert_eq!(a.ilcc.get(&NB).unwrap().best_remote().unwrap().loc, LB2);
+        assert_eq!(a.ilcc.get(&IlccKey::stable(NB)).unwrap().best_remote().unwrap().loc, LB2);
         // a third value is a wrong nonce: dropped, counted, challenged
         let forged = renonce(&d, &Nonce::N32([0xde, 0xad, 0xbe, 0xef]));
         assert!(delivered(&a.handle_inbound(now, &forged, Csum::Complete)).is_empty());
@@ -1279,7 +1281,7 @@ mod shared_nonce {
         let ack = translate::lu_packet(ilnp_addr(LB, NB), ilnp_addr(LA, NA), &na, &other).unwrap();
         a.handle_inbound(now, &ack, Csum::Complete);
         assert_eq!(a.stats().dropped(DropReason::LuReflectedNonce), 2);
-        let e = a.ilcc.get(&NB).unwrap();
+        let e = a.ilcc.get(&IlccKey::stable(NB)).unwrap();
         assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), na), "nothing replaced");
     }
 
@@ -1302,7 +1304,7 @@ mod shared_nonce {
             // never a restart, whoever sent it
             a.handle_timeout(now + CHALLENGE_MAX);
             assert_eq!(a.stats().outcome(Outcome::PeerRestartReplaced), 0);
-            let e = a.ilcc.get(&NB).unwrap();
+            let e = a.ilcc.get(&IlccKey::stable(NB)).unwrap();
             assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), na), "our own nonce never becomes the peer's");
         }
     }
@@ -1321,7 +1323,7 @@ mod shared_nonce {
         let ba = wire(&b.handle_outbound(now, &udp(NB, NA, b"syn"), Csum::Complete)).pop().unwrap();
         let hello = wire(&a.handle_inbound(now, &ba, Csum::Complete)).pop().expect("hello");
         assert_eq!(nonce_of(&hello), nonce_of(&ba));
-        let e = a.ilcc.get(&NB).unwrap();
+        let e = a.ilcc.get(&IlccKey::stable(NB)).unwrap();
         assert!(e.shared_nonce && e.nonce_rx == Some(e.nonce_tx));
         // another peer is not shared: our own nonce
         let mut c = core(NC, LB2, 3, Some((NA, LA)));
@@ -1335,7 +1337,7 @@ mod shared_nonce {
         let now = Instant::now();
         let (mut a, mut b, nb, na) = b_opens(true);
         assert_eq!(na, nb, "the hello carries the initiator's nonce");
-        let e = a.ilcc.get(&NB).unwrap();
+        let e = a.ilcc.get(&IlccKey::stable(NB)).unwrap();
         assert_eq!((e.nonce_rx, e.nonce_tx), (Some(nb), nb));
         let w = wire(&a.handle_outbound(now, &udp(NA, NB, b"x"), Csum::Complete)).pop().unwrap();
         assert_eq!(nonce_of(&w), nb);
@@ -1458,12 +1460,12 @@ fn full_address_checksum_per_peer_and_the_fast_path_is_told() {
     assert!(!checksum::verify(&checksum::nid_only(&s), &checksum::nid_only(&t), NextHeader::UDP, seg));
     let out = b.handle_inbound(now, &w, Csum::Complete);
     assert_eq!(delivered(&out), vec![udp(NA, NB, b"full")], "identifier form, checksum right");
-    assert!(b.ilcc.get(&NA).unwrap().checksum_rule == ChecksumRule::FullAddress);
+    assert!(b.ilcc.get(&IlccKey::stable(NA)).unwrap().checksum_rule == ChecksumRule::FullAddress);
     // a receiver on the other rule hands its stack a segment whose checksum fails
     let mut c = core(NB, LB, 3, None);
     let bad = delivered(&c.handle_inbound(now, &w, Csum::Complete)).pop().unwrap();
     assert!(!checksum::verify(&ilnp_addr(P, NA), &ilnp_addr(P, NB), NextHeader::UDP, &bad[40..]));
-    assert!(!c.ilcc.get(&NA).unwrap().snapshot().unwrap().full_address_checksum);
+    assert!(!c.ilcc.get(&IlccKey::stable(NA)).unwrap().snapshot().unwrap().full_address_checksum);
 }
 
 /// Each named enum's names as the control socket, the config file and the logs have

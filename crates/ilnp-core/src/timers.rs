@@ -10,29 +10,30 @@
 use ilnp_wire::Nid;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::hash::Hash;
 use std::time::Instant;
 
 /// Where each NID's live item is kept. [`DeadlineIndex`] keeps its own map; the
 /// ILCC keeps it in the entry itself (`IlccEntry::indexed`), so that checking or
 /// moving an entry's item costs no lookup in a second table (with 10^5 entries, or
 /// 10^5 simulated cores, that lookup was a cache miss per packet).
-pub trait LiveItems {
+pub trait LiveItems<K = Nid> {
     /// The NID's live item.
-    fn live_item(&self, nid: &Nid) -> Option<Instant>;
+    fn live_item(&self, nid: &K) -> Option<Instant>;
     /// Makes `at` the NID's live item (None: it has none); a NID the store does not
     /// know is left alone.
-    fn set_live_item(&mut self, nid: &Nid, at: Option<Instant>);
+    fn set_live_item(&mut self, nid: &K, at: Option<Instant>);
     /// At least the number of NIDs with a live item (compaction's measure).
     fn live_bound(&self) -> usize;
     /// Every live item.
-    fn live_items(&self) -> Vec<(Instant, Nid)>;
+    fn live_items(&self) -> Vec<(Instant, K)>;
 }
 
-impl LiveItems for HashMap<Nid, Instant> {
-    fn live_item(&self, nid: &Nid) -> Option<Instant> {
+impl<K: Copy + Eq + Hash> LiveItems<K> for HashMap<K, Instant> {
+    fn live_item(&self, nid: &K) -> Option<Instant> {
         self.get(nid).copied()
     }
-    fn set_live_item(&mut self, nid: &Nid, at: Option<Instant>) {
+    fn set_live_item(&mut self, nid: &K, at: Option<Instant>) {
         match at {
             Some(t) => {
                 self.insert(*nid, t);
@@ -45,7 +46,7 @@ impl LiveItems for HashMap<Nid, Instant> {
     fn live_bound(&self) -> usize {
         self.len()
     }
-    fn live_items(&self) -> Vec<(Instant, Nid)> {
+    fn live_items(&self) -> Vec<(Instant, K)> {
         self.iter().map(|(n, t)| (*t, *n)).collect()
     }
 }
@@ -63,27 +64,33 @@ pub enum TopItem {
 
 /// Deadlines keyed by NID: a min-heap with lazy deletion. The `*_in` methods take
 /// the live items from a store of the caller's; the others use the index's own map.
-#[derive(Debug, Default)]
-pub struct DeadlineIndex {
-    heap: BinaryHeap<Reverse<(Instant, Nid)>>,
+#[derive(Debug)]
+pub struct DeadlineIndex<K = Nid> {
+    heap: BinaryHeap<Reverse<(Instant, K)>>,
     /// each NID's live item (the methods without `_in`); a heap item that
     /// disagrees with its NID's live item is stale
-    live: HashMap<Nid, Instant>,
+    live: HashMap<K, Instant>,
     /// heap items looked at (tests bound it; never timed)
     visits: u64,
 }
 
-impl DeadlineIndex {
+impl<K> Default for DeadlineIndex<K> {
+    fn default() -> Self {
+        DeadlineIndex { heap: BinaryHeap::new(), live: HashMap::new(), visits: 0 }
+    }
+}
+
+impl<K: Copy + Ord + Hash> DeadlineIndex<K> {
     /// Makes `at` the NID's deadline if it is earlier than its live one (or it has
     /// none); a later one is left for `fix_top` (the live item stays a lower bound).
-    pub fn schedule(&mut self, nid: Nid, at: Option<Instant>) {
+    pub fn schedule(&mut self, nid: K, at: Option<Instant>) {
         let mut live = std::mem::take(&mut self.live);
         self.schedule_in(&mut live, nid, at);
         self.live = live;
     }
 
     /// `schedule` with the live items in `live`.
-    pub fn schedule_in(&mut self, live: &mut impl LiveItems, nid: Nid, at: Option<Instant>) {
+    pub fn schedule_in(&mut self, live: &mut impl LiveItems<K>, nid: K, at: Option<Instant>) {
         match (at, live.live_item(&nid)) {
             (None, _) => live.set_live_item(&nid, None),
             (Some(t), Some(cur)) if cur <= t => {}
@@ -97,17 +104,17 @@ impl DeadlineIndex {
 
     /// A heap item for a live item the caller has just set in its store (its
     /// `compact_in` follows, once per batch).
-    pub fn push(&mut self, t: Instant, nid: Nid) {
+    pub fn push(&mut self, t: Instant, nid: K) {
         self.heap.push(Reverse((t, nid)));
     }
 
     /// The NID's live item, if any.
-    pub fn live(&self, nid: &Nid) -> Option<Instant> {
+    pub fn live(&self, nid: &K) -> Option<Instant> {
         self.live.get(nid).copied()
     }
 
     /// The NID has no deadline any more (its heap item goes stale).
-    pub fn forget(&mut self, nid: &Nid) {
+    pub fn forget(&mut self, nid: &K) {
         self.live.remove(nid);
     }
 
@@ -123,14 +130,14 @@ impl DeadlineIndex {
 
     /// Drops stale items from the top and replaces a top lower bound by the real
     /// deadline `real(nid)` until the top is exact.
-    pub fn fix_top(&mut self, mut real: impl FnMut(&Nid) -> Option<Instant>) {
+    pub fn fix_top(&mut self, mut real: impl FnMut(&K) -> Option<Instant>) {
         let mut live = std::mem::take(&mut self.live);
         self.fix_top_in(&mut live, |_, nid| real(nid));
         self.live = live;
     }
 
     /// `fix_top` with the live items in `live` (`real` is given the store too).
-    pub fn fix_top_in<L: LiveItems>(&mut self, live: &mut L, mut real: impl FnMut(&L, &Nid) -> Option<Instant>) {
+    pub fn fix_top_in<L: LiveItems<K>>(&mut self, live: &mut L, mut real: impl FnMut(&L, &K) -> Option<Instant>) {
         self.fix_top_with(|t, nid| {
             if live.live_item(nid) != Some(t) {
                 return TopItem::Stale;
@@ -147,7 +154,7 @@ impl DeadlineIndex {
     /// `fix_top` for a caller that judges each top item `(t, nid)` itself in one
     /// look at its store (the ILCC: one map lookup per item instead of three);
     /// `Moved(d)`: the caller has made `d` the NID's live item.
-    pub fn fix_top_with(&mut self, mut judge: impl FnMut(Instant, &Nid) -> TopItem) {
+    pub fn fix_top_with(&mut self, mut judge: impl FnMut(Instant, &K) -> TopItem) {
         while let Some(&Reverse((t, nid))) = self.heap.peek() {
             self.visits += 1;
             match judge(t, &nid) {
@@ -166,7 +173,7 @@ impl DeadlineIndex {
     }
 
     /// Pops every live item due at `now`; their NIDs have no live item afterwards.
-    pub fn take_due(&mut self, now: Instant) -> Vec<Nid> {
+    pub fn take_due(&mut self, now: Instant) -> Vec<K> {
         let mut live = std::mem::take(&mut self.live);
         let due = self.take_due_in(&mut live, now);
         self.live = live;
@@ -174,7 +181,7 @@ impl DeadlineIndex {
     }
 
     /// `take_due` with the live items in `live`.
-    pub fn take_due_in(&mut self, live: &mut impl LiveItems, now: Instant) -> Vec<Nid> {
+    pub fn take_due_in(&mut self, live: &mut impl LiveItems<K>, now: Instant) -> Vec<K> {
         let mut due = Vec::new();
         while let Some(&Reverse((t, nid))) = self.heap.peek() {
             if t > now {
@@ -191,7 +198,7 @@ impl DeadlineIndex {
     }
 
     /// Rebuilds the heap from the live items when stale ones dominate.
-    pub fn compact_in(&mut self, live: &impl LiveItems) {
+    pub fn compact_in(&mut self, live: &impl LiveItems<K>) {
         if self.heap.len() > 2 * live.live_bound() + 64 {
             self.heap = live.live_items().into_iter().map(Reverse).collect();
         }
@@ -199,7 +206,7 @@ impl DeadlineIndex {
 
     /// Whether `(t, nid)` is an item of the heap (O(n): tests only).
     #[cfg(test)]
-    pub(crate) fn holds(&self, t: Instant, nid: Nid) -> bool {
+    pub(crate) fn holds(&self, t: Instant, nid: K) -> bool {
         self.heap.iter().any(|Reverse(x)| *x == (t, nid))
     }
 
@@ -221,6 +228,7 @@ mod tests {
     use super::*;
     use crate::action::Action;
     use crate::config::CoreConfig;
+    use crate::ilcc::IlccKey;
     use crate::ilcc::{IlccEntry, RemoteLocator};
     use crate::locator::LocatorState;
     use crate::machine::Core;
@@ -246,7 +254,7 @@ mod tests {
         assert!(!out.iter().any(|a| matches!(a, Action::SendWire { .. })), "nothing to send from: {out:?}");
         let next = c.poll_timeout().expect("the LU still waits");
         assert!(next > t0, "a timer stays due at now: the shell would spin");
-        let p = c.ilcc.get(&peer).unwrap().pending_lu.as_ref().unwrap();
+        let p = c.ilcc.get(&IlccKey::stable(peer)).unwrap().pending_lu.as_ref().unwrap();
         assert_eq!(p.attempts, 1, "no attempt counted while nothing could be sent");
     }
 
@@ -298,7 +306,7 @@ mod tests {
         assert!(c.ilcc.visits() - v0 <= 100 * 2, "{} visits for 100 idle calls", c.ilcc.visits() - v0);
         // the fast path keeps one of the 100 entries of the first millisecond alive
         let hot = Nid(0x0200_0000_0000_0000);
-        c.note_activity(hot, t0 + Duration::from_secs(200));
+        c.note_activity(IlccKey::stable(hot), t0 + Duration::from_secs(200));
         let v1 = c.ilcc.visits();
         assert_eq!(c.poll_timeout(), Some(t0 + idle));
         // the other 99 expire: about 100 visits, not 10^5
@@ -308,7 +316,7 @@ mod tests {
         assert!(c.ilcc.visits() - v1 <= 2 * 100 + 4, "{} visits", c.ilcc.visits() - v1);
         assert_eq!(c.ilcc.iter().count(), N as usize - 99);
         assert_eq!(c.poll_timeout(), Some(t0 + idle + Duration::from_millis(1)), "the next millisecond's entries");
-        assert!(c.ilcc.get(&hot).is_some());
+        assert!(c.ilcc.get(&IlccKey::stable(hot)).is_some());
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::admission::TokenBucket;
 use crate::challenge::is_echo_reply;
 use crate::config::CoreConfig;
 use crate::event::{Event, Outcome, Stats};
-use crate::ilcc::{Ilcc, Tier};
+use crate::ilcc::{Ilcc, IlccKey, Tier};
 use crate::local::LocalLocators;
 use crate::locator::LocatorState;
 use crate::peers::PeerInfo;
@@ -94,7 +94,7 @@ struct PathChallenge {
 #[derive(Debug)]
 struct Validations {
     bucket: TokenBucket,
-    holdoff: HashMap<(Nid, SocketAddrV4), Instant>,
+    holdoff: HashMap<(IlccKey, SocketAddrV4), Instant>,
 }
 
 impl Default for Validations {
@@ -106,7 +106,7 @@ impl Default for Validations {
 /// The v4 path's own state: open path challenges and the keepalive timer.
 #[derive(Debug, Default)]
 pub(crate) struct V4Paths {
-    open: HashMap<Nid, Vec<PathChallenge>>,
+    open: HashMap<IlccKey, Vec<PathChallenge>>,
     limits: Validations,
     keepalive_at: Option<Instant>,
     /// our usable v4-path locators at the last local change (a new one is warmed up)
@@ -129,7 +129,7 @@ impl V4Paths {
         self.open.values().map(Vec::len).sum()
     }
 
-    fn hold_off(&mut self, now: Instant, nid: Nid, candidate: SocketAddrV4) {
+    fn hold_off(&mut self, now: Instant, key: IlccKey, candidate: SocketAddrV4) {
         let h = &mut self.limits.holdoff;
         h.retain(|_, until| *until > now);
         if h.len() >= V4_HOLDOFF_MAX {
@@ -137,7 +137,7 @@ impl V4Paths {
                 h.remove(&k);
             }
         }
-        h.insert((nid, candidate), now + V4_CANDIDATE_HOLDOFF);
+        h.insert((key, candidate), now + V4_CANDIDATE_HOLDOFF);
     }
 }
 
@@ -153,15 +153,22 @@ pub(crate) struct V4Cx<'a> {
 
 /// The v4 paths' work, each with the state it is lent.
 impl V4Paths {
-    /// A packet from `nid`'s locator `src` was accepted (its nonce checked, or the
+    /// A packet from the entry `key`'s locator `src` was accepted (its nonce checked, or the
     /// responder's first): learn or check the v4 path it came on.
-    pub(crate) fn observe(&mut self, cx: &mut V4Cx<'_>, now: Instant, nid: Nid, src: Locator, out: &mut Vec<Action>) {
+    pub(crate) fn observe(
+        &mut self,
+        cx: &mut V4Cx<'_>,
+        now: Instant,
+        key: IlccKey,
+        src: Locator,
+        out: &mut Vec<Action>,
+    ) {
         let Some(from) = self.rx_via else { return };
         if !src.is_v4_path() {
             cx.stats.bump(Outcome::V4InnerNotV4Path);
             return;
         }
-        let Some(e) = cx.ilcc.get_mut(&nid) else { return };
+        let Some(e) = cx.ilcc.get_mut(&key) else { return };
         let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == src) else { return };
         let current = r.v4_destination();
         if current == Some(from) {
@@ -182,7 +189,7 @@ impl V4Paths {
                 out.extend(e.snapshot().map(Action::IlccUpsert));
                 cx.stats.bump(Outcome::V4NatDetected);
                 out.push(Action::Event(Event::V4Path {
-                    nid,
+                    nid: key.remote,
                     locator: src,
                     via: from.to_string(),
                     outcome: "NAT detected",
@@ -191,11 +198,11 @@ impl V4Paths {
             return;
         }
         cx.stats.bump(Outcome::V4PathUnvalidatedRx);
-        let mine = self.open.get(&nid).map(Vec::as_slice).unwrap_or_default();
+        let mine = self.open.get(&key).map(Vec::as_slice).unwrap_or_default();
         if mine.iter().any(|c| c.loc == src && c.candidate == from) {
             return;
         }
-        if self.limits.holdoff.get(&(nid, from)).is_some_and(|t| *t > now) {
+        if self.limits.holdoff.get(&(key, from)).is_some_and(|t| *t > now) {
             cx.stats.bump(Outcome::V4PathChallengeHeldOff);
             return;
         }
@@ -209,8 +216,8 @@ impl V4Paths {
         let (echo_word, old_word) = (cx.rng.next_u32(), cx.rng.next_u32());
         let echo_body = echo_body(&mut *cx.rng, ECHO_MARK);
         let old_body = echo_body_old(&mut *cx.rng);
-        let e = cx.ilcc.get(&nid).expect("present");
-        let (us, them) = (ilnp_addr(e.local_locator, e.ours(cx.cfg.local_nid)), ilnp_addr(src, nid));
+        let e = cx.ilcc.get(&key).expect("present");
+        let (us, them) = (ilnp_addr(e.local_locator, e.ours(cx.cfg.local_nid)), ilnp_addr(src, key.remote));
         let echo = Repr { msg_type: Icmpv6Type::ECHO_REQUEST, code: 0, data_word: echo_word, body: &echo_body };
         out.push(Action::SendV4 { pkt: echo.packet(us, them, 64, Some(&e.nonce_tx)), to: from });
         // and over the old path: is the peer still there?
@@ -223,7 +230,7 @@ impl V4Paths {
             .srtt_us
             .map_or(OLD_PATH_WAIT_MAX, |us| Duration::from_micros(us.saturating_mul(4)))
             .clamp(OLD_PATH_WAIT_MIN, OLD_PATH_WAIT_MAX);
-        self.open.entry(nid).or_default().push(PathChallenge {
+        self.open.entry(key).or_default().push(PathChallenge {
             loc: src,
             candidate: from,
             echo_word,
@@ -238,10 +245,15 @@ impl V4Paths {
             old_wait,
         });
         cx.stats.bump(Outcome::V4PathChallengeSent);
-        out.push(Action::Event(Event::V4Path { nid, locator: src, via: from.to_string(), outcome: "challenged" }));
+        out.push(Action::Event(Event::V4Path {
+            nid: key.remote,
+            locator: src,
+            via: from.to_string(),
+            outcome: "challenged",
+        }));
     }
 
-    /// A verified identifier-form packet from `nid`: an answer to one of its path
+    /// A verified identifier-form packet for the entry `key`: an answer to one of its path
     /// challenges (consumed: it was ours)? The candidate's own echo counts only from
     /// the candidate; the old path's from the candidate confirms the move, from
     /// anywhere else (the old address) refuses it: the peer is still there.
@@ -249,11 +261,11 @@ impl V4Paths {
         &mut self,
         cx: &mut V4Cx<'_>,
         now: Instant,
-        nid: Nid,
+        key: IlccKey,
         ident: &[u8],
         out: &mut Vec<Action>,
     ) -> bool {
-        let Some(list) = self.open.get_mut(&nid) else { return false };
+        let Some(list) = self.open.get_mut(&key) else { return false };
         let via = self.rx_via;
         let Some(i) = list.iter().position(|c| {
             is_echo_reply(ident, c.echo_word, &c.echo_body) || is_echo_reply(ident, c.old_word, &c.old_body)
@@ -273,37 +285,37 @@ impl V4Paths {
         } else {
             // the old path answered from elsewhere: the peer did not move
             let c = list.remove(i);
-            self.refused(cx, now, nid, c, out);
+            self.refused(cx, now, key, c, out);
             return true;
         }
         let c = &list[i];
         if c.candidate_ok && (c.old_confirmed || c.old.is_none()) {
             let c = list.remove(i);
-            self.rebind(cx, nid, c, out);
+            self.rebind(cx, key, c, out);
         }
         true
     }
 
-    fn refused(&mut self, cx: &mut V4Cx<'_>, now: Instant, nid: Nid, c: PathChallenge, out: &mut Vec<Action>) {
-        self.hold_off(now, nid, c.candidate);
+    fn refused(&mut self, cx: &mut V4Cx<'_>, now: Instant, key: IlccKey, c: PathChallenge, out: &mut Vec<Action>) {
+        self.hold_off(now, key, c.candidate);
         self.open.retain(|_, l| !l.is_empty());
         cx.stats.bump(Outcome::V4PathRefusedOldPath);
         out.push(Action::Event(Event::V4Path {
-            nid,
+            nid: key.remote,
             locator: c.loc,
             via: c.candidate.to_string(),
             outcome: "refused: the peer answered on the old path",
         }));
     }
 
-    fn rebind(&mut self, cx: &mut V4Cx<'_>, nid: Nid, c: PathChallenge, out: &mut Vec<Action>) {
+    fn rebind(&mut self, cx: &mut V4Cx<'_>, key: IlccKey, c: PathChallenge, out: &mut Vec<Action>) {
         self.open.retain(|_, l| !l.is_empty());
         // the other validations of this peer's locator are moot now
-        if let Some(l) = self.open.get_mut(&nid) {
+        if let Some(l) = self.open.get_mut(&key) {
             l.retain(|o| o.loc != c.loc);
         }
         self.open.retain(|_, l| !l.is_empty());
-        if let Some(e) = cx.ilcc.get_mut(&nid) {
+        if let Some(e) = cx.ilcc.get_mut(&key) {
             if let Some(r) = e.remote_locators.iter_mut().find(|r| r.loc == c.loc) {
                 r.via = (c.loc.as_v4_path() != Some(c.candidate)).then_some(c.candidate);
             }
@@ -311,7 +323,7 @@ impl V4Paths {
         }
         cx.stats.bump(Outcome::V4PathRebound);
         out.push(Action::Event(Event::V4Path {
-            nid,
+            nid: key.remote,
             locator: c.loc,
             via: c.candidate.to_string(),
             outcome: "rebound",
@@ -322,30 +334,35 @@ impl V4Paths {
     pub(crate) fn due(&mut self, cx: &mut V4Cx<'_>, now: Instant, out: &mut Vec<Action>) {
         let mut won = Vec::new();
         let mut failed = Vec::new();
-        for (nid, list) in self.open.iter_mut() {
+        for (key, list) in self.open.iter_mut() {
             let mut i = 0;
             while i < list.len() {
                 let c = &list[i];
                 if c.candidate_ok && c.decide_at.is_some_and(|t| t <= now) {
                     // the old path stayed silent: its mapping is gone, the peer moved
-                    won.push((*nid, list.remove(i)));
+                    won.push((*key, list.remove(i)));
                 } else if !c.candidate_ok && c.deadline <= now {
-                    failed.push((*nid, list.remove(i)));
+                    failed.push((*key, list.remove(i)));
                 } else {
                     i += 1;
                 }
             }
         }
         self.open.retain(|_, l| !l.is_empty());
-        for (nid, c) in won {
+        for (key, c) in won {
             cx.stats.bump(Outcome::V4PathOldPathSilent);
-            self.rebind(cx, nid, c, out);
+            self.rebind(cx, key, c, out);
         }
-        for (nid, c) in failed {
-            self.hold_off(now, nid, c.candidate);
+        for (key, c) in failed {
+            self.hold_off(now, key, c.candidate);
             cx.stats.bump(Outcome::V4PathChallengeFailed);
             let via = c.candidate.to_string();
-            out.push(Action::Event(Event::V4Path { nid, locator: c.loc, via, outcome: "unanswered: path kept" }));
+            out.push(Action::Event(Event::V4Path {
+                nid: key.remote,
+                locator: c.loc,
+                via,
+                outcome: "unanswered: path kept",
+            }));
         }
         if self.keepalive_at.is_some_and(|t| t <= now) {
             self.keepalives(cx, now, out);
@@ -420,15 +437,18 @@ impl V4Paths {
 /// Packets to a v4-path locator leave as UDP/IPv4: to the path observed behind a
 /// NAT, else to the address and port the locator names. The exit pass of every
 /// entry point.
-pub(crate) fn route(ilcc: &Ilcc, out: &mut [Action]) {
+/// `stable`: our stable NID (the entry is the one of the packet's source NID).
+pub(crate) fn route(ilcc: &Ilcc, stable: Nid, out: &mut [Action]) {
+    let addr = |b: &[u8]| split_addr(Ipv6Addr::from(<[u8; 16]>::try_from(b).expect("16 bytes")));
     for a in out.iter_mut() {
         let Action::SendWire { pkt, .. } = a else { continue };
-        let Some(dst) = pkt.get(24..40) else { continue };
-        let (loc, nid) = split_addr(Ipv6Addr::from(<[u8; 16]>::try_from(dst).expect("16 bytes")));
+        let (Some(src), Some(dst)) = (pkt.get(8..24), pkt.get(24..40)) else { continue };
+        let (loc, nid) = addr(dst);
         if !loc.is_v4_path() {
             continue;
         }
-        let observed = ilcc.get(&nid).and_then(|e| e.remote_locators.iter().find(|r| r.loc == loc));
+        let key = IlccKey::new(nid, addr(src).1, stable);
+        let observed = ilcc.get(&key).and_then(|e| e.remote_locators.iter().find(|r| r.loc == loc));
         let Some(to) = observed.and_then(|r| r.v4_destination()).or_else(|| loc.as_v4_path()) else { continue };
         *a = Action::SendV4 { pkt: std::mem::take(pkt), to };
     }
@@ -450,6 +470,7 @@ fn echo_body(rng: &mut dyn rand_core::RngCore, mark: &[u8]) -> Vec<u8> {
 mod tests {
     use crate::action::Action;
     use crate::event::{Event, Outcome};
+    use crate::ilcc::IlccKey;
     use crate::locator::{LocalLocator, LocatorState};
     use crate::machine::Core;
     use crate::tests::{core, NA, NB};
@@ -550,7 +571,7 @@ mod tests {
         assert_eq!(fast_v4(&out).last(), Some(&Some(a4)), "{out:?}");
         r.handle_inbound_v4(t, &seen, Csum::Complete, v4([203, 0, 113, 5], 5556));
         assert_eq!(r.stats().get("v4_nat_detected"), 0);
-        assert_eq!(r.ilcc.get(&NA).unwrap().remote_locators[0].via, None);
+        assert_eq!(r.ilcc.get(&IlccKey::stable(NA)).unwrap().remote_locators[0].via, None);
     }
 
     #[test]

@@ -133,14 +133,15 @@ pub(crate) fn build(s: &Scenario, rng: &mut SimRng) -> (Vec<Host>, Vec<Group>) {
 impl Host {
     /// The ingress program's admission check (`admission = socket`): TCP/UDP from
     /// a NID without an ILCC entry passes only to a port with a socket
-    /// (`listens`), as `bpf_sk_lookup_*` decides. Everything else passes.
+    /// (`listens`), as `bpf_sk_lookup_*` decides. Everything else passes. (Simulated
+    /// hosts have no temporary NIDs: the entry is the stable NID's.)
     #[inline]
     pub(crate) fn admits(&self, pkt: &[u8], listens: impl Fn(u16) -> bool) -> bool {
         if !self.socket_admission {
             return true;
         }
         let Some(dport) = packet::transport_dport(pkt) else { return true };
-        listens(dport) || self.core.ilcc().get(&packet::src_nid(pkt)).is_some()
+        listens(dport) || self.core.ilcc().get(&ilnp_core::IlccKey::stable(packet::src_nid(pkt))).is_some()
     }
 
     /// The core's event `e` at `now` (host `h`): LU bookkeeping for the results.

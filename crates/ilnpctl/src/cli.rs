@@ -53,7 +53,7 @@ fn seconds(s: &str) -> Result<f64, String> {
 pub enum Object {
     /// identity, mode, uplinks, locators and counts
     Status,
-    /// the ILNP Communication Cache (one entry per correspondent)
+    /// the ILNP Communication Cache (one entry per correspondent and NID of ours it talks to)
     Ilcc {
         #[command(subcommand)]
         verb: Option<IlccVerb>,

@@ -214,11 +214,14 @@ fn ilcc(entries: &[IlccEntry]) -> String {
                 })
                 .collect();
             vec![
-                // a peer in an interop mode says so: `0200:...:000d [linux49]`
-                match &e.interop {
-                    Some(m) => format!("{} [{m}]", e.nid),
-                    None => e.nid.to_string(),
-                },
+                // a peer in an interop mode says so: `0200:...:000d [linux49]`; one
+                // talking to a temporary NID of ours: `0200:...:000d -> 1c2e:...`
+                format!(
+                    "{}{}{}",
+                    e.nid,
+                    e.local_nid.map(|l| format!(" -> {l}")).unwrap_or_default(),
+                    e.interop.as_ref().map(|m| format!(" [{m}]")).unwrap_or_default()
+                ),
                 e.local_locator.to_string(),
                 remote.join(" "),
                 if e.nonces_hidden {

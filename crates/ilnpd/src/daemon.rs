@@ -186,7 +186,7 @@ impl Daemon {
     /// Reads at most `ACTIVITY_SWEEP_PER_TICK` entries per call, going on from
     /// `cursor`: the cost per tick stays flat up to 10^6 entries (a full sweep then
     /// takes about a minute, against an idle timeout of minutes).
-    fn refresh_activity(&mut self, last: &mut HashMap<Nid, u64>, cursor: &mut Option<Nid>) {
+    fn refresh_activity(&mut self, last: &mut HashMap<ilnp_core::IlccKey, u64>, cursor: &mut crate::bpf::Cursor) {
         let Some(dp) = self.dp.as_ref() else { return };
         let (c, next) = match dp.peer_counters_from(*cursor, ACTIVITY_SWEEP_PER_TICK) {
             Ok(r) => r,
@@ -202,10 +202,10 @@ impl Daemon {
         };
         *cursor = next;
         let now = Instant::now();
-        for (nid, pc) in c {
+        for (key, pc) in c {
             let total = pc.tx_pkts + pc.rx_pkts;
-            if last.insert(nid, total) != Some(total) {
-                self.core.note_activity(nid, now);
+            if last.insert(key, total) != Some(total) {
+                self.core.note_activity(key, now);
             }
         }
     }
@@ -256,9 +256,9 @@ impl Daemon {
         let mut exit = Exit::Stopped;
         let mut buf = vec![0u8; 65536 + crate::tun::VNET_HDR_LEN];
         let mut buf4 = vec![0u8; 65536];
-        let mut sweep: Option<Nid> = None;
+        let mut sweep: crate::bpf::Cursor = None;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let mut activity: HashMap<Nid, u64> = HashMap::new();
+        let mut activity: HashMap<ilnp_core::IlccKey, u64> = HashMap::new();
         let mut dns_learn = self.dns_learn.take();
         let mut scrapes = self.scrapes.take();
         loop {

@@ -4,6 +4,7 @@
 //! a peer not marked they are refused.
 
 use crate::action::Action;
+use crate::ilcc::IlccKey;
 use crate::tests::{local, session, wire, LB2, NA, NB};
 use ilnp_wire::checksum::{self, nid_only};
 use ilnp_wire::icmpv6::linux49;
@@ -43,11 +44,11 @@ fn prototype_lu(src: Ipv6Addr, dst: Ipv6Addr, nonce: &[u8], op: u8, l64: Locator
 }
 
 fn nonce_tx(c: &crate::machine::Core, nid: ilnp_wire::Nid) -> Nonce {
-    c.ilcc.get(&nid).unwrap().nonce_tx
+    c.ilcc.get(&IlccKey::stable(nid)).unwrap().nonce_tx
 }
 
 fn remote(c: &crate::machine::Core) -> Vec<Locator> {
-    c.ilcc.get(&NB).unwrap().remote_locators.iter().map(|r| r.loc).collect()
+    c.ilcc.get(&IlccKey::stable(NB)).unwrap().remote_locators.iter().map(|r| r.loc).collect()
 }
 
 #[test]
@@ -113,7 +114,7 @@ fn ours_go_out_in_its_layout_and_its_ack_ends_them() {
     let out = a.handle_inbound(t0, &ack, Csum::Complete);
     assert!(!out.iter().any(|x| matches!(x, Action::SendWire { .. })));
     assert_eq!(a.stats().get("lu_acked"), 1);
-    assert!(a.ilcc.get(&NB).unwrap().pending_lu.is_none());
+    assert!(a.ilcc.get(&IlccKey::stable(NB)).unwrap().pending_lu.is_none());
 }
 
 #[test]

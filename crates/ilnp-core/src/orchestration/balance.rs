@@ -3,6 +3,7 @@
 
 use crate::action::Action;
 use crate::balance::{BalanceCx, BalanceError, Balancer};
+use crate::ilcc::IlccKey;
 use crate::machine::Core;
 use ilnp_wire::Nid;
 use ilnp_wire::Policy;
@@ -37,8 +38,8 @@ impl Core {
         balance.set_flow_seed(&cx, seed)
     }
 
-    /// The correspondents with a balancing table (policy not failover, and pairs).
-    pub fn balanced_peers(&self) -> impl Iterator<Item = Nid> + '_ {
+    /// The ILCC entries with a balancing table (policy not failover, and pairs).
+    pub fn balanced_entries(&self) -> impl Iterator<Item = IlccKey> + '_ {
         self.balance.tables.keys().copied()
     }
 }

@@ -30,7 +30,7 @@ impl Core {
         self.fallback.peer_state(nid, non_ilnp)
     }
 
-    /// From now on `nid` is plain IPv6 at `remote:nid`: its ILCC entry goes, its
+    /// From now on `nid` is plain IPv6 at `remote:nid`: its ILCC entries go, its
     /// record says it is not ILNPv6-capable.
     pub(crate) fn start_fallback(
         &mut self,
@@ -40,8 +40,9 @@ impl Core {
         reason: FallbackReason,
         out: &mut Vec<Action>,
     ) {
-        if self.ilcc.remove(&nid).is_some() {
-            out.push(Action::IlccRemove(nid));
+        for key in self.ilcc.keys_of(nid) {
+            self.ilcc.remove(&key);
+            out.push(Action::IlccRemove(key));
         }
         if let Some(p) = self.peers.get_mut(&nid) {
             p.non_ilnp = true;

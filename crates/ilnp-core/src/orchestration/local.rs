@@ -3,11 +3,11 @@
 
 use crate::action::Action;
 use crate::event::{Event, Outcome};
-use crate::ilcc;
+use crate::ilcc::{self, IlccKey};
 use crate::local::LocalUpdate;
 use crate::locator::LocalLocator;
 use crate::machine::Core;
-use ilnp_wire::{Locator, Nid};
+use ilnp_wire::Locator;
 use std::time::Instant;
 
 impl Core {
@@ -39,9 +39,9 @@ impl Core {
         }));
         let best = self.local.best();
         let any_usable = best.is_some();
-        let nids: Vec<Nid> = self.ilcc.iter().map(|e| e.nid).collect();
-        for &nid in &nids {
-            let Some(e) = self.ilcc.get_mut(&nid) else { continue };
+        let keys: Vec<IlccKey> = self.ilcc.iter().map(|e| e.key()).collect();
+        for &key in &keys {
+            let Some(e) = self.ilcc.get_mut(&key) else { continue };
             // the source the peer saw us on (an LU still unacked: the one before it)
             let known = e.pending_lu.as_ref().and_then(|p| p.known_local).unwrap_or(e.local_locator);
             // switch to the preferred locator when ours went away or a better one came
@@ -50,9 +50,9 @@ impl Core {
                     e.local_locator = b;
                 }
                 // ... of a family the correspondent can be reached in (v4path.rs)
-                self.fit_local(nid);
+                self.fit_local(key);
             }
-            let Some(e) = self.ilcc.get_mut(&nid) else { continue };
+            let Some(e) = self.ilcc.get_mut(&key) else { continue };
             // LUs go to established peers only (admission.rs)
             if !any_usable || e.tier == crate::ilcc::Tier::Embryonic {
                 continue;
@@ -62,11 +62,11 @@ impl Core {
                 out.push(Action::IlccUpsert(s));
             }
         }
-        let nids: Vec<Nid> = nids
+        let keys: Vec<IlccKey> = keys
             .into_iter()
-            .filter(|n| self.ilcc.get(n).is_some_and(|e| e.tier == crate::ilcc::Tier::Established))
+            .filter(|k| self.ilcc.get(k).is_some_and(|e| e.tier == crate::ilcc::Tier::Established))
             .collect();
-        out.extend(self.send_due_lus(now, &nids));
+        out.extend(self.send_due_lus(now, &keys));
         out
     }
 

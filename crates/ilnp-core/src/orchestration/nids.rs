@@ -3,7 +3,7 @@
 
 use crate::action::Action;
 use crate::event::Outcome;
-use crate::ilcc::IlccEntry;
+use crate::ilcc::{IlccEntry, IlccKey};
 use crate::machine::Core;
 use crate::nids::{LocalNids, NidRefused};
 use ilnp_wire::Nid;
@@ -39,7 +39,7 @@ impl Core {
             Some(NidRefused::NotUnicast)
         } else if self.is_local_nid(nid) {
             Some(NidRefused::Local)
-        } else if self.ilcc.get(&nid).is_some() || self.peers.contains_key(&nid) {
+        } else if self.ilcc.knows(nid) || self.peers.contains_key(&nid) {
             Some(NidRefused::Correspondent)
         } else {
             None
@@ -66,18 +66,13 @@ impl Core {
         if !self.nids.remove(nid) {
             return None;
         }
-        let gone: Vec<Nid> = self.ilcc.iter().filter(|e| e.local_nid == Some(nid)).map(|e| e.nid).collect();
-        for peer in &gone {
-            if self.ilcc.remove(peer).is_some() {
-                out.push(Action::IlccRemove(*peer));
+        let gone: Vec<IlccKey> = self.ilcc.iter().filter(|e| e.local_nid == Some(nid)).map(|e| e.key()).collect();
+        for key in &gone {
+            if self.ilcc.remove(key).is_some() {
+                out.push(Action::IlccRemove(*key));
             }
         }
         self.stats.bump(Outcome::TempNidRemoved);
         Some(gone.len())
-    }
-
-    /// The entry's NID for a new entry whose correspondent talks to `ours`.
-    pub(crate) fn entry_nid_field(&self, ours: Nid) -> Option<Nid> {
-        (ours != self.cfg.local_nid).then_some(ours)
     }
 }

@@ -42,8 +42,8 @@ impl Core {
         let due = self.ilcc.take_due(now);
         out.extend(self.send_due_lus(now, &due));
         let mut aged = Vec::new();
-        for nid in &due {
-            let Some(e) = self.ilcc.get_mut(nid) else { continue };
+        for key in &due {
+            let Some(e) = self.ilcc.get_mut(key) else { continue };
             if e.next_expiry().is_some_and(|t| t <= now) {
                 let before = e.best_remote().map(|r| r.loc);
                 let locs = e.age_locators(now);
@@ -58,14 +58,14 @@ impl Core {
             out.push(Action::Event(Event::RemoteLocatorAged { nid, locator }));
         }
         let idle = self.cfg.idle_timeout;
-        for nid in due {
-            if !self.ilcc.get(&nid).is_some_and(|e| e.is_idle(now, idle)) {
+        for key in due {
+            if !self.ilcc.get(&key).is_some_and(|e| e.is_idle(now, idle)) {
                 continue;
             }
-            self.ilcc.remove(&nid);
+            self.ilcc.remove(&key);
             self.stats.bump(Outcome::IlccIdleExpired);
-            out.push(Action::IlccRemove(nid));
-            out.push(Action::Event(Event::PeerRemoved { nid, reason: "idle" }));
+            out.push(Action::IlccRemove(key));
+            out.push(Action::Event(Event::PeerRemoved { nid: key.remote, reason: "idle" }));
         }
         // peer-restart challenges nobody answered (`challenge.rs`)
         self.challenges.due(&self.ilcc, &mut self.stats, now, out);

@@ -2,12 +2,12 @@
 //! the core's state (moved out so that the sub-machine never names `Core`).
 
 use crate::action::Action;
-use crate::ilcc::RemoteLocator;
+use crate::ilcc::{IlccKey, RemoteLocator};
 use crate::locator::LocatorState;
 use crate::machine::Core;
 use crate::v4path::{V4Cx, V4Paths};
 use ilnp_wire::translate::Csum;
-use ilnp_wire::Nid;
+
 use std::net::SocketAddrV4;
 use std::time::Instant;
 
@@ -48,16 +48,16 @@ impl Core {
         self.v4.rx_via = None;
     }
 
-    /// Moves `nid`'s source locator to one of a family its locators have. When none
+    /// Moves the entry `key`'s source locator to one of a family its locators have. When none
     /// of ours reaches any of theirs (we are on an IPv4-only network, and the entry
     /// only knows the IPv6 locator the session began on), the peer record's other
     /// locators are added first (a static peer's or DNS's v4 path: the responder's
     /// entry starts with the initiator's source locator alone).
-    pub(crate) fn fit_local(&mut self, nid: Nid) {
-        let Some(e) = self.ilcc.get_mut(&nid) else { return };
+    pub(crate) fn fit_local(&mut self, key: IlccKey) {
+        let Some(e) = self.ilcc.get_mut(&key) else { return };
         if self.local.fitting(e.local_locator, &e.remote_locators).is_none() {
             let max = self.cfg.max_remote_locators.max(1);
-            for l in self.peers.get(&nid).map(|p| p.record.locators.as_slice()).unwrap_or_default() {
+            for l in self.peers.get(&key.remote).map(|p| p.record.locators.as_slice()).unwrap_or_default() {
                 if e.remote_locators.len() < max && !e.has_remote(l.loc) {
                     e.remote_locators.push(RemoteLocator::new(l.loc, l.pref, LocatorState::Valid, None));
                 }

@@ -3,7 +3,7 @@
 //! and fails on any size, offset or reason-name difference.
 
 use aya::Pod;
-use ilnp_core::{BalanceTable, IlccSnapshot, LocalLocator, LocatorState};
+use ilnp_core::{BalanceTable, IlccSnapshot, LocalLocator, LocatorState, Nid};
 
 pub const MAX_REMOTE_LOCS: usize = 8;
 pub const NONCE_MAX: usize = 12;
@@ -29,7 +29,27 @@ pub struct CfgVal {
     pub _pad: u16,
 }
 
-/// `struct ilnp_ilcc_val` (value of ilnp_ilcc, key = remote NID, 8 wire-order bytes).
+/// `struct ilnp_ilcc_key` (the key of ilnp_ilcc and ilnp_balance): the remote NID,
+/// then ours (0 = the stable one), wire order (ilnp-core's `IlccKey`).
+pub type IlccMapKey = [u8; 16];
+
+/// The map key of an ILCC entry.
+pub fn ilcc_map_key(k: ilnp_core::IlccKey) -> IlccMapKey {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&k.remote.to_bytes());
+    if let Some(l) = k.local {
+        b[8..].copy_from_slice(&l.to_bytes());
+    }
+    b
+}
+
+/// The ILCC entry of a map key.
+pub fn ilcc_key_of(b: IlccMapKey) -> ilnp_core::IlccKey {
+    let half = |i: usize| Nid::from_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    ilnp_core::IlccKey { remote: half(0), local: (b[8..] != [0u8; 8]).then(|| half(8)) }
+}
+
+/// `struct ilnp_ilcc_val` (value of ilnp_ilcc, key `IlccMapKey`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IlccVal {
@@ -80,7 +100,7 @@ pub struct BalPair {
     pub remote_loc: [u8; 8],
 }
 
-/// `struct ilnp_balance_val` (value of ilnp_balance, key = remote NID).
+/// `struct ilnp_balance_val` (value of ilnp_balance, key `IlccMapKey`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BalanceVal {
@@ -338,7 +358,7 @@ mod tests {
 #define O(t, f) printf(#t "." #f " %zu\n", offsetof(struct t, f));
 #define R(id, name) printf("reason." name " %d\n", ILNP_R_##id);
 int main(void) {
-  S(ilnp_cfg) S(ilnp_ilcc_val) S(ilnp_local_val) S(ilnp_balance_val) S(ilnp_bal_pair)
+  S(ilnp_cfg) S(ilnp_ilcc_key) S(ilnp_ilcc_val) S(ilnp_local_val) S(ilnp_balance_val) S(ilnp_bal_pair)
   O(ilnp_balance_val, seq) O(ilnp_balance_val, flow_seed) O(ilnp_balance_val, policy) O(ilnp_balance_val, n_slots)
   O(ilnp_balance_val, n_pairs) O(ilnp_balance_val, _pad) O(ilnp_balance_val, pairs) O(ilnp_balance_val, slots)
   O(ilnp_bal_pair, local_loc) O(ilnp_bal_pair, remote_loc)
@@ -400,6 +420,7 @@ int main(void) {
         let c = c_layout();
         let mut rust: Vec<(String, usize)> = vec![
             ("sizeof.ilnp_cfg", size_of::<CfgVal>()),
+            ("sizeof.ilnp_ilcc_key", size_of::<IlccMapKey>()),
             ("sizeof.ilnp_ilcc_val", size_of::<IlccVal>()),
             ("sizeof.ilnp_local_val", size_of::<LocalVal>()),
             ("sizeof.ilnp_balance_val", size_of::<BalanceVal>()),

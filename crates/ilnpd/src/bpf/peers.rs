@@ -3,17 +3,17 @@
 //! ilnp_plain_peers, our temporary NIDs (ilnp_temp_nids), the answer hints, and
 //! the reason counters.
 
-use super::maps::{self, AnswerHintVal, IlccVal, PlainPeerVal, REASONS};
+use super::maps::{self, ilcc_key_of, ilcc_map_key, AnswerHintVal, IlccMapKey, IlccVal, PlainPeerVal, REASONS};
 use super::{absent_ok, map_err, Datapath, MAP_ANSWER_HINTS, MAP_ILCC, MAP_PLAIN_PEERS, MAP_STATS, MAP_TEMP_NIDS};
 use anyhow::{anyhow, Context, Result};
 use aya::maps::{HashMap, MapData, MapError, PerCpuArray};
-use ilnp_core::IlccSnapshot;
+use ilnp_core::{IlccKey, IlccSnapshot};
 use ilnp_wire::{Locator, Nid};
 
 /// Where a partial sweep of the ILCC map goes on (None: from the start).
-pub type Cursor = Option<Nid>;
+pub type Cursor = Option<IlccKey>;
 
-/// Fast-path counters of one correspondent.
+/// Fast-path counters of one ILCC entry.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PeerCounters {
     pub tx_pkts: u64,
@@ -23,19 +23,19 @@ pub struct PeerCounters {
 }
 
 impl Datapath {
-    pub(super) fn ilcc_mut(&mut self) -> Result<HashMap<&mut MapData, [u8; 8], IlccVal>> {
+    pub(super) fn ilcc_mut(&mut self) -> Result<HashMap<&mut MapData, IlccMapKey, IlccVal>> {
         Ok(HashMap::try_from(self.bpf.map_mut(MAP_ILCC).ok_or_else(|| map_err(MAP_ILCC))?)?)
     }
 
-    pub(super) fn ilcc(&self) -> Result<HashMap<&MapData, [u8; 8], IlccVal>> {
+    pub(super) fn ilcc(&self) -> Result<HashMap<&MapData, IlccMapKey, IlccVal>> {
         Ok(HashMap::try_from(self.bpf.map(MAP_ILCC).ok_or_else(|| map_err(MAP_ILCC))?)?)
     }
 
-    /// Writes one correspondent's entry. The fast-path counters are kept (a
+    /// Writes one ILCC entry. The fast-path counters are kept (a
     /// packet counted between the read and the write is lost from them), and
     /// `ILCC_F_BALANCED` says whether ilnp_balance holds its table.
     pub fn upsert_peer(&mut self, s: &IlccSnapshot) -> Result<()> {
-        let key = s.nid.to_bytes();
+        let key = ilcc_map_key(s.key());
         let balanced = self.balance_mut()?.get(&key, 0).is_ok();
         let mut m = self.ilcc_mut()?;
         let old = m.get(&key, 0).ok();
@@ -43,12 +43,12 @@ impl Datapath {
         if balanced {
             v.flags |= maps::ILCC_F_BALANCED;
         }
-        m.insert(key, v, 0).with_context(|| format!("writing the ILCC entry of {} to the fast path", s.nid))
+        m.insert(key, v, 0).with_context(|| format!("writing the ILCC entry of {} to the fast path", s.key()))
     }
 
-    pub fn remove_peer(&mut self, nid: Nid) -> Result<()> {
-        absent_ok(self.ilcc_mut()?.remove(&nid.to_bytes()))
-            .with_context(|| format!("removing the ILCC entry of {nid} from the fast path"))
+    pub fn remove_peer(&mut self, key: IlccKey) -> Result<()> {
+        absent_ok(self.ilcc_mut()?.remove(&ilcc_map_key(key)))
+            .with_context(|| format!("removing the ILCC entry of {key} from the fast path"))
     }
     /// A correspondent reached as plain IPv6 (fallback): the ingress program punts
     /// its plain packets from `remote_loc` to ilnpd.
@@ -116,47 +116,47 @@ impl Datapath {
         REASONS.iter().enumerate().map(|(i, n)| Ok((*n, m.get(&(i as u32), 0)?.iter().sum()))).collect()
     }
 
-    pub fn peer_counters(&self) -> Result<Vec<(Nid, PeerCounters)>> {
+    pub fn peer_counters(&self) -> Result<Vec<(IlccKey, PeerCounters)>> {
         let m = self.ilcc()?;
         let mut out = Vec::new();
         for r in m.iter() {
             let (k, v) = r?;
             let c = PeerCounters { tx_pkts: v.tx_pkts, tx_bytes: v.tx_bytes, rx_pkts: v.rx_pkts, rx_bytes: v.rx_bytes };
-            out.push((Nid::from_bytes(k), c));
+            out.push((ilcc_key_of(k), c));
         }
         Ok(out)
     }
 
-    /// At most `max` correspondents' fast-path counters, in the map's order, starting
+    /// At most `max` ILCC entries' fast-path counters, in the map's order, starting
     /// after `cursor` (None: from the beginning), and where to go on next time (None:
     /// the sweep reached the end). Bounds the work per call whatever the ILCC's size
     /// (issue #11 item 4); a cursor whose entry went away restarts the sweep (the
     /// kernel's BPF_MAP_GET_NEXT_KEY returns the first key for a key it lacks).
-    pub fn peer_counters_from(&self, cursor: Option<Nid>, max: usize) -> Result<(Vec<(Nid, PeerCounters)>, Cursor)> {
+    pub fn peer_counters_from(&self, cursor: Cursor, max: usize) -> Result<(Vec<(IlccKey, PeerCounters)>, Cursor)> {
         use std::os::fd::{AsFd, AsRawFd};
         let fd = match self.bpf.map(MAP_ILCC) {
             Some(aya::maps::Map::HashMap(d)) => d.fd().as_fd().as_raw_fd(),
             _ => return Err(map_err(MAP_ILCC)),
         };
         let m = self.ilcc()?;
-        let mut key = cursor.map(Nid::to_bytes);
+        let mut key = cursor.map(ilcc_map_key);
         let mut out = Vec::new();
         while out.len() < max {
             let Some(next) = next_key(fd, key.as_ref())? else { return Ok((out, None)) };
             if let Ok(v) = m.get(&next, 0) {
                 let c =
                     PeerCounters { tx_pkts: v.tx_pkts, tx_bytes: v.tx_bytes, rx_pkts: v.rx_pkts, rx_bytes: v.rx_bytes };
-                out.push((Nid::from_bytes(next), c));
+                out.push((ilcc_key_of(next), c));
             }
             key = Some(next);
         }
-        Ok((out, key.map(Nid::from_bytes)))
+        Ok((out, key.map(ilcc_key_of)))
     }
 }
 
-/// BPF_MAP_GET_NEXT_KEY on an 8-byte-key map: the key after `key` (None: the first),
-/// or None at the end. aya only iterates from the start.
-fn next_key(fd: std::os::fd::RawFd, key: Option<&[u8; 8]>) -> Result<Option<[u8; 8]>> {
+/// BPF_MAP_GET_NEXT_KEY on ilnp_ilcc: the key after `key` (None: the first), or
+/// None at the end. aya only iterates from the start.
+fn next_key(fd: std::os::fd::RawFd, key: Option<&IlccMapKey>) -> Result<Option<IlccMapKey>> {
     #[repr(C)]
     struct Attr {
         map_fd: u32,
@@ -166,7 +166,7 @@ fn next_key(fd: std::os::fd::RawFd, key: Option<&[u8; 8]>) -> Result<Option<[u8;
         flags: u64,
     }
     const BPF_MAP_GET_NEXT_KEY: libc::c_long = 4;
-    let mut next = [0u8; 8];
+    let mut next: IlccMapKey = [0u8; 16];
     let attr = Attr {
         map_fd: fd as u32,
         _pad: 0,

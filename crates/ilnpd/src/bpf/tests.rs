@@ -24,7 +24,7 @@
 use super::maps::IlccVal;
 use super::*;
 use ilnp_core::LocatorState;
-use ilnp_core::{BalanceChange, IlccSnapshot, LocalLocator};
+use ilnp_core::{BalanceChange, IlccKey, IlccSnapshot, LocalLocator};
 use ilnp_wire::ipv6::NextHeader;
 use ilnp_wire::test_support as ts;
 use ilnp_wire::{ilnp_addr, Nonce};
@@ -250,8 +250,13 @@ fn nonzero(dp: &Datapath) -> Vec<(&'static str, u64)> {
     dp.stats().unwrap().into_iter().filter(|(_, v)| *v > 0).collect()
 }
 
-fn read_ilcc(dp: &Datapath, nid: Nid) -> Option<IlccVal> {
-    dp.ilcc().unwrap().get(&nid.to_bytes(), 0).ok()
+/// The fast path's entry for `peer` talking to our stable NID.
+fn read_ilcc(dp: &Datapath, peer: Nid) -> Option<IlccVal> {
+    read_ilcc_key(dp, IlccKey::stable(peer))
+}
+
+fn read_ilcc_key(dp: &Datapath, key: IlccKey) -> Option<IlccVal> {
+    dp.ilcc().unwrap().get(&maps::ilcc_map_key(key), 0).ok()
 }
 
 // ------------------------------------------------------------------ test 1
@@ -316,7 +321,7 @@ fn attach_detach_and_maps_round_trip() {
             dp.upsert_peer(&s).unwrap();
             let v = read_ilcc(&dp, NID_B).expect("entry written");
             assert_eq!(v, IlccVal::from_snapshot(&s, None));
-            assert_eq!(dp.peer_counters().unwrap(), vec![(NID_B, PeerCounters::default())]);
+            assert_eq!(dp.peer_counters().unwrap(), vec![(IlccKey::stable(NID_B), PeerCounters::default())]);
             // the bounded sweep visits every entry once, 2 per call, then says it ended
             let more: Vec<Nid> = (1..=4u64).map(|i| Nid(0x0200_0000_0000_7000 + i)).collect();
             for n in &more {
@@ -326,7 +331,7 @@ fn attach_detach_and_maps_round_trip() {
             loop {
                 let (got, next) = dp.peer_counters_from(cursor, 2).unwrap();
                 assert!(got.len() <= 2);
-                seen.extend(got.into_iter().map(|(n, _)| n));
+                seen.extend(got.into_iter().map(|(k, _)| k.remote));
                 calls += 1;
                 cursor = next;
                 if cursor.is_none() {
@@ -339,10 +344,10 @@ fn attach_detach_and_maps_round_trip() {
             want.sort();
             assert_eq!((seen, calls), (want, 3));
             for n in &more {
-                dp.remove_peer(*n).unwrap();
+                dp.remove_peer(IlccKey::stable(*n)).unwrap();
             }
-            dp.remove_peer(NID_B).unwrap();
-            dp.remove_peer(NID_B).unwrap(); // absent is fine
+            dp.remove_peer(IlccKey::stable(NID_B)).unwrap();
+            dp.remove_peer(IlccKey::stable(NID_B)).unwrap(); // absent is fine
             assert!(read_ilcc(&dp, NID_B).is_none());
             dp.set_local_locators(&local_locs(up, LocatorState::Active)).unwrap();
             dp.set_local_locators(&[]).unwrap();
@@ -580,7 +585,7 @@ fn fast_path_between_two_hosts() {
         assert_eq!(stat(&a.dp, "egress_punt_miss"), 1);
 
         // ingress miss and bad nonce: the wire packet reaches B's TUN
-        b.dp.remove_peer(NID_A).unwrap();
+        b.dp.remove_peer(IlccKey::stable(NID_A)).unwrap();
         udp_send(&a, NID_B, 5555, b"unknown peer");
         let p = wait_packet(&b.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_B)));
         assert_eq!(p.expect("punted to B's TUN")[40..44], [17, 1, 0x8b, 4]);
@@ -1164,7 +1169,8 @@ fn balance_table_and_its_ilcc_flag_in_step() {
         assert_eq!(flags(&a), 0);
         assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_balanced")), (1, 0));
         // a table (per-packet over the one pair): the flag follows it, and the program uses it
-        let t = ilnp_core::balance::build_table(NID_B, ilnp_core::Policy::PerPacket, &[((L, L), 1)], 7);
+        let t =
+            ilnp_core::balance::build_table(IlccKey::stable(NID_B), ilnp_core::Policy::PerPacket, &[((L, L), 1)], 7);
         a.dp.set_balance(&BalanceChange::Upsert(t.clone())).unwrap();
         assert_eq!(flags(&a), maps::ILCC_F_BALANCED);
         send(&a, b"balanced");
@@ -1178,18 +1184,21 @@ fn balance_table_and_its_ilcc_flag_in_step() {
         assert_eq!(flags(&a), maps::ILCC_F_BALANCED);
         // the table without the flag (the moment between the two writes of a removal):
         // the program does not look it up
-        a.dp.set_balanced_flag(NID_B, false).unwrap();
+        a.dp.set_balanced_flag(IlccKey::stable(NID_B), false).unwrap();
         send(&a, b"flag cleared");
         assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_balanced")), (3, 1));
-        a.dp.set_balanced_flag(NID_B, true).unwrap();
+        a.dp.set_balanced_flag(IlccKey::stable(NID_B), true).unwrap();
         // removed: the flag goes first, then the table; the ILCC's pair again
-        a.dp.set_balance(&BalanceChange::Remove(NID_B)).unwrap();
+        a.dp.set_balance(&BalanceChange::Remove(IlccKey::stable(NID_B))).unwrap();
         assert_eq!(flags(&a), 0);
-        assert!(a.dp.balance_mut().unwrap().get(&NID_B.to_bytes(), 0).is_err(), "table removed");
+        assert!(
+            a.dp.balance_mut().unwrap().get(&maps::ilcc_map_key(IlccKey::stable(NID_B)), 0).is_err(),
+            "table removed"
+        );
         send(&a, b"failover again");
         assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "egress_balanced")), (4, 1));
         // a table written before the entry: the entry is written with the flag
-        a.dp.remove_peer(NID_B).unwrap();
+        a.dp.remove_peer(IlccKey::stable(NID_B)).unwrap();
         a.dp.set_balance(&BalanceChange::Upsert(t)).unwrap();
         assert!(read_ilcc(&a.dp, NID_B).is_none());
         a.dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)))).unwrap();
@@ -1207,12 +1216,14 @@ fn balance_table_and_its_ilcc_flag_in_step() {
 const NID_T: Nid = Nid(0x1c3d_5e7f_8091_a2b4);
 
 /// A session on a temporary NID runs in both fast paths: A's entry for B uses T
-/// (`IlccSnapshot::local_nid`), T is in ilnp_temp_nids, B knows A by T. A's egress
-/// translates from T, A's ingress delivers to T; the stable NID with that
-/// correspondent is the slow path's both ways (`egress_punt_src`,
-/// `ingress_punt_other_nid`), and a packet to T without an entry too
-/// (`ingress_punt_temp_nid`). Before the fast path carried the entry's NID, the
-/// first two counted `egress_punt_src` and `ingress_punt_temp_nid` instead.
+/// (`IlccSnapshot::local_nid`, and the map key ⟨B, T⟩), T is in ilnp_temp_nids, B
+/// knows A by T. A's egress translates from T, A's ingress delivers to T. The
+/// stable NID with the same correspondent is another entry (⟨B, stable⟩, its own
+/// nonces): without it, the slow path's both ways (`egress_punt_miss`,
+/// `ingress_punt_miss`); with it, the fast path's too, and neither session's
+/// nonce is taken on the other's NID. A packet to T without an entry is the slow
+/// path's (`ingress_punt_temp_nid`). Before the key held our NID, B's packets to
+/// the stable NID counted `ingress_punt_other_nid` whatever A's entries were.
 #[test]
 fn temporary_nid_sessions_take_the_fast_path() {
     if !can_run() {
@@ -1223,11 +1234,15 @@ fn temporary_nid_sessions_take_the_fast_path() {
         a.ns.ip(&format!("addr add {}/128 dev ilnp0 nodad", ilnp_addr(P, NID_T)));
         a.ns.ip(&format!("addr add {}/64 dev a0 nodad", ilnp_addr(L, NID_T))); // its ND on the link
         a.dp.set_temp_nid(NID_T, true).unwrap();
+        // the session is T's only (peered_hosts gave A an entry for B and the stable NID)
+        a.dp.remove_peer(IlccKey::stable(NID_B)).unwrap();
         let mut s = snapshot(NID_B, Nonce::N32(N_AB), Some(Nonce::N96(N_BA)));
         s.local_nid = Some(NID_T);
         a.dp.upsert_peer(&s).unwrap();
-        assert_eq!(read_ilcc(&a.dp, NID_B).unwrap().local_nid, NID_T.to_bytes());
-        b.dp.remove_peer(NID_A).unwrap();
+        let key_t = IlccKey { remote: NID_B, local: Some(NID_T) };
+        assert_eq!(read_ilcc_key(&a.dp, key_t).unwrap().local_nid, NID_T.to_bytes());
+        assert!(read_ilcc(&a.dp, NID_B).is_none(), "no entry for B and the stable NID");
+        b.dp.remove_peer(IlccKey::stable(NID_A)).unwrap();
         b.dp.upsert_peer(&snapshot(NID_T, Nonce::N96(N_BA), Some(Nonce::N32(N_AB)))).unwrap();
 
         // T -> B: A's egress translates from T
@@ -1255,19 +1270,61 @@ fn temporary_nid_sessions_take_the_fast_path() {
         assert_eq!(stat(&b.dp, "egress_fast"), 1, "{:?}", nonzero(&b.dp));
         assert_eq!((stat(&a.dp, "ingress_fast"), stat(&a.dp, "ingress_punt_temp_nid")), (1, 0), "{:?}", nonzero(&a.dp));
         let c = a.dp.peer_counters().unwrap();
-        assert_eq!((c[0].0, c[0].1.tx_pkts, c[0].1.rx_pkts), (NID_B, 1, 1));
+        assert_eq!((c[0].0, c[0].1.tx_pkts, c[0].1.rx_pkts), (key_t, 1, 1));
 
-        // the stable NID to B, whose entry uses T: the slow path's (ilnp-core refuses it)
+        // the stable NID to B, with no entry for that pair yet: the slow path's
+        // (ilnp-core makes the entry), not carried under T's
         udp_send(&a, NID_B, 5555, b"from the stable NID");
         assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(P, NID_B))).is_some());
-        assert_eq!(stat(&a.dp, "egress_punt_src"), 1);
-        // B to A's stable NID with B's own nonce from B's locator: all the entry's checks
-        // pass, but the entry uses T: punted, not delivered
+        assert_eq!((stat(&a.dp, "egress_punt_miss"), stat(&a.dp, "egress_punt_src")), (1, 0), "{:?}", nonzero(&a.dp));
+        // B to A's stable NID with the nonce of its session with T, from B's locator:
+        // no entry for that pair: punted, not delivered
         let mut d = vec![17, 1, 0x8b, 12];
         d.extend_from_slice(&N_BA);
         send_raw(&b, NID_A, &d);
         assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_A))).is_some());
-        assert_eq!((stat(&a.dp, "ingress_punt_other_nid"), stat(&a.dp, "ingress_fast")), (1, 1));
+        assert_eq!((stat(&a.dp, "ingress_punt_miss"), stat(&a.dp, "ingress_fast")), (1, 1), "{:?}", nonzero(&a.dp));
+        // the entry ⟨B, stable⟩ with nonces of its own, on both sides: both sessions
+        // are the fast path's at once, each on its own NID with its own nonces
+        const N_AB0: [u8; 4] = [0x0a, 0x0b, 0x0c, 0x0d];
+        const N_BA0: [u8; 12] = [0x6f; 12];
+        a.dp.upsert_peer(&snapshot(NID_B, Nonce::N32(N_AB0), Some(Nonce::N96(N_BA0)))).unwrap();
+        b.dp.upsert_peer(&snapshot(NID_A, Nonce::N96(N_BA0), Some(Nonce::N32(N_AB0)))).unwrap();
+        a.ns.enter();
+        let on_a = UdpSocket::bind(SocketAddrV6::new(ilnp_addr(P, NID_A), 5557, 0, 0)).unwrap();
+        on_a.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        on_a.send_to(b"from A", SocketAddrV6::new(ilnp_addr(P, NID_B), 5555, 0, 0)).unwrap();
+        let (n, from_a) = rx.recv_from(&mut buf).unwrap_or_else(|e| panic!("A -> B not delivered ({e})"));
+        assert_eq!((&buf[..n], from_a.ip()), (&b"from A"[..], std::net::IpAddr::V6(ilnp_addr(P, NID_A))));
+        rx.send_to(b"to A", from_a).unwrap();
+        rx.send_to(b"to T again", SocketAddrV6::new(ilnp_addr(P, NID_T), 5556, 0, 0)).unwrap();
+        let (n, _) = on_a.recv_from(&mut buf).unwrap_or_else(|e| panic!("B -> A not delivered ({e})"));
+        assert_eq!(&buf[..n], b"to A");
+        let (n, _) = on_t.recv_from(&mut buf).unwrap_or_else(|e| panic!("B -> T not delivered ({e})"));
+        assert_eq!(&buf[..n], b"to T again");
+        assert_eq!((stat(&a.dp, "egress_fast"), stat(&a.dp, "ingress_fast")), (2, 3), "{:?}", nonzero(&a.dp));
+        assert_eq!(stat(&b.dp, "egress_fast"), 3, "{:?}", nonzero(&b.dp));
+        // T's session nonce on the stable NID's entry (and the other way): a bad
+        // nonce there, punted, never delivered
+        send_raw(&b, NID_A, &d);
+        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_A))).is_some());
+        assert_eq!(
+            (stat(&a.dp, "ingress_punt_bad_nonce"), stat(&a.dp, "ingress_fast")),
+            (1, 3),
+            "{:?}",
+            nonzero(&a.dp)
+        );
+        let mut d0 = vec![17, 1, 0x8b, 12];
+        d0.extend_from_slice(&N_BA0);
+        send_raw(&b, NID_T, &d0);
+        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_T))).is_some());
+        assert_eq!(
+            (stat(&a.dp, "ingress_punt_bad_nonce"), stat(&a.dp, "ingress_fast")),
+            (2, 3),
+            "{:?}",
+            nonzero(&a.dp)
+        );
+        a.dp.remove_peer(IlccKey::stable(NID_B)).unwrap();
         // an off-path spoofer of B (B's locator and NID, a guessed nonce) to T: the fast path
         // that now delivers to T checks the nonce first: punted for ilnpd to judge, never delivered
         let mut forged = d.clone();
@@ -1276,12 +1333,12 @@ fn temporary_nid_sessions_take_the_fast_path() {
         assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_T))).is_some());
         assert_eq!(
             (stat(&a.dp, "ingress_punt_bad_nonce"), stat(&a.dp, "ingress_fast")),
-            (1, 1),
+            (3, 3),
             "{:?}",
             nonzero(&a.dp)
         );
         // to T from a correspondent without an entry: the slow path's
-        a.dp.remove_peer(NID_B).unwrap();
+        a.dp.remove_peer(key_t).unwrap();
         send_raw(&b, NID_T, &d);
         assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_T))).is_some());
         assert_eq!(stat(&a.dp, "ingress_punt_temp_nid"), 1);
@@ -1292,7 +1349,7 @@ fn temporary_nid_sessions_take_the_fast_path() {
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(a.dp.stats().unwrap(), before);
 
-        drop((rx, on_t));
+        drop((rx, on_t, on_a));
         a.dp.shutdown().unwrap();
         b.dp.shutdown().unwrap();
     });

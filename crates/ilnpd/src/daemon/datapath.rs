@@ -6,7 +6,7 @@ use super::Daemon;
 use crate::bpf::{self, Datapath, DatapathConfig};
 use crate::config;
 use anyhow::Result;
-use ilnp_core::Admission;
+use ilnp_core::{Admission, IlccKey};
 use ilnp_wire::Nid;
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -125,11 +125,11 @@ impl Daemon {
     /// * A punt of a plain peer the core has no fallback or probe for (a probe's,
     ///   or fallback configured off): its plain packets go to the host as without.
     pub(super) fn sweep_fast_path(&mut self) {
-        let known: BTreeSet<Nid> = self.core.ilcc().iter().map(|e| e.nid).collect();
-        let balanced: BTreeSet<Nid> = self.core.balanced_peers().collect();
+        let known: BTreeSet<IlccKey> = self.core.ilcc().iter().map(|e| e.key()).collect();
+        let balanced: BTreeSet<IlccKey> = self.core.balanced_entries().collect();
         let plain: BTreeSet<Nid> = self.core.fallback().punted().collect();
         let Some(dp) = self.dp.as_mut() else { return };
-        let stale = |what: &str, listed: Result<Vec<Nid>>, keep: &BTreeSet<Nid>| -> Vec<Nid> {
+        fn stale<K: Ord>(what: &str, listed: Result<Vec<K>>, keep: &BTreeSet<K>) -> Vec<K> {
             match listed {
                 Ok(v) => v.into_iter().filter(|n| !keep.contains(n)).collect(),
                 Err(e) => {
@@ -137,17 +137,17 @@ impl Daemon {
                     Vec::new()
                 }
             }
-        };
+        }
         let listed = dp.peer_counters().map(|v| v.into_iter().map(|(n, _)| n).collect());
-        for nid in stale("ILCC entries", listed, &known) {
-            tracing::warn!("fast-path ILCC entry {nid} has no state in the core: removed");
-            if let Err(e) = dp.remove_peer(nid) {
+        for key in stale("ILCC entries", listed, &known) {
+            tracing::warn!("fast-path ILCC entry {key} has no state in the core: removed");
+            if let Err(e) = dp.remove_peer(key) {
                 tracing::warn!("{e:#}");
             }
         }
-        for nid in stale("balancing tables", dp.balanced_peers(), &balanced) {
-            tracing::info!("fast-path balancing table of {nid} has none in the core (failover, or one pair): removed");
-            if let Err(e) = dp.set_balance(&ilnp_core::BalanceChange::Remove(nid)) {
+        for key in stale("balancing tables", dp.balanced_entries(), &balanced) {
+            tracing::info!("fast-path balancing table of {key} has none in the core (failover, or one pair): removed");
+            if let Err(e) = dp.set_balance(&ilnp_core::BalanceChange::Remove(key)) {
                 tracing::warn!("{e:#}");
             }
         }

@@ -146,25 +146,25 @@ impl Daemon {
         if top == 0 {
             return;
         }
-        let fast: HashMap<Nid, crate::bpf::PeerCounters> =
+        let fast: HashMap<ilnp_core::IlccKey, crate::bpf::PeerCounters> =
             self.dp.as_ref().and_then(|d| d.peer_counters().ok()).unwrap_or_default().into_iter().collect();
-        let mut rows: Vec<(Nid, [u64; 4])> = self
-            .core
-            .ilcc()
-            .iter()
-            .map(|e| {
-                let f = fast.get(&e.nid).copied().unwrap_or_default();
-                (
-                    e.nid,
-                    [
-                        f.tx_pkts + e.slow_pkts_out,
-                        f.tx_bytes + e.slow_bytes_out,
-                        f.rx_pkts + e.slow_pkts_in,
-                        f.rx_bytes + e.slow_bytes_in,
-                    ],
-                )
-            })
-            .collect();
+        // per correspondent: its entries (one per NID of ours it talks to) summed,
+        // so no series names which of our NIDs it uses
+        let mut per_peer: std::collections::BTreeMap<Nid, [u64; 4]> = Default::default();
+        for e in self.core.ilcc().iter() {
+            let f = fast.get(&e.key()).copied().unwrap_or_default();
+            let c = per_peer.entry(e.nid).or_default();
+            let add = [
+                f.tx_pkts + e.slow_pkts_out,
+                f.tx_bytes + e.slow_bytes_out,
+                f.rx_pkts + e.slow_pkts_in,
+                f.rx_bytes + e.slow_bytes_in,
+            ];
+            for (x, a) in c.iter_mut().zip(add) {
+                *x += a;
+            }
+        }
+        let mut rows: Vec<(Nid, [u64; 4])> = per_peer.into_iter().collect();
         rows.sort_by_key(|(n, c)| (std::cmp::Reverse(c[1] + c[3]), *n));
         rows.truncate(top);
         let names = [

@@ -45,10 +45,11 @@ pub(super) struct PrivacyState {
     pub temps: Vec<Temp>,
     /// the last rotation failed: not logged again every second
     failing: bool,
-    /// correspondents whose session is on another of our NIDs than the preferred
-    /// temporary one, pinned to it by a /128 route with that source (the ILCC holds
-    /// one entry per correspondent: a new connection from the preferred NID would
-    /// be refused, `other_local_nid`): remote NID -> ours
+    /// correspondents whose sessions are all on other NIDs of ours than the
+    /// preferred temporary one, pinned to one of those by a /128 route with that
+    /// source: a correspondent keeps seeing a NID it already knows rather than a
+    /// new one beside it, which would join the two up (it could hold both: the ILCC
+    /// has an entry per NID of ours it talks to): remote NID -> ours
     pins: std::collections::BTreeMap<Nid, Nid>,
     /// with `rng_seed` (tests and the lab only): the temporary NIDs' own generator,
     /// so that two runs draw the same ones (tests/test_differential.py)
@@ -143,17 +144,22 @@ impl Daemon {
         }
     }
 
-    /// New connections to a correspondent go from the NID of ours its session is on
-    /// (a route `P::REMOTE/128 src P::OURS` on ilnp0) while it is not the preferred
-    /// temporary one; unpinned when the session ends.
+    /// New connections to a correspondent go from a NID of ours one of its sessions
+    /// is on (a route `P::REMOTE/128 src P::OURS` on ilnp0) while none is on the
+    /// preferred temporary one: the newest temporary NID among them, else the
+    /// stable one; unpinned when its sessions end.
     async fn privacy_pins(&mut self) {
         let current = self.privacy.temps.iter().find(|t| t.deprecated_at.is_none()).map(|t| t.nid);
-        let want: std::collections::BTreeMap<Nid, Nid> = self
-            .core
-            .ilcc()
-            .iter()
-            .map(|e| (e.nid, self.core.entry_local_nid(e)))
-            .filter(|&(_, ours)| Some(ours) != current)
+        let mut used: std::collections::BTreeMap<Nid, Vec<Nid>> = Default::default();
+        for e in self.core.ilcc().iter() {
+            used.entry(e.nid).or_default().push(self.core.entry_local_nid(e));
+        }
+        // rank: the temporary NIDs newest first (`temps` is in drawing order), then the stable one
+        let rank = |n: &Nid| self.privacy.temps.iter().rev().position(|t| t.nid == *n).unwrap_or(usize::MAX);
+        let want: std::collections::BTreeMap<Nid, Nid> = used
+            .into_iter()
+            .filter(|(_, ours)| current.is_none_or(|c| !ours.contains(&c)))
+            .filter_map(|(r, ours)| ours.into_iter().min_by_key(rank).map(|o| (r, o)))
             .collect();
         let p = self.cfg.id_prefix;
         let old: Vec<Nid> = self.privacy.pins.keys().copied().filter(|r| !want.contains_key(r)).collect();

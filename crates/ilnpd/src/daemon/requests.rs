@@ -256,15 +256,16 @@ impl Daemon {
     /// ILCC entries by NID, with idle time, age and the fast path's counters; the
     /// nonces only with `nonces` (a root client), null otherwise.
     fn ilcc_view(&self, nonces: bool) -> Vec<ctl::IlccEntry> {
-        let fast: HashMap<Nid, PeerCounters> =
+        let fast: HashMap<ilnp_core::IlccKey, PeerCounters> =
             self.dp.as_ref().and_then(|d| d.peer_counters().ok()).unwrap_or_default().into_iter().collect();
         let now = Instant::now();
         let mut entries: Vec<&ilnp_core::IlccEntry> = self.core.ilcc().iter().collect();
-        entries.sort_by_key(|e| e.nid);
+        entries.sort_by_key(|e| e.key());
         entries
             .into_iter()
             .map(|e| ctl::IlccEntry {
                 nid: e.nid,
+                local_nid: e.local_nid,
                 remote_locators: e
                     .remote_locators
                     .iter()
@@ -289,7 +290,7 @@ impl Daemon {
                 age_s: now.saturating_duration_since(e.created).as_secs_f64(),
                 srtt_us: e.srtt_us,
                 interop: self.cfg.core.peer_linux49.contains(&e.nid).then(|| "linux49".to_string()),
-                fast: fast.get(&e.nid).map(|f| ctl::FastCounters {
+                fast: fast.get(&e.key()).map(|f| ctl::FastCounters {
                     tx_pkts: f.tx_pkts,
                     tx_bytes: f.tx_bytes,
                     rx_pkts: f.rx_pkts,
