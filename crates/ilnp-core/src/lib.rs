@@ -25,6 +25,7 @@ mod nonce_key;
 mod orchestration;
 mod outbound;
 pub mod peers;
+mod remote_locator;
 pub mod snapshot;
 pub mod timers;
 mod v4path;
