@@ -461,7 +461,7 @@ def mobile_node(monkeypatch, ro: bool):
                                  cn=CN if ro else None, ro=ro, lifetime=60.0)
     mn.log, mn.rtnl, mn.xfrm, mn.tx, mn.tx_direct = quiet, Rec(), Rec(), None, None
     mn.bul, mn.registered, mn.away, mn.returning, mn.ro_active = binding.BindingUpdateList(), True, True, False, ro
-    mn.home_idx, mn.coa, mn.coa_idx, mn.tnl, mn.home_via = 4, COA, 5, 9, None
+    mn.home_idx, mn.coa, mn.coa_idx, mn.tnl, mn.home_via, mn.home_lladdr = 4, COA, 5, 9, None, None
     mn.router, mn.prefixes, mn.rr = {4: "fe80::2", 5: "fe80::3"}, {}, {}
     mn.bul.sent(HA, HOA, COA, 60, True, True)
     mn.bul.acked(HA, 0, 0, 60)
@@ -479,7 +479,8 @@ def test_mobile_node_returns_home_and_leaves_again(monkeypatch):
     from ilnp_lab.mipv6 import rtnl
     sent = sent_packets(monkeypatch)
     mn = mobile_node(monkeypatch, ro=True)
-    ra = bytes([134, 0, 0, 0, 64, 0x20, 0, 60]) + bytes(8) + bytes([3, 4, 64, 0xC0]) + bytes(12) + mh.a16("2001:db8:2::")
+    ra = bytes([134, 0, 0, 0, 64, 0x20, 0, 60]) + bytes(8) + bytes([1, 1, 2, 0, 0, 0, 0, 0x22]) \
+        + bytes([3, 4, 64, 0xC0]) + bytes(12) + mh.a16("2001:db8:2::")
     mn.away = False
     mn.on_ra(ra, "fe80::2", 4)  # at home already: nothing to do
     assert not sent["tx"] and not mn.rtnl.calls
@@ -491,6 +492,7 @@ def test_mobile_node_returns_home_and_leaves_again(monkeypatch):
                      ("route", (CN, 128, 5), {"via": "fe80::3", "src": HOA, "delete": True}),
                      ("route", ("::", 0, 4), {"via": "fe80::2", "metric": 1}),
                      ("addr", (False, 9, HOA, 128), {}), ("addr", (True, 4, HOA, 64, rtnl.IFA_F_NODAD), {}),
+                     ("neigh", (4, HA, bytes([2, 0, 0, 0, 0, 0x22])), {}),  # no NS from the home address
                      ("link_up", (9, False), {})]
     src, dst, nh, m = ipv6(sent["tx"][-1])
     bu = mh.Message.decode(m)

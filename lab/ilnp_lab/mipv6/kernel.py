@@ -176,10 +176,12 @@ def recv_icmp6(s: socket.socket) -> tuple[bytes, str, int]:
 def parse_ra(b: bytes) -> dict:
     """RFC 4861 §4.2 with RFC 6275 §7.1's H flag and §7.2's R flag (router address)."""
     flags = b[5]
-    out = {"home_agent": bool(flags & 0x20), "lifetime": struct.unpack("!H", b[6:8])[0], "prefixes": []}
+    out = {"home_agent": bool(flags & 0x20), "lifetime": struct.unpack("!H", b[6:8])[0], "prefixes": [], "lladdr": None}
     i = 16
     while i + 2 <= len(b) and b[i + 1]:
         t, ln = b[i], b[i + 1] * 8
+        if t == 1 and ln == 8:  # Source Link-layer Address (Ethernet)
+            out["lladdr"] = b[i + 2:i + 8]
         if t == 3 and ln == 32:
             plen, pf = b[i + 2], b[i + 3]
             out["prefixes"].append({"prefix": f"{socket.inet_ntop(socket.AF_INET6, b[i + 16:i + 32])}/{plen}",

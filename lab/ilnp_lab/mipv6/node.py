@@ -163,6 +163,7 @@ class MobileNode:
         self.nl = kernel.link_socket()
         self.rtnl, self.xfrm = Rtnl(), Xfrm()
         self.home_via: str | None = None
+        self.home_lladdr: bytes | None = None  # the home router's (the HA's) link-layer address, from its RA
         self.home_idx = socket.if_nametoindex(a.home_if)
         # the tunnel to the HA exists from the start, down (UMIP makes it at start-up too); a
         # move gives it the care-of address as its local end
@@ -196,6 +197,8 @@ class MobileNode:
         new = [p["prefix"] for p in ra["prefixes"] if p["prefix"] not in self.prefixes.get(idx, [])]
         self.router[idx] = src
         self.prefixes.setdefault(idx, []).extend(new)
+        if ra["lladdr"] and idx == self.home_idx:
+            self.home_lladdr = ra["lladdr"]
         home = ipaddress.IPv6Network(self.a.home_prefix)
         if idx == self.home_idx and self.away and any(ipaddress.IPv6Network(p["prefix"]) == home for p in ra["prefixes"]):
             self.return_home()  # §11.5.1: the home subnet prefix on-link again
@@ -283,6 +286,11 @@ class MobileNode:
         self.rtnl.route("::", 0, self.home_idx, via=self.home_via, metric=1)  # replaces the tunnel's
         self.rtnl.addr(False, self.tnl, self.a.hoa, 128)
         self.rtnl.addr(True, self.home_idx, self.a.hoa, 64, IFA_F_NODAD)
+        if self.home_lladdr:
+            # §11.5.5: no Neighbor Solicitation for the HA from the home address while the HA still
+            # intercepts it (its NA would go into the tunnel: ~1 s lost in the VM's WAN runs); the
+            # HA's link-layer address is its RA's source link-layer address (HA = home router here)
+            self.rtnl.neigh(self.home_idx, self.a.ha, self.home_lladdr)
         self.rtnl.link_up(self.tnl, False)
         self.coa, self.coa_idx = self.a.hoa, self.home_idx
         self.tx_direct = kernel.raw_sender()

@@ -20,8 +20,8 @@ IP6_TNL_F_IGN_ENCAP_LIMIT = 0x1
 IFA_ADDRESS, IFA_LOCAL, IFA_FLAGS = 1, 2, 8
 IFA_F_NODAD, IFA_F_HOMEADDRESS = 0x02, 0x10
 RTA_DST, RTA_OIF, RTA_GATEWAY, RTA_PRIORITY, RTA_PREFSRC, RTA_TABLE = 1, 4, 5, 6, 7, 15
-NDA_DST = 1
-NUD_PERMANENT, NTF_PROXY = 0x80, 0x08
+NDA_DST, NDA_LLADDR = 1, 2
+NUD_STALE, NUD_PERMANENT, NTF_PROXY = 0x04, 0x80, 0x08
 IFF_UP = 1
 
 
@@ -111,6 +111,13 @@ class Rtnl:
             self.request(RTM_DELNEIGH, 0, body, ok_errnos=(2,))  # ENOENT: none there
         else:
             self.request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body)
+
+
+    def neigh(self, ifindex: int, address: str, lladdr: bytes) -> None:
+        """A neighbour entry (STALE: the kernel confirms it on use) for `address` at `lladdr`."""
+        body = struct.pack("BxxxiHBB", socket.AF_INET6, ifindex, NUD_STALE, 0, 0) + attr(NDA_DST, a16(address)) \
+            + attr(NDA_LLADDR, lladdr)
+        self.request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE, body)
 
 
 def addresses() -> list[tuple[str, int, int, int]]:
