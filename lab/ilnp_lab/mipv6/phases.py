@@ -88,7 +88,8 @@ def moves(events: list[dict], ha: str, cn: str | None, t0: float) -> list[dict]:
         first_seq = bus[0]["seq"] if bus else None
         at_ha = any(e["role"] == "ha" and e["ev"] == "bu_rx" and e.get("seq") == first_seq for e in win)
         out.append({
-            "t_s": round(s["t"] - t0, 4), "kind": "home" if home else "away", "iface": s.get("iface"), "attempts": len(bus), "copies": len(bus),
+            "t_s": round(s["t"] - t0, 4), "kind": "home" if home else "away", "iface": s.get("iface"),
+            "attempts": len(bus), "copies": len(bus),
             "acked": bool(bas), "no_retransmission": bool(bas) and len(bus) == 1
             and (not cn or (bool(cbas) and len(cbus) == 1 and not mn("rr_retransmit"))),
             "lu_reached_cn": bool(bus) and at_ha,
