@@ -61,13 +61,19 @@ def long_session(mn, port: int, lines: int, gap_s: float):
     return mn.spawn("python3", "-c", script, stdout=-1)
 
 
-def test_outgoing_sessions_use_rotating_temporary_nids_and_the_stable_one_still_serves(bed):
+def privacy_pair(bed, privacy: dict, **extra):
+    """CN and MN (three_node), ilnpd on both: the MN with `[privacy]`, the CN knowing only its
+    stable NID; after the first tick (the first temporary NID drawn). (cn, mn, dmn, dcn, stable)."""
     cn, r1, mn = three_node(bed)
-    dmn = Ilnpd(mn, ["eth0"], peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
-                extra={"idle_timeout_s": IDLE_S, "privacy": {"period_s": PERIOD_S, "valid_s": PERIOD_S * 2}}).start()
+    dmn = Ilnpd(mn, ["eth0"], peers=[Peer("cn", CN_NID, [(CN_L64, 10)])], extra={**extra, "privacy": privacy}).start()
     stable = dmn.status()["nid"]
     dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", stable, [(MN_L64, 10)])]).start()
     time.sleep(1.5)  # the first temporary NID is drawn on the first tick
+    return cn, mn, dmn, dcn, stable
+
+
+def test_outgoing_sessions_use_rotating_temporary_nids_and_the_stable_one_still_serves(bed):
+    cn, mn, dmn, dcn, stable = privacy_pair(bed, {"period_s": PERIOD_S, "valid_s": PERIOD_S * 2}, idle_timeout_s=IDLE_S)
     first = seen_by_cn(cn, mn)
     assert first != stable, "the outside server saw the stable NID"
     assert first != eui64(mn, "eth0"), "the outside server saw the MAC's EUI-64"
@@ -117,12 +123,7 @@ def test_outgoing_sessions_use_rotating_temporary_nids_and_the_stable_one_still_
 
 
 def test_a_restart_keeps_the_temporary_nids_and_their_sessions(bed):
-    cn, r1, mn = three_node(bed)
-    dmn = Ilnpd(mn, ["eth0"], peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
-                extra={"privacy": {"period_s": 600}}).start()
-    stable = dmn.status()["nid"]
-    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", stable, [(MN_L64, 10)])]).start()
-    time.sleep(1.5)
+    cn, mn, dmn, dcn, stable = privacy_pair(bed, {"period_s": 600})
     cn.spawn("socat", "TCP6-LISTEN:7402,reuseaddr,fork", "EXEC:cat")
     cn.wait_listening(7402)
     sess = long_session(mn, 7402, lines=8, gap_s=1)
@@ -144,12 +145,7 @@ def test_a_correspondent_reaches_the_stable_nid_while_it_has_a_session_on_a_temp
     with nonces of their own. On the code keyed by the remote NID alone, the MN refused the
     CN's SYNs to the stable NID (`other_local_nid`) and the CN, hearing nothing, fell back to
     plain IPv6 for it after its probe (no ILNPv6, so no mobility for that session)."""
-    cn, r1, mn = three_node(bed)
-    dmn = Ilnpd(mn, ["eth0"], peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
-                extra={"privacy": {"period_s": 600}}).start()
-    stable = dmn.status()["nid"]
-    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", stable, [(MN_L64, 10)])]).start()
-    time.sleep(1.5)
+    cn, mn, dmn, dcn, stable = privacy_pair(bed, {"period_s": 600})
     cn.spawn("socat", "TCP6-LISTEN:7405,reuseaddr,fork", "EXEC:cat")
     cn.wait_listening(7405)
     lines = 12
@@ -212,12 +208,7 @@ def test_a_session_on_a_temporary_nid_runs_in_the_fast_path(bed):
     the slow path, neither program punts it (`egress_punt_src`, `ingress_punt_temp_nid`
     stay where they were), the MN's per-peer fast-path counters carry every line and
     the entry's slow-path counters none."""
-    cn, r1, mn = three_node(bed)
-    dmn = Ilnpd(mn, ["eth0"], peers=[Peer("cn", CN_NID, [(CN_L64, 10)])],
-                extra={"privacy": {"period_s": 600}}).start()
-    stable = dmn.status()["nid"]
-    dcn = Ilnpd(cn, ["eth0"], nid=CN_NID, peers=[Peer("mn", stable, [(MN_L64, 10)])]).start()
-    time.sleep(1.5)
+    cn, mn, dmn, dcn, stable = privacy_pair(bed, {"period_s": 600})
     cn.spawn("socat", "TCP6-LISTEN:7404,reuseaddr,fork", "EXEC:cat")
     cn.wait_listening(7404)
     lines = 80
