@@ -553,6 +553,44 @@ mod tests {
         assert_eq!(out, vec![Action::Balance(BalanceChange::Remove(IlccKey::stable(NB)))]);
     }
 
+    /// A correspondent talking to two of our NIDs (the stable one and a temporary
+    /// one: two ILCC entries) has a table per entry, each with its own per-packet
+    /// position; its policy covers both, and back to failover removes both.
+    #[test]
+    fn a_correspondent_on_two_of_our_nids_has_a_table_per_entry() {
+        const T1: Nid = Nid(0x1c2e_77a0_5b19_d403);
+        let now = Instant::now();
+        let mut a = core(NA, L1, 1, Some((NB, LB1)));
+        two_uplinks(&mut a, now);
+        a.add_temporary_nid(T1).unwrap();
+        a.set_policy(Some(NB), Policy::PerPacket).unwrap();
+        let from = |a: &mut Core, ours: Nid, n: usize| {
+            for _ in 0..n {
+                let pkt = ilnp_wire::test_support::udp(
+                    ilnp_wire::ilnp_addr(crate::tests::P, ours),
+                    ilnp_wire::ilnp_addr(crate::tests::P, NB),
+                    4000,
+                    9,
+                    b"x",
+                );
+                assert!(a
+                    .handle_outbound(now, &pkt, Csum::Complete)
+                    .iter()
+                    .any(|x| matches!(x, Action::SendWire { .. })));
+            }
+        };
+        from(&mut a, NA, 3);
+        from(&mut a, T1, 5);
+        let (k0, k1) = (IlccKey::stable(NB), IlccKey { remote: NB, local: Some(T1) });
+        assert_eq!((a.balance.tables[&k0].seq, a.balance.tables[&k1].seq), (3, 5));
+        let mut out = a.set_policy(Some(NB), Policy::Failover).unwrap();
+        out.sort_by_key(|x| format!("{x:?}"));
+        let mut want = vec![Action::Balance(BalanceChange::Remove(k0)), Action::Balance(BalanceChange::Remove(k1))];
+        want.sort_by_key(|x| format!("{x:?}"));
+        assert_eq!(out, want);
+        assert!(a.balance.tables.is_empty());
+    }
+
     #[test]
     fn per_flow_keeps_each_flow_on_its_pair_until_that_pair_dies() {
         let now = Instant::now();
