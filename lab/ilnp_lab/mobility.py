@@ -212,7 +212,7 @@ class Run:
                 self.notes.append(f"iperf3 client did not finish {after} after the flow's end ({what}): stopped")
                 stop_process(cli)
                 return
-            time.sleep(0.1 if now < end else 0.2)
+            time.sleep(0.1 if now < end else 0.05)  # after the end, each wait adds to the run
 
     def analyse(self, raw: dict) -> dict:
         """Results of a finished run from its captures and `run.json` (so a run folder can be

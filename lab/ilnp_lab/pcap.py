@@ -7,6 +7,7 @@ RFC text, not from ilnp-wire, so the tests compare two implementations (three wi
 from __future__ import annotations
 
 import ipaddress
+import os
 import struct
 from dataclasses import dataclass
 from typing import Iterator
@@ -117,9 +118,30 @@ _PCAP_MAGIC = {
 }
 
 
+# the last captures read, by (path, size, mtime): a run's analysis walks each of its two
+# captures about seven times (flows, LUs, events, latencies, control messages, ...)
+_CACHE: dict[tuple[str, int, int], list[tuple[float, bytes]]] = {}
+_CACHE_FILES = 2
+
+
 def iter_ipv6(path: str) -> Iterator[tuple[float, bytes]]:
     """(epoch timestamp, IPv6 packet as captured) for every IPv6 frame in a capture,
     and every IPv6 packet a v4 path carries (UDP/IPv4 to or from port 6740).
+
+    The packets of the last two captures read are kept (a file changed since is read again)."""
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    pkts = _CACHE.pop(key, None)
+    if pkts is None:
+        pkts = list(_iter_file(path))
+    _CACHE[key] = pkts  # the newest last
+    while len(_CACHE) > _CACHE_FILES:
+        del _CACHE[next(iter(_CACHE))]
+    return iter(pkts)
+
+
+def _iter_file(path: str) -> Iterator[tuple[float, bytes]]:
+    """iter_ipv6's reading.
 
     Classic pcap (what `tcpdump -w` writes) is read in one go with struct, which is
     several times faster than RawPcapReader on 100k+ packet captures; anything else
