@@ -61,6 +61,15 @@ def long_session(mn, port: int, lines: int, gap_s: float):
     return mn.spawn("python3", "-c", script, stdout=-1)
 
 
+def session_on_temp(cn, mn, port: int, lines: int, gap_s: float):
+    """An echo server on the CN at `port` and a long_session to it from the MN: the process
+    and the temporary NID it runs on (its first line)."""
+    cn.spawn("socat", f"TCP6-LISTEN:{port},reuseaddr,fork", "EXEC:cat")
+    cn.wait_listening(port)
+    sess = long_session(mn, port, lines=lines, gap_s=gap_s)
+    return sess, nid_of(sess.stdout.readline().decode())
+
+
 def privacy_pair(bed, privacy: dict, **extra):
     """CN and MN (three_node), ilnpd on both: the MN with `[privacy]`, the CN knowing only its
     stable NID; after the first tick (the first temporary NID drawn). (cn, mn, dmn, dcn, stable)."""
@@ -146,11 +155,8 @@ def test_a_correspondent_reaches_the_stable_nid_while_it_has_a_session_on_a_temp
     CN's SYNs to the stable NID (`other_local_nid`) and the CN, hearing nothing, fell back to
     plain IPv6 for it after its probe (no ILNPv6, so no mobility for that session)."""
     cn, mn, dmn, dcn, stable = privacy_pair(bed, {"period_s": 600})
-    cn.spawn("socat", "TCP6-LISTEN:7405,reuseaddr,fork", "EXEC:cat")
-    cn.wait_listening(7405)
     lines = 12
-    sess = long_session(mn, 7405, lines=lines, gap_s=0.5)
-    temp = nid_of(sess.stdout.readline().decode())
+    sess, temp = session_on_temp(cn, mn, 7405, lines, 0.5)
     assert temp != stable
     assert sess.stdout.readline().decode().strip() == "line0"
     # the CN to the MN's name while the session on the temporary NID runs
@@ -209,11 +215,8 @@ def test_a_session_on_a_temporary_nid_runs_in_the_fast_path(bed):
     stay where they were), the MN's per-peer fast-path counters carry every line and
     the entry's slow-path counters none."""
     cn, mn, dmn, dcn, stable = privacy_pair(bed, {"period_s": 600})
-    cn.spawn("socat", "TCP6-LISTEN:7404,reuseaddr,fork", "EXEC:cat")
-    cn.wait_listening(7404)
     lines = 80
-    sess = long_session(mn, 7404, lines=lines, gap_s=0.05)
-    temp = nid_of(sess.stdout.readline().decode())
+    sess, temp = session_on_temp(cn, mn, 7404, lines, 0.05)
     assert temp != stable
     for i in range(3):  # the first packets: both entries set up, both nonces learned
         assert sess.stdout.readline().decode().strip() == f"line{i}"

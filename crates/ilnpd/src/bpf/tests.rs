@@ -478,6 +478,17 @@ fn send_raw(h: &Host, to: Nid, destopts: &[u8]) {
     s.send_to(&p, &dst.into()).unwrap();
 }
 
+/// `send_raw` from `from` to `to` (at `at`), which must reach `at`'s TUN in wire form:
+/// punted to ilnpd, not delivered by the fast path.
+fn punted(from: &Host, at: &Host, to: Nid, destopts: &[u8]) {
+    send_raw(from, to, destopts);
+    assert!(
+        wait_packet(&at.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, to))).is_some(),
+        "not punted to the TUN; {:?}",
+        nonzero(&at.dp)
+    );
+}
+
 fn wait_stat(dp: &Datapath, name: &str, at_least: u64) -> u64 {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
@@ -1281,8 +1292,7 @@ fn temporary_nid_sessions_take_the_fast_path() {
         // no entry for that pair: punted, not delivered
         let mut d = vec![17, 1, 0x8b, 12];
         d.extend_from_slice(&N_BA);
-        send_raw(&b, NID_A, &d);
-        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_A))).is_some());
+        punted(&b, &a, NID_A, &d);
         assert_eq!((stat(&a.dp, "ingress_punt_miss"), stat(&a.dp, "ingress_fast")), (1, 1), "{:?}", nonzero(&a.dp));
         // the entry ⟨B, stable⟩ with nonces of its own, on both sides: both sessions
         // are the fast path's at once, each on its own NID with its own nonces
@@ -1306,8 +1316,7 @@ fn temporary_nid_sessions_take_the_fast_path() {
         assert_eq!(stat(&b.dp, "egress_fast"), 3, "{:?}", nonzero(&b.dp));
         // T's session nonce on the stable NID's entry (and the other way): a bad
         // nonce there, punted, never delivered
-        send_raw(&b, NID_A, &d);
-        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_A))).is_some());
+        punted(&b, &a, NID_A, &d);
         assert_eq!(
             (stat(&a.dp, "ingress_punt_bad_nonce"), stat(&a.dp, "ingress_fast")),
             (1, 3),
@@ -1316,8 +1325,7 @@ fn temporary_nid_sessions_take_the_fast_path() {
         );
         let mut d0 = vec![17, 1, 0x8b, 12];
         d0.extend_from_slice(&N_BA0);
-        send_raw(&b, NID_T, &d0);
-        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_T))).is_some());
+        punted(&b, &a, NID_T, &d0);
         assert_eq!(
             (stat(&a.dp, "ingress_punt_bad_nonce"), stat(&a.dp, "ingress_fast")),
             (2, 3),
@@ -1329,8 +1337,7 @@ fn temporary_nid_sessions_take_the_fast_path() {
         // that now delivers to T checks the nonce first: punted for ilnpd to judge, never delivered
         let mut forged = d.clone();
         forged[4] ^= 0x5a;
-        send_raw(&b, NID_T, &forged);
-        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_T))).is_some());
+        punted(&b, &a, NID_T, &forged);
         assert_eq!(
             (stat(&a.dp, "ingress_punt_bad_nonce"), stat(&a.dp, "ingress_fast")),
             (3, 3),
@@ -1339,8 +1346,7 @@ fn temporary_nid_sessions_take_the_fast_path() {
         );
         // to T from a correspondent without an entry: the slow path's
         a.dp.remove_peer(key_t).unwrap();
-        send_raw(&b, NID_T, &d);
-        assert!(wait_packet(&a.tun, Duration::from_secs(1), |p| is_udp_to(p, ilnp_addr(L, NID_T))).is_some());
+        punted(&b, &a, NID_T, &d);
         assert_eq!(stat(&a.dp, "ingress_punt_temp_nid"), 1);
         // T no longer ours: its packets are not looked at
         a.dp.set_temp_nid(NID_T, false).unwrap();
