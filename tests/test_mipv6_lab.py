@@ -13,6 +13,7 @@ import os
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -585,6 +586,44 @@ def test_moves_and_table_6_2():
     assert (rep.seed_success("mipv6", hs), rep.seed_success("mipv6-ro", hs), rep.seed_success("ilnp-soft", hs)) == \
         ("88 % (old 1 %)", "62 % (old 1 %)", "90 %")
     assert rep.seed_success("mipv6", [{"new_loss_pct": 0.0, "old_loss_pct": 0.0}]) == "—"
+
+
+def test_old_link_moves_map_to_table_6_2_rows():
+    """thesis-loss's old-link axis (Table 6.2's rows: loss on R1-R2, the thesis's R1-HA, as well
+    as on R1-R3): the 16 LAN cells and the WAN diagonal are moves run only when named, so the
+    full run and --quick without --scenario keep their cells; a registration away in each is
+    given the table's cell at its own old-link row (no '(old 1 %)'), the analytic eqs. 17-18 on
+    both links, a return home no seed cell, and ILNPv6's joins the new link's loss alone (its
+    'join R2' crosses the lossy R1-R2)."""
+    from ilnp_lab import mobility, mobility_report as rep, topology
+    ex = topology.load(topology.EXPERIMENTS / "thesis-loss.toml")
+    grid = {f"lan-{n}-old{o}" for n in rep.TABLE_6_2_LOSS for o in rep.TABLE_6_2_LOSS}
+    assert ex.moves_only_if_named == grid | {f"wan-{n}-old{n}" for n in rep.TABLE_6_2_LOSS}
+    assert ex.moves["wan-5-old5"] == {"r1-r3": {"delay_ms": 100, "loss_pct": 5}, "r1-r2": {"delay_ms": 100, "loss_pct": 5}}
+    todo, notes = mobility.cells(ex, None, ["ilnp-soft"])
+    assert [c.move for c in todo] == ["lan-1", "lan-2", "lan-5", "lan-10", "lan-20", "wan-1", "wan-2", "wan-5", "wan-10",
+                                      "wan-20", "lan-10-fixed1s", "wan-10-fixed1s"]
+    assert any("only when named" in n and "lan-5-old5" in n for n in notes)
+    assert [c.move for c in mobility.cells(ex, ["lan-5-old5"], ["ilnp-soft"])[0]] == ["lan-5-old5"]
+    timeline = [{"t_s": 6.0, "label": "leave R2"}, {"t_s": 9.0, "label": "join R2"}]
+    away, home = {"kind": "away", "t_s": 6.01, "iface": "eth-r3"}, {"kind": "home", "t_s": 9.01, "iface": "eth-r2"}
+    for move in sorted(grid):
+        n, o = (int(x) for x in move.removeprefix("lan-").split("-old"))
+        for scheme, name, cn in (("mipv6", "MIPv6 no RO", None), ("mipv6-ro", "MIPv6 RO", "2001:db8:a::c")):
+            cell = mobility.Cell(move, scheme, ex.loads[0], "-")
+            run = mobility.Run(ex, cell, 1, ex.quick_duration_s, Path("/nonexistent"), 1)
+            a, h = run.mipv6_moves({"moves": [away, home], "cn": cn}, timeline)
+            assert (a["label"], a["new_loss_pct"], a["old_loss_pct"], h["label"]) == ("leave R2", n, o, "join R2")
+            want = rep.PUBLISHED_SUCCESS[name][o][rep.TABLE_6_2_LOSS.index(n)]
+            assert a["analytic_single_shot"] == pytest.approx(want, abs=0.011), (move, scheme)
+            assert rep.seed_success(scheme, [a]) == f"{100 * want:.0f} %", (move, scheme)
+            assert rep.seed_success(scheme, [h]) == "—"
+            assert h["analytic_single_shot"] == (round((1 - o / 100) ** 4, 6) if cn else 1.0)
+        # ILNPv6: only the joined network's link counts, whatever the other's loss (Table 6.2 C)
+        r3, r2 = (ex.path_delivery(move, "mn", i) for i in ("eth-r3", "eth-r2"))
+        assert (round(r3, 3), round(r2, 3)) == (1 - n / 100, 1 - o / 100)
+        assert rep.seed_success("ilnp-soft", [{"new_loss_pct": o, "analytic_single_shot": r2 ** 2}]) == \
+            f"{100 * rep.PUBLISHED_SUCCESS['ILNPv6'][1][rep.TABLE_6_2_LOSS.index(o)]:.0f} %"
 
 
 def test_return_routability_is_retransmitted(monkeypatch):

@@ -81,8 +81,10 @@ def cells(ex: Experiment, moves: list[str] | None = None, schemes: list[str] | N
             notes.append(f"congestion control {cc!r} skipped: this kernel has only {', '.join(sorted(have))}{why}")
         else:
             runnable.append(cc)
-    out = [Cell(m, s, ld, cc) for m in (moves or list(ex.moves)) for s in schemes
-           for ld in ex.loads for cc in runnable]
+    if not moves and ex.moves_only_if_named:
+        notes.append(f"moves run only when named with --scenario: {', '.join(m for m in ex.moves if m in ex.moves_only_if_named)}")
+    moves = moves or [m for m in ex.moves if m not in ex.moves_only_if_named]
+    out = [Cell(m, s, ld, cc) for m in moves for s in schemes for ld in ex.loads for cc in runnable]
     # one note per text (mipv6 and mipv6-ro share theirs)
     notes += dict.fromkeys(SCHEME_CLASSES[s].note for s in dict.fromkeys(c.scheme for c in out) if SCHEME_CLASSES[s].note)
     return out, notes
@@ -440,7 +442,8 @@ OPTIONS = {"runs", "scenario", "scheme", "cc", "jobs", "dad", "dad_transmits", "
 
 def describe(ex: Experiment) -> str:
     return (f"{ex.title}  ({len(ex.nodes)} nodes, {len(ex.links)} links, {len(ex.all_events())} events; "
-            f"moves: {', '.join(ex.moves)}; schemes: {', '.join(ex.schemes)})")
+            f"moves: {', '.join(m + ('*' if m in ex.moves_only_if_named else '') for m in ex.moves)}; "
+            f"schemes: {', '.join(ex.schemes)}" + ("; *: run only when named (--scenario)" if ex.moves_only_if_named else "") + ")")
 
 
 def report(out: Path, results: list[dict], meta: dict) -> Path:

@@ -6,7 +6,9 @@
                 events = [{ at_s, node, iface, action, label }, ...],   # optional: this move's own
                 timeline instead of the [[event]]s (seed 003's soft and hard handoffs differ only in
                 the order of the MN's link changes),
-                lu_timer ("rtt"|"fixed-<N>s"|"fixed-<N>ms": the ILNP schemes' ilnpd `lu_timer` in this move)
+                lu_timer ("rtt"|"fixed-<N>s"|"fixed-<N>ms": the ILNP schemes' ilnpd `lu_timer` in this move),
+                only_if_named (true: run only when `--scenario` names it, not in the file's full
+                or --quick run without --scenario: a sweep's extra axis that costs nothing by default)
 
 `Moves` (a base of `topology.Experiment`): a move's timeline, its links with the move's
 overrides, and the path a move gives from the CN to a host's interface (configured round
@@ -120,14 +122,20 @@ def parse_events(c, items: list, ifaces: set[tuple[str, str]], duration: float,
 
 
 def parse_moves(c, table: dict, links: list, ifaces: set[tuple[str, str]], duration: float, link_params
-                ) -> tuple[dict[str, dict[str, dict]], dict[str, list[EventSpec]], dict[str, dict]]:
-    """[move.NAME]: per-link parameter overrides, the move's own timeline if it has one, and
-    ilnpd keys for the ILNP schemes. `c` is the file's checking context (topology._Ctx) and
-    `link_params` the link-parameter checker (topology._link_params): the generic parts."""
-    moves, move_events, daemon = {}, {}, {}
+                ) -> tuple[dict[str, dict[str, dict]], dict[str, list[EventSpec]], dict[str, dict], set[str]]:
+    """[move.NAME]: per-link parameter overrides, the move's own timeline if it has one, ilnpd
+    keys for the ILNP schemes, and the moves run only when named. `c` is the file's checking
+    context (topology._Ctx) and `link_params` the link-parameter checker (topology._link_params):
+    the generic parts."""
+    moves, move_events, daemon, named_only = {}, {}, {}, set()
     for mname, m in table.items():
         where = f"[move.{mname}]"
-        c.keys(where, m, {"links", "events", "lu_timer"})
+        c.keys(where, m, {"links", "events", "lu_timer", "only_if_named"})
+        if "only_if_named" in m:
+            if not isinstance(m["only_if_named"], bool):
+                raise c.err(where, f"only_if_named = {m['only_if_named']!r}: true or false", "only_if_named")
+            if m["only_if_named"]:
+                named_only.add(mname)
         if "events" in m:
             move_events[mname] = parse_events(c, m["events"], ifaces, duration, f"{where} events")
         daemon[mname] = {}
@@ -143,7 +151,9 @@ def parse_moves(c, table: dict, links: list, ifaces: set[tuple[str, str]], durat
             c.keys(f"{where} links.{lname}", params, LINK_PARAMS)
             over[lname] = {k: v for k, v in link_params(c, f"{where} links.{lname}", params).items() if k in params}
         moves[mname] = over
-    return moves, move_events, daemon
+    if named_only and named_only == set(moves):
+        raise c.err("[move]", "every move has only_if_named = true: a run without --scenario would have none", "only_if_named")
+    return moves, move_events, daemon, named_only
 
 
 DAD_MODES = ("optimistic", "standard", "off")

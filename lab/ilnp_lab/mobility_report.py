@@ -210,14 +210,15 @@ PUBLISHED_SUCCESS = {
 def seed_success(scheme: str, hs: list[dict]) -> str:
     """Table 6.2's success for this scheme at the handoffs' new-link loss (the seed's 1/2/5/10 %),
     at their old-link loss or, below 1 % (this lab's moves leave R1-R2 lossless), the 1 % row,
-    said so; '—' where the table has no cell (a lossless new link: a move home)."""
+    said so; '—' where the table has no cell (a lossless new link; MIPv6's return home, whose
+    BU and BA stay on the home link whatever R1-R2's loss)."""
     name = {"mipv6": "MIPv6 no RO", "mipv6-ro": "MIPv6 RO"}.get(scheme, "ILNPv6" if scheme.startswith("ilnp") else None)
     # ILNPv6's single shot is the new path's delivery squared (runs from before new_loss_pct was kept)
     new = {h["new_loss_pct"] if "new_loss_pct" in h else
            round(100 * (1 - h["analytic_single_shot"] ** 0.5), 3) if h.get("analytic_single_shot") is not None
            and scheme.startswith("ilnp") else None for h in hs}
     old = {h.get("old_loss_pct") or 0 for h in hs}
-    if name is None or len(new) != 1 or len(old) != 1 or (n := next(iter(new))) not in TABLE_6_2_LOSS:
+    if name is None or any(h.get("kind") == "home" for h in hs) or len(new) != 1 or len(old) != 1 or (n := next(iter(new))) not in TABLE_6_2_LOSS:
         return "—"
     o = next(iter(old))
     row = o if o in TABLE_6_2_LOSS else 1

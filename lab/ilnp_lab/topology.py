@@ -101,6 +101,7 @@ class Experiment(Moves):
     move_events: dict[str, list[EventSpec]] = field(default_factory=dict)  # a move's own timeline
     # per move: ilnpd configuration keys for the ILNP schemes ({"lu_timer": "fixed-1s"})
     move_daemon: dict[str, dict] = field(default_factory=dict)
+    moves_only_if_named: set[str] = field(default_factory=set)  # [move] only_if_named = true
     bidir: bool = False
     quick_timeline: str = "scale"
     # run-time knobs (`ilnp-lab run --dad/--dad-transmits/--assoc-delay`), not file keys:
@@ -256,8 +257,8 @@ def load(name_or_path: str | Path) -> Experiment:
     routes = _routes(c, doc.get("route", []), nodes)
     radvds = _radvds(c, doc.get("radvd", []), ifaces)
     events = parse_events(c, doc.get("event", []), ifaces, ex["duration"])
-    moves, move_events, move_daemon = parse_moves(c, doc.get("move") or {"default": {}}, links, ifaces, ex["duration"],
-                                                  _link_params)
+    moves, move_events, move_daemon, named_only = parse_moves(c, doc.get("move") or {"default": {}}, links, ifaces,
+                                                              ex["duration"], _link_params)
     tr = doc["traffic"]
     kind, loads, ccs = _traffic(c, tr)
     for name in ("mptcp", "mptcp-client"):
@@ -277,7 +278,7 @@ def load(name_or_path: str | Path) -> Experiment:
         cn=ex["cn"], mn=ex["mn"], schemes=ex["schemes"], kind=kind, window=c.string("[traffic]", tr, "window"),
         ccs=ccs, probe_pps=c.num("[traffic]", tr, "probe_pps", 100, 0, 10_000, integer=True), loads=loads,
         nodes=nodes, links=links, routes=routes, radvd=radvds, events=events, moves=moves,
-        move_events=move_events, move_daemon=move_daemon,
+        move_events=move_events, move_daemon=move_daemon, moves_only_if_named=named_only,
         bidir=bidir, quick_timeline=c.string("[quick]", quick, "timeline", "scale", ("scale", "cut")))
 
 
