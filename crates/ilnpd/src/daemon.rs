@@ -2,9 +2,9 @@
 //! maps, netlink and the control socket. No protocol decisions here. This file:
 //! the daemon's state and its main loop (`run`, telling systemd when it is ready and
 //! when it stops), the state file's writes and the handover. Start-up is `start.rs`
-//! (with the core and the NID from the configuration; `datapath.rs`: the data path
-//! attached and swept); its steps and what they changed on the host, each with its
-//! undo, are `host_changes.rs` (popped by a failed start, a stop and a handover).
+//! (the core from the configuration, the data path attached and swept); its steps and
+//! what they changed on the host, each with its undo, are `host_changes.rs` (popped
+//! by a failed start, a stop and a handover).
 
 use crate::bpf::{self, Datapath};
 use crate::config::Config;
@@ -24,7 +24,6 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{broadcast, mpsc};
 
 mod counters;
-mod datapath;
 mod host_changes;
 mod locators;
 mod metrics;

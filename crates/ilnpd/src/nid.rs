@@ -292,6 +292,76 @@ pub fn resolve_auto(dir: &Path, previous: Option<Nid>) -> Result<Resolved> {
     Ok(Resolved { nid, source, new: true })
 }
 
+impl NidChoice {
+    /// This node's NID and where it came from, logged once (start-up). `uplink` and
+    /// `mac`: the first uplink's name and MAC; `state_dir`: where "auto" keeps its
+    /// secret and record; `previous`: the local NID of the previous run's state file
+    /// (`state_file`).
+    pub fn resolve(
+        self,
+        uplink: &str,
+        mac: Option<[u8; 6]>,
+        state_dir: &Path,
+        state_file: Option<&Path>,
+        previous: Option<Nid>,
+    ) -> Result<(Nid, NidSource)> {
+        let eui64 = || mac.map(Nid::from_mac);
+        match self {
+            NidChoice::Configured(n) => {
+                tracing::info!("NID {n}: configured");
+                Ok((n, NidSource::Configured))
+            }
+            NidChoice::Eui64 => match eui64() {
+                Some(n) => {
+                    tracing::info!(
+                    "NID {n}: the modified EUI-64 of {}'s MAC (nid = \"eui64\"): it identifies this host's hardware \
+                     on every network",
+                    uplink
+                );
+                    Ok((n, NidSource::Eui64))
+                }
+                None => bail!(
+                    "nid = \"eui64\" needs a MAC address on the first uplink {:?}; configure `nid` or use \"auto\"",
+                    uplink
+                ),
+            },
+            NidChoice::Auto => {
+                let dir = state_dir;
+                let r = resolve_auto(dir, previous).context("nid = \"auto\"")?;
+                let record = dir.join(NID_FILE);
+                match (r.source, r.new) {
+                    (NidSource::KeptFromUpgrade, true) => {
+                        let mac = if Some(r.nid) == eui64() {
+                            format!(" (the modified EUI-64 of {}'s MAC, the \"auto\" of earlier versions)", uplink)
+                        } else {
+                            String::new()
+                        };
+                        tracing::info!(
+                            "NID {}{mac}: kept from the previous run's state file {} and recorded in {}, so sessions \
+                         and DNS records stay valid. For a stable-privacy NID instead (not derived from the \
+                         hardware; the host's NID and DNS records change): stop ilnpd, delete {}, start it",
+                            r.nid,
+                            state_file.unwrap_or(Path::new("")).display(),
+                            record.display(),
+                            record.display()
+                        );
+                    }
+                    (NidSource::StablePrivacy, true) => tracing::info!(
+                        "NID {}: stable-privacy, derived from the host secret {} and recorded in {}",
+                        r.nid,
+                        dir.join(SECRET_FILE).display(),
+                        record.display()
+                    ),
+                    (source, _) => {
+                        tracing::info!("NID {} ({}): recorded in {}", r.nid, source.as_str(), record.display())
+                    }
+                }
+                Ok((r.nid, r.source))
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,9 @@
 //! tc egress program translates them without ever reaching the TUN queue); the
 //! slow path then sees a virtio-net header in front of every packet.
 
+use crate::netlink::Netlink;
 use anyhow::{bail, Context, Result};
+use std::net::Ipv6Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use tokio::io::unix::AsyncFd;
 
@@ -89,6 +91,30 @@ impl Tun {
     /// and the fast path on it keep working, and the next ilnpd opens it again
     /// (`create` on an existing persistent device attaches to it). A clean exit
     /// turns persistence off first, so closing the fd removes the device.
+    /// ilnp0's sysctls, MTU, link state, identifier address (`my_id`) and the
+    /// identifier prefix's route to it (start-up's Step::TunConfig). Returns its ifindex.
+    pub async fn configure(&self, nl: &Netlink, mtu: u32, my_id: Ipv6Addr, id_prefix: Ipv6Addr) -> Result<u32> {
+        let tl = nl.link(&self.name).await?;
+        // forwarding on ilnp0 only: bpf_fib_lookup() refuses to route for an
+        // interface without it; packets are still never forwarded between
+        // interfaces (that needs net.ipv6.conf.all.forwarding).
+        for (k, v) in
+            [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1"), ("forwarding", "1")]
+        {
+            let p = format!("/proc/sys/net/ipv6/conf/{}/{k}", self.name);
+            // forwarding: only if ilnp0 did not get it from `default` (writing it to a
+            // device purges the namespace's RA-learned default routes: start-up's Step::Tun)
+            if k == "forwarding" && std::fs::read_to_string(&p).is_ok_and(|x| x.trim() == v) {
+                continue;
+            }
+            let _ = std::fs::write(&p, v);
+        }
+        nl.set_link_up(tl.index, mtu).await?;
+        nl.add_address(tl.index, my_id, 128).await?;
+        nl.add_route(id_prefix, 64, tl.index).await?;
+        Ok(tl.index)
+    }
+
     pub fn set_persist(&self, on: bool) -> Result<()> {
         // SAFETY: TUNSETPERSIST takes an int by value.
         if unsafe { libc::ioctl(self.fd.get_ref().as_raw_fd(), TUNSETPERSIST, libc::c_ulong::from(on)) } < 0 {

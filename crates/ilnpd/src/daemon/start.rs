@@ -1,25 +1,27 @@
 //! Start-up (`Daemon::start`): the checks that change nothing, then the steps of
 //! `host_changes::Step` in order, each change pushed on `host_changes`'s list with
 //! its undo; a failure pops the list (`Undo::Rollback`). Also what start-up builds
-//! from the configuration: the protocol core (`build_core`) and this node's NID
-//! (`local_nid`).
+//! from the configuration (the protocol core: `build_core`; this node's NID:
+//! `NidChoice::resolve` in `nid.rs`; ilnp0: `Tun::create`, `Tun::configure`) and the
+//! data path it attaches (`attach_datapath`, the identifier route, the core restored
+//! from the state file and the fast path swept to match).
 
 use super::host_changes::{Change, FaultPlan, HostChanges, InstanceLock, Step, Undo};
 use super::locators::{is_identifier_overlap, solicited_node_member, Uplink};
 use super::{v4, Daemon};
+use crate::bpf::{self, Datapath, DatapathConfig};
 use crate::config::{self, Config};
 use crate::control::{self, Pending};
 use crate::netlink::Netlink;
-use crate::nid::{NidChoice, NidSource};
+use crate::nid::NidSource;
 use crate::tun::Tun;
 use anyhow::{bail, Context, Result};
-use ilnp_core::Core;
+use ilnp_core::{Admission, Core, IlccKey};
 use ilnp_wire::{ilnp_addr, Nid};
 use rand::SeedableRng;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv6Addr;
-use std::path::Path;
 use std::time::Instant;
 use tokio::sync::{broadcast, mpsc};
 
@@ -40,32 +42,6 @@ struct Early {
     nd_group: Socket,
 }
 
-/// ilnp0's sysctls, MTU, link state, identifier address and route (Step::TunConfig).
-/// Returns its ifindex.
-async fn configure_tun(nl: &Netlink, cfg: &Config, min_mtu: u32, my_id: Ipv6Addr) -> Result<u32> {
-    let tl = nl.link(&cfg.tun_name).await?;
-    // with [ipv4], room for the v4 path's outer IPv4 and UDP headers too
-    let v4 = if cfg.ipv4.is_some() { ilnp_wire::v4path::OVERHEAD } else { 0 };
-    let mtu = min_mtu.saturating_sub((ilnp_wire::destopts::header_len(cfg.core.nonce_len) + v4) as u32).max(1280);
-    // forwarding on ilnp0 only: bpf_fib_lookup() refuses to route for an
-    // interface without it; packets are still never forwarded between
-    // interfaces (that needs net.ipv6.conf.all.forwarding).
-    for (k, v) in
-        [("accept_dad", "0"), ("accept_ra", "0"), ("autoconf", "0"), ("addr_gen_mode", "1"), ("forwarding", "1")]
-    {
-        let p = format!("/proc/sys/net/ipv6/conf/{}/{k}", cfg.tun_name);
-        // forwarding: only if ilnp0 did not get it from `default` (writing it purges, above)
-        if k == "forwarding" && std::fs::read_to_string(&p).is_ok_and(|x| x.trim() == v) {
-            continue;
-        }
-        let _ = std::fs::write(&p, v);
-    }
-    nl.set_link_up(tl.index, mtu).await?;
-    nl.add_address(tl.index, my_id, 128).await?;
-    nl.add_route(cfg.id_prefix.prefix(), 64, tl.index).await?;
-    Ok(tl.index)
-}
-
 impl Daemon {
     /// Start-up: first the checks that change nothing (uplinks, identifier prefix,
     /// NID, raw socket), then the steps of `host_changes::Step`, in order, each change
@@ -76,12 +52,14 @@ impl Daemon {
         let fault = FaultPlan::from_env()?;
         let nl = Netlink::connect()?;
         let mut uplinks = Vec::new();
-        let mut macs = Vec::new();
+        let mut first_mac = None;
         let mut min_mtu = u32::MAX;
         for name in &cfg.uplinks {
             let l = nl.link(name).await.with_context(|| format!("uplinks: {name:?}"))?;
             min_mtu = min_mtu.min(l.mtu);
-            macs.push(l.mac);
+            if uplinks.is_empty() {
+                first_mac = l.mac;
+            }
             uplinks.push(Uplink {
                 name: name.clone(),
                 index: l.index,
@@ -135,7 +113,13 @@ impl Daemon {
             // hold the lock: its sessions, and the NID "auto" keeps on an upgrade
             let state_existed = cfg.state_file.as_deref().is_some_and(|p| p.exists());
             let restored = cfg.state_file.as_deref().and_then(crate::state::load);
-            let (local_nid, nid_source) = local_nid(&cfg, &macs, restored.as_ref().map(|s| Nid(s.core.local_nid)))?;
+            let (local_nid, nid_source) = cfg.nid.resolve(
+                &cfg.uplinks[0],
+                first_mac,
+                &cfg.state_dir,
+                cfg.state_file.as_deref(),
+                restored.as_ref().map(|s| Nid(s.core.local_nid)),
+            )?;
             // the peer files' rules that need the NID ("auto" is known only now)
             for p in &cfg.peers {
                 p.check(local_nid, cfg.id_prefix).map_err(|e| anyhow::anyhow!("peer {}: {e}", p.name))?;
@@ -151,7 +135,7 @@ impl Daemon {
             changes.done(Step::V4Listen)?;
             // ---- Step::Tun
             let ebpf = cfg.datapath == config::Datapath::Ebpf;
-            // ilnp0 needs forwarding=1 (below), but writing 1 to any interface's
+            // ilnp0 needs forwarding=1 (`Tun::configure`), but writing 1 to any interface's
             // `forwarding` makes the kernel purge every RA-learned default route of the
             // namespace (rt6_purge_dflt_routers, for interfaces without accept_ra=2):
             // plain IPv6 and our uplinks' routers would be gone until each router's next
@@ -182,7 +166,11 @@ impl Daemon {
             changes.done(Step::Tun)?;
             // ---- Step::TunConfig (undone with ilnp0)
             let my_id = ilnp_addr(cfg.id_prefix, local_nid);
-            let tun_index = configure_tun(&nl, &cfg, min_mtu, my_id).await?;
+            // with [ipv4], room for the v4 path's outer IPv4 and UDP headers too
+            let v4 = if cfg.ipv4.is_some() { ilnp_wire::v4path::OVERHEAD } else { 0 };
+            let mtu =
+                min_mtu.saturating_sub((ilnp_wire::destopts::header_len(cfg.core.nonce_len) + v4) as u32).max(1280);
+            let tun_index = tun.configure(&nl, mtu, my_id, cfg.id_prefix.prefix()).await?;
             changes.done(Step::TunConfig)?;
             let core = build_core(&cfg, local_nid, &uplinks)?;
             let nd_group = solicited_node_member(local_nid, &uplinks)?;
@@ -332,6 +320,158 @@ impl Daemon {
     }
 }
 
+// The data path at start-up (Step::Datapath, Step::Locators): loaded (or adopted)
+// and attached, the identifier route, the core restored from the state file and the
+// fast path swept to match.
+impl Daemon {
+    pub(super) fn attach_datapath(&mut self) -> Result<()> {
+        let mode = if self.cfg.datapath == config::Datapath::Ebpf { bpf::Mode::Ebpf } else { bpf::Mode::Userspace };
+        let dp = Datapath::load(&DatapathConfig {
+            mode,
+            ilnp0_ifindex: self.tun_index,
+            id_prefix: self.cfg.id_prefix,
+            local_nid: self.local_nid,
+            ilcc_max_entries: self.cfg.core.ilcc_max_entries as u32,
+            admit_socket: self.cfg.core.admission == Admission::Socket,
+            pin_dir: self.cfg.pin_dir.clone(),
+            v4_port: self.cfg.ipv4.as_ref().map(|v| v.port),
+        })?;
+        // from here on `dp` is ours to undo: kept in `self` before anything else can fail
+        self.changes.push(Change::Datapath, dp.adopted());
+        let dp = self.dp.insert(dp);
+        for u in &self.uplinks {
+            dp.attach_uplink(u.index)?;
+        }
+        if mode == bpf::Mode::Ebpf {
+            let watch = dp.route_gen().and_then(|mut g| bpf::RouteWatch::spawn(move || g.bump()));
+            match watch {
+                Ok(w) => self.route_watch = Some(w),
+                Err(e) => tracing::warn!("next-hop cache off (every packet looked up): {e:#}"),
+            }
+        }
+        if self.cfg.tcp_hints {
+            match self.dp.as_mut().expect("just set").attach_tcp_hints() {
+                Ok(()) => {
+                    tracing::info!("TCP hints on (RFC 6069): timeouts of connections to identifier addresses recorded")
+                }
+                Err(e) => tracing::warn!("TCP hints off (a hard handoff's TCP waits for its own timer): {e:#}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// The identifier prefix's route on ilnp0: through the lwt xmit program with
+    /// the eBPF data path and `route_xmit` (small packets translated at the route,
+    /// one transmit), else plain (and so also when an adopted ilnp0's route had
+    /// the program and this configuration does not want it). A program that does
+    /// not load, or an uplink whose checksum offload it could mislead
+    /// (`bpf::parses_ipv6_for_csum`), leaves the route plain: ilnp0's tc program
+    /// then translates everything, as before.
+    pub(super) async fn set_id_route(&mut self) -> Result<()> {
+        let mut want = self.cfg.datapath == config::Datapath::Ebpf && self.cfg.route_xmit;
+        if want {
+            let unsafe_csum: Vec<&str> = self
+                .uplinks
+                .iter()
+                .filter(|u| bpf::active_features(&u.name).is_ok_and(bpf::parses_ipv6_for_csum))
+                .map(|u| u.name.as_str())
+                .collect();
+            if !unsafe_csum.is_empty() {
+                tracing::info!(
+                    "translation at the route off: {} offload IPv6 checksums by parsing headers                      (tx-checksum-ipv6 without tx-checksum-ip-generic); every packet through {}",
+                    unsafe_csum.join(", "),
+                    self.cfg.tun_name
+                );
+                want = false;
+            }
+        }
+        let prog = match self.dp.as_mut() {
+            Some(dp) if want => match dp.load_route_xmit() {
+                Ok(fd) => Some((fd, bpf::PROG_ROUTE)),
+                Err(e) => {
+                    tracing::warn!("translation at the route off (every packet through {}): {e:#}", self.cfg.tun_name);
+                    None
+                }
+            },
+            _ => None,
+        };
+        let on = prog.is_some();
+        self.nl.set_id_route(self.cfg.id_prefix.prefix(), 64, self.tun_index, prog).await?;
+        self.route_xmit = on;
+        if on {
+            tracing::info!(
+                "translation at the route on: {}/64 dev {} encap bpf xmit",
+                self.cfg.id_prefix.prefix(),
+                self.cfg.tun_name
+            );
+        }
+        Ok(())
+    }
+
+    /// The core's state from the state file, and a fast path that matches it: an
+    /// ILCC entry the pinned maps hold but the core does not know (state file lost
+    /// or corrupt) is removed, so every fast-path entry has its owner.
+    pub(super) fn restore_core(&mut self, snap: Option<ilnp_core::CoreSnapshot>) {
+        let now = Instant::now();
+        if let Some(snap) = snap {
+            let path = self.cfg.state_file.clone().unwrap_or_default();
+            match self.core.restore(now, &snap) {
+                Ok(actions) => {
+                    tracing::info!("restored {} ILCC entries from {}", snap.entries.len(), path.display());
+                    self.run_actions(actions);
+                }
+                Err(e) => tracing::warn!("state file {}: {e}: ignored", path.display()),
+            }
+        }
+        self.state_dirty = Some(now);
+    }
+
+    /// After the core is restored and has our locators (so it has rebuilt its
+    /// balancing tables): what an earlier run left pinned that the core does not
+    /// hold goes, so every fast-path entry has an owner.
+    /// * An ILCC entry without state in the core (state file lost or corrupt).
+    /// * A balancing table the core has none for: the state file has no policies,
+    ///   so one set with `ilnpctl policy`, or one the configuration no longer
+    ///   gives, ended with the run; kept, the fast path would go on balancing a
+    ///   correspondent that `ilnpctl policy` shows on failover.
+    /// * A punt of a plain peer the core has no fallback or probe for (a probe's,
+    ///   or fallback configured off): its plain packets go to the host as without.
+    pub(super) fn sweep_fast_path(&mut self) {
+        let known: BTreeSet<IlccKey> = self.core.ilcc().iter().map(|e| e.key()).collect();
+        let balanced: BTreeSet<IlccKey> = self.core.balanced_entries().collect();
+        let plain: BTreeSet<Nid> = self.core.fallback().punted().collect();
+        let Some(dp) = self.dp.as_mut() else { return };
+        fn stale<K: Ord>(what: &str, listed: Result<Vec<K>>, keep: &BTreeSet<K>) -> Vec<K> {
+            match listed {
+                Ok(v) => v.into_iter().filter(|n| !keep.contains(n)).collect(),
+                Err(e) => {
+                    tracing::warn!("listing the fast path's {what}: {e:#}");
+                    Vec::new()
+                }
+            }
+        }
+        let listed = dp.peer_counters().map(|v| v.into_iter().map(|(n, _)| n).collect());
+        for key in stale("ILCC entries", listed, &known) {
+            tracing::warn!("fast-path ILCC entry {key} has no state in the core: removed");
+            if let Err(e) = dp.remove_peer(key) {
+                tracing::warn!("{e:#}");
+            }
+        }
+        for key in stale("balancing tables", dp.balanced_entries(), &balanced) {
+            tracing::info!("fast-path balancing table of {key} has none in the core (failover, or one pair): removed");
+            if let Err(e) = dp.set_balance(&ilnp_core::BalanceChange::Remove(key)) {
+                tracing::warn!("{e:#}");
+            }
+        }
+        for nid in stale("plain peers", dp.plain_peers(), &plain) {
+            tracing::info!("fast-path punt of plain peer {nid}: no fallback in the core: removed");
+            if let Err(e) = dp.remove_plain_peer(nid) {
+                tracing::warn!("{e:#}");
+            }
+        }
+    }
+}
+
 /// The protocol core with the configuration's settings, peers and policies.
 fn build_core(cfg: &Config, local_nid: Nid, uplinks: &[Uplink]) -> Result<Core> {
     // the file's core settings as config.rs filled them; the NID is known only now
@@ -359,64 +499,6 @@ fn build_core(cfg: &Config, local_nid: Nid, uplinks: &[Uplink]) -> Result<Core> 
         }
     }
     Ok(core)
-}
-
-/// This node's NID and where it came from (`nid`: crate::nid), logged once. `macs`:
-/// the uplinks' MACs in configuration order; `previous`: the local NID of the previous
-/// run's state file.
-fn local_nid(cfg: &Config, macs: &[Option<[u8; 6]>], previous: Option<Nid>) -> Result<(Nid, NidSource)> {
-    let eui64 = || macs.first().copied().flatten().map(Nid::from_mac);
-    match cfg.nid {
-        NidChoice::Configured(n) => {
-            tracing::info!("NID {n}: configured");
-            Ok((n, NidSource::Configured))
-        }
-        NidChoice::Eui64 => match eui64() {
-            Some(n) => {
-                tracing::info!(
-                    "NID {n}: the modified EUI-64 of {}'s MAC (nid = \"eui64\"): it identifies this host's hardware \
-                     on every network",
-                    cfg.uplinks[0]
-                );
-                Ok((n, NidSource::Eui64))
-            }
-            None => bail!(
-                "nid = \"eui64\" needs a MAC address on the first uplink {:?}; configure `nid` or use \"auto\"",
-                cfg.uplinks[0]
-            ),
-        },
-        NidChoice::Auto => {
-            let dir = &cfg.state_dir;
-            let r = crate::nid::resolve_auto(dir, previous).context("nid = \"auto\"")?;
-            let record = dir.join(crate::nid::NID_FILE);
-            match (r.source, r.new) {
-                (NidSource::KeptFromUpgrade, true) => {
-                    let mac = if Some(r.nid) == eui64() {
-                        format!(" (the modified EUI-64 of {}'s MAC, the \"auto\" of earlier versions)", cfg.uplinks[0])
-                    } else {
-                        String::new()
-                    };
-                    tracing::info!(
-                        "NID {}{mac}: kept from the previous run's state file {} and recorded in {}, so sessions \
-                         and DNS records stay valid. For a stable-privacy NID instead (not derived from the \
-                         hardware; the host's NID and DNS records change): stop ilnpd, delete {}, start it",
-                        r.nid,
-                        cfg.state_file.as_deref().unwrap_or(Path::new("")).display(),
-                        record.display(),
-                        record.display()
-                    );
-                }
-                (NidSource::StablePrivacy, true) => tracing::info!(
-                    "NID {}: stable-privacy, derived from the host secret {} and recorded in {}",
-                    r.nid,
-                    dir.join(crate::nid::SECRET_FILE).display(),
-                    record.display()
-                ),
-                (source, _) => tracing::info!("NID {} ({}): recorded in {}", r.nid, source.as_str(), record.display()),
-            }
-            Ok((r.nid, r.source))
-        }
-    }
 }
 
 /// rand 0.8 re-exports rand_core 0.6, the trait the core takes.
