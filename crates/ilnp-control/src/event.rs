@@ -116,7 +116,7 @@ pub enum Event {
 impl Event {
     /// The event as one line (with its newline).
     pub fn to_line(&self) -> String {
-        crate::line(self)
+        crate::framing::line(self)
     }
 
     /// Parses one monitor line.

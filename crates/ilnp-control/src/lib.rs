@@ -9,6 +9,7 @@
 //! [`Reply::envelope`] to pass the data through unchanged).
 
 mod event;
+mod framing;
 mod reply;
 mod request;
 mod states;
@@ -27,14 +28,6 @@ pub use states::{
     AdmissionPolicy, DatapathMode, DnsUpdateState, FallbackReason, Handoff, LocatorState, NidSource, PeerSource,
     PeerState, RouterPreference,
 };
-
-/// Framing: the compact JSON of `v` and a newline (JSON text never contains a raw
-/// newline, so a line is a message).
-fn line<T: serde::Serialize + ?Sized>(v: &T) -> String {
-    let mut s = serde_json::to_string(v).unwrap_or_else(|e| format!("{{\"ok\":false,\"error\":\"serialising: {e}\"}}"));
-    s.push('\n');
-    s
-}
 
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,7 @@ use crate::states::{
     AdmissionPolicy, DatapathMode, DnsUpdateState, FallbackReason, Handoff, LocatorState, NidSource, PeerSource,
     PeerState, RouterPreference,
 };
-use crate::Policy;
+use ilnp_wire::Policy;
 use ilnp_wire::{Locator, Nid};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
@@ -94,7 +94,7 @@ impl Reply {
             Reply::Err(e) => Envelope { ok: false, data: None, error: Some(e.clone()) },
         };
         // through a Value: its maps are sorted (serde_json without preserve_order)
-        crate::line(&serde_json::to_value(&env).unwrap_or_default())
+        crate::framing::line(&serde_json::to_value(&env).unwrap_or_default())
     }
 
     /// Opens the envelope: `Ok(Ok(data))` for `"ok": true` (data as sent; `null`

@@ -165,7 +165,7 @@ impl Request {
 
     /// The request as one line (with its newline).
     pub fn to_line(&self) -> String {
-        crate::line(self)
+        crate::framing::line(self)
     }
 }
 
