@@ -189,19 +189,7 @@ impl Daemon {
             })
         }
         .await;
-        let Early {
-            state_existed,
-            restored,
-            local_nid,
-            nid_source,
-            dns,
-            scrapes,
-            v4_sock,
-            my_id,
-            tun_index,
-            core,
-            nd_group,
-        } = match early {
+        let early = match early {
             Ok(v) => v,
             Err(e) => {
                 changes.rollback_early(&mut tun_slot);
@@ -210,24 +198,24 @@ impl Daemon {
         };
         let tun = tun_slot.take().expect("ilnp0 is made before the early phase ends");
         let (events, _) = broadcast::channel(1024);
-        let (dns, dns_learn) = match dns {
+        let (dns, dns_learn) = match early.dns {
             Some((p, rx)) => (Some(p), Some(rx)),
             None => (None, None),
         };
         let mut d = Daemon {
             cfg,
             nl,
-            core,
+            core: early.core,
             tun,
-            tun_index,
+            tun_index: early.tun_index,
             raw,
-            _nd_group: nd_group,
+            _nd_group: early.nd_group,
             dp: None,
             route_watch: None,
             route_xmit: false,
             uplinks,
-            local_nid,
-            nid_source,
+            local_nid: early.local_nid,
+            nid_source: early.nid_source,
             added: BTreeSet::new(),
             events,
             started: Instant::now(),
@@ -240,15 +228,15 @@ impl Daemon {
             dns_update: None,
             slow_hist: Default::default(),
             changes,
-            histograms: scrapes.as_ref().map(|_| crate::metrics::Histograms::default()),
-            scrapes,
-            v4: v4_sock,
+            histograms: early.scrapes.as_ref().map(|_| crate::metrics::Histograms::default()),
+            scrapes: early.scrapes,
+            v4: early.v4_sock,
             privacy: Default::default(),
         };
         // what the previous run changed is put back on a clean stop, with the values
         // from before that run: adopted entries
         let mut found_added = BTreeSet::new();
-        if let Some(s) = &restored {
+        if let Some(s) = &early.restored {
             d.added = s.added.iter().copied().collect();
             found_added = d.added.clone();
             for (path, old) in &s.saved_sysctls {
@@ -258,16 +246,16 @@ impl Daemon {
         }
         // the state file is written ahead from Step::UplinkSysctls on (fresh starts)
         if let Some(p) = &d.cfg.state_file {
-            d.changes.push(Change::StateFile(p.clone()), state_existed);
+            d.changes.push(Change::StateFile(p.clone()), early.state_existed);
         }
-        let restored_core = restored.map(|s| s.core);
+        let restored_core = early.restored.map(|s| s.core);
         let fresh = restored_core.is_none();
         match d.setup(fresh, restored_core, found_added).await {
             Ok(rx) => {
                 tracing::info!(
                     "ilnpd up: NID {} identifier address {} on {} ({:?} data path), uplinks {:?}",
                     d.local_nid,
-                    my_id,
+                    early.my_id,
                     d.tun.name,
                     d.cfg.datapath,
                     d.cfg.uplinks
