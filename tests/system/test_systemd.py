@@ -269,7 +269,7 @@ def test_package_and_unit_under_systemd(debs, tmp_path):
                   "/usr/share/doc/ilnp/README.md", "/usr/share/doc/ilnp/examples/ilnpd.toml",
                   # what the README and architecture.md link to
                   "/usr/share/doc/ilnp/architecture.md", "/usr/share/doc/ilnp/status.md",
-                  "/usr/share/doc/ilnp/design/nid.md"):
+                  "/usr/share/doc/ilnp/design/nid.md", "/usr/share/doc/ilnp/parts/data-path.md"):
             assert f in files, f
         assert m.run("dpkg-query -W -f '${Conffiles}' ilnp").stdout.split()[0] == "/etc/ilnp/ilnpd.toml"
         # (man-db is not in the minimal root: its check of the man: links fails)
