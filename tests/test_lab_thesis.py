@@ -45,6 +45,39 @@ def test_jitter_lu_timer_and_quick_timeline_are_read():
     assert len(full) == 19
 
 
+def test_a_flow_that_never_started_is_run_again(tmp_path, monkeypatch):
+    """thesis-loss's old-link moves put loss on R1-R2, behind which the MN starts: a lost iperf3
+    UDP connect (or its reply) failed the run in the VM (lan-1-old10 mipv6-ro: 4 B received,
+    'unable to read from stream socket'). Such a run is made again once, with another loss
+    seed, the first attempt's folder kept beside it; any other failure is not repeated."""
+    loss = topology.load("thesis-loss")
+    cell = mobility.Cell("lan-1-old10", "mipv6-ro", loss.loads[0], "-")
+    lost = {"iperf_error": "unable to read from stream socket: Resource temporarily unavailable",
+            "flow": {"bytes_received": 4}}
+    for case, (first, attempts) in enumerate(((lost, 2), (dict(lost, flow={"bytes_received": 150304}), 1),
+                                              (dict(lost, iperf_error="the server has terminated"), 1))):
+        seen = []
+
+        def attempt(self, first=first, seen=seen):
+            self.rdir.mkdir(parents=True)
+            (self.rdir / "run.json").write_text(str(self.seed))
+            seen.append((self.seed, list(self.notes)))
+            return dict(first) if len(seen) == 1 else {"flow": {"bytes_received": 150000}, "notes": self.notes}
+        monkeypatch.setattr(mobility.Run, "_attempt", attempt)
+        rdir = tmp_path / str(case) / "run01"
+        res = mobility.Run(loss, cell, 1, 24, rdir, 7).execute()
+        assert len(seen) == attempts, (first, seen)
+        if attempts == 2:
+            assert seen[0] == (7, []) and seen[1][0] == 1007 and "iperf3's UDP connect" in seen[1][1][0]
+            assert res["notes"] == seen[1][1]
+            assert (rdir.parent / "run01-setup-lost" / "run.json").read_text() == "7"
+            assert (rdir / "run.json").read_text() == "1007"
+        else:
+            assert not (rdir.parent / "run01-setup-lost").exists()
+    tcp = topology.load("seed000-tcp")  # TCP retransmits its handshake: never the case
+    assert not mobility.flow_setup_lost(tcp, lost) and mobility.flow_setup_lost(loss, lost)
+
+
 @pytest.mark.parametrize("old,new,expect", [
     ('jitter_dist = "pareto"', 'jitter_dist = "cauchy"', "jitter_dist = 'cauchy' is not one of"),
     ('jitter_order = "reorder"', 'jitter_order = "sometimes"', "jitter_order = 'sometimes' is not one of"),
