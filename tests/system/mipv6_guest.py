@@ -468,7 +468,12 @@ def lab(args):
             hs = x["handoffs"]
             home, away = [h for h in hs if h["kind"] == "home"], [h for h in hs if h["kind"] == "away"]
             again = [h for h in away if h["t_s"] > home[0]["t_s"]]
-            check(bool(home) and all(h["success"] for h in home) and any(h["success"] for h in again),
+            # with loss on the old link too (the *-oldM moves) a registration's BU or BA may be lost
+            # in every try before the next move (Table 6.2: 66 % / 23 % at 10 / 10 %), and with RO
+            # the return home's BU to the CN: not a fault; the HA's BA at home (home link) always
+            lossy_old = any(h.get("old_loss_pct") for h in away)
+            check(bool(home) and all(h["acked"] and (lossy_old or h["success"]) for h in home)
+                  and (lossy_old or any(h["success"] for h in again)),
                   f"{what}: {len(home)} returns home, deregistered {sum(h['success'] for h in home)}; "
                   f"{len(away)} registrations, done {sum(h['success'] for h in away)}; "
                   + ", ".join(f"{h['label']} {h['delay_ms']} ms x{h['attempts']}" for h in hs))
