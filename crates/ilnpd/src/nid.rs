@@ -314,10 +314,9 @@ impl NidChoice {
             NidChoice::Eui64 => match eui64() {
                 Some(n) => {
                     tracing::info!(
-                    "NID {n}: the modified EUI-64 of {}'s MAC (nid = \"eui64\"): it identifies this host's hardware \
-                     on every network",
-                    uplink
-                );
+                        "NID {n}: the modified EUI-64 of {uplink}'s MAC (nid = \"eui64\"): it identifies this \
+                         host's hardware on every network"
+                    );
                     Ok((n, NidSource::Eui64))
                 }
                 None => bail!(
@@ -337,9 +336,10 @@ impl NidChoice {
                             String::new()
                         };
                         tracing::info!(
-                            "NID {}{mac}: kept from the previous run's state file {} and recorded in {}, so sessions \
-                         and DNS records stay valid. For a stable-privacy NID instead (not derived from the \
-                         hardware; the host's NID and DNS records change): stop ilnpd, delete {}, start it",
+                            "NID {}{mac}: kept from the previous run's state file {} and recorded in {}, so \
+                             sessions and DNS records stay valid. For a stable-privacy NID instead (not derived \
+                             from the hardware; the host's NID and DNS records change): stop ilnpd, delete {}, \
+                             start it",
                             r.nid,
                             state_file.unwrap_or(Path::new("")).display(),
                             record.display(),
