@@ -294,14 +294,14 @@ pub fn resolve_auto(dir: &Path, previous: Option<Nid>) -> Result<Resolved> {
 
 impl NidChoice {
     /// This node's NID and where it came from, logged once (start-up). `uplink` and
-    /// `mac`: the first uplink's name and MAC; `state_dir`: where "auto" keeps its
-    /// secret and record; `previous`: the local NID of the previous run's state file
+    /// `mac`: the first uplink's name and MAC; `dir`: the state directory, where "auto"
+    /// keeps its secret and record; `previous`: the local NID of the previous run's state file
     /// (`state_file`).
     pub fn resolve(
         self,
         uplink: &str,
         mac: Option<[u8; 6]>,
-        state_dir: &Path,
+        dir: &Path,
         state_file: Option<&Path>,
         previous: Option<Nid>,
     ) -> Result<(Nid, NidSource)> {
@@ -325,7 +325,6 @@ impl NidChoice {
                 ),
             },
             NidChoice::Auto => {
-                let dir = state_dir;
                 let r = resolve_auto(dir, previous).context("nid = \"auto\"")?;
                 let record = dir.join(NID_FILE);
                 match (r.source, r.new) {
