@@ -78,6 +78,34 @@ def test_a_flow_that_never_started_is_run_again(tmp_path, monkeypatch):
     assert not mobility.flow_setup_lost(tcp, lost) and mobility.flow_setup_lost(loss, lost)
 
 
+def test_drop_captures_deletes_each_runs_pcaps_once_it_is_done(tmp_path, monkeypatch):
+    """`--drop-captures` (a campaign in the VM, whose /tmp is RAM: 30 full seed000-tcp runs filled
+    it): each run's pcaps go as soon as the run is done, the setup-lost attempt's too, the rest
+    of its folder stays; without the option nothing is deleted; `report --reanalyse` then says
+    why it cannot recompute."""
+    tcp = topology.load("seed000-tcp")
+    cell = mobility.Cell("lan-lan", "plain", tcp.loads[0], "cubic")
+
+    def execute(self):
+        for d in (self.rdir, self.rdir.with_name(self.rdir.name + "-setup-lost")):
+            (d / "cap").mkdir(parents=True)
+            (d / "cn.pcap").write_bytes(b"x")
+            (d / "cap" / "mn.pcap").write_bytes(b"x")
+            (d / "run.json").write_text("{}")
+        return {"cell": cell.id}
+    monkeypatch.setattr(mobility.Run, "execute", execute)
+    for drop in (False, True):
+        out = tmp_path / str(drop)
+        assert mobility._one(tcp, cell, 1, 12, out, 1, drop)["ok"]
+        runs = out / "runs" / cell.id.replace("/", "_")
+        assert len(list(runs.rglob("*.pcap"))) == (0 if drop else 4)
+        assert len(list(runs.rglob("run.json"))) == 2
+    (tmp_path / "True" / "results.json").write_text("[]")
+    (tmp_path / "True" / "meta.json").write_text(json.dumps({"experiment": "seed000-tcp", "drop_captures": True}))
+    r = lab("report", str(tmp_path / "True"), "--reanalyse")
+    assert r.returncode == 2 and "--drop-captures" in r.stderr, r
+
+
 @pytest.mark.parametrize("old,new,expect", [
     ('jitter_dist = "pareto"', 'jitter_dist = "cauchy"', "jitter_dist = 'cauchy' is not one of"),
     ('jitter_order = "reorder"', 'jitter_order = "sometimes"', "jitter_order = 'sometimes' is not one of"),

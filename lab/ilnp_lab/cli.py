@@ -53,6 +53,9 @@ def main(argv=None) -> int:
     r.add_argument("--sysctl", action="append", metavar="NODE:KEY=VALUE",
                    help="set a network-namespace sysctl in one node of the testbed after it is built (repeatable; "
                         "a diagnosis, recorded in the report), e.g. cn:net.ipv4.tcp_frto=0")
+    r.add_argument("--drop-captures", action="store_true",
+                   help="delete each run's packet captures once its results are written (a long campaign on a "
+                        "small disk, e.g. the VM's /tmp in RAM; `report --reanalyse` then cannot recompute)")
     r.add_argument("--json", action="store_true", help="print the per-run results as JSON on stdout")
     r.add_argument("--no-scale", action="store_true", help="seed004-ilcc: without the extra row at this machine's rate")
     rp = sub.add_parser("report", help="rebuild report.md, results.csv and plots from a run folder")
@@ -93,6 +96,10 @@ def report(args) -> int:
             print(f"ilnp-lab report --reanalyse: {args.dir} is a {meta['experiment']} run "
                   f"({experiment.plugin_of(mod)} plugin): nothing to reanalyse from captures; "
                   "`ilnp-lab report DIR` rebuilds its report", file=sys.stderr)
+            return 2
+        if meta.get("drop_captures"):
+            print(f"ilnp-lab report --reanalyse: {args.dir} was run with --drop-captures: its captures are gone; "
+                  "`ilnp-lab report DIR` rebuilds its report from results.json", file=sys.stderr)
             return 2
         ex = load(meta["file"])
         ex.dad, ex.dad_transmits = meta.get("dad", ex.dad), meta.get("dad_transmits", ex.dad_transmits)

@@ -362,20 +362,26 @@ def path_rtts_ms(ex: Experiment, nodes: dict) -> dict[str, float]:
     return out
 
 
-def _one(ex: Experiment, cell: Cell, i: int, duration: float, out: Path, seed: int) -> dict:
+def _one(ex: Experiment, cell: Cell, i: int, duration: float, out: Path, seed: int, drop_captures: bool = False) -> dict:
     rdir = out / "runs" / cell.id.replace("/", "_") / f"run{i:02d}"
     try:
         return Run(ex, cell, i, duration, rdir, seed + i - 1).execute() | {"ok": True}
     except RunError as e:
         return {"experiment": ex.name, "cell": cell.id, "move": cell.move, "scheme": cell.scheme,
                 "load": cell.load.name, "cc": cell.cc, "run": i, "ok": False, "error": str(e)}
+    finally:
+        if drop_captures:  # the results (or the failed step) are written: what is left of the run is small
+            for d in (rdir, rdir.with_name(rdir.name + "-setup-lost")):
+                for pcap in d.rglob("*.pcap"):
+                    pcap.unlink()
 
 
 def run_all(ex: Experiment, todo: list[Cell], runs: int, duration: float, out: Path, seed: int,
-            jobs: int = 1) -> tuple[list[dict], bool]:
+            jobs: int = 1, drop_captures: bool = False) -> tuple[list[dict], bool]:
     """Every cell `runs` times with a progress bar on stderr; a failed run is recorded
     (with its step) and the others go on. `jobs` > 1 runs that many testbeds at once, each
-    in its own worker process (runs are independent: own namespaces, own names). Returns
+    in its own worker process (runs are independent: own namespaces, own names).
+    `drop_captures`: each run's pcaps deleted once it is done (`--drop-captures`). Returns
     (results in cell order, interrupted by Ctrl-C)."""
     from tqdm import tqdm
 
@@ -393,13 +399,13 @@ def run_all(ex: Experiment, todo: list[Cell], runs: int, duration: float, out: P
         if jobs <= 1:
             for k, (cell, i) in enumerate(work):
                 bar.set_description(f"{cell.id} #{i}")
-                done(k, _one(ex, cell, i, duration, out, seed))
+                done(k, _one(ex, cell, i, duration, out, seed, drop_captures))
         else:
             import concurrent.futures as cf
             import multiprocessing as mp
             with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"), initializer=install_sigterm,
                                         initargs=(True,)) as pool:
-                futs = {pool.submit(_one, ex, cell, i, duration, out, seed): k for k, (cell, i) in enumerate(work)}
+                futs = {pool.submit(_one, ex, cell, i, duration, out, seed, drop_captures): k for k, (cell, i) in enumerate(work)}
                 try:
                     for f in cf.as_completed(futs):
                         done(futs[f], f.result())
@@ -462,7 +468,7 @@ def install_sigterm(worker: bool = False) -> None:
 # The mobility file format is richer than a plugin table: topology.py reads and checks all of it.
 Spec = load
 # --scenario MOVE, --scheme S, --cc NAME, --jobs N, --dad, --dad-transmits N, --assoc-delay S, --sysctl
-OPTIONS = {"runs", "scenario", "scheme", "cc", "jobs", "dad", "dad_transmits", "assoc_delay", "sysctl"}
+OPTIONS = {"runs", "scenario", "scheme", "cc", "jobs", "dad", "dad_transmits", "assoc_delay", "sysctl", "drop_captures"}
 
 
 def describe(ex: Experiment) -> str:
@@ -499,14 +505,15 @@ def run(ex: Experiment, args, meta: dict) -> int:
     out = experiment.out_dir(ex, args)
     install_sigterm()
     meta.update(duration_s=duration, runs_per_cell=runs, dad=args.dad, dad_transmits=args.dad_transmits,
-                assoc_delay_s=args.assoc_delay, sysctls=[f"{n}:{k}={v}" for n, k, v in ex.sysctls], notes=notes)
+                assoc_delay_s=args.assoc_delay, drop_captures=args.drop_captures, sysctls=[f"{n}:{k}={v}" for n, k, v in ex.sysctls], notes=notes)
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
     try:
         # hybla/veno the kernel lacks: registered as BPF struct_ops for this run, removed after
         with cc_mod.loaded(sorted({c.cc for c in todo})) as impl:
             meta["cc_impl"] = impl
-            results, interrupted = run_all(ex, todo, runs, duration, out, args.seed, max(1, args.jobs))
+            results, interrupted = run_all(ex, todo, runs, duration, out, args.seed, max(1, args.jobs),
+                                           args.drop_captures)
     except StepError as e:
         print(f"ilnp-lab run: {e}", file=sys.stderr)
         return 1

@@ -209,7 +209,7 @@ PUBLISHED_SUCCESS = {
 
 def seed_success(scheme: str, hs: list[dict]) -> str:
     """Table 6.2's success for this scheme at the handoffs' new-link loss (the seed's 1/2/5/10 %),
-    at their old-link loss or, below 1 % (this lab's moves leave R1-R2 lossless), the 1 % row,
+    at their old-link loss or, below 1 % (a lossless old link: every move but the *-oldM ones), the 1 % row,
     said so; '—' where the table has no cell (a lossless new link; MIPv6's return home, whose
     BU and BA stay on the home link whatever R1-R2's loss)."""
     name = {"mipv6": "MIPv6 no RO", "mipv6-ro": "MIPv6 RO"}.get(scheme, "ILNPv6" if scheme.startswith("ilnp") else None)
@@ -249,8 +249,9 @@ def handoff_table(by_scheme: dict[str, list[dict]]) -> list[str]:
             "locator before the next join; *one LU* = completed with no retransmission (the ack reached the MN "
             "before the timer fired: with no jitter, the first LU and its ack both arrived), beside *analytic "
             "single-shot* = P(LU) × P(ack) from the links' loss on the path (thesis §6.2.1 eqs. 3, 8, 9; Table 6.2 "
-            "gives .98 / .96 / .90 / .81 at 1 / 2 / 5 / 10 % on the new link) and *seed* = Table 6.2 at this "
-            "new-link loss (its old-link loss is never below 1 %: for our lossless R1-R2 the 1 % row); *LU at CN* = "
+            "gives .98 / .96 / .90 / .81 at 1 / 2 / 5 / 10 % on the new link) and *seed* = Table 6.2 at the "
+            "handoff's new-link and old-link loss (Table 6.2 has no row below 1 %: a lossless old link takes the "
+            "1 % row, marked *(old 1 %)* for MIPv6; ILNPv6's is the same in every row); *LU at CN* = "
             "the first LU was captured at the CN (before any retransmission); *LUs / handoff* = send instants of "
             "the handoff's LU until acked, at the MN (thesis Fig. 3.15c); *delay* = first LU → first ack at the MN "
             "(thesis §3.3: ≥ 1 RTT, < 2 RTT), of all handoffs, of those with one LU and of those retried (the first "

@@ -441,7 +441,7 @@ def lab(args):
     if os.path.exists(os.path.join(LAB, "host-provenance.json")):  # which commit the host packed (no git here)
         env["ILNP_HOST_PROVENANCE"] = os.path.join(LAB, "host-provenance.json")
     t = time.time()
-    r = subprocess.run([sys.executable, "-m", "ilnp_lab.cli", "run", *args, "--out", out], env=env)
+    r = subprocess.run([sys.executable, "-m", "ilnp_lab.cli", "run", *args, "--drop-captures", "--out", out], env=env)
     print(f"MIPV6-LAB ilnp-lab run {' '.join(args)}: {time.time() - t:.1f} s, exit {r.returncode}", flush=True)
     try:
         results = json.load(open(os.path.join(out, "results.json")))
