@@ -467,7 +467,8 @@ def install_sigterm(worker: bool = False) -> None:
 # ---------------------------------------------------------------- the plugin (experiment.py)
 # The mobility file format is richer than a plugin table: topology.py reads and checks all of it.
 Spec = load
-# --scenario MOVE, --scheme S, --cc NAME, --jobs N, --dad, --dad-transmits N, --assoc-delay S, --sysctl
+# --scenario MOVE, --scheme S, --cc NAME, --jobs N, --dad, --dad-transmits N, --assoc-delay S, --sysctl,
+# --drop-captures
 OPTIONS = {"runs", "scenario", "scheme", "cc", "jobs", "dad", "dad_transmits", "assoc_delay", "sysctl", "drop_captures"}
 
 
@@ -505,7 +506,8 @@ def run(ex: Experiment, args, meta: dict) -> int:
     out = experiment.out_dir(ex, args)
     install_sigterm()
     meta.update(duration_s=duration, runs_per_cell=runs, dad=args.dad, dad_transmits=args.dad_transmits,
-                assoc_delay_s=args.assoc_delay, drop_captures=args.drop_captures, sysctls=[f"{n}:{k}={v}" for n, k, v in ex.sysctls], notes=notes)
+                assoc_delay_s=args.assoc_delay, drop_captures=args.drop_captures,
+                sysctls=[f"{n}:{k}={v}" for n, k, v in ex.sysctls], notes=notes)
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
     try:
